@@ -1,0 +1,3 @@
+from runnercheck.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,27 @@
+"""``runnercheck config [PATH]``: the effective configuration for PATH, validated."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from runnercheck.config import find_pyproject, load_config
+
+HELP = "show the effective [tool.runnercheck] configuration for a path"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", nargs="?", type=Path, default=Path("."))
+    parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.path, args.config)
+    source = args.config or find_pyproject(args.path)
+    print(
+        json.dumps(
+            {"source": str(source) if source else None, **config.model_dump(mode="json")}, indent=2
+        )
+    )
+    return 0

@@ -1,0 +1,115 @@
+"""``[tool.runnercheck]``: reading and validating the target project's configuration.
+
+The configuration lives in the nearest ``pyproject.toml`` above the checked path
+(or in the file given with ``--config``). Every key is optional; the defaults
+match vLLM. Unknown keys and wrong types are errors that name the file and key::
+
+    [tool.runnercheck]
+    runner_bases = ["ModelRunnerBase", "GPUModelRunnerBase"]
+    driver_only = ["ModelInputForGPU.seq_lens"]
+    exclude = ["tests/*"]
+    broadcastable_types = ["vllm.lora.request.LoRARequest"]
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import ConfigDict, ValidationError
+
+from runnercheck.contract import Contract
+from runnercheck.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+TABLE = ("tool", "runnercheck")
+
+
+class Config(Contract):
+    """The contract names plus the tools' own settings."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    #: Glob patterns (matched against paths relative to the project root) to skip.
+    exclude: tuple[str, ...] = ()
+    #: Rule codes to report (empty: all).
+    select: tuple[str, ...] = ()
+    #: Rule codes never reported.
+    ignore: tuple[str, ...] = ()
+    #: Fully qualified type names that the mypy plugin accepts as broadcastable values.
+    broadcastable_types: tuple[str, ...] = ()
+    #: ``fuzz``: Hypothesis strategies for opaque types or fields, as
+    #: ``{"TypeName or Class.field": "module:function_returning_a_strategy"}``.
+    fuzz_strategies: dict[str, str] = {}
+
+    def contract(self) -> Contract:
+        """The contract names alone (what the analyses need)."""
+        return Contract(**{name: getattr(self, name) for name in Contract.model_fields})
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest ``pyproject.toml`` at or above ``start`` (a file or directory)."""
+    start = start.resolve()
+    here = start if start.is_dir() else start.parent
+    for directory in (here, *here.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _describe(error: Mapping[str, Any]) -> str:
+    loc = ".".join(str(part) for part in error.get("loc", ()))
+    kind = error.get("type", "")
+    if kind == "extra_forbidden":
+        return f"unknown key {loc!r}"
+    return f"key {loc!r}: {error.get('msg', 'invalid value')}"
+
+
+def config_from_mapping(table: Mapping[str, Any], source: str) -> Config:
+    """Validate a ``[tool.runnercheck]`` table; errors name ``source`` and the key."""
+    try:
+        return Config.model_validate(dict(table))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        more = len(exc.errors()) - 1
+        suffix = f" (and {more} more)" if more else ""
+        raise ConfigError(f"{source}: [tool.runnercheck] {_describe(first)}{suffix}") from None
+
+
+def load_config_file(path: Path) -> Config:
+    """Read ``[tool.runnercheck]`` from one TOML file (missing table: defaults)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{path}: cannot read configuration: {reason}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    table: Any = data
+    for key in TABLE:
+        table = table.get(key, {}) if isinstance(table, dict) else {}
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.runnercheck] must be a table")
+    return config_from_mapping(table, str(path))
+
+
+def load_config(start: Path | None = None, config_file: Path | None = None) -> Config:
+    """The configuration for a run: ``config_file`` if given, else the nearest
+    ``pyproject.toml`` above ``start`` (default: the current directory), else defaults."""
+    if config_file is not None:
+        if not config_file.is_file():
+            raise ConfigError(f"{config_file}: configuration file not found")
+        return load_config_file(config_file)
+    found = find_pyproject(start if start is not None else Path.cwd())
+    if found is None:
+        return Config()
+    return load_config_file(found)

@@ -1,0 +1,103 @@
+"""[tool.runnercheck]: defaults, overrides and one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runnercheck.config import Config, load_config
+from runnercheck.contract import VLLM, is_driver_only_metadata
+from runnercheck.errors import ConfigError
+
+
+def write(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "pyproject.toml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
+def test_defaults_match_vllm(tmp_path: Path) -> None:
+    write(tmp_path, "[project]\nname = 'x'\n")
+    config = load_config(tmp_path)
+    assert config.contract() == VLLM
+    assert config.broadcast_function == "broadcast_tensor_dict"
+    assert config.runner_bases == ("ModelRunnerBase", "GPUModelRunnerBase")
+
+
+def test_nearest_pyproject_is_used(tmp_path: Path) -> None:
+    write(tmp_path, "[tool.runnercheck]\nbroadcast_function = 'bcast'\n")
+    nested = tmp_path / "pkg" / "sub"
+    nested.mkdir(parents=True)
+    (nested / "mod.py").write_text("x = 1\n")
+    assert load_config(nested / "mod.py").broadcast_function == "bcast"
+
+
+def test_override_and_driver_only(tmp_path: Path) -> None:
+    write(tmp_path, "[tool.runnercheck]\ndriver_only = ['ModelInput.seq_lens']\n")
+    config = load_config(tmp_path)
+    assert config.is_driver_only("ModelInput", "seq_lens")
+    assert not config.is_driver_only("ModelInput", "input_tokens")
+
+
+def test_driver_only_metadata_marker() -> None:
+    assert is_driver_only_metadata({"runnercheck": "driver-only"})
+    assert not is_driver_only_metadata({})
+    assert not is_driver_only_metadata(None)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("[tool.runnercheck]\nbogus = 1\n", "[tool.runnercheck] unknown key 'bogus'"),
+        (
+            "[tool.runnercheck]\nbroadcast_function = 3\n",
+            "[tool.runnercheck] key 'broadcast_function': Input should be a valid string",
+        ),
+        ("[tool.runnercheck\nx = 1\n", "invalid TOML"),
+    ],
+)
+def test_bad_config_one_line(tmp_path: Path, body: str, expected: str) -> None:
+    path = write(tmp_path, body)
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    message = str(info.value)
+    assert message.startswith(str(path) + ": ")
+    assert expected in message
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("[tool.runnercheck]\nbogus = 1\n", "unknown key 'bogus'"),
+        ("[tool.runnercheck]\nexclude = 'x'\n", "key 'exclude'"),
+        ("[tool.runnercheck\n", "invalid TOML"),
+    ],
+)
+def test_bad_config_cli_exit_2(tmp_path: Path, body: str, expected: str) -> None:
+    path = write(tmp_path, body)
+    proc = subprocess.run(
+        [sys.executable, "-m", "runnercheck", "config", "--config", str(path), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"runnercheck: error: {path}: ")
+    assert expected in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="configuration file not found"):
+        load_config(config_file=tmp_path / "nope.toml")
+
+
+def test_config_is_frozen() -> None:
+    with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen error
+        Config().broadcast_function = "x"  # type: ignore[misc]

@@ -1,0 +1,71 @@
+"""Real vLLM sources for tests and benchmarks, from the wheels on the package index.
+
+The wheels are downloaded at run time (``pip download``), and only ``vllm/**.py``
+is unpacked, into a cache directory (``$RUNNERCHECK_VLLM_CACHE`` or
+``~/.cache/runnercheck/vllm``). Nothing of vLLM is ever committed.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+VERSIONS = ("0.5.0", "0.5.1", "0.6.0")
+
+
+def cache_root() -> Path:
+    env = os.environ.get("RUNNERCHECK_VLLM_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "runnercheck" / "vllm"
+
+
+def vllm_source(version: str) -> Path:
+    """The directory holding ``vllm/`` of that release (downloaded once, then cached).
+
+    Raises RuntimeError when the wheel cannot be downloaded."""
+    target = cache_root() / version
+    done = target / ".complete"
+    if done.is_file():
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--platform",
+            "manylinux1_x86_64",
+            "--python-version",
+            "3.11",
+            "-d",
+            tmp,
+            f"vllm=={version}",
+        ]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        wheels = list(Path(tmp).glob("vllm-*.whl"))
+        if proc.returncode != 0 or not wheels:
+            raise RuntimeError(f"cannot download vllm=={version}: {proc.stderr.strip()[-500:]}")
+        with zipfile.ZipFile(wheels[0]) as archive:
+            for name in archive.namelist():
+                if name.startswith("vllm/") and name.endswith(".py"):
+                    archive.extract(name, target)
+    done.write_text(version)
+    return target
+
+
+def vllm_package(version: str) -> Path:
+    """``.../vllm`` of that release."""
+    return vllm_source(version) / "vllm"
+
+
+if __name__ == "__main__":
+    for v in sys.argv[1:] or VERSIONS:
+        print(vllm_package(v))
