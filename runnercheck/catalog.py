@@ -38,6 +38,16 @@ RULES: tuple[Rule, ...] = (
         good="def prepare_model_input(self, seq_group_metadata_list):\n    ...",
     ),
     Rule(
+        code="RC002",
+        name="internal-error",
+        engine="check",
+        summary="The checker failed on this file or class; it was not (fully) analysed.",
+        why="An internal error must not hide the rest of the run: it is reported for the file "
+        "it happened in, the other files are still checked, and the run exits non-zero.",
+        bad="(reported by runnercheck itself, with the exception)",
+        good="(no such finding)",
+    ),
+    Rule(
         code="RC101",
         name="recursive-from-dict",
         engine="check",

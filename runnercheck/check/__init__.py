@@ -4,3 +4,7 @@
 * :mod:`runnercheck.check.project`: facts joined across files (MRO, worker/runner pairs,
   keys produced and accepted, broadcasts per step).
 """
+
+from runnercheck.check.runner import CheckResult, check_paths, check_sources
+
+__all__ = ["CheckResult", "check_paths", "check_sources"]

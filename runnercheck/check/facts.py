@@ -26,7 +26,8 @@ The API (stable)
     ``path``; ``syntax_error`` (:class:`SyntaxErrorFacts` or None);
     ``classes`` (name -> :class:`ClassFacts`, module level, including under ``if``/``try``);
     ``functions`` (name -> :class:`FunctionFacts`, module-level functions, e.g. vLLM's
-    ``_add_attn_metadata_broadcastable_dict``); ``imports`` (local name -> dotted origin,
+    ``_add_attn_metadata_broadcastable_dict``); ``driver_only_constants`` (module-level
+    names bound to the driver-only marker dict); ``imports`` (local name -> dotted origin,
     ``{"dist": "torch.distributed", "broadcast_tensor_dict":
     "vllm.distributed.broadcast_tensor_dict"}``); ``suppressions`` (line -> codes, or
     None for a bare ``# runnercheck: ignore``).
@@ -281,6 +282,9 @@ class FieldFacts:
     driver_only: bool
     #: False for ``field(init=False)``: not accepted by ``cls(**d)``.
     init: bool = True
+    #: ``metadata=NAME``: the name of a constant that may hold the driver-only marker
+    #: (resolved by :meth:`runnercheck.check.project.Project.is_driver_only`).
+    metadata_ref: str | None = None
 
 
 @dataclass
@@ -333,6 +337,9 @@ class ModuleFacts:
     functions: dict[str, FunctionFacts] = field(default_factory=dict)
     imports: dict[str, str] = field(default_factory=dict)
     suppressions: dict[int, frozenset[str] | None] = field(default_factory=dict)
+    #: Module-level constants holding the driver-only marker
+    #: (``DRIVER_ONLY = {"runnercheck": "driver-only"}``).
+    driver_only_constants: frozenset[str] = frozenset()
 
 
 # ------------------------------------------------------------------ helpers
@@ -1015,6 +1022,24 @@ def _self_attrs(
                         out[target.attr] = tuple(dict.fromkeys(merged))
 
 
+def _is_driver_only_marker(node: ast.expr | None) -> bool:
+    """``{"runnercheck": "driver-only", ...}`` or ``dict(runnercheck="driver-only")``."""
+    if isinstance(node, ast.Dict):
+        return any(
+            key is not None
+            and _str_const(key) == DRIVER_ONLY_METADATA_KEY
+            and _str_const(item) == DRIVER_ONLY_METADATA_VALUE
+            for key, item in zip(node.keys, node.values, strict=True)
+        )
+    if isinstance(node, ast.Call) and dotted(node.func) == "dict":
+        return any(
+            kw.arg == DRIVER_ONLY_METADATA_KEY
+            and _str_const(kw.value) == DRIVER_ONLY_METADATA_VALUE
+            for kw in node.keywords
+        )
+    return False
+
+
 def _field_facts(stmt: ast.AnnAssign) -> FieldFacts | None:
     if not isinstance(stmt.target, ast.Name):
         return None
@@ -1023,17 +1048,15 @@ def _field_facts(stmt: ast.AnnAssign) -> FieldFacts | None:
         return None
     driver_only = False
     init = True
+    metadata_ref = None
     value = stmt.value
     if isinstance(value, ast.Call) and last_name(dotted(value.func)) == "field":
         for kw in value.keywords:
-            if kw.arg == "metadata" and isinstance(kw.value, ast.Dict):
-                for key, item in zip(kw.value.keys, kw.value.values, strict=True):
-                    if (
-                        key is not None
-                        and _str_const(key) == DRIVER_ONLY_METADATA_KEY
-                        and _str_const(item) == DRIVER_ONLY_METADATA_VALUE
-                    ):
-                        driver_only = True
+            if kw.arg == "metadata":
+                if _is_driver_only_marker(kw.value):
+                    driver_only = True
+                elif isinstance(kw.value, (ast.Name, ast.Attribute)):
+                    metadata_ref = dotted(kw.value)
             if kw.arg == "init" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
                 init = False
     return FieldFacts(
@@ -1044,6 +1067,7 @@ def _field_facts(stmt: ast.AnnAssign) -> FieldFacts | None:
         has_default=value is not None,
         driver_only=driver_only,
         init=init,
+        metadata_ref=metadata_ref,
     )
 
 
@@ -1166,6 +1190,17 @@ def extract_tree(
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node not in statements:
             _imports(node, facts.imports)
+    markers: set[str] = set()
+    for stmt in statements:
+        if isinstance(stmt, ast.Assign) and _is_driver_only_marker(stmt.value):
+            markers.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        elif (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and _is_driver_only_marker(stmt.value)
+        ):
+            markers.add(stmt.target.id)
+    facts.driver_only_constants = frozenset(markers)
     for stmt in statements:
         if isinstance(stmt, ast.ClassDef):
             facts.classes[stmt.name] = _class_facts(stmt, path, facts.imports, contract)
@@ -1191,6 +1226,10 @@ def extract_source(source: str | bytes, path: str, contract: Contract = VLLM) ->
         )
     except ValueError as exc:  # e.g. null bytes
         return ModuleFacts(path=path, syntax_error=SyntaxErrorFacts(1, 1, str(exc)))
+    except (RecursionError, MemoryError) as exc:  # nesting deeper than Python itself accepts
+        return ModuleFacts(
+            path=path, syntax_error=SyntaxErrorFacts(1, 1, f"too deeply nested ({exc})")
+        )
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
     return extract_tree(tree, path, text, contract)
 

@@ -159,6 +159,7 @@ class Project:
         self._mro: dict[int, list[ClassFacts]] = {}
         self._ancestors: dict[int, set[str]] = {}
         self._produced: dict[int, Produced | None] = {}
+        self._paired: list[ClassFacts] | None = None
         self._count_memo: dict[tuple[int, int, str, Role, int], PathCount | None] = {}
 
     # ------------------------------------------------------------ classes
@@ -372,6 +373,15 @@ class Project:
                     out[attr] = found
         return out
 
+    def paired_runners(self) -> list[ClassFacts]:
+        """Runners that some worker holds."""
+        if self._paired is None:
+            self._paired = []
+            for _, runner in self.worker_runner_pairs():
+                if runner not in self._paired:
+                    self._paired.append(runner)
+        return self._paired
+
     def worker_runner_pairs(self) -> list[tuple[ClassFacts, ClassFacts]]:
         pairs: list[tuple[ClassFacts, ClassFacts]] = []
         for worker in self.workers():
@@ -396,9 +406,27 @@ class Project:
         return fields
 
     def is_driver_only(self, cls: ClassFacts, fld: FieldFacts) -> bool:
+        """Declared driver-only: marker metadata (inline or a constant) or the config list."""
         if fld.driver_only:
             return True
+        if fld.metadata_ref is not None and self._is_marker_constant(fld.metadata_ref, cls):
+            return True
         return any(self.contract.is_driver_only(k.name, fld.name) for k in self.mro(cls))
+
+    def _is_marker_constant(self, ref: str, cls: ClassFacts) -> bool:
+        owner = next(
+            (k for k in self.mro(cls) if any(f.metadata_ref == ref for f in k.fields)), cls
+        )
+        module = self.module_of(owner)
+        if "." not in ref and ref in module.driver_only_constants:
+            return True
+        head = ref.split(".", 1)[0]
+        origin = module.imports.get(head)
+        if origin is None:
+            return False
+        full = origin + ref[len(head) :]
+        mod_name, _, name = full.rpartition(".")
+        return any(name in m.driver_only_constants for m in self._module_for(mod_name, module.path))
 
     # -------------------------------------------------------- keys produced
     def produced(self, cls: ClassFacts) -> Produced | None:

@@ -1,0 +1,57 @@
+"""RC108 unpicklable-broadcast-value: lambdas, generators, locks, files, streams, modules."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from runnercheck.check.facts import ClassFacts, DictFacts, FunctionFacts, KeyFacts, ModuleFacts
+from runnercheck.check.project import MethodRef, Project
+from runnercheck.findings import Finding
+
+
+def _finding(kf: KeyFacts) -> Finding:
+    return Finding(
+        kf.path,
+        kf.line,
+        kf.col,
+        "RC108",
+        f"value of key {kf.key!r} in the broadcast dict is {kf.bad_value}: it cannot be "
+        "pickled or broadcast",
+    )
+
+
+def _local_keys(func: FunctionFacts, facts: DictFacts, seen: set[str]) -> Iterator[KeyFacts]:
+    if facts.name in seen:
+        return
+    seen.add(facts.name)
+    yield from facts.keys.values()
+    for name in facts.merges:
+        other = func.dicts.get(name)
+        if other is not None:
+            yield from _local_keys(func, other, seen)
+
+
+def _broadcast_dicts(project: Project, functions: list[FunctionFacts]) -> Iterator[Finding]:
+    """Dicts handed to the broadcast function directly."""
+    broadcast = project.contract.broadcast_function
+    for func in functions:
+        for facts in func.dicts.values():
+            if not any(h.callee.rsplit(".", 1)[-1] == broadcast for h in facts.helpers):
+                continue
+            for kf in _local_keys(func, facts, set()):
+                if kf.bad_value is not None:
+                    yield _finding(kf)
+
+
+def unpicklable_values(project: Project, cls: ClassFacts) -> Iterator[Finding]:
+    own = cls.methods.get(project.contract.as_dict_method)
+    if own is not None and not own.is_stub:
+        produced = project.produced_by(cls, MethodRef(cls, own))
+        for kf in produced.keys.values():
+            if kf.bad_value is not None:
+                yield _finding(kf)
+    yield from _broadcast_dicts(project, list(cls.methods.values()))
+
+
+def unpicklable_values_in_functions(project: Project, module: ModuleFacts) -> Iterator[Finding]:
+    yield from _broadcast_dicts(project, list(module.functions.values()))

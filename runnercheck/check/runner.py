@@ -1,0 +1,346 @@
+"""Running ``check``: find the files, skip the ones that cannot matter, read facts (in
+parallel with ``jobs > 1``), run the rules, honour suppressions and select/ignore.
+
+The prefilter works on raw bytes: a file is parsed only if it mentions one of the
+contract's names (broadcast function, contract methods, base classes), or if it defines
+a class whose base is a class found in a parsed file (a subclass that adds fields, for
+instance). A skipped file cannot contain a finding; it is not parsed, so a syntax error
+in it is not reported either.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runnercheck import catalog
+from runnercheck.check.facts import ModuleFacts, extract_source
+from runnercheck.check.project import Project
+from runnercheck.check.rules import run_rules
+from runnercheck.config import Config
+from runnercheck.contract import Contract
+from runnercheck.errors import UsageError
+from runnercheck.findings import Finding
+
+#: Directories never descended into.
+SKIP_DIRS = frozenset(
+    {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache"}
+)
+_CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
+_NAME = re.compile(rb"[A-Za-z_]\w*")
+
+
+@dataclass
+class CheckResult:
+    findings: list[Finding] = field(default_factory=list)
+    #: Python files found under the given paths (after excludes).
+    files_seen: int = 0
+    #: Files parsed and analysed (the others were skipped by the prefilter).
+    files_parsed: int = 0
+    files_skipped: int = 0
+    #: Findings hidden by ``# runnercheck: ignore`` comments.
+    suppressed: int = 0
+    #: Files that could not be analysed (syntax errors, unreadable, internal errors).
+    files_failed: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        """1 when anything is reported (syntax and internal errors are findings too)."""
+        return 1 if self.findings else 0
+
+    def summary(self) -> dict[str, int]:
+        return {
+            "findings": len(self.findings),
+            "files_seen": self.files_seen,
+            "files_parsed": self.files_parsed,
+            "files_skipped": self.files_skipped,
+            "files_failed": self.files_failed,
+            "suppressed": self.suppressed,
+        }
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    #: The path as findings show it (relative when the argument was relative).
+    display: str
+
+
+# --------------------------------------------------------------- discovery
+
+
+def _excluded(display: str, relative: str, patterns: Sequence[str]) -> bool:
+    parts = Path(display).parts
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        if fnmatch.fnmatch(display, pattern) or fnmatch.fnmatch(relative, pattern):
+            return True
+        if "/" not in pattern and any(fnmatch.fnmatch(part, pattern) for part in parts):
+            return True
+        if fnmatch.fnmatch(display, f"{pattern}/*") or fnmatch.fnmatch(relative, f"{pattern}/*"):
+            return True
+    return False
+
+
+def discover(
+    paths: Sequence[str | Path], exclude: Sequence[str] = (), root: Path | None = None
+) -> list[SourceFile]:
+    """Python files under ``paths`` (directories recursively), minus ``exclude`` globs.
+
+    Raises :class:`UsageError` naming the first path that does not exist."""
+    found: dict[Path, SourceFile] = {}
+    root = (root or Path.cwd()).resolve()
+
+    def add(path: Path, display: str) -> None:
+        resolved = path.resolve()
+        try:
+            relative = resolved.relative_to(root).as_posix()
+        except ValueError:
+            relative = display
+        if resolved not in found and not _excluded(display, relative, exclude):
+            found[resolved] = SourceFile(path, display)
+
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise UsageError(f"{raw}: no such file or directory")
+        if path.is_file():
+            add(path, str(raw))
+            continue
+        for dirpath, dirnames, filenames in os.walk(path):
+            dirnames[:] = sorted(
+                d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")
+            )
+            for name in sorted(filenames):
+                if name.endswith((".py", ".pyi")):
+                    full = Path(dirpath) / name
+                    add(full, full.as_posix() if not path.is_absolute() else str(full))
+    return list(found.values())
+
+
+# ---------------------------------------------------------------- prefilter
+
+
+def needles(contract: Contract) -> tuple[bytes, ...]:
+    """Byte strings one of which any file that can hold a finding mentions."""
+    names = {
+        contract.broadcast_function,
+        contract.as_dict_method,
+        contract.from_dict_method,
+        contract.prepare_input_method,
+        contract.make_input_method,
+        contract.worker_input,
+        *contract.worker_bases,
+        *contract.runner_bases,
+        *contract.input_bases,
+    }
+    return tuple(sorted(name.encode() for name in names if name))
+
+
+def might_matter(data: bytes, wanted: tuple[bytes, ...]) -> bool:
+    return any(needle in data for needle in wanted)
+
+
+def class_bases(data: bytes) -> frozenset[str]:
+    """Names used as bases by the ``class X(...)`` lines of a file (a cheap regex scan)."""
+    names: set[str] = set()
+    for match in _CLASS_BASES.finditer(data):
+        for name in _NAME.findall(match.group(1)):
+            names.add(name.decode())
+    return frozenset(names)
+
+
+# ----------------------------------------------------------------- analysis
+
+
+@dataclass
+class FileOutcome:
+    display: str
+    facts: ModuleFacts | None = None
+    #: Base names of a file the prefilter skipped (for the second round).
+    skipped_bases: frozenset[str] | None = None
+    error: str | None = None
+
+
+def analyse_file(source: SourceFile, contract: Contract, force: bool = False) -> FileOutcome:
+    """Read one file and extract its facts, or say why it was skipped or failed."""
+    try:
+        data = source.path.read_bytes()
+    except OSError as exc:
+        return FileOutcome(source.display, error=f"cannot read file: {exc.strerror or exc}")
+    try:
+        if not force and not might_matter(data, needles(contract)):
+            return FileOutcome(source.display, skipped_bases=class_bases(data))
+        return FileOutcome(source.display, facts=extract_source(data, source.display, contract))
+    except Exception as exc:  # an internal error is reported for this file only
+        return FileOutcome(source.display, error=f"internal error: {type(exc).__name__}: {exc}")
+
+
+def _analyse_chunk(chunk: list[SourceFile], contract: Contract, force: bool) -> list[FileOutcome]:
+    return [analyse_file(source, contract, force) for source in chunk]
+
+
+def _analyse_all(
+    sources: list[SourceFile], contract: Contract, jobs: int, force: bool = False
+) -> list[FileOutcome]:
+    if jobs <= 1 or len(sources) < 8:
+        return [analyse_file(s, contract, force) for s in sources]
+    size = max(1, len(sources) // (jobs * 4))
+    chunks = [sources[i : i + size] for i in range(0, len(sources), size)]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        results = pool.map(_analyse_chunk, chunks, [contract] * len(chunks), [force] * len(chunks))
+        return [outcome for chunk in results for outcome in chunk]
+
+
+# --------------------------------------------------------------- selection
+
+
+def parse_codes(values: Iterable[str], option: str) -> set[str]:
+    """Rule codes (or names, or code prefixes like ``RC1``) -> set of codes."""
+    codes: set[str] = set()
+    known = [rule.code for rule in catalog.RULES]
+    for raw in values:
+        for item in raw.split(","):
+            item = item.strip()
+            if not item:
+                continue
+            try:
+                codes.add(catalog.get(item).code)
+                continue
+            except KeyError:
+                pass
+            matching = [c for c in known if c.startswith(item.upper())]
+            if not matching:
+                raise UsageError(f"{option}: unknown rule {item!r} (see `runnercheck rules`)")
+            codes.update(matching)
+    return codes
+
+
+#: Reported whatever ``select`` says (a file that was not analysed may hide anything);
+#: only an explicit ``ignore`` hides them.
+ALWAYS_SELECTED = frozenset({"RC001", "RC002"})
+
+
+def _selected(code: str, select: set[str], ignore: set[str]) -> bool:
+    if select and code not in select and code not in ALWAYS_SELECTED:
+        return False
+    return code not in ignore
+
+
+def _suppressed(finding: Finding, modules: dict[str, ModuleFacts]) -> bool:
+    module = modules.get(finding.path)
+    if module is None or finding.line not in module.suppressions:
+        return False
+    codes = module.suppressions[finding.line]
+    return codes is None or finding.code in codes
+
+
+# --------------------------------------------------------------------- API
+
+
+def check_outcomes(
+    outcomes: list[FileOutcome],
+    contract: Contract,
+    select: set[str] = frozenset(),  # type: ignore[assignment]
+    ignore: set[str] = frozenset(),  # type: ignore[assignment]
+) -> CheckResult:
+    """Findings for already analysed files."""
+    result = CheckResult(files_seen=len(outcomes))
+    findings: list[Finding] = []
+    modules: dict[str, ModuleFacts] = {}
+    for outcome in outcomes:
+        if outcome.skipped_bases is not None:
+            result.files_skipped += 1
+            continue
+        if outcome.error is not None:
+            result.files_failed += 1
+            findings.append(Finding(outcome.display, 1, 1, "RC002", outcome.error))
+            continue
+        assert outcome.facts is not None
+        result.files_parsed += 1
+        facts = outcome.facts
+        modules[facts.path] = facts
+        if facts.syntax_error is not None:
+            result.files_failed += 1
+            err = facts.syntax_error
+            findings.append(
+                Finding(facts.path, err.line, err.col, "RC001", f"cannot parse: {err.message}")
+            )
+    project = Project((m for m in modules.values() if m.syntax_error is None), contract)
+    wanted = {rule.code for rule in catalog.for_engine("check")}
+    if select:
+        wanted &= select
+    wanted -= ignore
+    findings.extend(run_rules(project, wanted))
+    kept: list[Finding] = []
+    for finding in sorted(set(findings)):
+        if not _selected(finding.code, select, ignore):
+            continue
+        if _suppressed(finding, modules):
+            result.suppressed += 1
+            continue
+        kept.append(finding)
+    result.findings = kept
+    return result
+
+
+def check_paths(
+    paths: Sequence[str | Path],
+    config: Config | None = None,
+    jobs: int = 1,
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+    exclude: Iterable[str] = (),
+    root: Path | None = None,
+) -> CheckResult:
+    """``runnercheck check PATH...`` as a function (no output)."""
+    config = config or Config()
+    contract = config.contract()
+    select_codes = parse_codes(select, "--select") or parse_codes(config.select, "select")
+    ignore_codes = parse_codes(ignore, "--ignore") | parse_codes(config.ignore, "ignore")
+    sources = discover(paths, (*config.exclude, *exclude), root)
+    outcomes = _analyse_all(sources, contract, jobs)
+    # second round: skipped files defining a subclass of a class found so far
+    by_display = {s.display: s for s in sources}
+    while True:
+        known = {name for o in outcomes if o.facts is not None for name in o.facts.classes}
+        again = [
+            i
+            for i, o in enumerate(outcomes)
+            if o.skipped_bases is not None and o.skipped_bases & known
+        ]
+        if not again:
+            break
+        redone = _analyse_all(
+            [by_display[outcomes[i].display] for i in again], contract, jobs, True
+        )
+        for index, outcome in zip(again, redone, strict=True):
+            outcomes[index] = outcome
+    return check_outcomes(outcomes, contract, select_codes, ignore_codes)
+
+
+def check_sources(
+    sources: dict[str, str | bytes],
+    config: Config | None = None,
+    select: Iterable[str] = (),
+    ignore: Iterable[str] = (),
+) -> CheckResult:
+    """Check in-memory sources (path -> text): every file is analysed, none is skipped.
+
+    The codemods use this to verify that rewritten code re-analyses cleanly."""
+    config = config or Config()
+    contract = config.contract()
+    outcomes = []
+    for path, text in sources.items():
+        try:
+            outcomes.append(FileOutcome(path, facts=extract_source(text, path, contract)))
+        except Exception as exc:
+            outcomes.append(FileOutcome(path, error=f"internal error: {type(exc).__name__}: {exc}"))
+    select_codes = parse_codes(select, "select") or parse_codes(config.select, "select")
+    ignore_codes = parse_codes(ignore, "ignore") | parse_codes(config.ignore, "ignore")
+    return check_outcomes(outcomes, contract, select_codes, ignore_codes)

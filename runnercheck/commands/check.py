@@ -1,0 +1,82 @@
+"""``runnercheck check PATH...``: the fast syntactic rules (no mypy, never imports the code).
+
+Reports, as ``path:line:col: CODE message``: syntax errors (RC001), internal errors
+(RC002) and the contract rules RC101-RC108 (see ``runnercheck rules``). Suppress one
+finding with ``# runnercheck: ignore[RC102]`` (or a bare ``# runnercheck: ignore``) on
+its line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+HELP = "check sources for broadcast-contract bugs (fast, syntactic)"
+EPILOG = (
+    "exit status: 0 no findings, 1 findings (or a file that could not be analysed), "
+    "2 usage or input error"
+)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    parser.add_argument(
+        "--format", choices=("text", "json", "sarif"), default="text", help="output format"
+    )
+    parser.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="CODES",
+        help="only these rules (codes, names or prefixes, comma-separated)",
+    )
+    parser.add_argument(
+        "--ignore", action="append", default=[], metavar="CODES", help="never these rules"
+    )
+    parser.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="skip paths matching this glob (repeatable; adds to `exclude` in the config)",
+    )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="parse files in N processes (0: one per CPU)",
+    )
+    parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")
+
+
+def run(args: argparse.Namespace) -> int:
+    from runnercheck.check.report import render
+    from runnercheck.check.runner import check_paths
+    from runnercheck.config import find_pyproject, load_config
+    from runnercheck.console import make_console
+    from runnercheck.errors import UsageError
+
+    if args.jobs < 0:
+        raise UsageError(f"-j/--jobs must be 0 or more, not {args.jobs}")
+    jobs = args.jobs or os.cpu_count() or 1
+    for raw in args.paths:
+        if not Path(raw).exists():
+            raise UsageError(f"{raw}: no such file or directory")
+    first = Path(args.paths[0])
+    config = load_config(first, args.config)
+    source = args.config if args.config is not None else find_pyproject(first)
+    root = source.resolve().parent if source is not None else Path.cwd()
+    result = check_paths(
+        args.paths,
+        config,
+        jobs=jobs,
+        select=args.select,
+        ignore=args.ignore,
+        exclude=args.exclude,
+        root=root,
+    )
+    render(result, args.format, make_console())
+    return result.exit_code

@@ -1,0 +1,45 @@
+"""Helpers for the ``runnercheck check`` tests: run the real CLI in-process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from runnercheck.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def finding_lines(self) -> list[str]:
+        """stdout without its final summary line."""
+        lines = self.out.splitlines()
+        assert lines, "no summary line"
+        return lines[:-1]
+
+    @property
+    def summary(self) -> str:
+        return self.out.splitlines()[-1]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """``run_check(*args)``: ``runnercheck check ARGS`` from the repository root."""
+    monkeypatch.chdir(REPO)
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        code = main(["check", *args])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run

@@ -1,0 +1,225 @@
+"""``runnercheck check`` as a user runs it: exit codes, formats, selection, suppression,
+configuration, parallel runs, the prefilter and the terminal output."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from runnercheck import catalog
+from runnercheck.check import check_sources
+from tests.check.conftest import FIXTURES, REPO, CliResult
+
+Run = Callable[..., CliResult]
+CLI = FIXTURES / "cli"
+
+
+def rel(path: Path) -> str:
+    return path.relative_to(REPO).as_posix()
+
+
+def test_nonexistent_path_is_one_line_and_exit_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "runnercheck", "check", "tests/check", "no/such/dir"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr == "runnercheck: error: no/such/dir: no such file or directory\n"
+
+
+def test_syntax_error_is_reported_and_the_rest_still_checked(run: Run) -> None:
+    result = run(
+        rel(FIXTURES / "syntax-error" / "bad.py"), rel(FIXTURES / "recursive-from-dict" / "bad.py")
+    )
+    codes = [line.split(": ")[1].split()[0] for line in result.finding_lines]
+    assert codes == ["RC101", "RC101", "RC001"]
+    assert result.code == 1
+    assert result.summary.endswith("(2 files seen, 2 parsed, 0 skipped by the prefilter).")
+
+
+def test_internal_error_does_not_stop_the_run(run: Run) -> None:
+    expected = (FIXTURES / "internal-error" / "bad.expected").read_text().splitlines()
+    result = run("-j", "2", rel(FIXTURES / "internal-error" / "bad"))
+    assert result.finding_lines == expected
+    assert "Traceback" not in result.out + result.err
+    assert result.code == 1
+
+
+def test_select_and_ignore(run: Run) -> None:
+    both = [
+        rel(FIXTURES / "recursive-from-dict" / "bad.py"),
+        rel(FIXTURES / "unbroadcast-field" / "bad.py"),
+    ]
+    selected = run("--select", "RC101", *both)
+    assert {line.split()[1] for line in selected.finding_lines} == {"RC101"}
+    by_name = run("--select", "recursive-from-dict", *both)
+    assert by_name.finding_lines == selected.finding_lines
+    ignored = run("--ignore", "RC101,RC103", *both)
+    assert ignored.finding_lines == [] and ignored.code == 0
+    prefix = run("--select", "RC10", *both)
+    assert len(prefix.finding_lines) == 5
+
+
+def test_unknown_rule_is_a_usage_error(run: Run) -> None:
+    result = run("--select", "RC999", rel(FIXTURES / "syntax-error" / "good.py"))
+    assert result.code == 2
+    assert result.out == ""
+    assert (
+        result.err
+        == "runnercheck: error: --select: unknown rule 'RC999' (see `runnercheck rules`)\n"
+    )
+
+
+def test_inline_suppression(run: Run) -> None:
+    result = run(rel(CLI / "suppression"))
+    assert result.finding_lines == (CLI / "suppression" / "expected").read_text().splitlines()
+    assert result.summary == (
+        "Found 2 findings in 1 file (1 file seen, 1 parsed, 0 skipped by the prefilter, "
+        "2 suppressed)."
+    )
+
+
+def test_config_from_pyproject_driver_only_exclude_ignore(run: Run) -> None:
+    result = run(rel(CLI / "config" / "pkg"))
+    # seq_lens is driver-only by config, skipped/ is excluded, RC104 is ignored
+    assert result.finding_lines == [
+        "tests/check/fixtures/cli/config/pkg/inputs.py:11:5: RC103 field 'lora_mapping' of "
+        "ModelInputForCPU is not broadcast by ModelInputForCPU.as_broadcastable_tensor_dict and "
+        "not declared driver-only: non-driver ranks see its default"
+    ]
+    assert "1 file seen" in result.summary
+
+
+def test_config_file_option_replaces_pyproject(run: Run) -> None:
+    result = run("--config", rel(CLI / "config" / "other.toml"), rel(CLI / "config" / "pkg"))
+    codes = [line.split()[1] for line in result.finding_lines]
+    # select = ["RC104"]; the parse error in the no longer excluded file is still reported
+    assert codes == ["RC104", "RC001"]
+
+
+def test_exclude_option(run: Run) -> None:
+    result = run("--exclude", "bad", "--exclude", "*/good/*", rel(FIXTURES / "paired-broadcast"))
+    assert result.finding_lines == []
+    assert "0 files seen" in result.summary
+
+
+def test_bad_config_is_one_line_exit_2(run: Run, tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('[tool.runnercheck]\nbroadcast_functoin = "x"\n')
+    result = run("--config", str(config), rel(FIXTURES / "syntax-error" / "good.py"))
+    assert result.code == 2
+    assert result.err == (
+        f"runnercheck: error: {config}: [tool.runnercheck] unknown key 'broadcast_functoin'\n"
+    )
+
+
+def test_prefilter_skips_files_and_reads_subclasses(run: Run) -> None:
+    result = run(rel(CLI / "prefilter"))
+    assert result.finding_lines == [
+        "tests/check/fixtures/cli/prefilter/pooling.py:11:5: RC103 field 'pooling_metadata' of "
+        "ModelInputForGPUWithPooling is not broadcast by ModelInputForGPU.as_broadcastable_tensor_dict "
+        "and not declared driver-only: non-driver ranks see its default"
+    ]
+    assert result.summary.endswith("(3 files seen, 2 parsed, 1 skipped by the prefilter).")
+
+
+def test_parallel_output_equals_serial(run: Run) -> None:
+    serial = run("-j", "1", rel(FIXTURES))
+    parallel = run("-j", "2", rel(FIXTURES))
+    assert serial.code == parallel.code == 1
+    assert parallel.out == serial.out
+    assert len(serial.finding_lines) > 20
+
+
+def test_json_output(run: Run) -> None:
+    result = run("--format", "json", rel(FIXTURES / "unbroadcast-field"))
+    data = json.loads(result.out)
+    assert data["summary"] == {
+        "findings": 3,
+        "files_seen": 2,
+        "files_parsed": 2,
+        "files_skipped": 0,
+        "files_failed": 0,
+        "suppressed": 0,
+    }
+    first = data["findings"][0]
+    assert first == {
+        "path": "tests/check/fixtures/unbroadcast-field/bad.py",
+        "line": 12,
+        "col": 5,
+        "code": "RC103",
+        "message": first["message"],
+        "name": "unbroadcast-field",
+    }
+    assert result.code == 1
+
+
+def test_sarif_output(run: Run) -> None:
+    result = run("--format", "sarif", rel(FIXTURES / "recursive-from-dict" / "bad.py"))
+    sarif = json.loads(result.out)
+    assert sarif["version"] == "2.1.0"
+    (sarif_run,) = sarif["runs"]
+    rules = sarif_run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == [r.code for r in catalog.for_engine("check")]
+    rc101 = catalog.get("RC101")
+    descriptor = next(r for r in rules if r["id"] == "RC101")
+    assert descriptor["name"] == rc101.name
+    assert descriptor["shortDescription"]["text"] == rc101.summary
+    assert descriptor["fullDescription"]["text"] == rc101.why
+    assert rc101.bad in descriptor["help"]["text"] and rc101.good in descriptor["help"]["text"]
+    results = sarif_run["results"]
+    assert [r["ruleId"] for r in results] == ["RC101", "RC101"]
+    assert rules[results[0]["ruleIndex"]]["id"] == "RC101"
+    location = results[0]["locations"][0]["physicalLocation"]
+    assert location == {
+        "artifactLocation": {"uri": "tests/check/fixtures/recursive-from-dict/bad.py"},
+        "region": {"startLine": 22, "startColumn": 16},
+    }
+
+
+def test_terminal_output_is_coloured() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env["COLUMNS"] = "200"
+    target = rel(FIXTURES / "recursive-from-dict" / "bad.py")
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runnercheck", "check", target],
+        cwd=REPO,
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait(timeout=60) == 1
+    text = b"".join(chunks).decode()
+    assert "\x1b[" in text  # ANSI colour
+    assert "RC101" in text and "Found 2 findings" in text
+
+
+def test_check_sources_in_memory() -> None:
+    legacy = FIXTURES / "paired-broadcast" / "bad"
+    sources = {p.name: p.read_text() for p in sorted(legacy.glob("*.py"))}
+    result = check_sources(sources)
+    assert [f.code for f in result.findings] == ["RC106"]
+    merged = FIXTURES / "paired-broadcast" / "good"
+    clean = check_sources({p.name: p.read_text() for p in sorted(merged.glob("*.py"))})
+    assert clean.findings == [] and clean.files_parsed == 2

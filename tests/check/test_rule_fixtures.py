@@ -1,0 +1,48 @@
+"""Every rule: a bad fixture with its exact expected output, and a good one with none."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from runnercheck import catalog
+from tests.check.conftest import FIXTURES, REPO, CliResult
+
+RULE_DIRS = sorted(p for p in FIXTURES.iterdir() if (p / "bad.expected").is_file())
+
+
+def _target(directory: Path, kind: str) -> str:
+    single = directory / f"{kind}.py"
+    path = single if single.is_file() else directory / kind
+    return path.relative_to(REPO).as_posix()
+
+
+def test_every_check_rule_has_fixtures() -> None:
+    names = {p.name for p in RULE_DIRS}
+    for rule in catalog.for_engine("check"):
+        assert rule.name in names, f"no fixture for {rule.code} {rule.name}"
+
+
+@pytest.mark.parametrize("directory", RULE_DIRS, ids=lambda p: p.name)
+def test_bad_fixture_exact_output(directory: Path, run: Callable[..., CliResult]) -> None:
+    expected = (directory / "bad.expected").read_text().splitlines()
+    result = run(_target(directory, "bad"))
+    assert result.finding_lines == expected
+    assert result.code == 1
+    assert result.err == ""
+    rule = catalog.get(directory.name)
+    assert any(f" {rule.code} " in line for line in expected)
+
+
+@pytest.mark.parametrize(
+    "directory",
+    [p for p in RULE_DIRS if (p / "good.py").exists() or (p / "good").is_dir()],
+    ids=lambda p: p.name,
+)
+def test_good_fixture_has_no_finding(directory: Path, run: Callable[..., CliResult]) -> None:
+    result = run(_target(directory, "good"))
+    assert result.finding_lines == []
+    assert result.summary.startswith("No findings (")
+    assert result.code == 0
