@@ -585,6 +585,7 @@ class _FunctionReader:
         self.bad_locals: dict[str, str] = {}
         self.calls: list[CallSite] = []
         self.noted: set[int] = set()
+        self.nodes: list[ast.AST] = []
 
     # -- dict facts ---------------------------------------------------
     def _dict(self, name: str) -> DictFacts:
@@ -776,32 +777,41 @@ class _FunctionReader:
                     ConstructFacts(target=callee, line=call.lineno, col=call.col_offset + 1)
                 )
         # a dict passed as a positional argument to a helper (or to the broadcast)
-        arg_fields = tuple(_self_fields(a, self.self_name) for a in call.args)
-        arg_params = tuple(_params_read(a, self.params) for a in call.args)
+        reads: list[tuple[tuple[str, ...], tuple[int, ...]]] = []
+
+        def helper_call(index: int) -> HelperCall:
+            if not reads:  # computed once, only for calls that receive a dict
+                reads.extend(
+                    (_self_fields(a, self.self_name), _params_read(a, self.params))
+                    for a in call.args
+                )
+            return HelperCall(
+                callee,
+                call.lineno,
+                call.col_offset + 1,
+                index,
+                tuple(r[0] for r in reads),
+                tuple(r[1] for r in reads),
+            )
+
         for index, arg in enumerate(call.args):
             if isinstance(arg, ast.Name) and (
                 arg.id in self.facts.dicts or arg.id in self.dict_params or "dict" in arg.id
             ):
                 if name in ("update", "pop", "get", "len", "isinstance", "bool", "list"):
                     continue
-                self._dict(arg.id).helpers.append(
-                    HelperCall(
-                        callee, call.lineno, call.col_offset + 1, index, arg_fields, arg_params
-                    )
-                )
+                self._dict(arg.id).helpers.append(helper_call(index))
             elif isinstance(arg, ast.Dict) and name == self.contract.broadcast_function:
                 pseudo = self._dict(f"<arg@{call.lineno}:{call.col_offset + 1}>")
                 self._add_value(pseudo, arg)
-                pseudo.helpers.append(
-                    HelperCall(
-                        callee, call.lineno, call.col_offset + 1, index, arg_fields, arg_params
-                    )
-                )
+                pseudo.helpers.append(helper_call(index))
 
     def _read_dicts(self) -> None:
         returns: list[str] = []
-        for node in _walk_body(self.node.body):
-            if isinstance(node, ast.Assign):
+        for node in self.nodes:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                _imports(node, self.imports)  # lazy imports count for callee resolution
+            elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     self._read_assign(target, node.value)
             elif isinstance(node, ast.AnnAssign) and node.value is not None:
@@ -855,10 +865,20 @@ class _FunctionReader:
 
     # -- steps ----------------------------------------------------------
     def _call_steps(self, node: ast.AST, out: list[Step]) -> None:
-        """Calls in ``node`` in evaluation order (arguments before the call)."""
-        if isinstance(node, (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        """Calls in ``node`` in evaluation order (arguments before the call); every node
+        visited is also recorded, parents first, in ``self.nodes``."""
+        kind = type(node)
+        if kind in _LEAVES:
             return
-        if isinstance(node, ast.Call):
+        if kind is ast.Attribute:
+            self._call_steps(node.value, out)  # type: ignore[attr-defined]
+            return
+        if kind in _RECORDED:
+            self.nodes.append(node)
+        if kind in _NOT_EXECUTED:
+            return
+        if kind is ast.Call:
+            assert isinstance(node, ast.Call)
             self._call_steps(node.func, out)
             for arg in node.args:
                 self._call_steps(arg, out)
@@ -884,8 +904,14 @@ class _FunctionReader:
                     )
                 )
             return
-        for child in ast.iter_child_nodes(node):
-            self._call_steps(child, out)
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self._call_steps(item, out)
+            elif isinstance(value, ast.AST):
+                self._call_steps(value, out)
 
     def _steps(self, body: list[ast.stmt]) -> tuple[Step, ...]:
         out: list[Step] = []
@@ -933,6 +959,7 @@ class _FunctionReader:
                     rest = (BranchStep(stmt.lineno, None, None, case_steps, rest),)
                 out.extend(rest)
             elif isinstance(stmt, ast.Return):
+                self.nodes.append(stmt)
                 if stmt.value is not None:
                     self._call_steps(stmt.value, out)
                 out.append(ExitStep(stmt.lineno, "return"))
@@ -952,22 +979,53 @@ class _FunctionReader:
         return tuple(out)
 
     def read(self) -> FunctionFacts:
-        self._read_dicts()
         self.facts.steps = self._steps(self.node.body)
+        self._read_dicts()
         return self.facts
 
+    def self_attrs(self, out: dict[str, tuple[str, ...]]) -> None:
+        """``self.X = ...``: the class names X may hold (into ``out``)."""
+        if self.self_name is None:
+            return
+        env: dict[str, tuple[str, ...]] = {}
+        for node in self.nodes:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        found = _candidates(node.value, env)
+                        env[target.id] = tuple(dict.fromkeys(env.get(target.id, ()) + found))
+                    elif (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == self.self_name
+                    ):
+                        found = _candidates(node.value, env)
+                        if found:
+                            merged = out.get(target.attr, ()) + found
+                            out[target.attr] = tuple(dict.fromkeys(merged))
 
-def _walk_body(body: list[ast.stmt]) -> list[ast.AST]:
-    """Every node of a function body in source order, without nested defs and lambdas."""
-    out: list[ast.AST] = []
-    stack: list[ast.AST] = list(reversed(body))
-    while stack:
-        node = stack.pop()
-        out.append(node)
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        stack.extend(reversed(list(ast.iter_child_nodes(node))))
-    return out
+
+#: Nodes with nothing to record below them.
+_LEAVES = frozenset(
+    {ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue}
+)
+#: Nodes whose bodies do not run where they stand.
+_NOT_EXECUTED = frozenset({ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+#: Nodes the dict and attribute readers look at.
+_RECORDED = frozenset(
+    {
+        ast.Import,
+        ast.ImportFrom,
+        ast.Assign,
+        ast.AnnAssign,
+        ast.AugAssign,
+        ast.Delete,
+        ast.Subscript,
+        ast.Call,
+        ast.Return,
+    }
+)
 
 
 def _candidates(node: ast.expr | None, env: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
@@ -994,32 +1052,6 @@ def _candidates(node: ast.expr | None, env: dict[str, tuple[str, ...]]) -> tuple
     if isinstance(node, ast.Attribute):
         return (node.attr,)
     return ()
-
-
-def _self_attrs(
-    method: ast.FunctionDef | ast.AsyncFunctionDef, out: dict[str, tuple[str, ...]]
-) -> None:
-    params = [a.arg for a in (*method.args.posonlyargs, *method.args.args)]
-    if not params:
-        return
-    self_name = params[0]
-    env: dict[str, tuple[str, ...]] = {}
-    for node in _walk_body(method.body):
-        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for target in targets:
-                if isinstance(target, ast.Name):
-                    found = _candidates(node.value, env)
-                    env[target.id] = tuple(dict.fromkeys(env.get(target.id, ()) + found))
-                elif (
-                    isinstance(target, ast.Attribute)
-                    and isinstance(target.value, ast.Name)
-                    and target.value.id == self_name
-                ):
-                    found = _candidates(node.value, env)
-                    if found:
-                        merged = out.get(target.attr, ()) + found
-                        out[target.attr] = tuple(dict.fromkeys(merged))
 
 
 def _is_driver_only_marker(node: ast.expr | None) -> bool:
@@ -1113,13 +1145,14 @@ def _class_facts(
                 if isinstance(target, ast.Name):
                     facts.class_attrs[target.id] = _names_in(stmt.value)
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            method = _FunctionReader(
+            reader = _FunctionReader(
                 stmt, f"{node.name}.{stmt.name}", path, imports, contract, in_class=True
-            ).read()
+            )
+            method = reader.read()
             facts.methods[stmt.name] = method
             if method.is_abstract:
                 abstract.append(stmt.name)
-            _self_attrs(stmt, facts.self_attrs)
+            reader.self_attrs(facts.self_attrs)
     facts.fields = tuple(fields)
     facts.abstract_methods = tuple(abstract)
     return facts
@@ -1186,10 +1219,6 @@ def extract_tree(
     for stmt in statements:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             _imports(stmt, facts.imports)
-    # imports inside functions (vLLM imports lazily) count too, for callee resolution
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node not in statements:
-            _imports(node, facts.imports)
     markers: set[str] = set()
     for stmt in statements:
         if isinstance(stmt, ast.Assign) and _is_driver_only_marker(stmt.value):

@@ -147,11 +147,16 @@ def might_matter(data: bytes, wanted: tuple[bytes, ...]) -> bool:
 
 
 def class_bases(data: bytes) -> frozenset[str]:
-    """Names used as bases by the ``class X(...)`` lines of a file (a cheap regex scan)."""
+    """Names used as bases by the ``class X(...)`` lines of a file (a cheap byte scan)."""
     names: set[str] = set()
-    for match in _CLASS_BASES.finditer(data):
-        for name in _NAME.findall(match.group(1)):
-            names.add(name.decode())
+    index = data.find(b"class ")
+    while index != -1:
+        line_start = data.rfind(b"\n", 0, index) + 1
+        if not data[line_start:index].strip():
+            match = _CLASS_BASES.match(data, line_start)
+            if match is not None:
+                names.update(name.decode() for name in _NAME.findall(match.group(1)))
+        index = data.find(b"class ", index + 6)
     return frozenset(names)
 
 
