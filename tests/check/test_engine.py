@@ -1,0 +1,75 @@
+"""The engine runnercheck ships: the legacy shape has one paired-broadcast finding per
+worker/runner pair, the merged shape has no finding at all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from runnercheck.check.facts import extract_file
+from runnercheck.check.project import Project
+from tests.check.conftest import REPO, CliResult
+
+ENGINE = REPO / "runnercheck" / "demo" / "engine"
+LEGACY_PAIRS = {
+    ("Worker", "ModelRunner"),
+    ("Worker", "EmbeddingModelRunner"),
+    ("CPUWorker", "CPUModelRunner"),
+}
+
+
+def project_of(directory: Path) -> Project:
+    return Project(extract_file(p) for p in sorted(directory.glob("*.py")))
+
+
+def test_legacy_engine_pairs() -> None:
+    project = project_of(ENGINE / "legacy")
+    pairs = {(w.name, r.name) for w, r in project.worker_runner_pairs()}
+    assert pairs == LEGACY_PAIRS
+    for worker, runner in project.worker_runner_pairs():
+        counts = project.broadcasts_per_step(worker, runner)
+        assert counts["driver"].count == 2 and counts["non-driver"].count == 2
+        # one broadcast in the worker, one in the runner, on both paths
+        for role in ("driver", "non-driver"):
+            owners = [site.where.split(".")[0] for site in counts[role].sites]
+            assert owners[0] == worker.name
+            assert owners[1] in {k.name for k in project.mro(runner)}
+
+
+def test_legacy_engine_one_paired_broadcast_per_pair(run: Callable[..., CliResult]) -> None:
+    result = run("runnercheck/demo/engine/legacy")
+    assert result.code == 1
+    subjects = set()
+    for line in result.finding_lines:
+        location, code, message = line.split(" ", 2)[0], line.split(" ")[1], line.split(" ", 2)[2]
+        assert code == "RC106"
+        worker, _, rest = message.partition(" and ")
+        runner = rest.split(" ")[0]
+        subjects.add((worker, runner))
+        assert "2 times per step on the driver path" in message
+        assert "and 2 on the non-driver path" in message
+        assert message.endswith("run `runnercheck migrate`")
+        # reported at the runner's own broadcast, the one a merge removes
+        assert location.startswith("runnercheck/demo/engine/legacy/")
+        assert "model_runner.py:" in location
+    assert subjects == LEGACY_PAIRS
+    assert len(result.finding_lines) == len(LEGACY_PAIRS)
+
+
+def test_merged_engine_is_clean(run: Callable[..., CliResult]) -> None:
+    result = run("runnercheck/demo/engine/merged")
+    assert result.finding_lines == []
+    assert result.code == 0
+    project = project_of(ENGINE / "merged")
+    pairs = project.worker_runner_pairs()
+    assert {(w.name, r.name) for w, r in pairs} == LEGACY_PAIRS
+    for worker, runner in pairs:
+        counts = project.broadcasts_per_step(worker, runner)
+        assert counts["driver"].count == 1 and counts["non-driver"].count == 1
+
+
+def test_whole_engine_keeps_shapes_apart(run: Callable[..., CliResult]) -> None:
+    """Both shapes in one run: same class names in two packages do not mix."""
+    result = run("runnercheck/demo/engine")
+    assert len(result.finding_lines) == len(LEGACY_PAIRS)
+    assert all("/legacy/" in line for line in result.finding_lines)
