@@ -53,11 +53,14 @@ def run_engine(
     worker: str = "default",
     embedding: bool = False,
     timeout_s: float = 60.0,
+    warmup_steps: int = 0,
 ) -> Dict[str, Any]:
     """Run the engine on ``tp`` processes for ``steps`` steps and return its figures:
     ``tokens_sha256``, ``broadcasts_per_step`` (mean, counted on the driver),
     ``tokens_per_s``, ``step_time_s`` (median time of ``worker.execute_model``),
     ``steps``, ``shape``, ``tp`` and more (``scheduler`` activity, per-step lists).
+    The first ``warmup_steps`` steps run (and count in the tokens and broadcasts) but are
+    left out of ``tokens_per_s`` and ``step_time_s``.
 
     ``engine_dir`` runs the package in that directory instead of a built-in shape.
     ``worker`` is ``default`` (``worker:Worker``), ``cpu`` (``cpu_worker:CPUWorker``) or
@@ -71,6 +74,8 @@ def run_engine(
         raise ValueError(f"tp must be >= 1, got {tp}")
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
+    if not 0 <= warmup_steps < steps:
+        raise ValueError(f"warmup_steps must be in [0, steps), got {warmup_steps}")
     spec = EngineSpec(
         shape=shape,
         engine_dir=engine_dir,
@@ -80,6 +85,7 @@ def run_engine(
         seed=seed,
         embedding=embedding,
         timeout_s=timeout_s,
+        warmup_steps=warmup_steps,
     )
     outcome = launch(spec)
     error = first_error(outcome)

@@ -34,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--timeout", type=float, default=60.0, help="seconds for rendezvous and each collective"
     )
+    parser.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=0,
+        help="steps left out of the timing figures (default 0)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -57,6 +63,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             worker=args.worker,
             embedding=args.embedding,
             timeout_s=args.timeout,
+            warmup_steps=args.warmup_steps,
         )
     except (EngineLoadError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

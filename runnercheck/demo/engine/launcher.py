@@ -63,6 +63,8 @@ class EngineSpec:
     block_size: int = 4
     max_num_seqs: int = 8
     threads_per_rank: int = 1
+    #: Steps run first and left out of ``tokens_per_s`` and ``step_time_s``.
+    warmup_steps: int = 0
 
     def worker_path(self) -> str:
         return WORKERS.get(self.worker, self.worker)
@@ -172,45 +174,51 @@ def _drive(worker: Any, spec: EngineSpec) -> Dict[str, Any]:
     model_config, _, scheduler_config, _, cache_config, _ = spec.configs()
     scheduler = Scheduler(scheduler_config, dataclasses.replace(cache_config), model_config)
     stream: Iterator[Request] = request_stream(spec.seed, model_config, spec.workload())
-    step_times: List[float] = []
-    new_tokens = 0
-    started = time.perf_counter()
+    execute_times: List[float] = []
+    step_walls: List[float] = []
+    timed_tokens = 0
     with CollectiveCounter() as counter:
         for step in range(spec.steps):
+            started = time.perf_counter()
             while scheduler.num_unfinished() < scheduler_config.max_num_seqs + 2:
                 scheduler.add_request(next(stream))
             request = _schedule(spec, scheduler, step)
-            kind = (
-                "swap-only"
-                if not request.seq_group_metadata_list
-                else ("prefill" if request.seq_group_metadata_list[0].is_prompt else "decode")
-            )
+            kind = _step_kind(request)
             t0 = time.perf_counter()
             try:
                 output = worker.execute_model(request)
             except Exception as exc:
                 raise EngineRunError(f"step {step} ({kind}): {_one_line(exc)}") from exc
-            step_times.append(time.perf_counter() - t0)
+            execute_time = time.perf_counter() - t0
             counter.step()
-            new_tokens += scheduler.process_outputs(output[0] if output else None)
-    elapsed = time.perf_counter() - started
+            new_tokens = scheduler.process_outputs(output[0] if output else None)
+            if step >= spec.warmup_steps:
+                execute_times.append(execute_time)
+                step_walls.append(time.perf_counter() - started)
+                timed_tokens += new_tokens
     worker.execute_model(None)  # stop the other ranks' execution loops
     tokens_sha256, embeddings_sha256, num_tokens = _tokens_digest(scheduler)
-    stats = dataclasses.asdict(scheduler.stats)
+    timed = sum(step_walls)
     return {
         "tokens_sha256": tokens_sha256,
         "embeddings_sha256": embeddings_sha256,
         "num_tokens": num_tokens,
-        "new_tokens": new_tokens,
-        "tokens_per_s": new_tokens / elapsed if elapsed > 0 else 0.0,
-        "step_time_s": statistics.median(step_times) if step_times else 0.0,
-        "step_times_s": step_times,
+        "warmup_steps": spec.warmup_steps,
+        "tokens_per_s": timed_tokens / timed if timed > 0 else 0.0,
+        "step_time_s": statistics.median(execute_times) if execute_times else 0.0,
+        "step_times_s": execute_times,
         "broadcasts_per_step": statistics.fmean(counter.broadcasts_per_step or [0]),
         "broadcasts_per_step_list": counter.broadcasts_per_step,
         "collectives_per_step": statistics.fmean(counter.collectives_per_step or [0]),
-        "scheduler": stats,
+        "scheduler": dataclasses.asdict(scheduler.stats),
         "host_blocks_written": _host_blocks_written(worker),
     }
+
+
+def _step_kind(request: ExecuteModelRequest) -> str:
+    if not request.seq_group_metadata_list:
+        return "swap-only"
+    return "prefill" if request.seq_group_metadata_list[0].is_prompt else "decode"
 
 
 def _serve(worker: Any) -> Dict[str, Any]:
