@@ -159,6 +159,9 @@ class Project:
         self._mro: dict[int, list[ClassFacts]] = {}
         self._ancestors: dict[int, set[str]] = {}
         self._produced: dict[int, Produced | None] = {}
+        #: Paths whose findings are reported (None: all); a rule that may place a
+        #: finding in several files prefers one of these.
+        self.reportable: set[str] | None = None
         self._paired: list[ClassFacts] | None = None
         self._count_memo: dict[tuple[int, int, str, Role, int], PathCount | None] = {}
 

@@ -24,6 +24,9 @@ def summary_line(result: CheckResult) -> str:
     )
     if result.suppressed:
         counts += f", {result.suppressed} suppressed"
+    if result.partner_files:
+        noun = "file" if result.partner_files == 1 else "files"
+        counts += f", {result.partner_files} imported {noun} read for context"
     if not result.findings:
         return f"No findings ({counts})."
     files = len({f.path for f in result.findings})

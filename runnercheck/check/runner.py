@@ -20,6 +20,7 @@ from pathlib import Path
 
 from runnercheck import catalog
 from runnercheck.check.facts import ModuleFacts, extract_source
+from runnercheck.check.partners import read_partners
 from runnercheck.check.project import Project
 from runnercheck.check.rules import run_rules
 from runnercheck.config import Config
@@ -47,6 +48,8 @@ class CheckResult:
     suppressed: int = 0
     #: Files that could not be analysed (syntax errors, unreadable, internal errors).
     files_failed: int = 0
+    #: Files outside the given paths read for context (modules the checked files import).
+    partner_files: int = 0
 
     @property
     def exit_code(self) -> int:
@@ -61,6 +64,7 @@ class CheckResult:
             "files_skipped": self.files_skipped,
             "files_failed": self.files_failed,
             "suppressed": self.suppressed,
+            "partner_files": self.partner_files,
         }
 
 
@@ -167,6 +171,8 @@ def class_bases(data: bytes) -> frozenset[str]:
 class FileOutcome:
     display: str
     facts: ModuleFacts | None = None
+    #: The file on disk (None for in-memory sources).
+    path: Path | None = None
     #: Base names of a file the prefilter skipped (for the second round).
     skipped_bases: frozenset[str] | None = None
     error: str | None = None
@@ -181,7 +187,8 @@ def analyse_file(source: SourceFile, contract: Contract, force: bool = False) ->
     try:
         if not force and not might_matter(data, needles(contract)):
             return FileOutcome(source.display, skipped_bases=class_bases(data))
-        return FileOutcome(source.display, facts=extract_source(data, source.display, contract))
+        facts = extract_source(data, source.display, contract)
+        return FileOutcome(source.display, facts=facts, path=source.path)
     except Exception as exc:  # an internal error is reported for this file only
         return FileOutcome(source.display, error=f"internal error: {type(exc).__name__}: {exc}")
 
@@ -253,9 +260,11 @@ def check_outcomes(
     contract: Contract,
     select: set[str] = frozenset(),  # type: ignore[assignment]
     ignore: set[str] = frozenset(),  # type: ignore[assignment]
+    context: Sequence[ModuleFacts] = (),
 ) -> CheckResult:
-    """Findings for already analysed files."""
-    result = CheckResult(files_seen=len(outcomes))
+    """Findings for already analysed files; ``context`` modules (partner files) take
+    part in the analysis, but findings located in them are not reported."""
+    result = CheckResult(files_seen=len(outcomes), partner_files=len(context))
     findings: list[Finding] = []
     modules: dict[str, ModuleFacts] = {}
     for outcome in outcomes:
@@ -276,7 +285,10 @@ def check_outcomes(
             findings.append(
                 Finding(facts.path, err.line, err.col, "RC001", f"cannot parse: {err.message}")
             )
-    project = Project((m for m in modules.values() if m.syntax_error is None), contract)
+    analysed = [m for m in modules.values() if m.syntax_error is None]
+    project = Project([*analysed, *context], contract)
+    reportable = {outcome.display for outcome in outcomes}
+    project.reportable = reportable
     wanted = {rule.code for rule in catalog.for_engine("check")}
     if select:
         wanted &= select
@@ -284,6 +296,8 @@ def check_outcomes(
     findings.extend(run_rules(project, wanted))
     kept: list[Finding] = []
     for finding in sorted(set(findings)):
+        if finding.path not in reportable:
+            continue
         if not _selected(finding.code, select, ignore):
             continue
         if _suppressed(finding, modules):
@@ -326,7 +340,15 @@ def check_paths(
         )
         for index, outcome in zip(again, redone, strict=True):
             outcomes[index] = outcome
-    return check_outcomes(outcomes, contract, select_codes, ignore_codes)
+    parsed = [(o.path, o.facts) for o in outcomes if o.facts is not None and o.path is not None]
+    on_disk = {os.path.abspath(s.path) for s in sources}
+    context = read_partners(
+        [(os.path.abspath(path), facts) for path, facts in parsed],
+        on_disk,
+        needles(contract),
+        contract,
+    )
+    return check_outcomes(outcomes, contract, select_codes, ignore_codes, context)
 
 
 def check_sources(

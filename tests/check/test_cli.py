@@ -150,6 +150,7 @@ def test_json_output(run: Run) -> None:
         "files_skipped": 0,
         "files_failed": 0,
         "suppressed": 0,
+        "partner_files": 0,
     }
     first = data["findings"][0]
     assert first == {
@@ -223,3 +224,21 @@ def test_check_sources_in_memory() -> None:
     merged = FIXTURES / "paired-broadcast" / "good"
     clean = check_sources({p.name: p.read_text() for p in sorted(merged.glob("*.py"))})
     assert clean.findings == [] and clean.files_parsed == 2
+
+
+def test_partner_files_are_read_from_disk(run: Run) -> None:
+    """A pre-commit hook passes only the worker: its runner is imported, so it is read."""
+    engine = CLI / "partners" / "engine"
+    result = run(rel(engine / "worker.py"))
+    assert result.finding_lines == [
+        "tests/check/fixtures/cli/partners/engine/worker.py:28:9: RC106 Worker and ModelRunner "
+        "broadcast step metadata 2 times per step on the driver path (worker.py:28, "
+        "model_runner.py:20) and 2 on the non-driver path (worker.py:35, model_runner.py:22); "
+        "merge them into one broadcast: run `runnercheck migrate`"
+    ]
+    assert result.summary.endswith(
+        "(1 file seen, 1 parsed, 0 skipped by the prefilter, 2 imported files read for context)."
+    )
+    # findings located in partner files are not reported: the runner alone is fine
+    alone = run(rel(engine / "model_runner.py"))
+    assert alone.finding_lines == [] and alone.code == 0

@@ -37,13 +37,17 @@ def _describe(count: PathCount) -> str:
 
 
 def _report_site(project: Project, count: PathCount, runner: ClassFacts | None) -> BroadcastSite:
-    """Where to report: the runner's broadcast (the one a merge removes), else the second."""
+    """Where to report: the runner's broadcast (the one a merge removes), else the second;
+    in any case a site in a reported file when there is one."""
+    sites = list(count.sites)
+    if project.reportable is not None:
+        sites = [s for s in sites if s.path in project.reportable] or sites
     if runner is not None:
         names = {k.name for k in project.mro(runner)}
-        for site in count.sites:
+        for site in sites:
             if site.where.split(".", 1)[0] in names:
                 return site
-    return count.sites[1]
+    return sites[1] if len(sites) > 1 else sites[0]
 
 
 def _finding(

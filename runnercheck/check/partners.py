@@ -1,0 +1,121 @@
+"""Partner files: modules the checked files import, read from disk for context.
+
+A worker and its runner often live in two files, and a pre-commit hook may pass only
+one of them. The facts of the modules a checked file imports (relative imports, and
+absolute imports that resolve to a file in one of the file's parent directories) are read
+too, transitively, when the prefilter says they can matter. Their classes, helpers and
+abstract bases take part in the analysis; findings located in them are not reported.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from runnercheck.check.facts import ModuleFacts, extract_source
+from runnercheck.contract import Contract
+
+#: How far up from a file an absolute import's top-level package is looked for.
+MAX_LEVELS = 8
+
+
+class ModuleFinder:
+    """Maps ``(importing directory, dotted origin)`` to a file on disk, with caches.
+
+    Paths are absolute and normalised strings (no symlink resolution: no system calls
+    beyond the ``stat`` of each candidate)."""
+
+    def __init__(self) -> None:
+        self._anchor: dict[tuple[str, str], str | None] = {}
+        self._found: dict[tuple[str, str], str | None] = {}
+
+    def _anchor_for(self, directory: str, head: str) -> str | None:
+        """The nearest ancestor of ``directory`` holding a module or package ``head``."""
+        key = (directory, head)
+        if key not in self._anchor:
+            found = None
+            current = directory
+            for _ in range(MAX_LEVELS):
+                if os.path.isdir(os.path.join(current, head)) or os.path.isfile(
+                    os.path.join(current, head + ".py")
+                ):
+                    found = current
+                    break
+                parent = os.path.dirname(current)
+                if parent == current:
+                    break
+                current = parent
+            self._anchor[key] = found
+        return self._anchor[key]
+
+    def find(self, directory: str, origin: str) -> str | None:
+        """The file ``origin`` (``pkg.mod.Name`` or ``.mod.Name``) imported from a file in
+        ``directory`` refers to, or None."""
+        key = (directory, origin)
+        if key in self._found:
+            return self._found[key]
+        level = len(origin) - len(origin.lstrip("."))
+        parts = [p for p in origin.lstrip(".").split(".") if p]
+        result: str | None = None
+        base: str | None
+        if level:
+            base = directory
+            for _ in range(level - 1):
+                base = os.path.dirname(base)
+        else:
+            base = self._anchor_for(directory, parts[0]) if parts else None
+        if base is not None:
+            for size in (len(parts), len(parts) - 1):
+                if size < 0 or (size == 0 and not level):
+                    continue
+                stem = os.path.join(base, *parts[:size])
+                package = os.path.join(stem, "__init__.py")
+                for candidate in (stem + ".py", package) if size else (package,):
+                    if os.path.isfile(candidate):
+                        result = candidate
+                        break
+                if result is not None:
+                    break
+        self._found[key] = result
+        return result
+
+
+def read_partners(
+    modules: Iterable[tuple[str, ModuleFacts]],
+    known: set[str],
+    wanted: tuple[bytes, ...],
+    contract: Contract,
+) -> list[ModuleFacts]:
+    """Facts of the files imported (transitively) by ``modules`` (absolute path, facts)
+    that are not in ``known`` (absolute normalised paths, updated) and that the
+    prefilter keeps."""
+    finder = ModuleFinder()
+    queue = list(modules)
+    partners: list[ModuleFacts] = []
+    cwd = os.getcwd()
+    while queue:
+        path, facts = queue.pop()
+        directory = os.path.dirname(path)
+        for origin in set(facts.imports.values()):
+            found = finder.find(directory, origin)
+            if found is None or found in known:
+                continue
+            known.add(found)
+            try:
+                with open(found, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                continue
+            if not any(needle in data for needle in wanted):
+                continue
+            display = os.path.relpath(found, cwd)
+            if display.startswith(".."):
+                display = found
+            try:
+                partner = extract_source(data, display, contract)
+            except Exception:  # context only: a partner we cannot read adds nothing
+                continue
+            if partner.syntax_error is None:
+                partners.append(partner)
+                queue.append((found, partner))
+    return partners
