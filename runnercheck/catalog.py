@@ -31,7 +31,7 @@ RULES: tuple[Rule, ...] = (
         code="RC001",
         name="syntax-error",
         engine="check",
-        summary="A source file could not be parsed; it was not analysed.",
+        summary="A source file could not be read or parsed; it was not analysed.",
         why="A file the tools cannot read may hide any other finding; the run reports it "
         "and exits non-zero instead of silently skipping it.",
         bad="def prepare_model_input(self, seq_group_metadata_list:\n    ...",

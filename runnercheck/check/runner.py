@@ -176,6 +176,8 @@ class FileOutcome:
     #: Base names of a file the prefilter skipped (for the second round).
     skipped_bases: frozenset[str] | None = None
     error: str | None = None
+    #: RC001 for a file that cannot be read, RC002 for an internal error.
+    error_code: str = "RC002"
 
 
 def analyse_file(source: SourceFile, contract: Contract, force: bool = False) -> FileOutcome:
@@ -183,7 +185,8 @@ def analyse_file(source: SourceFile, contract: Contract, force: bool = False) ->
     try:
         data = source.path.read_bytes()
     except OSError as exc:
-        return FileOutcome(source.display, error=f"cannot read file: {exc.strerror or exc}")
+        reason = exc.strerror or str(exc)
+        return FileOutcome(source.display, error=f"cannot read: {reason}", error_code="RC001")
     try:
         if not force and not might_matter(data, needles(contract)):
             return FileOutcome(source.display, skipped_bases=class_bases(data))
@@ -273,7 +276,7 @@ def check_outcomes(
             continue
         if outcome.error is not None:
             result.files_failed += 1
-            findings.append(Finding(outcome.display, 1, 1, "RC002", outcome.error))
+            findings.append(Finding(outcome.display, 1, 1, outcome.error_code, outcome.error))
             continue
         assert outcome.facts is not None
         result.files_parsed += 1

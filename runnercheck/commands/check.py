@@ -1,4 +1,4 @@
-"""``runnercheck check PATH...``: the fast syntactic rules (no mypy, never imports the code).
+"""Check sources for broadcast-contract bugs: fast syntactic rules, no mypy, no imports.
 
 Reports, as ``path:line:col: CODE message``: syntax errors (RC001), internal errors
 (RC002) and the contract rules RC101-RC108 (see ``runnercheck rules``). Suppress one

@@ -242,3 +242,15 @@ def test_partner_files_are_read_from_disk(run: Run) -> None:
     # findings located in partner files are not reported: the runner alone is fine
     alone = run(rel(engine / "model_runner.py"))
     assert alone.finding_lines == [] and alone.code == 0
+
+
+def test_unreadable_file_is_reported_and_others_checked(run: Run, tmp_path: Path) -> None:
+    (tmp_path / "dangling.py").symlink_to(tmp_path / "missing.py")
+    good = FIXTURES / "recursive-from-dict" / "bad.py"
+    (tmp_path / "inputs.py").write_bytes(good.read_bytes())
+    result = run(str(tmp_path))
+    assert result.finding_lines[0] == (
+        f"{tmp_path}/dangling.py:1:1: RC001 cannot read: No such file or directory"
+    )
+    assert [line.split()[1] for line in result.finding_lines[1:]] == ["RC101", "RC101"]
+    assert result.code == 1
