@@ -132,6 +132,9 @@ _DISTRIBUTED_ORIGINS = ("torch.distributed", "distributed", "xla_model", "parall
 
 _SUPPRESS = re.compile(r"#\s*runnercheck:\s*ignore(?:\[([^\]]*)\])?", re.IGNORECASE)
 
+_STREAM_NAMES = frozenset({"Stream", "current_stream", "default_stream", "Event", "ExternalStream"})
+_DEVICE_MODULES = ("cuda", "xpu", "npu", "mps", "accelerator")
+
 _DICT_ANNOTATION = re.compile(r"\b(Dict|dict|Mapping|MutableMapping)\b")
 
 _LOCK_NAMES = frozenset(
@@ -461,10 +464,11 @@ def bad_value(node: ast.expr, self_name: str | None, imports: dict[str, str]) ->
             return f"a {full} object"
         if name == "open" and recv in ("", "io", "builtins"):
             return "an open file"
-        if name in ("Stream", "current_stream", "default_stream", "Event", "ExternalStream") and (
-            ".cuda." in f".{full}." or full.startswith("cuda.")
+        if name in _STREAM_NAMES and (
+            any(f".{device}." in f".{full}." for device in _DEVICE_MODULES)
+            or (full.startswith("torch.") and name != "Event")
         ):
-            return f"a CUDA stream or event ({callee}())"
+            return f"a device stream or event ({callee}())"
         parts = full.split(".")
         if len(parts) >= 2 and parts[-2] == "nn" and name[:1].isupper():
             return f"an nn.Module ({callee}(...))"
