@@ -1,0 +1,347 @@
+"""Small LibCST helpers shared by the codemods: names read and bound, name
+substitution, re-indentation of moved code, and recognisers for the contract's
+idioms (``self.<flag>``, ``broadcast_tensor_dict(...)``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar, cast
+
+import libcst as cst
+
+N = TypeVar("N", bound=cst.CSTNode)
+
+_EMPTY = cst.Module(body=[])
+
+
+def code(node: cst.CSTNode) -> str:
+    """Source text of a node (as it would print)."""
+    return _EMPTY.code_for_node(node)
+
+
+def dotted(node: cst.BaseExpression) -> str | None:
+    """``a.b.c`` for a Name/Attribute chain, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        head = dotted(node.value)
+        return None if head is None else f"{head}.{node.attr.value}"
+    return None
+
+
+def is_self_attr(node: cst.CSTNode, attr: str | None = None) -> bool:
+    return (
+        isinstance(node, cst.Attribute)
+        and isinstance(node.value, cst.Name)
+        and node.value.value == "self"
+        and (attr is None or node.attr.value == attr)
+    )
+
+
+def flag_test(test: cst.BaseExpression, flag: str) -> bool | None:
+    """True for ``self.<flag>``, False for ``not self.<flag>``, None otherwise."""
+    if is_self_attr(test, flag):
+        return True
+    if (
+        isinstance(test, cst.UnaryOperation)
+        and isinstance(test.operator, cst.Not)
+        and is_self_attr(test.expression, flag)
+    ):
+        return False
+    return None
+
+
+def call_name(call: cst.Call) -> str | None:
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+def is_broadcast(node: cst.CSTNode, function: str) -> bool:
+    return isinstance(node, cst.Call) and call_name(node) == function
+
+
+def broadcast_payload(call: cst.Call) -> cst.BaseExpression | None:
+    """The dict a broadcast sends (None for a receive)."""
+    for arg in call.args:
+        if arg.keyword is None and arg.star == "":
+            return arg.value
+        if arg.keyword is not None and arg.keyword.value == "tensor_dict":
+            return arg.value
+    return None
+
+
+def string_value(node: cst.BaseExpression) -> str | None:
+    """The value of a plain string literal, else None."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value: object = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+class _Finder(cst.CSTVisitor):
+    def __init__(self, predicate: Callable[[cst.CSTNode], bool]) -> None:
+        self.predicate = predicate
+        self.found: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.predicate(node):
+            self.found.append(node)
+        return True
+
+
+def find_all(root: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> list[cst.CSTNode]:
+    finder = _Finder(predicate)
+    root.visit(finder)
+    return finder.found
+
+
+def contains(root: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> bool:
+    return bool(find_all(root, predicate))
+
+
+# ---------------------------------------------------------------- names
+
+
+def target_names(target: cst.BaseExpression) -> list[cst.Name]:
+    """Names bound by an assignment target (``a``, ``a, (b, *c)``)."""
+    if isinstance(target, cst.Name):
+        return [target]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        out: list[cst.Name] = []
+        for element in target.elements:
+            out.extend(target_names(element.value))
+        return out
+    if isinstance(target, cst.StarredElement):
+        return target_names(target.value)
+    return []
+
+
+class _NameUses(cst.CSTVisitor):
+    """Classifies every Name under a node as read (load) or bound (store)."""
+
+    def __init__(self) -> None:
+        self.loads: list[cst.Name] = []
+        self.stores: list[cst.Name] = []
+        self._store_ids: set[int] = set()
+        self._skip_ids: set[int] = set()
+
+    def _mark_targets(self, target: cst.BaseExpression) -> None:
+        for name in target_names(target):
+            self._store_ids.add(id(name))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if id(node) in self._skip_ids:
+            return
+        if id(node) in self._store_ids:
+            self.stores.append(node)
+        else:
+            self.loads.append(node)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._skip_ids.add(id(node.attr))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._skip_ids.add(id(node.keyword))
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        self._mark_targets(node.target)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._mark_targets(node.target)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._mark_targets(node.target)
+
+    def visit_For(self, node: cst.For) -> None:
+        self._mark_targets(node.target)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._mark_targets(node.target)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        if isinstance(node.name, cst.Name):
+            self._store_ids.add(id(node.name))
+        else:
+            self._mark_targets(node.name)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._mark_targets(node.target)
+
+    def visit_Del(self, node: cst.Del) -> None:
+        self._mark_targets(node.target)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._store_ids.add(id(node.name))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._store_ids.add(id(node.name))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._store_ids.add(id(node.name))
+
+    def visit_Global(self, node: cst.Global) -> None:
+        for item in node.names:
+            self._store_ids.add(id(item.name))
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
+        for item in node.names:
+            self._store_ids.add(id(item.name))
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
+        if node.asname is not None:
+            node.asname.visit(self)
+        elif isinstance(node.name, cst.Name):
+            self._store_ids.add(id(node.name))
+            self.stores.append(node.name)
+        else:
+            head = node.name
+            while isinstance(head, cst.Attribute):
+                head = head.value  # type: ignore[assignment]
+            if isinstance(head, cst.Name):
+                self.stores.append(head)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        if not isinstance(node.names, cst.ImportStar):
+            for alias in node.names:
+                alias.visit(self)
+        return False
+
+
+def name_uses(node: cst.CSTNode) -> tuple[list[cst.Name], list[cst.Name]]:
+    """(names read, names bound) anywhere under ``node``."""
+    uses = _NameUses()
+    node.visit(uses)
+    return uses.loads, uses.stores
+
+
+def loaded(node: cst.CSTNode) -> set[str]:
+    return {name.value for name in name_uses(node)[0]}
+
+
+def bound(node: cst.CSTNode) -> set[str]:
+    return {name.value for name in name_uses(node)[1]}
+
+
+def bound_in(statements: Iterable[cst.CSTNode]) -> set[str]:
+    out: set[str] = set()
+    for statement in statements:
+        out |= bound(statement)
+    return out
+
+
+class _Substitute(cst.CSTTransformer):
+    def __init__(self, targets: set[int], make: Callable[[cst.Name], cst.BaseExpression]) -> None:
+        self.targets = targets
+        self.make = make
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        if id(original_node) in self.targets:
+            return self.make(original_node)
+        return updated_node
+
+
+def substitute_loads(node: N, replacements: Mapping[str, Callable[[], cst.BaseExpression]]) -> N:
+    """Replace every *read* of the given names (not bindings, keywords, attributes)."""
+    loads, _ = name_uses(node)
+    targets = {id(name) for name in loads if name.value in replacements}
+    if not targets:
+        return node
+    return cast(N, node.visit(_Substitute(targets, lambda n: replacements[n.value]())))
+
+
+def self_attr(name: str) -> cst.Attribute:
+    return cst.Attribute(value=cst.Name("self"), attr=cst.Name(name))
+
+
+def attr_of(base: str, name: str) -> cst.Attribute:
+    return cst.Attribute(value=cst.Name(base), attr=cst.Name(name))
+
+
+class _ReplaceNodes(cst.CSTTransformer):
+    def __init__(self, mapping: dict[int, cst.CSTNode]) -> None:
+        self.mapping = mapping
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
+        replacement = self.mapping.get(id(original_node))
+        if replacement is not None:
+            return replacement
+        return updated_node
+
+
+def replace_nodes(root: N, mapping: dict[int, cst.CSTNode]) -> N:
+    """Replace nodes by identity (``id(original) -> new``)."""
+    if not mapping:
+        return root
+    return cast(N, root.visit(_ReplaceNodes(mapping)))
+
+
+def body_of(node: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
+    if isinstance(node, cst.IndentedBlock):
+        return node.body
+    return [cst.SimpleStatementLine(body=list(node.body))]  # type: ignore[arg-type]
+
+
+def small_statements(statement: cst.CSTNode) -> Sequence[cst.BaseSmallStatement]:
+    if isinstance(statement, cst.SimpleStatementLine):
+        return statement.body
+    return []
+
+
+def single_small(statement: cst.CSTNode) -> cst.BaseSmallStatement | None:
+    small = small_statements(statement)
+    return small[0] if len(small) == 1 else None
+
+
+def ends_with_exit(block: cst.BaseSuite) -> bool:
+    body = body_of(block)
+    if not body:
+        return False
+    last = single_small(body[-1]) if isinstance(body[-1], cst.SimpleStatementLine) else None
+    if last is None and isinstance(body[-1], cst.SimpleStatementLine):
+        last = body[-1].body[-1]
+    return isinstance(last, (cst.Return, cst.Raise))
+
+
+def parse_statements(text: str) -> list[cst.BaseStatement]:
+    return list(cst.parse_module(text).body)
+
+
+def typevar_line(name: str, bound: str) -> str:
+    """``T = TypeVar("T", bound="X")``, wrapped when longer than 79 columns."""
+    line = f'{name} = TypeVar("{name}", bound="{bound}")'
+    if len(line) <= 79:
+        return line + "\n"
+    return f'{name} = TypeVar(\n    "{name}", bound="{bound}"\n)\n'
+
+
+def call_text(func: str, args: list[str], indent: int) -> str:
+    """``func(a, b)`` or, when longer than 79 columns at ``indent``, one argument a line."""
+    flat = f"{func}({', '.join(args)})"
+    if indent + len(flat) <= 79:
+        return flat
+    inner = "".join(f"    {a},\n" for a in args)
+    return f"{func}(\n{inner})"
+
+
+def leading(statement: cst.BaseStatement) -> list[cst.EmptyLine]:
+    """The blank and comment lines above a statement."""
+    if isinstance(statement, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        return list(statement.leading_lines)
+    return []
+
+
+def with_leading(statement: cst.BaseStatement, lines: Sequence[cst.EmptyLine]) -> cst.BaseStatement:
+    if isinstance(statement, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        return cast(cst.BaseStatement, statement.with_changes(leading_lines=list(lines)))
+    return statement
+
+
+def comments(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
+    """Only the comment lines (blank lines dropped)."""
+    return [line for line in lines if line.comment is not None]

@@ -1,0 +1,490 @@
+"""``merge-broadcasts``: one broadcast per step instead of the worker's plus the runner's.
+
+Cross-file: a worker and the runners it drives are planned together (see
+:mod:`codemods.merge_runner` and :mod:`codemods.merge_worker`), and the whole
+group is rewritten or, on any shape the planner does not recognise, refused
+with a reason and left byte-identical.
+
+It is also an ordinary LibCST codemod (``MergeBroadcastsCommand``) for a
+single file that holds both the worker and its runners.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
+
+from codemods import cstutil as cu
+from codemods import imports, merge_runner, merge_worker, templates
+from codemods.discover import ClassRef, Group, Index, module_facts
+from codemods.merge_runner import DroppedKey, RunnerPlan
+from codemods.merge_worker import WorkerPlan
+from codemods.refusal import Refusal
+from runnercheck.contract import VLLM, Contract
+
+NAME = "merge-broadcasts"
+
+
+@dataclass
+class RunnerSummary:
+    runner: str
+    input_class: str
+    fields: list[str]
+    driver_only: list[str]
+    keys: list[str]
+    dynamic: list[str]
+    dropped: list[DroppedKey]
+
+
+@dataclass
+class GroupResult:
+    """The new text of every file the group touches (new files included)."""
+
+    label: str
+    sources: dict[Path, str] = field(default_factory=dict)
+    created: list[Path] = field(default_factory=list)
+    runners: list[RunnerSummary] = field(default_factory=list)
+    worker_keys: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _class_def(module: cst.Module, name: str) -> cst.ClassDef | None:
+    for statement in module.body:
+        if isinstance(statement, cst.ClassDef) and statement.name.value == name:
+            return statement
+    return None
+
+
+def _top_names(module_ast: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in module_ast.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names.add((alias.asname or alias.name).split(".")[0])
+    return names
+
+
+def import_path(index: Index, origin: Path, target: Path) -> str:
+    """How ``origin`` should import the module at ``target``: the way ``origin``
+    (or another module of its directory) imports its siblings, else relative
+    inside a package, else by bare name."""
+    neighbours = [
+        origin,
+        *sorted(p for p in index.modules if p.parent == origin.parent and p != origin),
+    ]
+    for source in neighbours:
+        facts = index.modules.get(source)
+        if facts is None:
+            continue
+        for module, _name, level in facts.imports.values():
+            resolved = index.module_file(source, module, level)
+            if resolved is None or resolved.parent != target.parent or resolved == source:
+                continue
+            if level:
+                return "." * level + _relative_tail(origin.parent, level, target)
+            head = module.rpartition(".")[0]
+            if resolved.stem == module.rpartition(".")[2]:
+                return f"{head}.{target.stem}" if head else target.stem
+    if (origin.parent / "__init__.py").exists() and target.parent == origin.parent:
+        return f".{target.stem}"
+    return target.stem
+
+
+def _relative_tail(start: Path, level: int, target: Path) -> str:
+    base = start
+    for _ in range(level - 1):
+        base = base.parent
+    rel = target.with_suffix("").relative_to(base)
+    return ".".join(rel.parts)
+
+
+@dataclass
+class _Bases:
+    input_base: str
+    runner_base: str
+    #: where they live (None: to be generated next to the first runner)
+    path: Path | None
+
+
+def _find_bases(index: Index, contract: Contract) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for ref in index.all_classes():
+        if ref.name in (contract.input_bases[0], contract.runner_bases[0]):
+            found.setdefault(ref.name, ref.path)
+    return found
+
+
+def plan_group(
+    group: Group,
+    modules: dict[Path, cst.Module],
+    index: Index,
+    contract: Contract,
+) -> tuple[list[RunnerPlan], list[WorkerPlan]]:
+    """Plan every class of the group, or raise Refusal (nothing is rewritten)."""
+    if group.refusal is not None:
+        code, path, line, message = group.refusal
+        raise Refusal(code, path, message, line=line)
+    runner_plans: dict[ClassRef, RunnerPlan] = {}
+    for ref in group.runners:
+        module = modules[ref.path]
+        cdef = _class_def(module, ref.name)
+        if cdef is None:
+            raise Refusal("MIG103", ref.path, f"{ref.name} is not a top-level class", line=0)
+        plan = RunnerPlan(ref.path, ref.name, cdef)
+        legacy = merge_runner.broadcast_methods(cdef, contract)
+        if len(legacy) > 1:
+            raise Refusal(
+                "MIG101",
+                ref.path,
+                f"{ref.name} broadcasts in {len(legacy)} methods "
+                f"({', '.join(m.name.value for m in legacy)})",
+                legacy[1],
+            )
+        if legacy:
+            merge_runner.plan_legacy_method(plan, legacy[0], contract)
+        runner_plans[ref] = plan
+    # inherited inputs
+    for ref, plan in runner_plans.items():
+        if plan.method is not None:
+            continue
+        for ancestor in index.mro(ref)[1:]:
+            other = runner_plans.get(ancestor)
+            if other is not None and other.method is not None:
+                plan.owner = other
+                break
+    taken: dict[Path, set[str]] = {p: _top_names(index.modules[p].tree) for p in group.files}
+    for ref, plan in runner_plans.items():
+        if plan.method is None:
+            continue
+        plan.input_name = f"{ref.name}Input"
+        plan.typevar = f"T{plan.input_name}"
+        for name in (plan.input_name, plan.typevar):
+            if name in taken[ref.path]:
+                raise Refusal(
+                    "MIG108",
+                    ref.path,
+                    f"the name `{name}` for {ref.name}'s input is already used",
+                    line=0,
+                )
+            taken[ref.path].add(name)
+        existing = {m.name.value for m in merge_runner.methods(plan.cdef)}
+        for name in (contract.prepare_input_method, contract.make_input_method):
+            if name in existing:
+                raise Refusal("MIG108", ref.path, f"{ref.name} already defines `{name}`", plan.cdef)
+    for ref, plan in runner_plans.items():
+        source = plan.input_plan
+        if source.method is None:
+            continue
+        merge_runner.plan_execute(plan, source.method.name.value, contract)
+        stray = merge_runner.self_calls(plan.cdef, source.method.name.value, plan.execute)
+        if stray:
+            raise Refusal(
+                "MIG109",
+                ref.path,
+                f"{ref.name} calls `self.{source.method.name.value}` outside "
+                f"`{contract.execute_method}`",
+                stray[0],
+            )
+        plan.self_execute_calls = merge_runner.self_calls(
+            plan.cdef, contract.execute_method, plan.execute
+        )
+        for call in plan.self_execute_calls:
+            if not call.args or call.args[0].keyword is not None:
+                raise Refusal(
+                    "MIG105",
+                    ref.path,
+                    f"{ref.name}: `self.{contract.execute_method}` is called without "
+                    "a positional request",
+                    call,
+                )
+        bases_in_group = [b for b in index.bases(ref) if b in runner_plans]
+        plan.add_base = not any(
+            runner_plans[b].input_plan.method is not None for b in bases_in_group
+        )
+    _check_dropped(runner_plans.values(), index)
+    worker_plans: list[WorkerPlan] = []
+    for ref in group.workers:
+        module = modules[ref.path]
+        cdef = _class_def(module, ref.name)
+        if cdef is None:
+            raise Refusal("MIG103", ref.path, f"{ref.name} is not a top-level class", line=0)
+        driven = [r for r in group.runners if runner_plans[r].input_plan.method is not None]
+        if not driven:
+            raise Refusal(
+                "MIG103", ref.path, f"no runner of {ref.name} has a legacy input method", cdef
+            )
+        plan_w = WorkerPlan(ref.path, ref.name, cdef, group.runner_attr[ref])
+        plan_w.input_name = f"{ref.name}Input"
+        plan_w.typevar = f"T{plan_w.input_name}"
+        for name in (plan_w.input_name, plan_w.typevar):
+            if name in taken[ref.path]:
+                raise Refusal(
+                    "MIG108",
+                    ref.path,
+                    f"the name `{name}` for {ref.name}'s input is already used",
+                    cdef,
+                )
+            taken[ref.path].add(name)
+        runner_keys = sorted({k for r in group.runners for k in runner_plans[r].input_plan.keys})
+        merge_worker.plan_worker(plan_w, contract, runner_keys)
+        worker_plans.append(plan_w)
+    return list(runner_plans.values()), worker_plans
+
+
+def _check_dropped(plans: object, index: Index) -> None:
+    """Part (3) of the duplicate-key proof: every constructor call that builds the
+    value passes the key explicitly (checked over every parsed module)."""
+    for plan in plans:  # type: ignore[attr-defined]
+        for dropped in plan.dropped:
+            calls = 0
+            for module in index.modules.values():
+                for node in ast.walk(module.tree):
+                    if not isinstance(node, ast.Call):
+                        continue
+                    func = node.func
+                    name = (
+                        func.attr
+                        if isinstance(func, ast.Attribute)
+                        else (func.id if isinstance(func, ast.Name) else None)
+                    )
+                    if name != dropped.constructor or any(k.arg is None for k in node.keywords):
+                        continue
+                    calls += 1
+                    if dropped.key not in {k.arg for k in node.keywords}:
+                        raise Refusal(
+                            "MIG102",
+                            plan.path,
+                            f"{plan.name}: key {dropped.key!r} cannot be dropped: "
+                            f"`{dropped.constructor}(...)` at {module.path.name}:{node.lineno} "
+                            f"does not pass `{dropped.key}=`",
+                            line=0,
+                        )
+            if calls == 0:
+                raise Refusal(
+                    "MIG102",
+                    plan.path,
+                    f"{plan.name}: key {dropped.key!r} is not one of the returned values and no "
+                    f"`{dropped.constructor}(...)` call shows that another value carries it",
+                    line=0,
+                )
+
+
+# ---------------------------------------------------------------- rewriting
+
+
+def _rewrite_runner_class(plan: RunnerPlan, contract: Contract, runner_base: str) -> cst.ClassDef:
+    replace: dict[int, cst.CSTNode] = {}
+    for call in plan.self_execute_calls:
+        replace[id(call)] = merge_runner.wrap_self_execute(call, contract)
+    items: list[cst.BaseStatement] = []
+    for item in cu.body_of(plan.cdef.body):
+        if item is plan.method:
+            items.extend(merge_runner.runner_methods(plan, contract))
+            continue
+        if item is plan.execute:
+            item = merge_runner.rewrite_execute(plan)
+        elif replace and isinstance(item, cst.FunctionDef):
+            item = cu.replace_nodes(item, replace)
+        items.append(item)
+    cdef = plan.cdef.with_changes(body=plan.cdef.body.with_changes(body=items))
+    if plan.add_base:
+        arg = cst.Arg(value=cst.parse_expression(f"{runner_base}[{plan.input_plan.input_name}]"))
+        bases = [b for b in cdef.bases if cu.dotted(b.value) != "object"]
+        if bases:
+            last = bases[-1]
+            bases[-1] = last.with_changes(
+                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            )
+            bases.append(arg)
+        else:
+            bases = [arg]
+        cdef = cdef.with_changes(
+            bases=bases,
+            lpar=cst.LeftParen() if isinstance(cdef.lpar, cst.MaybeSentinel) else cdef.lpar,
+            rpar=cst.RightParen() if isinstance(cdef.rpar, cst.MaybeSentinel) else cdef.rpar,
+        )
+    return cdef
+
+
+def rewrite_group(
+    group: Group,
+    modules: dict[Path, cst.Module],
+    index: Index,
+    contract: Contract,
+    runner_plans: list[RunnerPlan],
+    worker_plans: list[WorkerPlan],
+) -> GroupResult:
+    result = GroupResult(group.label)
+    bases = _find_bases(index, contract)
+    input_base, runner_base = contract.input_bases[0], contract.runner_bases[0]
+    needs_bases = [p for p in runner_plans if p.method is not None or p.add_base]
+    base_file: Path | None = None
+    if needs_bases:
+        if input_base in bases and runner_base in bases:
+            base_file = bases[input_base]
+        else:
+            base_file = needs_bases[0].path.parent / f"{templates.BASE_MODULE_NAME}.py"
+            if base_file in index.modules or base_file.exists():
+                raise Refusal(
+                    "MIG108",
+                    base_file,
+                    f"{base_file.name} exists but does not define {input_base} and {runner_base}",
+                    line=0,
+                )
+            result.sources[base_file] = templates.base_module(contract)
+            result.created.append(base_file)
+    by_class: dict[tuple[Path, str], RunnerPlan | WorkerPlan] = {}
+    for plan in runner_plans:
+        by_class[(plan.path, plan.name)] = plan
+    for plan_w in worker_plans:
+        by_class[(plan_w.path, plan_w.name)] = plan_w
+    for path in group.files:
+        module = modules[path]
+        body: list[cst.BaseStatement] = []
+        needs_dataclass = False
+        typing_names: set[str] = set()
+        from_imports: list[tuple[str, list[str]]] = []
+        for statement in module.body:
+            plan_any = (
+                by_class.get((path, statement.name.value))
+                if isinstance(statement, cst.ClassDef)
+                else None
+            )
+            if isinstance(plan_any, RunnerPlan):
+                assert isinstance(statement, cst.ClassDef)
+                new_cls = _rewrite_runner_class(plan_any, contract, runner_base)
+                if plan_any.method is not None:
+                    generated = merge_runner.input_class(plan_any, input_base, contract)
+                    generated[0] = cu.with_leading(generated[0], statement.leading_lines)
+                    new_cls = new_cls.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+                    body.extend(generated)
+                    needs_dataclass = True
+                    typing_names |= {"Any", "Dict", "Type", "TypeVar"}
+                    owner_names = [input_base]
+                    if plan_any.add_base:
+                        owner_names.append(runner_base)
+                    assert base_file is not None
+                    from_imports.append((import_path(index, path, base_file), owner_names))
+                elif plan_any.owner is not None and plan_any.execute is not None:
+                    owner = plan_any.owner
+                    if owner.path != path:
+                        from_imports.append(
+                            (import_path(index, path, owner.path), [owner.input_name])
+                        )
+                if plan_any.add_base and plan_any.method is None:
+                    assert base_file is not None
+                    from_imports.append((import_path(index, path, base_file), [runner_base]))
+                body.append(new_cls)
+                continue
+            if isinstance(plan_any, WorkerPlan):
+                assert isinstance(statement, cst.ClassDef)
+                generated = merge_worker.worker_input_class(plan_any, contract)
+                generated[0] = cu.with_leading(generated[0], statement.leading_lines)
+                new_w = merge_worker.rewrite_worker(plan_any, contract)
+                body.extend(generated)
+                body.append(new_w.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+                needs_dataclass = True
+                typing_names |= {"Any", "Dict", "Type", "TypeVar"}
+                if merge_worker.needs_optional(plan_any):
+                    typing_names.add("Optional")
+                continue
+            body.append(statement)
+        new_module = module.with_changes(body=body)
+        wanted: list[tuple[str, list[str]]] = []
+        if typing_names:
+            wanted.append(("typing", sorted(typing_names)))
+        wanted.extend(from_imports)
+        new_module = imports.add_imports(
+            new_module, ["dataclasses"] if needs_dataclass else [], wanted
+        )
+        new_module = imports.remove_unused(new_module, contract.broadcast_function)
+        result.sources[path] = new_module.code
+    for plan in runner_plans:
+        if plan.method is None:
+            continue
+        dynamic = [
+            cu.code(s).strip()
+            for s in plan.mutations
+            if merge_runner._subscript_key(s, plan.dict_var) is None
+        ]
+        result.runners.append(
+            RunnerSummary(
+                runner=plan.name,
+                input_class=plan.input_name,
+                fields=[f.name for f in plan.fields],
+                driver_only=[f.name for f in plan.fields if f.driver_only],
+                keys=list(plan.keys),
+                dynamic=dynamic,
+                dropped=list(plan.dropped),
+            )
+        )
+    for plan_w in worker_plans:
+        result.worker_keys[plan_w.name] = [k.key for k in plan_w.keys]
+    return result
+
+
+def merge(
+    group: Group, modules: dict[Path, cst.Module], index: Index, contract: Contract
+) -> GroupResult:
+    """Plan then rewrite one group (raises Refusal; nothing is written here)."""
+    runner_plans, worker_plans = plan_group(group, modules, index, contract)
+    return rewrite_group(group, modules, index, contract, runner_plans, worker_plans)
+
+
+class MergeBroadcastsCommand(VisitorBasedCodemodCommand):
+    """Merge a worker's and its runners' broadcasts into one, in a single file.
+
+    Groups whose runners live in other files are skipped here; ``runnercheck
+    migrate`` plans those across files."""
+
+    DESCRIPTION = (
+        "Merge the worker's and the model runner's per-step broadcasts into one "
+        "(prepare_model_input / make_model_input_from_broadcasted_tensor_dict / "
+        "execute_model(model_input, kv_caches)); whole-file groups only."
+    )
+
+    def __init__(self, context: CodemodContext, contract: Contract = VLLM) -> None:
+        super().__init__(context)
+        self.contract = contract
+
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        from codemods.discover import find_groups
+
+        path = Path(os.path.abspath(self.context.filename or "module.py"))
+        facts = module_facts(path, ast.parse(tree.code))
+        index = Index([facts], self.contract)
+        groups, _notes = find_groups(index)
+        if not groups:
+            raise SkipFile("no paired broadcast")
+        modules = {path: tree}
+        for group in groups:
+            if any(f != path for f in group.files):
+                self.warn(f"{group.label}: spans several files; use `runnercheck migrate`")
+                continue
+            try:
+                result = merge(group, modules, index, self.contract)
+            except Refusal as refusal:
+                self.warn(f"{refusal.code} {refusal.message}")
+                continue
+            if result.created:
+                self.warn(
+                    f"{group.label}: needs a new {templates.BASE_MODULE_NAME}.py; "
+                    "use `runnercheck migrate`"
+                )
+                continue
+            tree = cst.parse_module(result.sources[path])
+            modules = {path: tree}
+            facts = module_facts(path, ast.parse(tree.code))
+            index = Index([facts], self.contract)
+        return tree

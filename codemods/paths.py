@@ -1,0 +1,109 @@
+"""Which rank runs a statement: driver, non-driver, or both.
+
+A statement's path follows from ``if self.<flag>:`` / ``if not self.<flag>:``
+branches, from an early exit in such a branch (``if not self.flag: ...;
+return`` makes the rest of the block driver-only) and from an ``assert
+[not] self.<flag>`` at the top of a function."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import libcst as cst
+
+from codemods import cstutil as cu
+
+Path_ = Literal["both", "driver", "nondriver"]
+
+
+@dataclass(frozen=True)
+class Located:
+    """A statement with its path and the chain of blocks that lead to it."""
+
+    statement: cst.CSTNode
+    path: Path_
+    #: (block statements, index of the next link) from the function body down
+    chain: tuple[tuple[tuple[cst.BaseStatement, ...], int], ...]
+
+
+def _other(path: Path_) -> Path_:
+    return "nondriver" if path == "driver" else "driver" if path == "nondriver" else "both"
+
+
+def _function_path(func: cst.FunctionDef, flag: str) -> Path_:
+    for statement in cu.body_of(func.body)[:2]:
+        small = cu.single_small(statement)
+        if isinstance(small, cst.Assert):
+            test = cu.flag_test(small.test, flag)
+            if test is not None:
+                return "driver" if test else "nondriver"
+    return "both"
+
+
+def locate(func: cst.FunctionDef, flag: str) -> list[Located]:
+    """Every statement (simple and compound) under ``func`` with its path."""
+    out: list[Located] = []
+
+    def walk(
+        block: tuple[cst.BaseStatement, ...],
+        path: Path_,
+        chain: tuple[tuple[tuple[cst.BaseStatement, ...], int], ...],
+    ) -> None:
+        current = path
+        for index, statement in enumerate(block):
+            here = (*chain, (block, index))
+            out.append(Located(statement, current, here))
+            if isinstance(statement, cst.If):
+                test = cu.flag_test(statement.test, flag)
+                if test is None:
+                    walk(tuple(cu.body_of(statement.body)), current, here)
+                    _walk_else(statement.orelse, current, here)
+                    continue
+                when_true: Path_ = "driver" if test else "nondriver"
+                if current in ("both", when_true):
+                    walk(tuple(cu.body_of(statement.body)), when_true, here)
+                if current in ("both", _other(when_true)) and statement.orelse is not None:
+                    _walk_else(statement.orelse, _other(when_true), here)
+                if statement.orelse is None and cu.ends_with_exit(statement.body):
+                    current = _other(when_true) if current == "both" else current
+            elif isinstance(statement, cst.BaseCompoundStatement):
+                for child in _child_blocks(statement):
+                    walk(tuple(cu.body_of(child)), current, here)
+
+    def _walk_else(
+        orelse: cst.If | cst.Else | None,
+        path: Path_,
+        chain: tuple[tuple[tuple[cst.BaseStatement, ...], int], ...],
+    ) -> None:
+        if orelse is None:
+            return
+        if isinstance(orelse, cst.Else):
+            walk(tuple(cu.body_of(orelse.body)), path, chain)
+        else:
+            walk((orelse,), path, chain)
+
+    walk(tuple(cu.body_of(func.body)), _function_path(func, flag), ())
+    return out
+
+
+def _child_blocks(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
+    blocks: list[cst.BaseSuite] = [statement.body]
+    for attr in ("orelse", "finalbody"):
+        extra = getattr(statement, attr, None)
+        if isinstance(extra, (cst.Else, cst.Finally)):
+            blocks.append(extra.body)
+    for handler in getattr(statement, "handlers", ()):
+        blocks.append(handler.body)
+    return blocks
+
+
+def enclosing(located: list[Located], node: cst.CSTNode) -> Located | None:
+    """The innermost located statement containing ``node`` (simple statements
+    first, then compound headers)."""
+    best: Located | None = None
+    for item in located:
+        if item.statement is node or cu.contains(item.statement, lambda n: n is node):
+            if best is None or len(item.chain) > len(best.chain):
+                best = item
+    return best

@@ -1,0 +1,397 @@
+"""The migration pipeline: facts -> plan -> rewrite -> verify (nothing written here).
+
+1. collect the ``*.py`` files under the given paths (no symbolic links followed);
+2. a byte prefilter: only files that mention the contract's names are parsed
+   (stdlib ``ast``, fast); a file that does not parse is reported and skipped;
+3. facts: the worker/runner groups with a paired broadcast (the ``check``
+   engine's project facts);
+4. per group: parse its files with LibCST, plan every class (a refusal leaves
+   the whole group alone), rewrite, run the selected single-class codemods on
+   the result, then verify: every new source compiles and re-analyses with
+   ``runnercheck check`` with no RC106 and no finding the old sources lacked;
+5. the other prefiltered files get the single-class codemods, verified the
+   same way.
+
+The caller (``runnercheck migrate``) prints, diffs or writes the result.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from codemods import driver_only, inputs, self_return, super_dict, verify
+from codemods.discover import Group, Index, Note, find_groups, module_facts
+from codemods.merge_broadcasts import GroupResult, merge
+from codemods.refusal import Refusal
+from codemods.source import SkippedPath, collect, read_all
+from runnercheck.config import Config
+
+MERGE = "merge-broadcasts"
+SINGLE = ("self-return", "driver-only", "super-dict")
+CODEMODS = (MERGE, *SINGLE)
+
+
+@dataclass(frozen=True)
+class Refused:
+    codemod: str
+    code: str
+    path: Path
+    line: int
+    message: str
+    group: str = ""
+
+
+@dataclass
+class FileChange:
+    path: Path
+    old: bytes | None
+    new: bytes
+    codemods: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TaskResult:
+    changes: dict[Path, FileChange] = field(default_factory=dict)
+    refusals: list[Refused] = field(default_factory=list)
+    groups: list[GroupResult] = field(default_factory=list)
+    cst_files: int = 0
+
+
+@dataclass
+class MigrateResult:
+    roots: tuple[Path, ...]
+    select: tuple[str, ...]
+    files_seen: int = 0
+    files_parsed: int = 0
+    files_cst: int = 0
+    changes: dict[Path, FileChange] = field(default_factory=dict)
+    refusals: list[Refused] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    groups: list[GroupResult] = field(default_factory=list)
+    skipped: list[SkippedPath] = field(default_factory=list)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Per codemod: files changed, refused, unchanged (of the files seen)."""
+        out: dict[str, dict[str, int]] = {}
+        for name in self.select:
+            changed = {p for p, c in self.changes.items() if name in c.codemods}
+            refused = {r.path for r in self.refusals if r.codemod == name} - changed
+            out[name] = {
+                "changed": len(changed),
+                "refused": len(refused),
+                "unchanged": self.files_seen - len(changed) - len(refused),
+            }
+        return out
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.changes else 0
+
+
+def needles(config: Config, select: Sequence[str]) -> tuple[bytes, ...]:
+    found: list[bytes] = []
+    if MERGE in select:
+        found += [config.broadcast_function.encode(), b"unner"]
+    if any(name in select for name in SINGLE):
+        found += [config.as_dict_method.encode(), config.from_dict_method.encode()]
+    return tuple(found)
+
+
+# ------------------------------------------------------------- per-process state
+
+
+@dataclass
+class _State:
+    sources: dict[Path, bytes]
+    index: Index
+    config: Config
+    select: tuple[str, ...]
+    before: dict[frozenset[Path], list] = field(default_factory=dict)
+
+
+_STATE: _State | None = None
+
+
+def _make_state(sources: dict[Path, bytes], config: Config, select: tuple[str, ...]) -> _State:
+    modules = []
+    for path, data in sources.items():
+        modules.append(module_facts(path, ast.parse(data, filename=str(path))))
+    return _State(sources, Index(modules, config.contract()), config, select)
+
+
+def _init_worker(sources: dict[Path, bytes], config: Config, select: tuple[str, ...]) -> None:
+    global _STATE
+    _STATE = _make_state(sources, config, select)
+
+
+def _lookup_for(index: Index, path: Path, tree: ast.Module | None) -> inputs.ClassLookup:
+    """Classes visible from ``path``: its own (from ``tree``, the current text),
+    then what its imports resolve to in the run."""
+    own = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)} if tree else {}
+
+    def lookup(name: str) -> tuple[ast.ClassDef, inputs.ClassLookup] | None:
+        if name in own:
+            return own[name], lookup
+        ref = index.resolve_class(path, name)
+        if ref is None:
+            return None
+        module = index.modules[ref.path]
+        return module.classes[ref.name].node, _lookup_for(index, ref.path, None)
+
+    return lookup
+
+
+def _single_codemods(
+    state: _State, path: Path, module: cst.Module, refusals: list[Refused], group: str = ""
+) -> tuple[cst.Module, list[str]]:
+    contract = state.config.contract()
+    applied: list[str] = []
+    if "super-dict" in state.select:
+        tree = ast.parse(module.code)
+        new, changed, skipped = super_dict.rewrite_module(
+            module, _lookup_for(state.index, path, tree), contract
+        )
+        refusals += [Refused("super-dict", s.code, path, 0, s.message, group) for s in skipped]
+        if changed:
+            module = new
+            applied.append("super-dict")
+    if "driver-only" in state.select:
+        tree = ast.parse(module.code)
+        new, changed_fields, skipped_d = driver_only.rewrite_module(
+            module, _lookup_for(state.index, path, tree), contract
+        )
+        refusals += [Refused("driver-only", s.code, path, 0, s.message, group) for s in skipped_d]
+        if changed_fields:
+            module = new
+            applied.append("driver-only")
+    if "self-return" in state.select:
+        new, changed_classes = self_return.rewrite_module(module, contract)
+        if changed_classes:
+            module = new
+            applied.append("self-return")
+    return module, applied
+
+
+def _context(state: _State, files: Iterable[Path]) -> dict[Path, bytes]:
+    """The files to re-analyse with a change set: the files and their siblings."""
+    dirs = {p.parent for p in files}
+    return {p: s for p, s in state.sources.items() if p.parent in dirs}
+
+
+def _verify(
+    state: _State, changes: dict[Path, FileChange], label: str, codemod: str
+) -> Refused | None:
+    for path, change in changes.items():
+        error = verify.compiles(path, change.new)
+        if error is not None:
+            return Refused(
+                codemod,
+                "MIG110",
+                path,
+                0,
+                f"{label}: the rewritten {path.name} does not compile ({error})",
+                label,
+            )
+    old = _context(state, changes)
+    new = dict(old)
+    for path, change in changes.items():
+        new[path] = change.new
+    key = frozenset(old)
+    if key not in state.before:
+        state.before[key] = verify.findings(old, state.config)
+    added = verify.new_findings(old, new, state.config, state.before[key])
+    if added:
+        first = added[0]
+        return Refused(
+            codemod,
+            "MIG110",
+            Path(first.path),
+            first.line,
+            f"{label}: the rewritten code re-analyses with {first.code} ({first.message})",
+            label,
+        )
+    return None
+
+
+def _line_of(refusal: Refusal, modules: dict[Path, cst.Module]) -> int:
+    if refusal.line or refusal.node is None:
+        return refusal.line
+    module = modules.get(refusal.path)
+    if module is None:
+        return 0
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    where = positions.get(refusal.node)
+    return where.start.line if where is not None else 0
+
+
+def run_group(group: Group) -> TaskResult:
+    state = _STATE
+    assert state is not None
+    result = TaskResult()
+    contract = state.config.contract()
+    modules = {p: cst.parse_module(state.sources[p]) for p in group.files}
+    result.cst_files = len(modules)
+    try:
+        merged = merge(group, modules, state.index, contract)
+    except Refusal as refusal:
+        result.refusals.append(
+            Refused(
+                MERGE,
+                refusal.code,
+                refusal.path,
+                _line_of(refusal, modules),
+                refusal.message,
+                group.label,
+            )
+        )
+        return result
+    changes: dict[Path, FileChange] = {}
+    sub_refusals: list[Refused] = []
+    for path, text in merged.sources.items():
+        module = cst.parse_module(text)
+        module, applied = _single_codemods(state, path, module, sub_refusals, group.label)
+        old = state.sources.get(path) if path not in merged.created else None
+        new = module.bytes if old is not None else module.code.encode("utf-8")
+        if old is not None and new == old:
+            continue
+        changes[path] = FileChange(path, old, new, [MERGE, *applied])
+    failed = _verify(state, changes, group.label, MERGE)
+    if failed is not None:
+        result.refusals.append(failed)
+        return result
+    result.changes = changes
+    result.refusals += sub_refusals
+    result.groups.append(merged)
+    return result
+
+
+def run_file(path: Path) -> TaskResult:
+    state = _STATE
+    assert state is not None
+    result = TaskResult(cst_files=1)
+    original = cst.parse_module(state.sources[path])
+    module, applied = _single_codemods(state, path, original, result.refusals)
+    if not applied:
+        return result
+    change = FileChange(path, state.sources[path], module.bytes, applied)
+    failed = _verify(state, {path: change}, path.name, applied[0])
+    if failed is not None:
+        result.refusals.append(failed)
+        return result
+    result.changes[path] = change
+    return result
+
+
+def migrate(
+    paths: Sequence[str | os.PathLike[str]],
+    select: Sequence[str] = CODEMODS,
+    config: Config | None = None,
+    jobs: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> MigrateResult:
+    """Plan, rewrite and verify; nothing is written (see :mod:`codemods.write`)."""
+    global _STATE
+    config = config or Config()
+    select = tuple(name for name in CODEMODS if name in select)
+    collected = collect(paths)
+    result = MigrateResult(collected.roots, select, skipped=list(collected.skipped))
+    result.files_seen = len(collected.files)
+    wanted = needles(config, select)
+    sources: dict[Path, bytes] = {}
+    for path, data in read_all(collected.files):
+        if isinstance(data, OSError):
+            result.refusals.append(
+                Refused("parse", "MIG002", path, 0, f"cannot read: {data.strerror}")
+            )
+            continue
+        if not any(needle in data for needle in wanted):
+            continue
+        try:
+            ast.parse(data, filename=str(path))
+        except SyntaxError as exc:
+            result.refusals.append(
+                Refused("parse", "MIG001", path, exc.lineno or 0, f"does not parse: {exc.msg}")
+            )
+            continue
+        except (ValueError, RecursionError, MemoryError) as exc:
+            result.refusals.append(Refused("parse", "MIG001", path, 0, f"does not parse: {exc}"))
+            continue
+        sources[path] = data
+    result.files_parsed = len(sources)
+    for skip in collected.skipped:
+        result.refusals.append(Refused("parse", skip.code, skip.path, 0, skip.message))
+    state = _make_state(sources, config, select)
+    groups: list[Group] = []
+    if MERGE in select:
+        groups, result.notes = find_groups(state.index)
+    in_groups = {p for g in groups for p in g.files}
+    single_needles = (config.as_dict_method.encode(), config.from_dict_method.encode())
+    files = [
+        p
+        for p, data in sources.items()
+        if p not in in_groups
+        and any(name in select for name in SINGLE)
+        and any(n in data for n in single_needles)
+    ]
+    total = len(groups) + len(files)
+    done = 0
+    outcomes: list[TaskResult] = []
+    if jobs > 1 and total > 1:
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, total),
+            initializer=_init_worker,
+            initargs=(sources, config, select),
+        ) as pool:
+            futures = [pool.submit(run_group, g) for g in groups]
+            futures += [pool.submit(run_file, p) for p in files]
+            for future in as_completed(futures):
+                outcomes.append(future.result())
+                done += 1
+                if progress:
+                    progress(done, total)
+    else:
+        _STATE = state
+        try:
+            for group in groups:
+                outcomes.append(run_group(group))
+                done += 1
+                if progress:
+                    progress(done, total)
+            for path in files:
+                outcomes.append(run_file(path))
+                done += 1
+                if progress:
+                    progress(done, total)
+        finally:
+            _STATE = None
+    for outcome in outcomes:
+        result.files_cst += outcome.cst_files
+        result.refusals += outcome.refusals
+        result.groups += outcome.groups
+        for path, change in outcome.changes.items():
+            if path in result.changes:
+                existing = result.changes[path]
+                if existing.new != change.new:
+                    result.refusals.append(
+                        Refused(
+                            MERGE,
+                            "MIG108",
+                            path,
+                            0,
+                            f"two groups generate different versions of {path.name}",
+                        )
+                    )
+                continue
+            result.changes[path] = change
+    result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
+    result.changes = dict(sorted(result.changes.items()))
+    return result

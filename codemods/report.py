@@ -1,0 +1,145 @@
+"""Showing a migration: unified diffs, refusals, notes, the summary table, JSON."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from codemods.pipeline import MigrateResult
+
+
+def display(path: Path) -> str:
+    """Relative to the current directory when inside it, else absolute."""
+    here = Path.cwd()
+    try:
+        return str(path.relative_to(here))
+    except ValueError:
+        return str(path)
+
+
+def unified_diff(result: MigrateResult) -> str:
+    chunks: list[str] = []
+    for path, change in result.changes.items():
+        name = display(path)
+        old = change.old.decode("utf-8", "replace") if change.old is not None else ""
+        new = change.new.decode("utf-8", "replace")
+        chunks.extend(
+            difflib.unified_diff(
+                old.splitlines(keepends=True),
+                new.splitlines(keepends=True),
+                fromfile="/dev/null" if change.old is None else f"a/{name}",
+                tofile=f"b/{name}",
+            )
+        )
+    text = "".join(chunks)
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def refusal_lines(result: MigrateResult) -> list[str]:
+    return [
+        f"{display(r.path)}:{r.line}: {r.code} [{r.codemod}] {r.message}" for r in result.refusals
+    ]
+
+
+def detail_lines(result: MigrateResult) -> list[str]:
+    lines: list[str] = []
+    for group in result.groups:
+        for runner in group.runners:
+            if runner.driver_only:
+                lines.append(
+                    f"{group.label}: {runner.input_class} declares driver-only "
+                    f"{', '.join(runner.driver_only)} (never broadcast)"
+                )
+            by_reason: dict[tuple[str, str, str], list[str]] = {}
+            for dropped in runner.dropped:
+                reason = (dropped.carrier, dropped.merged, dropped.constructor)
+                by_reason.setdefault(reason, []).append(dropped.key)
+            for (carrier, merged, constructor), keys in by_reason.items():
+                lines.append(
+                    f"{group.label}: {runner.runner} drops duplicate keys {', '.join(keys)}: "
+                    f"they already travel inside `{carrier}` (the driver merges `{merged}` "
+                    f"after them, every `{constructor}(...)` call passes them, and the "
+                    f"non-driver reads them only through `{constructor}(**...)`)"
+                )
+    for note in result.notes:
+        lines.append(f"{display(note.path)}:{note.line}: {note.label}: {note.message}")
+    return lines
+
+
+def summary_table(result: MigrateResult, console: Console, mode: str) -> None:
+    title = {
+        "write": "runnercheck migrate",
+        "diff": "runnercheck migrate --diff (nothing written)",
+        "check": "runnercheck migrate --check (nothing written)",
+    }[mode]
+    changed_label = "changed" if mode == "write" else "would change"
+    table = Table("codemod", changed_label, "unchanged", "refused", title=title)
+    for name, counts in result.counts().items():
+        table.add_row(
+            name, str(counts["changed"]), str(counts["unchanged"]), str(counts["refused"])
+        )
+    console.print(table)
+    created = sum(1 for c in result.changes.values() if c.old is None)
+    console.print(
+        f"{result.files_seen} files seen, {result.files_parsed} parsed, "
+        f"{len(result.changes)} {changed_label} ({created} new), "
+        f"{len(result.refusals)} refused or skipped",
+        markup=False,
+        highlight=False,
+    )
+
+
+def as_json(result: MigrateResult, mode: str, written: list[Path]) -> dict[str, Any]:
+    return {
+        "mode": mode,
+        "files_seen": result.files_seen,
+        "files_parsed": result.files_parsed,
+        "changes": [
+            {
+                "path": display(p),
+                "created": c.old is None,
+                "codemods": c.codemods,
+                "written": p in written,
+            }
+            for p, c in result.changes.items()
+        ],
+        "refusals": [
+            {
+                "path": display(r.path),
+                "line": r.line,
+                "code": r.code,
+                "codemod": r.codemod,
+                "group": r.group,
+                "message": r.message,
+            }
+            for r in result.refusals
+        ],
+        "notes": [
+            {"path": display(n.path), "line": n.line, "pair": n.label, "message": n.message}
+            for n in result.notes
+        ],
+        "groups": [
+            {
+                "group": g.label,
+                "worker_keys": g.worker_keys,
+                "runners": [
+                    {
+                        "runner": r.runner,
+                        "input_class": r.input_class,
+                        "fields": r.fields,
+                        "driver_only": r.driver_only,
+                        "keys": r.keys,
+                        "merged_dicts": r.dynamic,
+                        "dropped": [{"key": d.key, "why": d.why} for d in r.dropped],
+                    }
+                    for r in g.runners
+                ],
+            }
+            for g in result.groups
+        ],
+        "summary": result.counts(),
+    }

@@ -1,0 +1,138 @@
+"""``runnercheck migrate PATH...``: rewrite paired broadcasts into the merged shape.
+
+Codemods (all by default, choose with --select):
+  merge-broadcasts  one broadcast per step: input dataclasses, prepare_model_input,
+                    make_model_input_from_broadcasted_tensor_dict,
+                    execute_model(model_input, kv_caches) (worker + runners, across files)
+  self-return       from_broadcasted_tensor_dict returns Self / a cls-bound TypeVar
+  driver-only       declare input fields that are never broadcast
+  super-dict        a subclass dict that re-lists its parent's keys calls super()
+
+A worker/runner group is planned as a whole: a shape the planner does not
+recognise is refused with a reason code (MIGxxx) and every file of the group
+stays byte-identical. New sources must compile and re-analyse clean with
+`runnercheck check` before anything is written; writes are atomic. The code
+read is never imported or executed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+HELP = "rewrite paired broadcasts into the merged prepare/convert/execute shape"
+EPILOG = (
+    "exit status: 0 nothing to change, 1 files changed (or, with --check/--diff, would "
+    "change) or something was refused, 2 usage or input error"
+)
+CODEMODS = ("merge-broadcasts", "self-return", "driver-only", "super-dict")
+
+
+def _select(values: list[str]) -> tuple[str, ...]:
+    from runnercheck.errors import UsageError
+
+    if not values:
+        return CODEMODS
+    chosen: list[str] = []
+    for value in values:
+        for name in (part.strip() for part in value.split(",")):
+            if not name:
+                continue
+            if name not in CODEMODS:
+                raise UsageError(
+                    f"--select: unknown codemod {name!r} (choose from {', '.join(CODEMODS)})"
+                )
+            if name not in chosen:
+                chosen.append(name)
+    if not chosen:
+        raise UsageError("--select: no codemod named")
+    return tuple(chosen)
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
+    parser.add_argument(
+        "--select",
+        action="append",
+        default=[],
+        metavar="CODEMODS",
+        help=f"only these codemods (comma-separated: {', '.join(CODEMODS)})",
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--diff", action="store_true", help="print a unified diff and write nothing")
+    mode.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 when something would change",
+    )
+    parser.add_argument(
+        "-j",
+        "--jobs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="rewrite groups in N processes (0: one per CPU)",
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")
+
+
+def run(args: argparse.Namespace) -> int:
+    from codemods import report
+    from codemods.pipeline import migrate
+    from codemods.write import Change, write_changes
+    from runnercheck.config import load_config
+    from runnercheck.console import make_console
+    from runnercheck.errors import UsageError
+
+    if args.jobs < 0:
+        raise UsageError(f"-j/--jobs must be 0 or more, not {args.jobs}")
+    jobs = args.jobs or os.cpu_count() or 1
+    select = _select(args.select)
+    for raw in args.paths:
+        if not Path(raw).exists():
+            raise UsageError(f"{raw}: no such file or directory")
+    config = load_config(Path(args.paths[0]), args.config)
+    mode = "diff" if args.diff else "check" if args.check else "write"
+    err = make_console(stderr=True)
+    result = _run_with_progress(args.paths, select, config, jobs, err, migrate)
+    written: list[Path] = []
+    if mode == "write" and result.changes:
+        written = write_changes(
+            [Change(c.path, c.old, c.new) for c in result.changes.values()], result.roots
+        )
+    if args.format == "json":
+        print(json.dumps(report.as_json(result, mode, written), indent=2))
+    else:
+        out = make_console()
+        if mode == "diff":
+            sys.stdout.write(report.unified_diff(result))
+            sys.stdout.flush()
+        info = err if mode == "diff" else out
+        for line in report.refusal_lines(result) + report.detail_lines(result):
+            info.print(line, markup=False, highlight=False)
+        report.summary_table(result, info, mode)
+    return 1 if result.changes or result.refusals else 0
+
+
+def _run_with_progress(paths, select, config, jobs, console, migrate):  # type: ignore[no-untyped-def]
+    if not console.is_terminal:
+        return migrate(paths, select, config, jobs)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn("migrating"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("migrate", total=None)
+
+        def update(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        return migrate(paths, select, config, jobs, update)
