@@ -110,6 +110,9 @@ def broadcast_tensor_dict(
         for tensor in tensors:
             if tensor.numel() == 0:
                 continue
+            # gloo would send a non-contiguous tensor's raw memory (wrong values) and NCCL
+            # refuses it; receivers allocate contiguous tensors, so send a contiguous copy.
+            tensor = tensor.contiguous()
             tensor_group = metadata_group if tensor.is_cpu else group
             handles.append(dist.broadcast(tensor, src=src, group=tensor_group, async_op=True))
         for handle in handles:

@@ -1,0 +1,128 @@
+"""``runnercheck fuzz``: round trips of input classes through a real multi-process broadcast.
+
+Public API: :func:`fuzz` (a whole run), :class:`FuzzOptions`, :func:`register_strategy`,
+:class:`LocalGroup` (a reusable group of ranks on this machine).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from runnercheck.config import Config
+from runnercheck.fuzz.group import EnvGroup, GroupLost, LocalGroup, torchrun_rank
+from runnercheck.fuzz.ranks import Settings
+from runnercheck.fuzz.report import ClassResult, Problem, RunReport
+from runnercheck.fuzz.search import SearchOptions, search
+from runnercheck.fuzz.strategies import (
+    ALL_DTYPES,
+    StrategyBuilder,
+    TensorOptions,
+    load_configured,
+    register_strategy,
+    unregister_strategy,
+)
+from runnercheck.fuzz.targets import Target, resolve_all
+
+__all__ = [
+    "ClassResult",
+    "FuzzOptions",
+    "GroupLost",
+    "LocalGroup",
+    "Problem",
+    "RunReport",
+    "Target",
+    "fuzz",
+    "register_strategy",
+    "resolve_all",
+    "unregister_strategy",
+]
+
+
+@dataclass(frozen=True)
+class FuzzOptions:
+    world_size: int = 2
+    device: str = "cpu"
+    examples: int = 100
+    seed: int | None = None
+    deadline: float = 60.0
+    rendezvous_timeout: float = 120.0
+    attn_backend: Any = None
+
+    def settings(self) -> Settings:
+        return Settings(self.world_size, self.device, self.deadline, self.rendezvous_timeout)
+
+
+def new_seed() -> int:
+    return random.SystemRandom().randrange(1, 2**31)
+
+
+def make_group(options: FuzzOptions) -> LocalGroup | EnvGroup:
+    """Under torchrun, this process's group (it must be rank 0); else ranks spawned here."""
+    if torchrun_rank() is not None:
+        settings = Settings(
+            int(os.environ["WORLD_SIZE"]),
+            options.device,
+            options.deadline,
+            options.rendezvous_timeout,
+        )
+        return EnvGroup(settings)
+    return LocalGroup(options.settings())
+
+
+def fuzz(
+    targets: Sequence[Target],
+    options: FuzzOptions,
+    config: Config | None = None,
+    group: LocalGroup | EnvGroup | None = None,
+    extra_strategies: dict[Any, Any] | None = None,
+) -> RunReport:
+    """Fuzz each target's class; ``group`` (started or not) is reused and left open,
+    else one is made for the run and closed after it."""
+    config = config or Config()
+    seed = options.seed if options.seed is not None else new_seed()
+    overrides: dict[Any, Any] = dict(load_configured(config.fuzz_strategies))
+    overrides.update(extra_strategies or {})
+    for target in targets:  # fail on unsupported annotations before starting any process
+        StrategyBuilder(overrides).for_class(target.cls)
+    own = group is None
+    active = group if group is not None else make_group(options)
+    try:
+        report = _run(active, targets, options, config, seed, overrides)
+    except BaseException:
+        if own:
+            active.close(force=True)
+        raise
+    if own:
+        active.close(force=False)
+    return report
+
+
+def _run(
+    active: LocalGroup | EnvGroup,
+    targets: Sequence[Target],
+    options: FuzzOptions,
+    config: Config,
+    seed: int,
+    overrides: dict[Any, Any],
+) -> RunReport:
+    info = active.start()
+    carried = tuple(info.dtypes)
+    tensor_options = TensorOptions(dtypes=carried, pickled_dtypes=ALL_DTYPES)
+    report = RunReport(
+        info.world_size,
+        options.device,
+        info.transport,
+        options.examples,
+        seed,
+        options.deadline,
+        not_generated=tuple(str(d).removeprefix("torch.") for d in ALL_DTYPES if d not in carried),
+    )
+    search_options = SearchOptions(options.examples, seed, options.device, options.attn_backend)
+    for target in targets:
+        builder = StrategyBuilder(overrides, tensor_options)
+        report.results.append(search(active, target, search_options, config, builder))
+    return report

@@ -1,0 +1,246 @@
+"""The Hypothesis search over one input class, through a live process group.
+
+Each example Hypothesis draws goes to the driver rank and through the broadcast;
+the outcome is compared here, field by field, against a snapshot of the original.
+A problem raises :class:`RoundTripFailure`, which Hypothesis shrinks (replaying
+examples through the same group) down to a minimal example; the seed replays it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
+from hypothesis import errors as hypothesis_errors
+
+from runnercheck.config import Config
+from runnercheck.contract import is_driver_only_metadata
+from runnercheck.errors import UsageError
+from runnercheck.fuzz import strategies, transfer
+from runnercheck.fuzz.compare import describe
+from runnercheck.fuzz.compare import differences as compare
+from runnercheck.fuzz.group import GroupLost
+from runnercheck.fuzz.report import ClassResult, Problem, merge
+from runnercheck.fuzz.roundtrip import DriverOutcome, Job, RankError
+from runnercheck.fuzz.snapshot import Record, Snap, Snapshotter
+from runnercheck.fuzz.targets import Target
+
+_job_ids = itertools.count(1)
+
+
+class RoundTripFailure(Exception):
+    def __init__(self, problems: list[Problem], example: str) -> None:
+        super().__init__("; ".join(p.text() for p in problems))
+        self.problems = problems
+        self.example = example
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    examples: int = 100
+    seed: int = 0
+    device: str = "cpu"
+    attn_backend: Any = None
+
+
+def driver_only_rule(config: Config) -> Callable[[type, dataclasses.Field[Any]], bool]:
+    def rule(cls: type, f: dataclasses.Field[Any]) -> bool:
+        if is_driver_only_metadata(f.metadata):
+            return True
+        return any(config.is_driver_only(klass.__name__, f.name) for klass in cls.__mro__)
+
+    return rule
+
+
+_UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
+
+
+def _error_problem(error: RankError, code: str = "RC302") -> Problem:
+    match = _UNEXPECTED_KEYWORD.search(error.message)
+    field = match.group(1) if match else ""
+    stage = error.stage
+    return Problem(
+        code, f"{stage} raised {error.text()}", field, (error.rank,) if error.rank >= 0 else ()
+    )
+
+
+def evaluate(expected: Snap, outcome: DriverOutcome, job: Job) -> list[Problem]:
+    """Every problem an outcome shows against the expected snapshot."""
+    problems: list[Problem] = []
+    if outcome.error is not None:
+        problems.append(_error_problem(outcome.error))
+    for diff in outcome.mutation:
+        problems.append(
+            Problem(
+                "RC305",
+                f"{job.as_dict_method}() changed the sender's object: {diff.change()}",
+                diff.path,
+                (0,),
+            )
+        )
+    for diff in outcome.nondeterministic:
+        problems.append(
+            Problem(
+                "RC304",
+                f"two calls of {job.as_dict_method}() on one input differ: {diff.text()}",
+                "",
+                (0,),
+            )
+        )
+    for receiver in outcome.receivers:
+        if receiver.error is not None:
+            problems.append(_error_problem(receiver.error))
+        if receiver.rebuilt is not None:
+            for diff in compare(expected, receiver.rebuilt):
+                if diff.path == "" and diff.aspect == "type":
+                    message = f"rebuilt as {diff.actual}, sent {diff.expected}"
+                    problems.append(Problem("RC303", message, "", (receiver.rank,)))
+                else:
+                    code = "RC301" if diff.lost else "RC303"
+                    problems.append(Problem(code, diff.change(), diff.path, (receiver.rank,)))
+        for diff in receiver.nondeterministic:
+            problems.append(
+                Problem(
+                    "RC304",
+                    f"two calls of {job.from_dict_method}() on one dict differ: {diff.text()}",
+                    "",
+                    (receiver.rank,),
+                )
+            )
+    return merge(problems)
+
+
+def example_text(snap: Snap) -> str:
+    """The example as ``Class(field=value, ...)``, fields at their defaults left out."""
+    if not isinstance(snap, Record):
+        return describe(snap)
+    defaults = dict(snap.defaults)
+    shown = []
+    for name, value in snap.fields:
+        default = defaults.get(name)
+        if default is not None and not compare(default, value, limit=1):
+            continue
+        shown.append(f"{name}={describe(value)}")
+    return f"{snap.type.rsplit('.', 1)[-1]}({', '.join(shown)})"
+
+
+def search(
+    group: Any,
+    target: Target,
+    options: SearchOptions,
+    config: Config,
+    builder: strategies.StrategyBuilder,
+) -> ClassResult:
+    """Fuzz one class through ``group``; never raises for what the class does wrong."""
+    result = ClassResult(target.name, options.seed)
+    contract = config.contract()
+    job = Job(
+        next(_job_ids),
+        target.cls,
+        contract.as_dict_method,
+        contract.from_dict_method,
+        options.attn_backend,
+        target.sys_path,
+    )
+    strategy = builder.for_class(target.cls)
+    try:
+        errors = group.start_job(job)
+    except GroupLost as lost:
+        result.problems = [Problem("RC306", lost.message, "", _ranks(lost))]
+        result.note = lost.detail
+        return result
+    if errors:
+        result.problems = merge(
+            [Problem("RC302", f"cannot load the class: {e.text()}", "", (e.rank,)) for e in errors]
+        )
+        return result
+    snapshotter = Snapshotter(driver_only_rule(config), True, options.device)
+    timings = result.timings
+    state: dict[str, Any] = {"last": time.perf_counter(), "example": ""}
+
+    def check(example: Any) -> None:
+        start = time.perf_counter()
+        timings.generation += start - state["last"]
+        result.examples += 1
+        expected = snapshotter.take(example)
+        state["example"] = example_text(expected)
+        try:
+            payload = transfer.dumps(example)
+        except Exception as exc:
+            problem = Problem(
+                "RC302",
+                f"the example cannot be handed to rank 0 (pickling "
+                f"failed: {type(exc).__name__}: {exc})",
+                "",
+                (0,),
+            )
+            raise RoundTripFailure([problem], state["example"]) from None
+        sent = time.perf_counter()
+        outcome = group.round_trip(payload)
+        back = time.perf_counter()
+        problems = evaluate(expected, outcome, job)
+        done = time.perf_counter()
+        timings.round_trip += back - sent
+        timings.broadcast += outcome.broadcast_seconds
+        timings.comparison += (done - back) + (sent - start)
+        state["last"] = done
+        if problems:
+            raise RoundTripFailure(problems, state["example"])
+
+    test = settings(
+        max_examples=options.examples,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate, Phase.shrink),
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+    )(seed(options.seed)(given(strategy)(check)))
+    strategies.last_construction_error.clear()
+    try:
+        test()
+    except RoundTripFailure as failure:
+        result.problems = failure.problems
+        result.example = failure.example
+        result.shrunk = True
+    except GroupLost as lost:
+        result.problems = [Problem("RC306", lost.message, "", _ranks(lost))]
+        result.example = state["example"]
+        result.note = "not shrunk: the group cannot be reused after a rank failure"
+        if lost.detail:
+            result.note += "\n" + lost.detail
+    except hypothesis_errors.Flaky as flaky:
+        inner = _inner_failure(flaky)
+        result.problems = merge(
+            (inner.problems if inner else [])
+            + [Problem("RC304", "the failure did not reproduce when the example was replayed")]
+        )
+        result.example = inner.example if inner else state["example"]
+    except hypothesis_errors.Unsatisfiable:
+        last = strategies.last_construction_error
+        reason = f": {type(last[0]).__name__}: {last[0]}" if last else ""
+        raise UsageError(
+            f"{target.name}: no generated example could be constructed{reason}"
+        ) from None
+    return result
+
+
+def _ranks(lost: GroupLost) -> tuple[int, ...]:
+    return (lost.rank,) if lost.rank is not None else ()
+
+
+def _inner_failure(exc: BaseException) -> RoundTripFailure | None:
+    if isinstance(exc, RoundTripFailure):
+        return exc
+    for inner in getattr(exc, "exceptions", ()):
+        found = _inner_failure(inner)
+        if found is not None:
+            return found
+    return None

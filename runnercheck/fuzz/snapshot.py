@@ -1,0 +1,292 @@
+"""Snapshots: plain, picklable pictures of objects that ranks send back for comparison.
+
+A snapshot keeps what the round trip must preserve: the exact type of every value,
+tensors' dtype, shape, device type and bytes, container contents, the fields of
+dataclasses (and of other objects with a ``__dict__``). Ranks take snapshots of what
+they rebuilt and send them to the process that compares (:mod:`runnercheck.fuzz.compare`);
+they never need the original object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+#: Tensors with more elements than this keep only a digest of their bytes.
+MAX_KEPT_ELEMENTS = 1 << 20
+
+
+def type_name(tp: type) -> str:
+    module = getattr(tp, "__module__", "")
+    name = getattr(tp, "__qualname__", getattr(tp, "__name__", repr(tp)))
+    return name if module in ("builtins", "") else f"{module}.{name}"
+
+
+class Snap:
+    """Base of all snapshot nodes."""
+
+    kind: str = "?"
+    type: str
+
+    def key(self) -> str:
+        """A canonical string: equal snapshots have equal keys (orders sets and dict keys)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Plain(Snap):
+    """None, bool, int, float, complex, str, bytes, dtypes, devices, enum members."""
+
+    type: str
+    value: Any
+
+    kind = "plain"
+
+    def key(self) -> str:
+        return f"{self.type}:{self.value!r}"
+
+
+@dataclass(frozen=True)
+class TensorSnap(Snap):
+    type: str
+    dtype: str
+    shape: tuple[int, ...]
+    device: str
+    contiguous: bool
+    digest: str
+    data: torch.Tensor | None = field(default=None, compare=False)
+
+    kind = "tensor"
+
+    def key(self) -> str:
+        return f"{self.type}:{self.dtype}:{self.shape}:{self.device}:{self.digest}"
+
+
+@dataclass(frozen=True)
+class Items(Snap):
+    """Ordered containers: list, tuple (and subclasses such as torch.Size)."""
+
+    type: str
+    items: tuple[Snap, ...]
+
+    kind = "items"
+
+    def key(self) -> str:
+        return f"{self.type}[{','.join(item.key() for item in self.items)}]"
+
+
+@dataclass(frozen=True)
+class Members(Snap):
+    """Unordered containers: set, frozenset (members sorted by key)."""
+
+    type: str
+    items: tuple[Snap, ...]
+
+    kind = "members"
+
+    def key(self) -> str:
+        return f"{self.type}{{{','.join(item.key() for item in self.items)}}}"
+
+
+@dataclass(frozen=True)
+class Entries(Snap):
+    """Mappings: (key, value) pairs in insertion order."""
+
+    type: str
+    entries: tuple[tuple[Snap, Snap], ...]
+
+    kind = "entries"
+
+    def key(self) -> str:
+        inner = ",".join(sorted(f"{k.key()}:{v.key()}" for k, v in self.entries))
+        return f"{self.type}{{{inner}}}"
+
+
+@dataclass(frozen=True)
+class Record(Snap):
+    """A dataclass (its fields) or another object (its ``__dict__`` / slots).
+
+    ``driver_only`` and ``defaults`` are filled only on the expected side, by the
+    process that knows the classes and the configuration."""
+
+    type: str
+    fields: tuple[tuple[str, Snap], ...]
+    is_dataclass: bool = True
+    driver_only: frozenset[str] = frozenset()
+    defaults: tuple[tuple[str, Snap], ...] = ()
+
+    kind = "record"
+
+    def key(self) -> str:
+        return f"{self.type}({','.join(f'{n}={s.key()}' for n, s in self.fields)})"
+
+    def field_map(self) -> dict[str, Snap]:
+        return dict(self.fields)
+
+
+@dataclass(frozen=True)
+class Missing(Snap):
+    """An attribute the object does not have."""
+
+    type: str = "<missing>"
+
+    kind = "missing"
+
+    def key(self) -> str:
+        return "<missing>"
+
+
+@dataclass(frozen=True)
+class Opaque(Snap):
+    """Anything else, by type and ``repr``."""
+
+    type: str
+    text: str
+
+    kind = "opaque"
+
+    def key(self) -> str:
+        return f"{self.type}<{self.text}>"
+
+
+_PLAIN = (type(None), bool, int, float, complex, str, bytes)
+
+#: Decides, for the expected side, which fields of a dataclass are driver-only.
+DriverOnly = Callable[[type, dataclasses.Field[Any]], bool]
+
+
+def _tensor(value: torch.Tensor, device_override: str | None) -> TensorSnap:
+    data = value.detach()
+    if data.device.type != "cpu":
+        data = data.cpu()
+    flat = torch.empty(data.numel(), dtype=data.dtype).copy_(data.reshape(-1))
+    raw = flat.view(torch.uint8) if data.numel() else flat
+    blob = raw.numpy().tobytes() if data.numel() else b""
+    digest = hashlib.blake2b(blob, digest_size=16).hexdigest()
+    kept = flat.view(data.shape) if data.numel() <= MAX_KEPT_ELEMENTS else None
+    return TensorSnap(
+        type=type_name(type(value)),
+        dtype=str(value.dtype).removeprefix("torch."),
+        shape=tuple(value.shape),
+        device=device_override or value.device.type,
+        contiguous=value.is_contiguous(),
+        digest=digest,
+        data=kept,
+    )
+
+
+class Snapshotter:
+    """Takes snapshots. ``driver_only`` and ``with_defaults`` serve the expected side;
+    ``tensor_device`` overrides tensors' device type (the comparing process generates on
+    the CPU what ranks place on ``--device``)."""
+
+    def __init__(
+        self,
+        driver_only: DriverOnly | None = None,
+        with_defaults: bool = False,
+        tensor_device: str | None = None,
+    ) -> None:
+        self.driver_only = driver_only
+        self.with_defaults = with_defaults
+        self.tensor_device = tensor_device
+        self._stack: set[int] = set()
+
+    def __call__(self, value: Any) -> Snap:
+        return self.take(value)
+
+    def take(self, value: Any) -> Snap:
+        if isinstance(value, torch.Tensor):
+            return _tensor(value, self.tensor_device)
+        if isinstance(value, enum.Enum):
+            return Plain(type_name(type(value)), value.name)
+        if isinstance(value, _PLAIN):
+            return Plain(type_name(type(value)), value)
+        if isinstance(value, (torch.dtype, torch.device)):
+            return Plain(type_name(type(value)), str(value))
+        if id(value) in self._stack:
+            return Opaque(type_name(type(value)), "<cycle>")
+        self._stack.add(id(value))
+        try:
+            return self._container(value)
+        finally:
+            self._stack.discard(id(value))
+
+    def _container(self, value: Any) -> Snap:
+        name = type_name(type(value))
+        if isinstance(value, (list, tuple)):
+            return Items(name, tuple(self.take(v) for v in value))
+        if isinstance(value, (set, frozenset)):
+            members = sorted((self.take(v) for v in value), key=lambda s: s.key())
+            return Members(name, tuple(members))
+        if isinstance(value, Mapping):
+            return Entries(name, tuple((self.take(k), self.take(v)) for k, v in value.items()))
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return self._dataclass(value)
+        attrs = _attributes(value)
+        if attrs is not None:
+            return Record(name, tuple((k, self.take(v)) for k, v in sorted(attrs.items())), False)
+        try:
+            text = repr(value)
+        except Exception as exc:  # a broken __repr__ is still a picture
+            text = f"<repr failed: {type(exc).__name__}>"
+        return Opaque(name, text)
+
+    def _dataclass(self, value: Any) -> Record:
+        cls = type(value)
+        fields: list[tuple[str, Snap]] = []
+        driver_only: set[str] = set()
+        defaults: list[tuple[str, Snap]] = []
+        for f in dataclasses.fields(value):
+            fields.append(
+                (f.name, self.take(getattr(value, f.name)) if hasattr(value, f.name) else Missing())
+            )
+            if self.driver_only is not None and self.driver_only(cls, f):
+                driver_only.add(f.name)
+            if self.with_defaults:
+                default = _default_of(f)
+                if default is not _NO_DEFAULT:
+                    defaults.append((f.name, self.take(default)))
+        return Record(type_name(cls), tuple(fields), True, frozenset(driver_only), tuple(defaults))
+
+
+_NO_DEFAULT = object()
+
+
+def _default_of(f: dataclasses.Field[Any]) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        try:
+            return f.default_factory()
+        except Exception:
+            return _NO_DEFAULT
+    return _NO_DEFAULT
+
+
+def _attributes(value: Any) -> dict[str, Any] | None:
+    try:
+        attrs = vars(value)
+    except TypeError:
+        attrs = None
+    if isinstance(attrs, dict) and not isinstance(value, type):
+        return dict(attrs)
+    slots = [
+        slot
+        for klass in type(value).__mro__
+        for slot in getattr(klass, "__slots__", ())
+        if isinstance(slot, str) and not slot.startswith("__")
+    ]
+    if slots and not callable(value):
+        return {s: getattr(value, s) for s in slots if hasattr(value, s)}
+    return None
+
+
+def snapshot(value: Any) -> Snap:
+    """A snapshot without driver-only or default information (what ranks send back)."""
+    return Snapshotter().take(value)

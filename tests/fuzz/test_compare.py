@@ -1,0 +1,100 @@
+"""Snapshots and their field-by-field comparison; handing examples over (transfer)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+import torch
+
+from runnercheck.contract import is_driver_only_metadata
+from runnercheck.fuzz import transfer
+from runnercheck.fuzz.compare import differences
+from runnercheck.fuzz.snapshot import Snapshotter, snapshot
+from runnercheck.fuzz.strategies import LAYOUTS, make_tensor
+from tests.fuzz.fixtures.good import AttentionMetadata, ModelInput
+
+
+def _diff(a: Any, b: Any) -> list[str]:
+    return [d.text() for d in differences(snapshot(a), snapshot(b))]
+
+
+def test_equal_values_have_no_difference() -> None:
+    value = {"x": torch.tensor([1.0, float("nan")]), "l": [1, (2, "a")], "s": {3, 4}}
+    assert (
+        _diff(value, {"x": torch.tensor([1.0, float("nan")]), "l": [1, (2, "a")], "s": {4, 3}})
+        == []
+    )
+    assert _diff(float("nan"), float("nan")) == []
+
+
+def test_tensor_aspects() -> None:
+    t = torch.arange(4, dtype=torch.int64)
+    assert _diff(t, t.to(torch.int32)) == ["dtype int64 -> int32"]
+    assert _diff(t, t.reshape(2, 2)) == ["shape (4,) -> (2, 2)"]
+    changed = t.clone()
+    changed[2] = 9
+    assert _diff(t, changed) == ["2 at [2] -> 9 (1 of 4 elements differ)"]
+    assert _diff(torch.tensor([0.0]), torch.tensor([-0.0])) == [
+        "0.0 at [0] -> -0.0 (1 of 1 elements differ)"
+    ]
+
+
+def test_device_type_is_compared() -> None:
+    expected = Snapshotter(tensor_device="cuda").take(torch.zeros(2))
+    assert [d.text() for d in differences(expected, snapshot(torch.zeros(2)))] == [
+        "device cuda -> cpu"
+    ]
+
+
+def test_containers_and_types() -> None:
+    assert _diff([1, 2], (1, 2)) == ["[1, 2] (list) -> (1, 2) (tuple)"]
+    assert _diff({"a": 1}, {"b": 1}) == [
+        "['a']: sent 1, received <missing key>",
+        "['b']: keys <absent> -> 1",
+    ]
+    assert _diff([1, 2], [1]) == ["length 2 -> 1"]
+    assert _diff(-0.0, 0.0) == ["-0.0 -> 0.0"]
+
+
+def _expected(value: Any) -> Any:
+    return Snapshotter(lambda cls, f: is_driver_only_metadata(f.metadata), with_defaults=True).take(
+        value
+    )
+
+
+def test_lost_fields_and_driver_only() -> None:
+    sent = ModelInput(input_tokens=torch.ones(2), seq_lens=[3, 4], virtual_engine=2)
+    received = ModelInput(input_tokens=torch.ones(2))
+    diffs = differences(_expected(sent), snapshot(received))
+    assert [(d.path, d.lost) for d in diffs] == [("virtual_engine", True)]
+    assert diffs[0].text() == "virtual_engine: sent 2, received 0 (the field's default)"
+
+
+def test_nested_dataclass_paths() -> None:
+    sent = ModelInput(attn_metadata=AttentionMetadata(1, torch.zeros(2, dtype=torch.int64)))
+    got = ModelInput(attn_metadata=AttentionMetadata(1, torch.zeros(2, dtype=torch.int32)))
+    assert [d.text() for d in differences(_expected(sent), snapshot(got))] == [
+        "attn_metadata.slot_mapping: dtype int64 -> int32"
+    ]
+
+
+def test_missing_attribute_is_lost() -> None:
+    @dataclasses.dataclass
+    class Box:
+        a: int = 0
+
+    box = Box(1)
+    before = snapshot(box)
+    del box.__dict__["a"]
+    assert [d.text() for d in differences(before, snapshot(box))] == ["a: 1 -> 0"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_transfer_keeps_layout_and_bytes(layout: str) -> None:
+    original = {"t": make_tensor(torch.bfloat16, (3, 4), layout, "special", 5), "n": [1]}
+    copy = transfer.loads(transfer.dumps(original))
+    assert copy["t"].stride() == original["t"].stride()
+    assert copy["t"].storage_offset() == original["t"].storage_offset()
+    assert differences(snapshot(original), snapshot(copy)) == []

@@ -1,0 +1,271 @@
+"""Real round trips through gloo process groups on 127.0.0.1: good classes pass, each
+defect is caught with its code, field and minimal example, and nothing hangs.
+
+Groups come from the plugin's session-wide pool (``roundtrip_groups``), so the ranks
+start once per (world size, deadline) for the whole test run."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runnercheck.config import Config
+from runnercheck.fuzz import ClassResult, FuzzOptions, Target, fuzz
+from tests.fuzz.fixtures import defects, good
+from tests.fuzz.fixtures.annotated import Everything
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPECTED = Path(__file__).parent / "expected"
+SEED = 3
+
+
+def run_one(
+    group: Any, cls: type, examples: int = 40, seed: int = SEED, **options: Any
+) -> ClassResult:
+    settings = group.settings
+    report = fuzz(
+        [Target(cls, f"{cls.__module__}:{cls.__qualname__}")],
+        FuzzOptions(
+            settings.world_size, settings.device, examples, seed, settings.deadline, **options
+        ),
+        Config(),
+        group,
+    )
+    return report.results[0]
+
+
+@pytest.fixture
+def group2(roundtrip_groups: Any) -> Any:
+    return roundtrip_groups.get(2, "cpu", 10.0)
+
+
+@pytest.mark.parametrize("cls", [good.ModelInput, good.ModelInputWithSampling, Everything])
+def test_good_classes_round_trip(group2: Any, cls: type) -> None:
+    result = run_one(group2, cls, examples=60)
+    assert result.problems == []
+    assert result.examples == 60
+
+
+def test_attention_backend_is_passed_to_receivers(group2: Any) -> None:
+    without = run_one(group2, good.FlatAttentionInput)
+    assert without.codes == ["RC302"]
+    assert "unexpected keyword argument" in without.problems[0].message
+    with_backend = run_one(group2, good.FlatAttentionInput, attn_backend=good.FlatBackend)
+    assert with_backend.passed
+
+
+DEFECTS = [
+    (
+        defects.DroppedField,
+        "RC301",
+        "lora_requests",
+        "sent set(), received None (the field's default)",
+        "DroppedField(lora_requests=set())",
+    ),
+    (
+        defects.RecursiveFromDict,
+        "RC302",
+        "",
+        "from_broadcasted_tensor_dict raised RecursionError: "
+        "maximum recursion depth exceeded at tests/fuzz/fixtures/defects.py:35 in from_broadcasted_tensor_dict",
+        "RecursiveFromDict()",
+    ),
+    (
+        defects.UnknownKey,
+        "RC302",
+        "num_prefills",
+        "got an unexpected keyword argument 'num_prefills'",
+        "UnknownKey()",
+    ),
+    (
+        defects.DtypeChanged,
+        "RC303",
+        "input_positions",
+        "dtype int64 -> int32",
+        "DtypeChanged(input_positions=tensor(0, int64, shape (), cpu))",
+    ),
+    (
+        defects.MutatesSender,
+        "RC305",
+        "request_ids_to_seq_ids",
+        "as_broadcastable_tensor_dict() changed the sender's object: {} (dict) -> None",
+        "MutatesSender(request_ids_to_seq_ids={})",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("cls", "code", "field", "message", "example"), DEFECTS, ids=[d[0].__name__ for d in DEFECTS]
+)
+def test_each_defect_is_caught_with_a_minimal_example(
+    group2: Any, cls: type, code: str, field: str, message: str, example: str
+) -> None:
+    result = run_one(group2, cls)
+    first = result.problems[0]
+    assert (first.code, first.field) == (code, field)
+    assert message in first.message
+    assert result.example == example
+    assert result.shrunk
+
+
+def test_nondeterministic_conversion(group2: Any) -> None:
+    result = run_one(group2, defects.Nondeterministic)
+    assert "RC304" in result.codes
+    assert any("two calls of as_broadcastable_tensor_dict()" in p.message for p in result.problems)
+
+
+def test_seed_replays_the_same_minimal_example(group2: Any) -> None:
+    first = run_one(group2, defects.DtypeChanged, seed=11)
+    again = run_one(group2, defects.DtypeChanged, seed=11)
+    assert (first.examples, first.example, first.problems) == (
+        again.examples,
+        again.example,
+        again.problems,
+    )
+
+
+def test_blocking_rank_is_reported_within_the_deadline(roundtrip_groups: Any) -> None:
+    group = roundtrip_groups.get(2, "cpu", 2.0)
+    group.start()
+    started = time.monotonic()
+    result = run_one(group, defects.BlocksForever)
+    elapsed = time.monotonic() - started
+    assert elapsed < 2.0 + 4.0, elapsed
+    [problem] = result.problems
+    assert problem.code == "RC306" and problem.ranks == (1,)
+    assert problem.message == (
+        "rank 1 did not finish within the deadline of 2 s; it was busy at "
+        "tests/fuzz/fixtures/defects.py:112 in from_broadcasted_tensor_dict"
+    )
+    assert "not shrunk" in result.note
+    # the same group object starts afresh for the next class
+    assert run_one(group, good.ModelInput, examples=10).passed
+
+
+def test_dead_rank_is_reported(roundtrip_groups: Any) -> None:
+    group = roundtrip_groups.get(2, "cpu", 2.0)
+    result = run_one(group, defects.KillsReceiver)
+    assert [(p.code, p.ranks, p.message) for p in result.problems] == [
+        ("RC306", (1,), "rank 1 died: it exited with status 7")
+    ]
+
+
+def test_raising_on_one_rank_only(roundtrip_groups: Any) -> None:
+    group = roundtrip_groups.get(3, "cpu", 10.0)
+    result = run_one(group, defects.RaisesOnLastRank)
+    [problem] = result.problems
+    assert (problem.code, problem.ranks) == ("RC302", (2,))
+    assert "RuntimeError: no cache engine for this virtual engine" in problem.message
+    assert result.example == "RaisesOnLastRank(virtual_engine=1)"
+
+
+def test_roundtrip_fixture(roundtrip: Any) -> None:
+    assert roundtrip(good.ModelInputWithSampling, examples=20, deadline=10.0).passed
+    with pytest.raises(AssertionError, match="RC301 roundtrip-lost-field") as info:
+        roundtrip(defects.DroppedField, examples=40, seed=SEED, deadline=10.0)
+    assert "minimal example: DroppedField(lora_requests=set())" in str(info.value)
+    with pytest.raises(TypeError, match="not an input class"):
+        roundtrip(good.Phase)
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runnercheck", "fuzz", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def test_cli_report_matches_expected_output() -> None:
+    done = _cli(
+        "tests.fuzz.fixtures.good:ModelInput",
+        "tests.fuzz.fixtures.defects:DroppedField",
+        "--examples",
+        "40",
+        "--seed",
+        str(SEED),
+    )
+    assert done.returncode == 1, done.stderr
+    text = re.sub(r"after \d+ examples", "after N examples", done.stdout)
+    assert text == (EXPECTED / "cli_dropped_field.txt").read_text()
+
+
+def test_cli_json_and_usage_errors() -> None:
+    done = _cli(
+        "tests.fuzz.fixtures.defects:UnknownKey",
+        "--examples",
+        "20",
+        "--seed",
+        "5",
+        "--format",
+        "json",
+        "--world-size",
+        "1",
+    )
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    [result] = data["results"]
+    assert [(p["code"], p["field"], p["ranks"]) for p in result["problems"]] == [
+        ("RC302", "num_prefills", [0])
+    ]
+    assert result["replay"].endswith("--seed 5 --world-size 1 --examples 20")
+    for args, message in [
+        (["no_such_module_xyz:X"], "cannot import module 'no_such_module_xyz': no such module"),
+        (
+            ["tests.fuzz.fixtures.good:ModelInput", "--world-size", "0"],
+            "--world-size must be at least 1",
+        ),
+        (["tests.fuzz.fixtures.annotated:NeedsStrategy"], "cannot generate NeedsStrategy.handle"),
+    ]:
+        done = _cli(*args)
+        assert done.returncode == 2
+        assert done.stderr.startswith(f"runnercheck: error: {message}"), done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_under_torchrun() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            "-m",
+            "runnercheck",
+            "fuzz",
+            "tests.fuzz.fixtures.defects:DtypeChanged",
+            "--examples",
+            "30",
+            "--seed",
+            str(SEED),
+            "--deadline",
+            "20",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"},
+    )
+    assert "FAIL tests.fuzz.fixtures.defects:DtypeChanged" in done.stdout, done.stdout + done.stderr
+    assert "field 'input_positions': dtype int64 -> int32" in done.stdout
+    assert (
+        "minimal example: DtypeChanged(input_positions=tensor(0, int64, shape (), cpu))"
+        in done.stdout
+    )
