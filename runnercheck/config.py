@@ -72,15 +72,18 @@ def _describe(error: Mapping[str, Any]) -> str:
     return f"key {loc!r}: {error.get('msg', 'invalid value')}"
 
 
-def config_from_mapping(table: Mapping[str, Any], source: str) -> Config:
-    """Validate a ``[tool.runnercheck]`` table; errors name ``source`` and the key."""
+def config_from_mapping(
+    table: Mapping[str, Any], source: str, section: str = "[tool.runnercheck]"
+) -> Config:
+    """Validate a ``[tool.runnercheck]`` table (or another ``section`` holding the same
+    keys, e.g. ``[runnercheck]`` of a mypy ini file); errors name ``source`` and the key."""
     try:
         return Config.model_validate(dict(table))
     except ValidationError as exc:
         first = exc.errors()[0]
         more = len(exc.errors()) - 1
         suffix = f" (and {more} more)" if more else ""
-        raise ConfigError(f"{source}: [tool.runnercheck] {_describe(first)}{suffix}") from None
+        raise ConfigError(f"{source}: {section} {_describe(first)}{suffix}") from None
 
 
 def load_config_file(path: Path) -> Config:

@@ -1,0 +1,126 @@
+"""The plugin's settings: the same keys as ``[tool.runnercheck]`` for the CLI.
+
+Where they are read from, first match wins:
+
+1. mypy's config file is a ``pyproject.toml``: its ``[tool.runnercheck]`` table;
+2. mypy's config file is an ini file (``mypy.ini``, ``setup.cfg``) with a
+   ``[runnercheck]`` section: that section (lists comma- or line-separated);
+3. a ``pyproject.toml`` next to mypy's ini file, then the nearest one at or above
+   the current directory: its ``[tool.runnercheck]`` table;
+4. the defaults (vLLM's names).
+
+A bad key or value is a :class:`~runnercheck.errors.ConfigError` naming the file
+and the key.
+"""
+
+from __future__ import annotations
+
+import configparser
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runnercheck import catalog
+from runnercheck.config import (
+    Config,
+    config_from_mapping,
+    find_pyproject,
+    load_config_file,
+)
+from runnercheck.errors import ConfigError
+
+#: Section of a mypy ini file that holds the plugin's settings.
+INI_SECTION = "runnercheck"
+
+
+@dataclass(frozen=True)
+class PluginSettings:
+    """The effective configuration and where it came from."""
+
+    config: Config
+    source: str
+
+    @property
+    def runner_bases(self) -> frozenset[str]:
+        return frozenset(self.config.runner_bases)
+
+    @property
+    def broadcastable_types(self) -> frozenset[str]:
+        return frozenset(self.config.broadcastable_types)
+
+    def reports(self, rule_code: str) -> bool:
+        """Whether ``select``/``ignore`` let the rule ``rule_code`` (``RC205``) be reported."""
+        rule = catalog.get(rule_code)
+
+        def matches(patterns: tuple[str, ...]) -> bool:
+            return any(
+                rule.code.startswith(p.strip().upper()) or p.strip().lower() == rule.name
+                for p in patterns
+                if p.strip()
+            )
+
+        if self.config.select and not matches(self.config.select):
+            return False
+        return not matches(self.config.ignore)
+
+    def to_data(self) -> dict[str, Any]:
+        """What the cache must record: a change here rechecks every module."""
+        return self.config.model_dump(mode="json")
+
+
+def _split_list(raw: str) -> list[str]:
+    items = raw.replace("\n", ",").split(",")
+    return [item.strip().strip("\"'") for item in items if item.strip().strip("\"'")]
+
+
+def _config_from_ini(path: Path, section: configparser.SectionProxy) -> Config:
+    table: dict[str, Any] = {}
+    for key, raw in section.items():
+        field = Config.model_fields.get(key)
+        default = field.default if field is not None else None
+        if isinstance(default, dict):
+            raise ConfigError(
+                f"{path}: [{INI_SECTION}] key {key!r} can only be set in pyproject.toml"
+            )
+        table[key] = _split_list(raw) if isinstance(default, tuple) else raw.strip()
+    return config_from_mapping(table, str(path), section=f"[{INI_SECTION}]")
+
+
+def _ini_section(path: Path) -> configparser.SectionProxy | None:
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        with path.open(encoding="utf-8") as handle:
+            parser.read_file(handle)
+    except (OSError, UnicodeDecodeError, configparser.Error) as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
+    return parser[INI_SECTION] if parser.has_section(INI_SECTION) else None
+
+
+def read_settings(config_file: str | None, cwd: Path) -> PluginSettings:
+    """The settings for a mypy run in ``cwd`` whose config file is ``config_file``
+    (None: mypy found none)."""
+    if config_file:
+        path = Path(config_file)  # as mypy found it: relative to the working directory
+        if path.suffix == ".toml":
+            return PluginSettings(load_config_file(path), str(path))
+        section = _ini_section(path)
+        if section is not None:
+            return PluginSettings(_config_from_ini(path, section), f"{path} [{INI_SECTION}]")
+        beside = path.parent / "pyproject.toml"
+        if beside.is_file():
+            return PluginSettings(load_config_file(beside), str(beside))
+    found = find_pyproject(cwd)
+    if found is not None:
+        return PluginSettings(load_config_file(found), str(found))
+    return PluginSettings(Config(), "defaults")
+
+
+def source_digest() -> str:
+    """A digest of the plugin's own source files, so that a changed plugin invalidates
+    mypy's cache (mypy itself only fingerprints the plugin's top-level module)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]

@@ -1,0 +1,213 @@
+"""The mypy plugin class: thin hooks that hand over to the checks.
+
+When the checks run
+-------------------
+The checks need complete types (MROs, analysed signatures, the inferred types
+of expressions), so they run in mypy's type-checking pass, not during semantic
+analysis. mypy has no "class checked" hook, but after checking a class body it
+type-checks the implicit ``Base.__init_subclass__()`` call that the class
+statement makes (``TypeChecker.check_init_subclass``), at the class's line and
+inside the class's scope. A method hook on ``__init_subclass__`` therefore runs
+once per class statement with the checker's API; it returns mypy's own result
+unchanged and runs :class:`~mypy_plugin.runner_checks.RunnerChecker` and
+:class:`~mypy_plugin.input_checks.InputChecker` on that class. (mypy skips that
+call for classes with a custom metaclass other than ``ABCMeta``, and for enums,
+named tuples and typed dicts; the plugin checks none of those.)
+
+Cache correctness
+-----------------
+* ``report_config_data``: the effective settings, the plugin's version and a
+  digest of its sources; a change rechecks everything.
+* ``get_additional_indirect_deps``: a runner's module depends on the modules of
+  its input type's classes and of its bases, so an edit there re-checks the runner
+  in an incremental run even when the runner's module does not import them.
+* ``get_base_class_hook`` (semantic analysis): for ``dmypy``, the module of each
+  runner depends on every change inside those classes (wildcard triggers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from mypy.nodes import CallExpr, MemberExpr, MypyFile, NameExpr, TypeInfo
+from mypy.options import Options
+from mypy.plugin import (
+    CheckerPluginInterface,
+    ClassDefContext,
+    MethodContext,
+    Plugin,
+    ReportConfigContext,
+)
+from mypy.server.trigger import make_wildcard_trigger
+from mypy.types import Type
+
+from mypy_plugin import errors, fatal
+from mypy_plugin.config import PluginSettings, read_settings, source_digest
+from mypy_plugin.input_checks import DictValue, InputChecker, defines_input_methods
+from mypy_plugin.report import Reporter, module_end_scope
+from mypy_plugin.runner_checks import RunnerChecker
+from mypy_plugin.runner_input import input_classes, input_type, is_named, runner_base
+from runnercheck.errors import ConfigError
+
+_INIT_SUBCLASS = ".__init_subclass__"
+
+
+@dataclass(frozen=True)
+class _Pending:
+    """Dict values of an input class to check once its module's bodies are checked."""
+
+    api: CheckerPluginInterface
+    info: TypeInfo
+    values: list[DictValue]
+
+
+def _runnercheck_version() -> str:
+    try:
+        return version("runnercheck")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "unknown"
+
+
+class RunnercheckPlugin(Plugin):
+    def __init__(self, options: Options) -> None:
+        super().__init__(options)
+        try:
+            self.settings: PluginSettings = read_settings(options.config_file, Path.cwd())
+        except ConfigError as exc:
+            fatal(str(exc))
+        self._config_data = {
+            "runnercheck": _runnercheck_version(),
+            "plugin_sources": source_digest(),
+            "settings": self.settings.to_data(),
+        }
+        self._indirect_deps: dict[str, set[str]] = {}
+        #: Input classes per module whose dict values are checked once the module's
+        #: function bodies are (mypy checks them after the class statements).
+        self._pending_values: dict[str, dict[str, _Pending]] = {}
+
+    # --------------------------------------------------------------- mypy hooks
+    def report_config_data(self, ctx: ReportConfigContext) -> Any:
+        return self._config_data
+
+    def get_method_hook(self, fullname: str) -> Callable[[MethodContext], Type] | None:
+        if fullname.endswith(_INIT_SUBCLASS):
+            return self._class_checked
+        return None
+
+    def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
+        if self._designates_runner(fullname):
+            return self._runner_analyzed
+        return None
+
+    def get_additional_indirect_deps(self, file: MypyFile) -> set[str]:
+        # mypy calls this once a module is fully type-checked (bodies included), before
+        # its error messages are flushed: the moment for the checks that need the
+        # inferred types of expressions in function bodies.
+        for pending in self._pending_values.pop(file.fullname, {}).values():
+            self._check_values_late(pending)
+        deps = self._indirect_deps.pop(file.fullname, set())
+        deps.discard(file.fullname)
+        return deps
+
+    # ------------------------------------------------------------- the checks
+    def _class_checked(self, ctx: MethodContext) -> Type:
+        info = _class_of_init_subclass_call(ctx)
+        if info is None:
+            return ctx.default_return_type
+        reporter = Reporter(ctx.api, self.settings)
+        try:
+            pending = self._pending_values.setdefault(info.module_name, {})
+            pending.pop(info.fullname, None)
+            if defines_input_methods(info, self.settings):
+                untyped = InputChecker(info, self.settings, reporter).run()
+                if untyped:
+                    pending[info.fullname] = _Pending(ctx.api, info, untyped)
+            runner = RunnerChecker(info, self.settings, reporter)
+            runner.run()
+            if runner.dependencies:
+                self._indirect_deps.setdefault(info.module_name, set()).update(runner.dependencies)
+        except Exception as exc:  # never crash mypy: report it and go on
+            _report_internal(ctx.api, info, exc)
+        return ctx.default_return_type
+
+    def _check_values_late(self, pending: _Pending) -> None:
+        api, info = pending.api, pending.info
+        try:
+            with module_end_scope(api, info):
+                try:
+                    checker = InputChecker(info, self.settings, Reporter(api, self.settings))
+                    member = checker.member(self.settings.config.as_dict_method)
+                    if member is not None:
+                        checker.check_values(member, pending.values)
+                except Exception as exc:
+                    _report_internal(api, info, exc)
+        except Exception:  # pragma: no cover - mypy's internals moved; stay silent
+            return
+
+    # ----------------------------------------------------------- dependencies
+    def _designates_runner(self, fullname: str) -> bool:
+        bases = self.settings.runner_bases
+        if fullname in bases or fullname.rsplit(".", 1)[-1] in bases:
+            return True
+        try:
+            symbol = self.lookup_fully_qualified(fullname)
+        except Exception:  # an incomplete module during semantic analysis
+            return False
+        node = symbol.node if symbol is not None else None
+        return isinstance(node, TypeInfo) and (
+            is_named(node, bases) or runner_base(node, bases) is not None
+        )
+
+    def _runner_analyzed(self, ctx: ClassDefContext) -> None:
+        info = ctx.cls.info
+        try:
+            base = runner_base(info, self.settings.runner_bases)
+            if base is None:
+                return
+            t = input_type(info, base)
+            classes = [info] + ([cls for _, cls in input_classes(t)] if t is not None else [])
+        except Exception:
+            # Semantic analysis may still hold incomplete types here; the checks
+            # themselves run (and report surprises) in the type-checking pass.
+            return
+        for cls in classes:
+            for ancestor in cls.mro:
+                if ancestor.fullname != "builtins.object":
+                    ctx.api.add_plugin_dependency(make_wildcard_trigger(ancestor.fullname))
+
+
+def _report_internal(api: CheckerPluginInterface, info: TypeInfo, exc: Exception) -> None:
+    api.fail(
+        f'runnercheck plugin internal error while checking "{info.fullname}": '
+        f"{type(exc).__name__}: {exc} (please report it)",
+        info.defn,
+        code=errors.INTERNAL,
+    )
+
+
+def _class_of_init_subclass_call(ctx: MethodContext) -> TypeInfo | None:
+    """The class whose statement made the implicit ``__init_subclass__`` call that mypy
+    checks, or None for any other call of ``__init_subclass__``."""
+    call = ctx.context
+    if not (
+        isinstance(call, CallExpr)
+        and isinstance(call.callee, MemberExpr)
+        and isinstance(call.callee.expr, NameExpr)
+    ):
+        return None
+    tscope: Any = getattr(ctx.api, "tscope", None)
+    classes = getattr(tscope, "classes", None)
+    if not classes:
+        return None
+    info = classes[-1]
+    if (
+        not isinstance(info, TypeInfo)
+        or call.callee.expr.name != info.name
+        or call.line != info.defn.line
+    ):
+        return None
+    return info

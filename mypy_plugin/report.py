@@ -1,0 +1,51 @@
+"""Reporting the plugin's errors through mypy's type checker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from mypy.errorcodes import ErrorCode
+from mypy.messages import format_type
+from mypy.nodes import Context, TypeInfo
+from mypy.plugin import CheckerPluginInterface
+from mypy.types import Type
+
+from mypy_plugin.config import PluginSettings
+from mypy_plugin.errors import RULE_CODES
+
+
+class Reporter:
+    """Sends errors to mypy, honouring ``select``/``ignore`` of the settings."""
+
+    def __init__(self, api: CheckerPluginInterface, settings: PluginSettings) -> None:
+        self.api = api
+        self.settings = settings
+
+    def fmt(self, typ: Type) -> str:
+        """A type as mypy's own messages show it (quoted)."""
+        return format_type(typ, self.api.options)
+
+    def error(self, code: ErrorCode, message: str, context: Context) -> None:
+        """Report ``message`` at ``context``. Errors belong to the module's top-level
+        target, which ``dmypy`` re-checks (and the plugin with it) when they must be
+        regenerated."""
+        if self.settings.reports(RULE_CODES[code]):
+            self.api.fail(message, context, code=code)
+
+
+@contextmanager
+def module_end_scope(api: CheckerPluginInterface, info: TypeInfo) -> Iterator[None]:
+    """Report into ``info``'s module after its type-checking passes are over, as if the
+    checker were inside the class again (file, per-module options, target)."""
+    checker: Any = api
+    errors = checker.errors
+    saved = (errors.file, errors.target_module, errors.options, errors.scope)
+    errors.set_file(checker.path, checker.tree.fullname, checker.options, scope=checker.tscope)
+    try:
+        with checker.tscope.saved_scope((checker.tree.fullname, info, None)):
+            yield
+    finally:
+        file, module, options, scope = saved
+        errors.set_file(file, module, options, scope=scope)

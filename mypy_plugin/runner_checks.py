@@ -1,0 +1,279 @@
+"""Checks of one model-runner class against its input type ``T``.
+
+* RC201 ``runner-input-protocol``: ``T`` has ``as_broadcastable_tensor_dict`` (an
+  instance method, no required argument, returns a dict) and the classmethod
+  ``from_broadcasted_tensor_dict`` (the tensor dict as its one required argument).
+* RC203 ``runner-input-covariance``: ``prepare_model_input`` and
+  ``make_model_input_from_broadcasted_tensor_dict`` return ``T`` or a subtype.
+* RC204 ``execute-input-mismatch``: ``execute_model``'s ``model_input`` accepts ``T``.
+
+What plain mypy reports already is left to it: a ``T`` outside the base's type
+variable bound (``[type-var]``), and an override incompatible with the method it
+overrides (``[override]``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR, NOT_ABSTRACT, TypeInfo
+from mypy.subtypes import is_subtype
+from mypy.types import AnyType, ProperType, Type, TypeOfAny, TypeVarType, get_proper_type
+
+from mypy_plugin import errors
+from mypy_plugin.config import PluginSettings
+from mypy_plugin.members import (
+    Member,
+    definitions,
+    find_member,
+    overridden,
+    parameter_index,
+    parameter_type,
+    signature_for,
+)
+from mypy_plugin.report import Reporter
+from mypy_plugin.runner_input import input_classes, input_type, runner_base
+
+_KIND_TEXT = {
+    "method": "an instance method",
+    "classmethod": "a classmethod",
+    "staticmethod": "a staticmethod",
+    "property": "a property",
+    "attribute": "an attribute",
+}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a member breaks the protocol; ``mypy_checks_override``: an override with this
+    problem of a correct definition is an ``[override]`` error already."""
+
+    text: str
+    mypy_checks_override: bool = True
+
+
+ProblemOf = Callable[[Member], "Problem | None"]
+
+
+def _mypy_reports_override(
+    info: TypeInfo, member: Member, problem: Problem, problem_of: ProblemOf
+) -> bool:
+    """A broken override of a correct definition is already mypy's [override] error."""
+    if not problem.mypy_checks_override:
+        return False
+    return any(
+        problem_of(ancestor) is None
+        for ancestor in definitions(info, member.name)
+        if ancestor.owner is not member.owner
+    )
+
+
+class RunnerChecker:
+    """Runs RC201/RC203/RC204 on ``info`` if it is a runner."""
+
+    def __init__(self, info: TypeInfo, settings: PluginSettings, reporter: Reporter) -> None:
+        self.info = info
+        self.settings = settings
+        self.config = settings.config
+        self.reporter = reporter
+        api = reporter.api
+        any_type = AnyType(TypeOfAny.special_form)
+        self.tensor_dict_type = api.named_generic_type(
+            "builtins.dict", [api.named_generic_type("builtins.str", []), any_type]
+        )
+        self.mapping_type = api.named_generic_type(
+            "typing.Mapping", [api.named_generic_type("builtins.str", []), any_type]
+        )
+        #: Modules whose changes must re-check this runner (``T``'s classes, the bases).
+        self.dependencies: set[str] = set()
+
+    def run(self) -> None:
+        base = runner_base(self.info, self.settings.runner_bases)
+        if base is None:
+            return
+        t = input_type(self.info, base)
+        if t is None or isinstance(get_proper_type(t), AnyType):
+            return
+        self._record_dependencies(t)
+        if not self._within_bound(base, t):
+            return  # mypy reports [type-var] where the type argument is written
+        self.check_protocol(t)
+        self.check_returns(t)
+        self.check_execute(t)
+
+    # ------------------------------------------------------------------ helpers
+    def _record_dependencies(self, t: Type) -> None:
+        infos = [info for _, info in input_classes(t)] + [self.info]
+        for info in infos:
+            for cls in info.mro:
+                if cls.module_name != "builtins":
+                    self.dependencies.add(cls.module_name)
+
+    @staticmethod
+    def _within_bound(base: TypeInfo, t: Type) -> bool:
+        type_var = base.defn.type_vars[0] if base.defn.type_vars else None
+        if not isinstance(type_var, TypeVarType):
+            return True
+        return is_subtype(t, type_var.upper_bound)
+
+    def _subject(self, t: Type, item: ProperType) -> str:
+        fmt = self.reporter.fmt
+        proper = get_proper_type(t)
+        shown = fmt(t)
+        if isinstance(proper, TypeVarType):
+            shown += f" (bound {fmt(item)})"
+        elif item is not proper:
+            shown += f" (item {fmt(item)})"
+        return f'Input type {shown} of runner "{self.info.name}"'
+
+    def _checked_here(self, inherited: Member) -> bool:
+        """Whether an inherited method is this runner's to report: not when its owner is
+        a runner itself (checked there), nor when it is abstract (every concrete
+        subclass overrides it, and is checked then)."""
+        if runner_base(inherited.owner, self.settings.runner_bases) is not None:
+            return False
+        func = inherited.func
+        return func is None or func.abstract_status == NOT_ABSTRACT
+
+    # ------------------------------------------------------------------ RC201
+    def check_protocol(self, t: Type) -> None:
+        names: tuple[tuple[str, str, ProblemOf], ...] = (
+            (self.config.as_dict_method, "method", self._as_dict_problem),
+            (self.config.from_dict_method, "classmethod", self._from_dict_problem),
+        )
+        for item, item_info in input_classes(t):
+            for name, wanted, problem_of in names:
+                member = find_member(item_info, name)
+                if member is None:
+                    self.reporter.error(
+                        errors.RUNNER_INPUT_PROTOCOL,
+                        f'{self._subject(t, item)} has no {wanted} "{name}"',
+                        self.info.defn,
+                    )
+                    continue
+                problem = problem_of(member)
+                if problem is None or _mypy_reports_override(
+                    item_info, member, problem, problem_of
+                ):
+                    continue
+                self.reporter.error(
+                    errors.RUNNER_INPUT_PROTOCOL,
+                    f'{self._subject(t, item)}: "{member.qualname}" {problem.text}',
+                    self.info.defn,
+                )
+
+    def _as_dict_problem(self, member: Member) -> Problem | None:
+        if member.kind != "method":
+            return Problem(f"is {_KIND_TEXT[member.kind]}, not an instance method")
+        required = member.required_after_first()
+        if required:
+            return Problem(
+                f"must take no argument besides self (it requires: {', '.join(required)})"
+            )
+        signature = member.signature
+        if signature is not None and not is_subtype(signature.ret_type, self.mapping_type):
+            return Problem(f"returns {self.reporter.fmt(signature.ret_type)}, not a dict")
+        return None
+
+    def _from_dict_problem(self, member: Member) -> Problem | None:
+        if member.kind != "classmethod":
+            return Problem(
+                f"is {_KIND_TEXT[member.kind]}, not a classmethod",
+                mypy_checks_override=member.kind != "staticmethod",
+            )
+        func = member.func
+        if func is None:
+            return None
+        required = member.required_after_first()
+        accepts_positional = len(func.arg_kinds) > 1 and func.arg_kinds[1] in (
+            ARG_POS,
+            ARG_OPT,
+            ARG_STAR,
+        )
+        if len(required) > 1 or not accepts_positional:
+            shown = ", ".join(required) if required else "none"
+            return Problem(
+                f"must take the tensor dict as its only required argument (it requires: {shown})"
+            )
+        signature = member.signature
+        if signature is not None and func.arg_kinds[1] != ARG_STAR:
+            taken = signature.arg_types[1]
+            if not is_subtype(self.tensor_dict_type, taken):
+                return Problem(
+                    f"takes {self.reporter.fmt(taken)} for the tensor dict, "
+                    f"which does not accept {self.reporter.fmt(self.tensor_dict_type)}"
+                )
+        return None
+
+    # ------------------------------------------------------------------ RC203
+    def check_returns(self, t: Type) -> None:
+        for name in (self.config.prepare_input_method, self.config.make_input_method):
+            member = find_member(self.info, name)
+            if member is None:
+                continue
+            signature = signature_for(self.info, member)
+            if signature is None or is_subtype(signature.ret_type, t):
+                continue
+            returned = self.reporter.fmt(signature.ret_type)
+            expected = self.reporter.fmt(t)
+            if member.owner is self.info:
+                base = overridden(self.info, member)
+                base_signature = signature_for(self.info, base) if base is not None else None
+                if base_signature is not None and not is_subtype(
+                    signature.ret_type, base_signature.ret_type
+                ):
+                    continue  # mypy: [override]
+                self.reporter.error(
+                    errors.RUNNER_INPUT_COVARIANCE,
+                    f'"{member.qualname}" returns {returned}, '
+                    f"which is not the runner's input type {expected}",
+                    member.func or self.info.defn,
+                )
+            elif self._checked_here(member):
+                self.reporter.error(
+                    errors.RUNNER_INPUT_COVARIANCE,
+                    f'Runner "{self.info.name}" inherits "{member.qualname}", which returns '
+                    f"{returned}, not the runner's input type {expected}",
+                    self.info.defn,
+                )
+
+    # ------------------------------------------------------------------ RC204
+    def check_execute(self, t: Type) -> None:
+        member = find_member(self.info, self.config.execute_method)
+        if member is None or member.func is None:
+            return
+        index = parameter_index(member.func, "model_input")
+        signature = signature_for(self.info, member)
+        if index is None or signature is None:
+            return
+        taken = parameter_type(signature, index)
+        if taken is None or is_subtype(t, taken):
+            return
+        shown = f"{member.func.arg_names[index]}: {self.reporter.fmt(taken)}"
+        expected = self.reporter.fmt(t)
+        if member.owner is self.info:
+            base = overridden(self.info, member)
+            if base is not None and base.func is not None:
+                base_signature = signature_for(self.info, base)
+                base_index = parameter_index(base.func, "model_input")
+                base_taken = (
+                    parameter_type(base_signature, base_index)
+                    if base_signature is not None and base_index is not None
+                    else None
+                )
+                if base_taken is not None and not is_subtype(base_taken, taken):
+                    return  # mypy: [override]
+            self.reporter.error(
+                errors.EXECUTE_INPUT_MISMATCH,
+                f'"{member.qualname}" takes {shown}, '
+                f"which does not accept the runner's input type {expected}",
+                member.func,
+            )
+        elif self._checked_here(member):
+            self.reporter.error(
+                errors.EXECUTE_INPUT_MISMATCH,
+                f'Runner "{self.info.name}" inherits "{member.qualname}", whose {shown} '
+                f"does not accept the runner's input type {expected}",
+                self.info.defn,
+            )

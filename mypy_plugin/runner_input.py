@@ -1,0 +1,57 @@
+"""Which classes are model runners, and the input type ``T`` each one runs on."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from mypy.maptype import map_instance_to_supertype
+from mypy.nodes import TypeInfo
+from mypy.types import (
+    Instance,
+    ProperType,
+    TupleType,
+    Type,
+    TypeVarType,
+    UnionType,
+    get_proper_type,
+)
+
+from mypy_plugin.members import instance_of
+
+
+def is_named(info: TypeInfo, names: frozenset[str]) -> bool:
+    """Whether a configured name (short, or fully qualified) designates ``info``."""
+    return info.name in names or info.fullname in names
+
+
+def runner_base(info: TypeInfo, runner_bases: frozenset[str]) -> TypeInfo | None:
+    """The most derived configured runner base among ``info``'s strict ancestors
+    (None: ``info`` is no runner; a configured base itself is none either)."""
+    for base in info.mro[1:]:
+        if is_named(base, runner_bases):
+            return base
+    return None
+
+
+def input_type(info: TypeInfo, base: TypeInfo) -> Type | None:
+    """The runner's ``T``: ``base``'s first type argument as ``info`` binds it, through
+    any generic intermediate classes (None when ``base`` is not generic)."""
+    if not base.type_vars:
+        return None
+    mapped = map_instance_to_supertype(instance_of(info), base)
+    return mapped.args[0] if mapped.args else None
+
+
+def input_classes(typ: Type) -> Iterator[tuple[ProperType, TypeInfo]]:
+    """The classes whose members make up ``typ``: the class of an instance, the upper
+    bound of a type variable, each item of a union (nothing for ``Any``)."""
+    proper = get_proper_type(typ)
+    if isinstance(proper, Instance):
+        yield proper, proper.type
+    elif isinstance(proper, TypeVarType):
+        yield from input_classes(proper.upper_bound)
+    elif isinstance(proper, TupleType):
+        yield proper.partial_fallback, proper.partial_fallback.type
+    elif isinstance(proper, UnionType):
+        for item in proper.items:
+            yield from input_classes(item)
