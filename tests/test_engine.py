@@ -16,16 +16,33 @@ from runnercheck.contract import is_driver_only_metadata
 from runnercheck.demo.engine import engine_source_dir, run_engine, run_swap_only_scenario
 
 STEPS = 24
+SHAPES = ("legacy", "merged")
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runnercheck.demo.engine", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+    )
+
+
+def _cli_json(shape: str, tp: int) -> dict[str, Any]:
+    done = _cli("--shape", shape, "--tp", str(tp), "--steps", str(STEPS), "--json", "--seed", "0")
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
 
 
 @pytest.fixture(scope="module")
 def runs() -> dict[tuple[str, int], dict[str, Any]]:
-    return {
-        (shape, tp): run_engine(shape, tp=tp, steps=STEPS, seed=0)
-        for shape in ("legacy", "merged")
-        for tp in (1, 2)
-    }
+    """tp 1 through the Python API, tp 2 through the command line (--json)."""
+    results = {(shape, 1): run_engine(shape, tp=1, steps=STEPS, seed=0) for shape in SHAPES}
+    results.update({(shape, 2): _cli_json(shape, 2) for shape in SHAPES})
+    return results
 
 
 @pytest.mark.parametrize("tp", [1, 2])
@@ -44,9 +61,26 @@ def test_tensor_parallel_split_keeps_the_tokens(
 
 
 def test_seed_changes_the_tokens(runs: dict[tuple[str, int], dict[str, Any]]) -> None:
-    other = run_engine("merged", tp=1, steps=4, seed=1)
-    same = run_engine("merged", tp=1, steps=4, seed=0)
-    assert other["tokens_sha256"] != same["tokens_sha256"]
+    other = run_engine("merged", tp=1, steps=STEPS, seed=1)
+    assert other["tokens_sha256"] != runs["merged", 1]["tokens_sha256"]
+
+
+@pytest.mark.parametrize(
+    ("worker", "embedding"), [("cpu", False), ("default", True)], ids=["cpu-worker", "embedding"]
+)
+def test_variants_agree_across_shapes(worker: str, embedding: bool) -> None:
+    legacy, merged = (
+        run_engine(shape, tp=2, steps=4 if embedding else 8, worker=worker, embedding=embedding)
+        for shape in ("legacy", "merged")
+    )
+    assert (legacy["broadcasts_per_step"], merged["broadcasts_per_step"]) == (2, 1)
+    digest = "embeddings_sha256" if embedding else "tokens_sha256"
+    assert legacy[digest] is not None
+    assert legacy[digest] == merged[digest]
+    if worker == "cpu":
+        # The CPU cache never swaps; forked prompts still copy their shared block.
+        assert legacy["scheduler"]["blocks_swapped_out"] == 0
+        assert legacy["scheduler"]["blocks_copied"] > 0
 
 
 def test_broadcasts_per_step_at_tp2(runs: dict[tuple[str, int], dict[str, Any]]) -> None:
@@ -73,25 +107,13 @@ def test_swaps_and_copies_reach_every_rank(runs: dict[tuple[str, int], dict[str,
         assert result["non_drivers"][0]["host_blocks_written"] == result["host_blocks_written"]
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runnercheck.demo.engine", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=ROOT,
-    )
-
-
-@pytest.mark.parametrize("shape", ["legacy", "merged"])
-def test_cli_json(runs: dict[tuple[str, int], dict[str, Any]], shape: str) -> None:
-    done = _cli("--shape", shape, "--tp", "2", "--steps", str(STEPS), "--json", "--seed", "0")
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
-    assert result["tokens_sha256"] == runs[shape, 2]["tokens_sha256"]
-    assert result["broadcasts_per_step"] == {"legacy": 2, "merged": 1}[shape]
+@pytest.mark.parametrize("shape", SHAPES)
+def test_cli_json_fields(runs: dict[tuple[str, int], dict[str, Any]], shape: str) -> None:
+    result = runs[shape, 2]
     assert result["shape"] == shape and result["tp"] == 2 and result["steps"] == STEPS
+    assert result["broadcasts_per_step"] == {"legacy": 2, "merged": 1}[shape]
     assert result["tokens_per_s"] > 0 and result["step_time_s"] > 0
+    assert len(result["tokens_sha256"]) == 64
 
 
 def test_copied_engine_directory_runs_in_place(
@@ -187,7 +209,8 @@ def test_merged_shape_type_checks() -> None:
     merged = engine_source_dir("merged")
     files = sorted(str(path) for path in merged.glob("*.py"))
     done = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", *files],
+        # A cache of its own: --strict differs from the project's options.
+        [sys.executable, "-m", "mypy", "--strict", "--cache-dir", ".mypy_cache/engine", *files],
         capture_output=True,
         text=True,
         timeout=300,

@@ -79,3 +79,19 @@ class LoRAConfig:
 
     max_loras: int = 2
     max_lora_id: int = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkloadConfig:
+    """The seeded request stream (see :mod:`runnercheck.demo.engine.workload`)."""
+
+    min_prompt_len: int = 3
+    max_prompt_len: int = 24
+    min_tokens: int = 4
+    max_tokens: int = 16
+    #: Share of requests that fork into two sequences after the prompt.
+    fork_rate: float = 0.3
+    lora_rate: float = 0.3
+    num_loras: int = 2
+    multi_modal_rate: float = 0.25
+    embedding: bool = False

@@ -7,7 +7,7 @@ from typing import Iterator, List, Optional
 
 import torch
 
-from runnercheck.demo.engine.config import ModelConfig
+from runnercheck.demo.engine.config import ModelConfig, WorkloadConfig
 from runnercheck.demo.engine.lora import LoRARequest
 from runnercheck.demo.engine.sequence import PoolingParams
 
@@ -21,20 +21,6 @@ class Request:
     lora_request: Optional[LoRARequest] = None
     multi_modal_data: Optional[torch.Tensor] = None
     pooling_params: Optional[PoolingParams] = None
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkloadConfig:
-    min_prompt_len: int = 3
-    max_prompt_len: int = 24
-    min_tokens: int = 4
-    max_tokens: int = 16
-    #: Share of requests that fork into two sequences after the prompt.
-    fork_rate: float = 0.3
-    lora_rate: float = 0.3
-    num_loras: int = 2
-    multi_modal_rate: float = 0.25
-    embedding: bool = False
 
 
 def request_stream(
