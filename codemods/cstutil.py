@@ -345,3 +345,70 @@ def with_leading(statement: cst.BaseStatement, lines: Sequence[cst.EmptyLine]) -
 def comments(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
     """Only the comment lines (blank lines dropped)."""
     return [line for line in lines if line.comment is not None]
+
+
+def _before(literal: cst.Dict, index: int) -> cst.BaseParenthesizableWhitespace:
+    """The whitespace (with any comment lines) just before element ``index``."""
+    if index == 0:
+        return literal.lbrace.whitespace_after
+    comma = literal.elements[index - 1].comma
+    if isinstance(comma, cst.Comma):
+        return comma.whitespace_after
+    return cst.SimpleWhitespace(" ")
+
+
+def keep_elements(literal: cst.Dict, keep: Sequence[int]) -> cst.Dict:
+    """The dict literal with only the elements at ``keep`` (in order); each kept
+    element brings the comment lines that preceded it, the layout stays."""
+    if not keep:
+        return literal.with_changes(elements=[])
+    elements: list[cst.BaseDictElement] = []
+    last = len(literal.elements) - 1
+    for position, index in enumerate(keep):
+        element = literal.elements[index]
+        if position + 1 < len(keep):
+            following = _before(literal, keep[position + 1])
+            comma = element.comma if isinstance(element.comma, cst.Comma) else cst.Comma()
+            element = element.with_changes(comma=comma.with_changes(whitespace_after=following))
+        else:
+            element = element.with_changes(comma=literal.elements[last].comma)
+        elements.append(element)
+    return literal.with_changes(
+        lbrace=literal.lbrace.with_changes(whitespace_after=_before(literal, keep[0])),
+        elements=elements,
+    )
+
+
+def _param_texts(func: cst.FunctionDef) -> list[str]:
+    params = func.params
+    if (
+        params.star_arg is not cst.MaybeSentinel.DEFAULT
+        or params.kwonly_params
+        or (params.star_kwarg is not None or params.posonly_params)
+    ):
+        return []
+    return [code(p.with_changes(comma=cst.MaybeSentinel.DEFAULT)).strip() for p in params.params]
+
+
+def def_line_length(func: cst.FunctionDef, indent: int) -> int:
+    """Columns of the ``def`` line with its parameters on one line."""
+    returns = f" -> {code(func.returns.annotation)}" if func.returns is not None else ""
+    return indent + len(f"def {func.name.value}({', '.join(_param_texts(func))}){returns}:")
+
+
+def one_param_per_line(func: cst.FunctionDef) -> cst.FunctionDef:
+    """``def f(a, b) -> R:`` laid out with one parameter a line (its body untouched);
+    unchanged when it has star or keyword-only parameters."""
+    texts = _param_texts(func)
+    if not texts:
+        return func
+    returns = f" -> {code(func.returns.annotation)}" if func.returns is not None else ""
+    lines = "".join(f"    {p},\n" for p in texts)
+    template = cst.parse_statement(f"def {func.name.value}(\n{lines}){returns}: pass\n")
+    assert isinstance(template, cst.FunctionDef)
+    return func.with_changes(
+        params=template.params,
+        whitespace_before_params=template.whitespace_before_params,
+        returns=template.returns,
+        whitespace_before_colon=template.whitespace_before_colon,
+    )

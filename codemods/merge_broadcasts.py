@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -242,14 +243,19 @@ def plan_group(
     return list(runner_plans.values()), worker_plans
 
 
-def _check_dropped(plans: object, index: Index) -> None:
-    """Part (3) of the duplicate-key proof: every constructor call that builds the
-    value passes the key explicitly (checked over every parsed module)."""
-    for plan in plans:  # type: ignore[attr-defined]
+def _check_dropped(plans: Iterable[RunnerPlan], index: Index) -> None:
+    """Part (3) of the duplicate-key proof: every call of the constructor in the
+    runner's classes (its bases and every subclass in the run, which may override
+    the methods that build the value) passes the key explicitly."""
+    for plan in plans:
+        if not plan.dropped:
+            continue
+        ref = ClassRef(plan.path, plan.name)
+        family = {*index.mro(ref), *(c for c in index.all_classes() if ref in index.mro(c))}
         for dropped in plan.dropped:
             calls = 0
-            for module in index.modules.values():
-                for node in ast.walk(module.tree):
+            for member in sorted(family, key=lambda r: (str(r.path), r.name)):
+                for node in ast.walk(index.facts(member).node):
                     if not isinstance(node, ast.Call):
                         continue
                     func = node.func
@@ -265,18 +271,20 @@ def _check_dropped(plans: object, index: Index) -> None:
                         raise Refusal(
                             "MIG102",
                             plan.path,
-                            f"{plan.name}: key {dropped.key!r} cannot be dropped: "
-                            f"`{dropped.constructor}(...)` at {module.path.name}:{node.lineno} "
+                            f"{plan.name}: key {dropped.key!r} is not one of the returned "
+                            "values and is not provably a duplicate: "
+                            f"`{dropped.constructor}(...)` at {member.path.name}:{node.lineno} "
                             f"does not pass `{dropped.key}=`",
-                            line=0,
+                            dropped.node,
                         )
             if calls == 0:
                 raise Refusal(
                     "MIG102",
                     plan.path,
                     f"{plan.name}: key {dropped.key!r} is not one of the returned values and no "
-                    f"`{dropped.constructor}(...)` call shows that another value carries it",
-                    line=0,
+                    f"`{dropped.constructor}(...)` call in {plan.name} or its bases shows that "
+                    "another value carries it",
+                    dropped.node,
                 )
 
 
@@ -408,7 +416,11 @@ def rewrite_group(
         new_module = imports.add_imports(
             new_module, ["dataclasses"] if needs_dataclass else [], wanted
         )
-        new_module = imports.remove_unused(new_module, contract.broadcast_function)
+        # imports the rewrite made unused (the broadcast function in a runner, ``Tuple``)
+        before = {n.value for n in cu.name_uses(module)[0]}
+        after = {n.value for n in cu.name_uses(new_module)[0]}
+        for name in sorted(imports.imported_names(module) & (before - after)):
+            new_module = imports.remove_unused(new_module, name)
         result.sources[path] = new_module.code
     for plan in runner_plans:
         if plan.method is None:

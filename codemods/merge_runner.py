@@ -58,6 +58,8 @@ class DroppedKey:
     merged: str
     #: the call that rebuilds the value carrying the key (``make_metadata``)
     constructor: str
+    #: the dict entry dropped (locates a refusal)
+    node: cst.CSTNode | None = None
 
     @property
     def why(self) -> str:
@@ -598,7 +600,7 @@ def _plan_keys(
                 "and is not provably carried by another broadcast value",
                 element,
             )
-        plan.dropped.append(DroppedKey(key, *found))
+        plan.dropped.append(DroppedKey(key, *found, node=element))
     for statement in plan.mutations:
         foreign = (cu.loaded(statement) & locals_) - fieldset - {plan.dict_var}
         if foreign:
@@ -801,6 +803,7 @@ def self_calls(cdef: cst.ClassDef, name: str, skip: cst.FunctionDef | None) -> l
 def _field_line(f: FieldPlan) -> str:
     if f.driver_only:
         return (
+            "    # Driver-only: the legacy code never broadcast it.\n"
             f"    {f.name}: {f.annotation} = dataclasses.field(\n"
             f'        metadata={{"runnercheck": "driver-only"}})\n'
         )
@@ -812,8 +815,6 @@ def input_class(plan: RunnerPlan, base: str, contract: Contract) -> list[cst.Bas
     assert plan.literal is not None
     fields = "".join(_field_line(f) for f in plan.fields)
     names = [f.name for f in plan.fields]
-    driver_only = [f.name for f in plan.fields if f.driver_only]
-    doc_extra = f" Driver-only: {', '.join(driver_only)}." if driver_only else ""
     backend = f"{ATTN_BACKEND}: Any = None"
     cls_call = cu.call_text("cls", [f"{n}={n}" for n in names], 15).replace("\n", "\n        ")
     text = (
@@ -821,11 +822,10 @@ def input_class(plan: RunnerPlan, base: str, contract: Contract) -> list[cst.Bas
         "\n\n"
         "@dataclasses.dataclass(frozen=True)\n"
         f"class {plan.input_name}({base}):\n"
-        f'    """The input of ``{plan.name}``: prepared on the driver, rebuilt from one '
-        f'broadcast\n    elsewhere.{doc_extra}"""\n\n'
+        f'    """The input of ``{plan.name}``, rebuilt from the one broadcast per step."""\n\n'
         f"{fields}\n"
         f"    def {contract.as_dict_method}(self) -> Dict[str, Any]:\n"
-        "        tensor_dict = None\n"
+        "        tensor_dict: Dict[str, Any] = {}\n"
         "        return tensor_dict\n\n"
         "    @classmethod\n"
         f"    def {contract.from_dict_method}(\n"
@@ -864,20 +864,17 @@ def _fill_as_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDef:
     assert plan.literal is not None
     fields = {f.name for f in plan.fields}
     dropped = {d.key for d in plan.dropped}
-    elements: list[cst.BaseDictElement] = [
-        e
-        for e in plan.literal.elements
+    keep = [
+        i
+        for i, e in enumerate(plan.literal.elements)
         if isinstance(e, cst.DictElement) and cu.string_value(e.key) not in dropped
     ]
-    if elements and len(elements) != len(plan.literal.elements):
-        last = plan.literal.elements[-1]
-        elements[-1] = elements[-1].with_changes(comma=last.comma)
-    literal = _to_self(plan.literal.with_changes(elements=elements), fields)
+    literal = _to_self(cu.keep_elements(plan.literal, keep), fields)
     body = list(cu.body_of(method.body))
     first = body[0]
     assert isinstance(first, cst.SimpleStatementLine)
     assign = first.body[0]
-    assert isinstance(assign, cst.Assign)
+    assert isinstance(assign, cst.AnnAssign)
     lead = cu.comments(cu.leading(plan.literal_stmt)) if plan.literal_stmt else []
     new_first = first.with_changes(body=[assign.with_changes(value=literal)], leading_lines=lead)
     mutations = [_to_self(_renamed(s, plan.dict_var), fields) for s in plan.mutations]

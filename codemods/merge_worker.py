@@ -272,6 +272,7 @@ def _plan_send(
     plan.send_func = func
     plan.dict_var = var
     annotations = _local_annotations(func)
+    values = _local_values(func)
     for element in literal.elements:
         key = cu.string_value(element.key) if isinstance(element, cst.DictElement) else None
         if key is None or not key.isidentifier():
@@ -283,7 +284,7 @@ def _plan_send(
             )
         assert isinstance(element, cst.DictElement)
         plan.keys.append(
-            KeyPlan(key, element.value, _annotation(element.value, annotations), "None")
+            KeyPlan(key, element.value, _annotation(element.value, annotations, values), "None")
         )
 
 
@@ -296,9 +297,27 @@ def _local_annotations(func: cst.FunctionDef) -> dict[str, str]:
     return out
 
 
-def _annotation(value: cst.BaseExpression, annotations: dict[str, str]) -> str:
+def _local_values(func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
+    """Locals assigned exactly once (``x = <value>``) in the function."""
+    seen: dict[str, list[cst.BaseExpression]] = {}
+    for node in cu.find_all(func, lambda n: isinstance(n, cst.Assign)):
+        assert isinstance(node, cst.Assign)
+        for target in node.targets:
+            for name in cu.target_names(target.target):
+                seen.setdefault(name.value, []).append(node.value)
+    return {name: found[0] for name, found in seen.items() if len(found) == 1}
+
+
+def _annotation(
+    value: cst.BaseExpression,
+    annotations: dict[str, str],
+    values: dict[str, cst.BaseExpression],
+    depth: int = 0,
+) -> str:
     if isinstance(value, cst.Name) and value.value in annotations:
         return annotations[value.value]
+    if isinstance(value, cst.Name) and value.value in values and depth < 5:
+        return _annotation(values[value.value], annotations, values, depth + 1)
     if (
         isinstance(value, cst.Call)
         and isinstance(value.func, cst.Name)
@@ -643,10 +662,14 @@ def rewrite_worker(plan: WorkerPlan, contract: Contract) -> cst.ClassDef:
     inserts_after: dict[int, list[cst.BaseStatement]] = {}
     # driver: the dict literal becomes the worker input
     literal_small = cu.single_small(plan.literal_stmt)
-    args = ", ".join(f"{k.key}={cu.code(k.value)}" for k in plan.keys)
-    if len(args) > 60:
-        args = "".join(f"\n    {k.key}={cu.code(k.value)}," for k in plan.keys) + "\n"
-    make = cu.parse_statements(f"{WORKER_INPUT} = {plan.input_name}({args})\n")[0]
+    make = cst.SimpleStatementLine(
+        body=[
+            cst.Assign(
+                targets=[cst.AssignTarget(target=cst.Name(WORKER_INPUT))],
+                value=_literal_as_call(plan),
+            )
+        ]
+    )
     if isinstance(literal_small, cst.AnnAssign):
         as_dict = literal_small.with_changes(
             value=cst.parse_expression(f"{WORKER_INPUT}.{contract.as_dict_method}()")
@@ -691,6 +714,42 @@ def rewrite_worker(plan: WorkerPlan, contract: Contract) -> cst.ClassDef:
     new = plan.cdef.visit(_WorkerEdit(replace, inserts_before, inserts_after))
     assert isinstance(new, cst.ClassDef)
     return new
+
+
+def _literal_as_call(plan: WorkerPlan) -> cst.Call:
+    """``{"k": v, ...}`` -> ``WorkerInput(k=v, ...)`` keeping the literal's layout
+    and comments (each entry's comma carries the whitespace that follows it)."""
+    small = cu.single_small(plan.literal_stmt) if plan.literal_stmt is not None else None
+    literal = small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
+    assert isinstance(literal, cst.Dict)
+    args = []
+    for element in literal.elements:
+        assert isinstance(element, cst.DictElement)
+        args.append(
+            cst.Arg(
+                keyword=cst.Name(cu.string_value(element.key) or ""),
+                value=element.value,
+                equal=cst.AssignEqual(
+                    whitespace_before=cst.SimpleWhitespace(""),
+                    whitespace_after=cst.SimpleWhitespace(""),
+                ),
+                comma=element.comma,
+            )
+        )
+    return cst.Call(
+        func=cst.Name(plan.input_name),
+        args=args,
+        whitespace_before_args=literal.lbrace.whitespace_after,
+    ).with_changes(
+        args=[
+            *args[:-1],
+            *(
+                [args[-1].with_changes(whitespace_after_arg=literal.rbrace.whitespace_before)]
+                if args
+                else []
+            ),
+        ]
+    )
 
 
 class _WorkerEdit(cst.CSTTransformer):

@@ -83,10 +83,11 @@ class MigrateResult:
         for name in self.select:
             changed = {p for p, c in self.changes.items() if name in c.codemods}
             refused = {r.path for r in self.refusals if r.codemod == name} - changed
+            existing = {p for p in changed if self.changes[p].old is not None}
             out[name] = {
                 "changed": len(changed),
                 "refused": len(refused),
-                "unchanged": self.files_seen - len(changed) - len(refused),
+                "unchanged": max(0, self.files_seen - len(existing) - len(refused)),
             }
         return out
 
@@ -260,7 +261,8 @@ def run_group(group: Group) -> TaskResult:
         module = cst.parse_module(text)
         module, applied = _single_codemods(state, path, module, sub_refusals, group.label)
         old = state.sources.get(path) if path not in merged.created else None
-        new = module.bytes if old is not None else module.code.encode("utf-8")
+        encoding = modules[path].encoding if path in modules else "utf-8"
+        new = module.code.encode(encoding)
         if old is not None and new == old:
             continue
         changes[path] = FileChange(path, old, new, [MERGE, *applied])

@@ -95,11 +95,14 @@ def rewrite_module(module: cst.Module, contract: Contract = VLLM) -> tuple[cst.M
                     if use_self
                     else cst.Annotation(annotation=cst.parse_expression(f"Type[{typevar}]"))
                 )
+                one_line = "\n" not in cu.code(item.params)
                 item = item.with_changes(
                     params=item.params.with_changes(params=params),
                     returns=cst.Annotation(annotation=cst.Name(target)),
                     body=item.body.visit(_ClassCalls(name)),
                 )
+                if one_line and cu.def_line_length(item, 4) > 79:
+                    item = cu.one_param_per_line(item)
                 touched = True
             items.append(item)
         if not touched:

@@ -168,13 +168,13 @@ def rewrite_module(
         new_body: list[cst.BaseStatement] = [doc] if doc is not None else []
         new_body.append(first)
         if own_keys:
-            kept = [elements[k] for k in own_keys]
-            kept[-1] = kept[-1].with_changes(comma=literal.elements[-1].comma)
+            order = list(child)
+            kept_literal = cu.keep_elements(literal, [order.index(k) for k in own_keys])
             update = cst.parse_statement(f"{var}.update({{}})\n")
             small = cu.single_small(update)
             assert isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
             call = small.value.with_changes(
-                args=[small.value.args[0].with_changes(value=literal.with_changes(elements=kept))]
+                args=[small.value.args[0].with_changes(value=kept_literal)]
             )
             assert isinstance(update, cst.SimpleStatementLine)
             new_body.append(update.with_changes(body=[small.with_changes(value=call)]))

@@ -1,0 +1,103 @@
+"""Refusals leave whole groups byte-identical; bad files are reported and skipped;
+links are not followed; bytes (encoding, newlines) are kept; writes are atomic."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from codemods.write import Change, WriteError, write_changes
+from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
+
+REFUSALS = FIXTURES / "refusals"
+BEFORE = FIXTURES / "engine" / "before"
+AFTER = FIXTURES / "engine" / "after"
+
+
+@pytest.mark.parametrize("name", ["extra-broadcast", "untraceable-key", "missing-runner"])
+def test_refusal_leaves_every_file_byte_identical_and_names_the_reason(
+    name: str, tmp_path: Path, migrate_cli, monkeypatch
+) -> None:
+    work = copy_tree(REFUSALS / name, tmp_path / name)
+    expected = (work / "expected.txt").read_text().splitlines()
+    (work / "expected.txt").unlink()
+    before = snapshot(work)
+    monkeypatch.chdir(work)
+    result = migrate_cli(".")
+    assert result.code == 1
+    assert snapshot(work) == before
+    reported = [line for line in result.out.splitlines() if ": MIG" in line]
+    assert [line.replace(" [merge-broadcasts]", "") for line in reported] == expected
+
+
+def test_a_file_that_does_not_parse_is_reported_and_the_others_proceed(
+    tmp_path: Path, migrate_cli
+) -> None:
+    work = copy_tree(BEFORE, tmp_path / "engine")
+    broken = work / "broken_runner.py"
+    broken.write_text("def prepare_input_tensors(self:\n    broadcast_tensor_dict({}, src=0)\n")
+    result = migrate_cli(str(work))
+    assert result.code == 1
+    assert f"{broken}:1: MIG001 [parse] does not parse" in result.out
+    assert broken.read_text().startswith("def prepare_input_tensors(self:")
+    after = snapshot(work)
+    del after["broken_runner.py"]
+    assert after == snapshot(AFTER)
+
+
+def test_links_are_not_followed_out_of_the_given_paths(tmp_path: Path, migrate_cli) -> None:
+    outside = copy_tree(BEFORE, tmp_path / "outside")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "elsewhere").symlink_to(outside, target_is_directory=True)
+    (work / "runner_link.py").symlink_to(outside / "model_runner.py")
+    result = migrate_cli(str(work))
+    assert snapshot(outside) == snapshot(BEFORE)
+    assert "MIG003" in result.out
+    assert not (work / "model_runner_base.py").exists()
+
+
+def test_encoding_newlines_and_untouched_lines_are_kept(tmp_path: Path, migrate_cli) -> None:
+    work = copy_tree(BEFORE, tmp_path / "engine")
+    runner = work / "model_runner.py"
+    text = runner.read_text()
+    latin = "# -*- coding: latin-1 -*-\n# caf\xe9: a latin-1 comment\n" + text
+    runner.write_bytes(latin.replace("\n", "\r\n").encode("latin-1"))
+    assert migrate_cli(str(work)).code == 1
+    data = runner.read_bytes()
+    assert data.startswith(b"# -*- coding: latin-1 -*-\r\n# caf\xe9: a latin-1 comment\r\n")
+    assert b"\n" not in data.replace(b"\r\n", b"")
+    expected = (AFTER / "model_runner.py").read_text()
+    assert data.decode("latin-1").replace("\r\n", "\n").endswith(expected)
+
+
+def test_untouched_classes_stay_byte_identical(tmp_path: Path, migrate_cli) -> None:
+    work = copy_tree(BEFORE, tmp_path / "engine")
+    helper = "\n\nclass Unrelated:   # odd   spacing   kept\n    def f(self):  return  {'a' :1}\n"
+    runner = work / "model_runner.py"
+    runner.write_text(runner.read_text() + helper)
+    migrate_cli(str(work))
+    assert runner.read_text().endswith(helper)
+
+
+def test_writes_are_atomic_and_refuse_changed_or_outside_files(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    target = root / "a.py"
+    target.write_bytes(b"old\n")
+    os.chmod(target, 0o640)
+    written = write_changes([Change(target, b"old\n", b"new\n")], [root])
+    assert written == [target] and target.read_bytes() == b"new\n"
+    assert (target.stat().st_mode & 0o777) == 0o640
+    assert [p.name for p in root.iterdir()] == ["a.py"]  # no temporary file left
+    with pytest.raises(WriteError, match="changed on disk"):
+        write_changes([Change(target, b"old\n", b"newer\n")], [root])
+    outside = tmp_path / "outside.py"
+    outside.write_bytes(b"x\n")
+    with pytest.raises(WriteError, match="outside the given paths"):
+        write_changes(
+            [Change(target, b"new\n", b"newest\n"), Change(outside, b"x\n", b"y\n")], [root]
+        )
+    assert target.read_bytes() == b"new\n" and outside.read_bytes() == b"x\n"
