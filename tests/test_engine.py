@@ -135,7 +135,7 @@ def test_swap_only_step_legacy_non_driver_leaves_its_loop() -> None:
     (non_driver,) = outcome["non_drivers"]
     assert outcome["non_drivers_ok"] == [True]
     # Steps 0 and 1: worker dict + runner dict each; step 2: the worker dict only.
-    assert non_driver["received_sizes"][:4] == [4, 15, 4, 15]
+    assert non_driver["received_sizes"][:4] == [4, 16, 4, 16]
     assert non_driver["received_sizes"][4:] == [4]
     assert non_driver["stopped_by_driver"] is False
     assert non_driver["host_blocks_written"] > 0

@@ -24,16 +24,12 @@ class TinyAttentionMetadata:
     #: Block numbers of every sequence, padded with 0.
     block_tables: Optional[torch.Tensor] = None
     max_seq_len: int = 0
-    #: Python copy of seq_lens_tensor; rebuilt from the tensor where missing.
+    #: Python copy of seq_lens_tensor.
     seq_lens: Optional[List[int]] = None
 
     def asdict_zerocopy(self) -> Dict[str, Any]:
-        """The fields, without copying tensors (``seq_lens`` stays behind: the tensor travels)."""
-        return {
-            field.name: getattr(self, field.name)
-            for field in dataclasses.fields(self)
-            if field.name != "seq_lens"
-        }
+        """The fields, without copying tensors."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
 
     @property
     def num_seqs(self) -> int:

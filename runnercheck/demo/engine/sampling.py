@@ -27,9 +27,11 @@ class SamplingMetadata:
     """Driver-side: ``seq_groups`` says who gets which token. Other ranks only need
     ``selected_token_indices`` to compute the same logits."""
 
-    seq_groups: Optional[List[SequenceGroupToSample]]
+    seq_groups: Optional[List[SequenceGroupToSample]] = dataclasses.field(
+        metadata={"runnercheck": "driver-only"}
+    )
     selected_token_indices: torch.Tensor
-    num_prompts: int = 0
+    num_prompts: int = dataclasses.field(default=0, metadata={"runnercheck": "driver-only"})
 
     @staticmethod
     def prepare(
