@@ -163,9 +163,12 @@ class LocalGroup:
             ranks.send(self._conns[0], ("job", pickle.dumps(job)))
         except (OSError, ValueError) as exc:
             self._lost(f"rank 0 is gone ({exc})", 0)
-        _, errors = self._reply("start the job")
-        if any(e.desync for e in errors):
-            self._lost("ranks did not take the job: " + "; ".join(e.text() for e in errors))
+        deadline = time.monotonic() + self.settings.deadline + GRACE
+        _, errors = self._reply(0, deadline, "start the job")
+        for rank in range(1, len(self._procs)):
+            _, error = self._reply(rank, deadline, "load the job")
+            if error is not None:
+                errors.append(error)
         return list(errors)
 
     def round_trip(self, payload: bytes) -> DriverOutcome:
@@ -173,8 +176,13 @@ class LocalGroup:
             ranks.send(self._conns[0], ("example", payload))
         except (OSError, ValueError) as exc:
             self._lost(f"rank 0 is gone ({exc})", 0)
-        _, outcome = self._reply("round-trip the example")
+        deadline = time.monotonic() + self.settings.deadline + GRACE
+        _, outcome = self._reply(0, deadline, "round-trip the example")
         assert isinstance(outcome, DriverOutcome)
+        if outcome.sent and len(self._procs) > 1:
+            for rank in range(1, len(self._procs)):
+                _, answer = self._reply(rank, deadline, "rebuild the example")
+                outcome.receivers.append(answer)
         if outcome.lost:
             self._lost(outcome.lost)
         if outcome.error is not None and outcome.error.desync:
@@ -187,29 +195,28 @@ class LocalGroup:
 
     # -- waiting, with deadlines
 
-    def _reply(self, what: str) -> tuple[str, Any]:
-        timeout = self.settings.deadline + GRACE
-        deadline = time.monotonic() + timeout
-        conn = self._conns[0]
+    def _reply(self, rank: int, deadline: float, what: str) -> tuple[str, Any]:
+        """The next message from ``rank``, watching every rank's process."""
+        conn = self._conns[rank]
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._lost(
                     f"no answer within the deadline of {self.settings.deadline:g} s "
-                    f"(trying to {what})"
+                    f"(rank {rank} was to {what})"
                 )
             ready = wait([conn, *(p.sentinel for p in self._procs)], timeout=remaining)
             if conn in ready:
                 try:
                     message = ranks.receive(conn)
                 except (EOFError, OSError):
-                    self._lost("rank 0 died", 0)
+                    self._died(rank)
                 if message[0] == "fatal":
                     self._fatal(message)
                 return message[0], message[1]
-            for rank, proc in enumerate(self._procs):
+            for other, proc in enumerate(self._procs):
                 if proc.sentinel in ready:
-                    self._died(rank)
+                    self._died(other)
 
     def _wait_all(self, kind: str, timeout: float, what: str) -> list[Any]:
         deadline = time.monotonic() + timeout

@@ -58,6 +58,8 @@ class Joined:
     dtypes: tuple[torch.dtype, ...]
     job: Job | None = None
     job_error: RankError | None = None
+    #: Local ranks answer their parent over this pipe (else rank 0 gathers the answers).
+    pipe: Any = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -133,6 +135,8 @@ def start_job(joined: Joined, job_bytes: bytes) -> list[RankError]:
         errors.append(error)
     if joined.world_size > 1:
         _broadcast({CONTROL_KEY: ("job", job_bytes)})
+        if joined.pipe is not None:
+            return errors  # the parent collects the other ranks' answers
         try:
             answers = _gather(joined, None) or []
         except RuntimeError as exc:
@@ -166,10 +170,13 @@ def drive_example(joined: Joined, payload: bytes) -> DriverOutcome:
     outcome, sent = roundtrip.send(joined.job, example, _broadcast)
     if sent is None and (outcome.error is None or not outcome.error.desync):
         return outcome  # nothing was broadcast: receivers still wait for the next dict
+    outcome.sent = True
     if joined.world_size == 1:
         if sent is not None:
             outcome.receivers.append(roundtrip.receive(joined.job, sent, 0))
         return outcome
+    if joined.pipe is not None:
+        return outcome  # the parent collects the other ranks' answers
     try:
         answers = _gather(joined, None) or []
     except RuntimeError as exc:
@@ -192,6 +199,13 @@ def _first_line(exc: BaseException) -> str:
 # ------------------------------------------------------------------ receivers
 
 
+def _answer(joined: Joined, value: Any) -> None:
+    if joined.pipe is not None:
+        send(joined.pipe, ("answer", value))
+    else:
+        _gather(joined, value)
+
+
 def receiver_loop(joined: Joined) -> None:
     """Ranks > 0: receive, rebuild, answer; until the driver says stop."""
     while True:
@@ -199,7 +213,7 @@ def receiver_loop(joined: Joined) -> None:
             received = _broadcast(None)
         except Exception as exc:
             error = roundtrip.describe_exception(exc, joined.rank, "receive", desync=True)
-            _gather(joined, ReceiverOutcome(joined.rank, error))
+            _answer(joined, ReceiverOutcome(joined.rank, error))
             continue
         assert received is not None
         control = received.get(CONTROL_KEY) if len(received) == 1 else None
@@ -207,13 +221,13 @@ def receiver_loop(joined: Joined) -> None:
             if control[0] == "stop":
                 return
             if control[0] == "job":
-                _gather(joined, _load_job(joined, control[1]))
+                _answer(joined, _load_job(joined, control[1]))
             continue
         if joined.job is None:
             error = joined.job_error or RankError(joined.rank, "job", "RuntimeError", "no job")
-            _gather(joined, ReceiverOutcome(joined.rank, error))
+            _answer(joined, ReceiverOutcome(joined.rank, error))
             continue
-        _gather(joined, roundtrip.receive(joined.job, received, joined.rank))
+        _answer(joined, roundtrip.receive(joined.job, received, joined.rank))
 
 
 # ------------------------------------------------------------------ local processes
@@ -262,6 +276,7 @@ def local_main(
             timeout=datetime.timedelta(seconds=settings.rendezvous_timeout),
         )
         joined = join(rank, settings, dist.PrefixStore(prefix, store))
+        joined.pipe = conn
         send(conn, ("ready", joined.transport, joined.dtypes))
         if rank == 0:
             _driver_loop(joined, conn)

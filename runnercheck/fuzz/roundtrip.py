@@ -10,6 +10,7 @@ original, which only the process that generated it holds.
 
 from __future__ import annotations
 
+import inspect
 import os
 import pickle
 import time
@@ -83,6 +84,8 @@ class DriverOutcome:
     receivers: list[ReceiverOutcome] = field(default_factory=list)
     #: Ranks that did not answer in time, with what rank 0 saw.
     lost: str = ""
+    #: Something went out: receivers are answering.
+    sent: bool = False
 
 
 def describe_exception(
@@ -173,10 +176,17 @@ def send(
     return outcome, sent
 
 
+def _takes_backend(method: Any) -> bool:
+    try:
+        return "attn_backend" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _rebuild(job: Job, tensor_dict: dict[str, Any]) -> Any:
     method = getattr(job.cls, job.from_dict_method)
-    if job.attn_backend is not None:
-        return method(tensor_dict, job.attn_backend)
+    if job.attn_backend is not None and _takes_backend(method):
+        return method(tensor_dict, attn_backend=job.attn_backend)
     return method(tensor_dict)
 
 

@@ -116,9 +116,19 @@ def evaluate(expected: Snap, outcome: DriverOutcome, job: Job) -> list[Problem]:
     return merge(problems)
 
 
+#: Longest example text shown.
+MAX_EXAMPLE = 600
+
+
 def example_text(snap: Snap) -> str:
-    """The example as ``Class(field=value, ...)``, fields at their defaults left out."""
-    if not isinstance(snap, Record):
+    """The example as ``Class(field=value, ...)``; fields at their defaults (also in
+    nested dataclasses) are left out."""
+    text = _example(snap, 0)
+    return text if len(text) <= MAX_EXAMPLE else text[: MAX_EXAMPLE - 3] + "..."
+
+
+def _example(snap: Snap, depth: int) -> str:
+    if not isinstance(snap, Record) or depth > 3:
         return describe(snap)
     defaults = dict(snap.defaults)
     shown = []
@@ -126,7 +136,7 @@ def example_text(snap: Snap) -> str:
         default = defaults.get(name)
         if default is not None and not compare(default, value, limit=1):
             continue
-        shown.append(f"{name}={describe(value)}")
+        shown.append(f"{name}={_example(value, depth + 1)}")
     return f"{snap.type.rsplit('.', 1)[-1]}({', '.join(shown)})"
 
 

@@ -67,7 +67,8 @@ LAYOUTS = ("contiguous", "transposed", "strided", "offset", "expanded")
 #: Characters never generated in mapping keys: the broadcast flattens nested dicts with it.
 KEY_SEPARATOR = "%"
 
-#: Deeper than this, optional values are None and collections empty (recursive types).
+#: Deeper than this many nested dataclasses, optional values are None and collections
+#: empty (so recursive types stay finite).
 MAX_DEPTH = 4
 
 
@@ -447,7 +448,7 @@ class StrategyBuilder:
         )
 
     def _builtin(self, tp: Any, where: str, depth: int, broadcast: bool) -> SearchStrategy[Any]:
-        sub = lambda a, b=broadcast: self.for_annotation(a, where, depth + 1, b)  # noqa: E731
+        sub = lambda a, b=broadcast: self.for_annotation(a, where, depth, b)  # noqa: E731
         if isinstance(tp, typing.ForwardRef):
             tp = tp.__forward_arg__
         if isinstance(tp, str):
@@ -483,7 +484,7 @@ class StrategyBuilder:
         size = 0 if depth > MAX_DEPTH else self.max_size
 
         def sub(a: Any, b: bool = broadcast) -> SearchStrategy[Any]:
-            return self.for_annotation(a, where, depth + 1, b)
+            return self.for_annotation(a, where, depth, b)
 
         if origin is tuple:
             if len(args) == 2 and args[1] is Ellipsis:
@@ -532,8 +533,6 @@ class StrategyBuilder:
         if issubclass(tp, enum.Enum):
             return st.sampled_from(list(tp))
         if dataclasses.is_dataclass(tp):
-            if depth > MAX_DEPTH:
-                raise self._fail(tp, where, "nested too deeply")
             return self._dataclass(tp, depth)
         if _is_named_tuple(tp):
             hints = typing.get_type_hints(tp)
