@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import configparser
 import hashlib
+import json
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -41,16 +43,26 @@ class PluginSettings:
     config: Config
     source: str
 
-    @property
+    @cached_property
     def runner_bases(self) -> frozenset[str]:
         return frozenset(self.config.runner_bases)
 
-    @property
+    @cached_property
     def broadcastable_types(self) -> frozenset[str]:
         return frozenset(self.config.broadcastable_types)
 
     def reports(self, rule_code: str) -> bool:
         """Whether ``select``/``ignore`` let the rule ``rule_code`` (``RC205``) be reported."""
+        known = self._reported.get(rule_code)
+        if known is None:
+            known = self._reported[rule_code] = self._selects(rule_code)
+        return known
+
+    @cached_property
+    def _reported(self) -> dict[str, bool]:
+        return {}
+
+    def _selects(self, rule_code: str) -> bool:
         rule = catalog.get(rule_code)
 
         def matches(patterns: tuple[str, ...]) -> bool:
@@ -114,6 +126,13 @@ def read_settings(config_file: str | None, cwd: Path) -> PluginSettings:
     if found is not None:
         return PluginSettings(load_config_file(found), str(found))
     return PluginSettings(Config(), "defaults")
+
+
+def config_fingerprint(version: str, sources: str, settings: dict[str, Any]) -> str:
+    """What ``report_config_data`` returns for every module: short, so that mypy's cache
+    metadata stays small, and different whenever any part differs."""
+    text = json.dumps([version, sources, settings], sort_keys=True)
+    return f"runnercheck {version} {hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
 def source_digest() -> str:

@@ -16,8 +16,8 @@ named tuples and typed dicts; the plugin checks none of those.)
 
 Cache correctness
 -----------------
-* ``report_config_data``: the effective settings, the plugin's version and a
-  digest of its sources; a change rechecks everything.
+* ``report_config_data``: a fingerprint of the effective settings, the plugin's
+  version and its sources; a change rechecks everything.
 * ``get_additional_indirect_deps``: a runner's module depends on the modules of
   its input type's classes and of its bases, so an edit there re-checks the runner
   in an incremental run even when the runner's module does not import them.
@@ -46,7 +46,12 @@ from mypy.server.trigger import make_wildcard_trigger
 from mypy.types import Type
 
 from mypy_plugin import errors, fatal
-from mypy_plugin.config import PluginSettings, read_settings, source_digest
+from mypy_plugin.config import (
+    PluginSettings,
+    config_fingerprint,
+    read_settings,
+    source_digest,
+)
 from mypy_plugin.input_checks import DictValue, InputChecker, defines_input_methods
 from mypy_plugin.report import Reporter, module_end_scope
 from mypy_plugin.runner_checks import RunnerChecker
@@ -79,11 +84,10 @@ class RunnercheckPlugin(Plugin):
             self.settings: PluginSettings = read_settings(options.config_file, Path.cwd())
         except ConfigError as exc:
             fatal(str(exc))
-        self._config_data = {
-            "runnercheck": _runnercheck_version(),
-            "plugin_sources": source_digest(),
-            "settings": self.settings.to_data(),
-        }
+        self._config_data = config_fingerprint(
+            _runnercheck_version(), source_digest(), self.settings.to_data()
+        )
+        self._runner_names: dict[str, bool] = {}
         self._indirect_deps: dict[str, set[str]] = {}
         #: Input classes per module whose dict values are checked once the module's
         #: function bodies are (mypy checks them after the class statements).
@@ -150,17 +154,25 @@ class RunnercheckPlugin(Plugin):
 
     # ----------------------------------------------------------- dependencies
     def _designates_runner(self, fullname: str) -> bool:
+        """Whether a base class named ``fullname`` makes its subclasses runners (cached
+        once the class is known: a class's ancestors do not change within a run)."""
+        known = self._runner_names.get(fullname)
+        if known is not None:
+            return known
         bases = self.settings.runner_bases
         if fullname in bases or fullname.rsplit(".", 1)[-1] in bases:
+            self._runner_names[fullname] = True
             return True
         try:
             symbol = self.lookup_fully_qualified(fullname)
         except Exception:  # an incomplete module during semantic analysis
             return False
         node = symbol.node if symbol is not None else None
-        return isinstance(node, TypeInfo) and (
-            is_named(node, bases) or runner_base(node, bases) is not None
-        )
+        if not isinstance(node, TypeInfo) or not node.mro:
+            return False
+        answer = is_named(node, bases) or runner_base(node, bases) is not None
+        self._runner_names[fullname] = answer
+        return answer
 
     def _runner_analyzed(self, ctx: ClassDefContext) -> None:
         info = ctx.cls.info

@@ -16,10 +16,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR, NOT_ABSTRACT, TypeInfo
 from mypy.subtypes import is_subtype
-from mypy.types import AnyType, ProperType, Type, TypeOfAny, TypeVarType, get_proper_type
+from mypy.types import (
+    AnyType,
+    Instance,
+    ProperType,
+    Type,
+    TypeOfAny,
+    TypeVarType,
+    get_proper_type,
+)
 
 from mypy_plugin import errors
 from mypy_plugin.config import PluginSettings
@@ -77,16 +86,23 @@ class RunnerChecker:
         self.settings = settings
         self.config = settings.config
         self.reporter = reporter
-        api = reporter.api
-        any_type = AnyType(TypeOfAny.special_form)
-        self.tensor_dict_type = api.named_generic_type(
-            "builtins.dict", [api.named_generic_type("builtins.str", []), any_type]
-        )
-        self.mapping_type = api.named_generic_type(
-            "typing.Mapping", [api.named_generic_type("builtins.str", []), any_type]
-        )
         #: Modules whose changes must re-check this runner (``T``'s classes, the bases).
         self.dependencies: set[str] = set()
+
+    @cached_property
+    def tensor_dict_type(self) -> Instance:
+        """``dict[str, Any]``: what the classmethod receives."""
+        return self._str_keyed("builtins.dict")
+
+    @cached_property
+    def mapping_type(self) -> Instance:
+        """``Mapping[str, Any]``: what the instance method must return."""
+        return self._str_keyed("typing.Mapping")
+
+    def _str_keyed(self, fullname: str) -> Instance:
+        api = self.reporter.api
+        str_type = api.named_generic_type("builtins.str", [])
+        return api.named_generic_type(fullname, [str_type, AnyType(TypeOfAny.special_form)])
 
     def run(self) -> None:
         base = runner_base(self.info, self.settings.runner_bases)

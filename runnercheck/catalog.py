@@ -154,8 +154,11 @@ RULES: tuple[Rule, ...] = (
         name="runner-input-protocol",
         engine="mypy",
         summary="A runner's input type does not satisfy the broadcastable protocol.",
-        why="The runner's `T` must provide `as_broadcastable_tensor_dict()` and the classmethod "
-        "`from_broadcasted_tensor_dict()`, or non-driver ranks cannot rebuild it.",
+        why="The runner's `T` (or its bound) must provide the instance method "
+        "`as_broadcastable_tensor_dict()` (no required argument, returns a dict) and the "
+        "classmethod `from_broadcasted_tensor_dict(tensor_dict, ...)` (the dict as its one "
+        "required argument), or non-driver ranks cannot rebuild it. Reported at the runner, "
+        "naming the member and why; a `T` outside the base's bound is mypy's [type-var].",
         bad="class ModelRunner(ModelRunnerBase[ModelInput]): ...\n"
         "# ModelInput.from_broadcasted_tensor_dict is an instance method",
         good="@classmethod\ndef from_broadcasted_tensor_dict(cls, tensor_dict, "
@@ -165,10 +168,11 @@ RULES: tuple[Rule, ...] = (
         code="RC202",
         name="from-dict-fixed-return",
         engine="mypy",
-        summary="`from_broadcasted_tensor_dict` returns a fixed class instead of `Self`.",
+        summary="`from_broadcasted_tensor_dict` is declared to return, or builds, a fixed class "
+        "instead of `Self` / `cls(...)`.",
         why="Subclasses inherit a classmethod typed to return the parent, so every caller "
         "needs `cast()`; building `ModelInput(...)` instead of `cls(...)` also loses the "
-        "subclass at run time.",
+        "subclass at run time. Checked on every class that defines the classmethod.",
         bad="@classmethod\ndef from_broadcasted_tensor_dict(cls, d) -> 'ModelInput':\n"
         "    return ModelInput(**d)",
         good="@classmethod\ndef from_broadcasted_tensor_dict(cls, d) -> Self:\n    return cls(**d)",
@@ -179,7 +183,8 @@ RULES: tuple[Rule, ...] = (
         engine="mypy",
         summary="A runner's `prepare_model_input`/`make_model_input_...` does not return its `T`.",
         why="The worker passes what these return to `execute_model(model_input: T)`; a looser "
-        "return type (e.g. the input base class) hides a mismatch plain mypy accepts.",
+        "return type (e.g. the input base class) hides a mismatch plain mypy accepts when the "
+        "base's annotation is loose too. Overrides mypy already rejects are its [override].",
         bad="class ModelRunner(ModelRunnerBase[ModelInputForGPU]):\n"
         "    def prepare_model_input(self, seqs) -> ModelRunnerInputBase: ...",
         good="    def prepare_model_input(self, seqs) -> ModelInputForGPU: ...",
@@ -190,7 +195,8 @@ RULES: tuple[Rule, ...] = (
         engine="mypy",
         summary="`execute_model`'s `model_input` parameter does not accept the runner's `T`.",
         why="The worker calls `execute_model` with what `prepare_model_input` produced; a "
-        "parameter typed for another input class is a latent AttributeError.",
+        "parameter typed for another input class is a latent AttributeError (reported where "
+        "plain mypy accepts the override, e.g. when the base takes `Any`).",
         bad="def execute_model(self, model_input: CPUModelInput, kv_caches): ...  # T is GPU",
         good="def execute_model(self, model_input: ModelInputForGPU, kv_caches): ...",
     ),
@@ -199,9 +205,10 @@ RULES: tuple[Rule, ...] = (
         name="unbroadcastable-value",
         engine="mypy",
         summary="A value in the broadcast dict has a type that cannot be broadcast.",
-        why="Broadcast values must be tensors, numbers, str, bytes, bool, None, or containers "
-        "and dataclasses of these (plus `broadcastable_types`); anything else fails to "
-        "pickle or arrives as a different object.",
+        why="Broadcast values must be tensors (torch, numpy), numbers, str, bytes, bool, None, "
+        "enum members, or containers, dataclasses, msgspec Structs, named tuples and typed "
+        "dicts of these (plus `broadcastable_types`); functions, classes and other objects "
+        "fail to pickle or arrive as a different object.",
         bad="return {'stream': torch.cuda.current_stream()}",
         good="return {'input_tokens': self.input_tokens}",
     ),
