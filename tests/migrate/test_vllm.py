@@ -1,0 +1,179 @@
+"""``runnercheck migrate`` on real vLLM releases (wheels downloaded once and cached).
+
+0.5.0 is the last two-broadcast release: its GPU, embedding and CPU worker/runner
+pairs are rewritten, the result compiles and re-analyses clean, the mypy plugin
+reports nothing new, and the keys broadcast per step are exactly the two old dicts'
+keys less the duplicates the report names. 0.5.1 is already merged: nothing changes.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runnercheck import catalog
+from runnercheck.check import check_paths
+from tests.vllm_wheels import vllm_source
+
+pytestmark = pytest.mark.vllm
+REPO = Path(__file__).resolve().parents[2]
+MYPY_INI = """\
+[mypy]
+plugins = mypy_plugin
+ignore_missing_imports = True
+follow_imports = silent
+
+[mypy-torch.*]
+follow_imports = skip
+"""
+PLUGIN_CODES = {rule.name for rule in catalog.RULES if rule.engine == "mypy"}
+
+
+def source_root(version: str) -> Path:
+    try:
+        return vllm_source(version)
+    except RuntimeError as exc:  # no package index: say so instead of failing obscurely
+        pytest.skip(f"vllm=={version} not available: {exc}")
+
+
+def dict_keys(path: Path, cls: str, method: str) -> list[str]:
+    """String keys of the dict literals built in ``cls.method`` (read with ``ast``)."""
+    tree = ast.parse(path.read_bytes())
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == method:
+                    return [
+                        k.value
+                        for d in ast.walk(item)
+                        if isinstance(d, ast.Dict)
+                        for k in d.keys
+                        if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                    ]
+    raise AssertionError(f"{cls}.{method} not found in {path}")
+
+
+def plugin_errors(root: Path, package: str) -> set[str]:
+    config = root / "mypy.ini"
+    config.write_text(MYPY_INI)
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "mypy", "--config-file", str(config),
+            "--cache-dir", str(root / ".mypy_cache"), "--show-error-codes", package,
+        ],
+        cwd=root, capture_output=True, text=True, timeout=600,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert "runnercheck mypy plugin: error" not in proc.stderr, proc.stderr
+    assert proc.returncode in (0, 1), proc.stderr
+    return {
+        line.split(":", 2)[0] + ":" + line.rsplit("[", 1)[1]
+        for line in proc.stdout.splitlines()
+        if any(line.endswith(f"[{code}]") for code in PLUGIN_CODES)
+    }
+
+
+@pytest.fixture(scope="module")
+def migrated_050(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+    """(original vllm/, migrated copy of vllm/, JSON report)."""
+    original = source_root("0.5.0") / "vllm"
+    root = tmp_path_factory.mktemp("vllm050")
+    copy = root / "vllm"
+    shutil.copytree(original, copy)
+    out = root / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "runnercheck", "migrate", "--format", "json", str(copy / "worker")],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    out.write_text(proc.stdout)
+    return original, copy, json.loads(proc.stdout)
+
+
+def test_050_rewrites_the_gpu_embedding_and_cpu_pairs(migrated_050) -> None:
+    original, copy, report = migrated_050
+    changed = sorted(Path(c["path"]).name for c in report["changes"])
+    assert changed == [
+        "cpu_model_runner.py", "cpu_worker.py", "embedding_model_runner.py",
+        "model_runner.py", "model_runner_base.py", "worker.py",
+    ]  # fmt: skip
+    assert report["refusals"] == []
+    groups = {g["group"] for g in report["groups"]}
+    assert groups == {"Worker/EmbeddingModelRunner/ModelRunner", "CPUWorker/CPUModelRunner"}
+    notes = [n for n in report["notes"] if "Neuron" in n["pair"]]
+    assert notes and "no broadcast" in notes[0]["message"]
+    for name in ("neuron_worker.py", "neuron_model_runner.py", "cache_engine.py"):
+        assert (copy / "worker" / name).read_bytes() == (original / "worker" / name).read_bytes()
+    for path in (copy / "worker").glob("*.py"):
+        compile(path.read_bytes(), str(path), "exec", dont_inherit=True)
+
+
+def test_050_migrated_worker_reanalyses_without_paired_broadcast(migrated_050) -> None:
+    original, copy, _ = migrated_050
+    before = check_paths([original / "worker"]).findings
+    after = check_paths([copy / "worker"]).findings
+    assert {f.code for f in before} >= {"RC106"}
+    assert [f for f in after if f.code == "RC106"] == []
+    assert {f.code for f in after} <= {f.code for f in before} - {"RC106"}
+
+
+def test_050_keys_per_step_are_the_old_union_less_the_named_duplicates(migrated_050) -> None:
+    original, copy, report = migrated_050
+    old, new = original / "worker", copy / "worker"
+    runners = {r["runner"]: r for g in report["groups"] for r in g["runners"]}
+    cases = [
+        ("worker.py", "Worker", "WorkerInput", "model_runner.py", "ModelRunner",
+         "ModelRunnerInput"),
+        ("worker.py", "Worker", "WorkerInput", "embedding_model_runner.py",
+         "EmbeddingModelRunner", "EmbeddingModelRunnerInput"),
+        ("cpu_worker.py", "CPUWorker", "CPUWorkerInput", "cpu_model_runner.py",
+         "CPUModelRunner", "CPUModelRunnerInput"),
+    ]  # fmt: skip
+    for wfile, worker, winput, rfile, runner, rinput in cases:
+        old_keys = set(dict_keys(old / wfile, worker, "execute_model"))
+        old_keys |= set(dict_keys(old / rfile, runner, "prepare_input_tensors"))
+        new_keys = set(dict_keys(new / wfile, winput, "as_broadcastable_tensor_dict"))
+        new_keys |= set(dict_keys(new / rfile, rinput, "as_broadcastable_tensor_dict"))
+        dropped = {d["key"] for d in runners[runner]["dropped"]}
+        assert new_keys == old_keys - dropped, runner
+        assert dropped <= old_keys
+        # the attention metadata's own dict still travels in the same broadcast
+        assert "asdict_zerocopy()" in (new / rfile).read_text()
+    assert {d["key"] for d in runners["ModelRunner"]["dropped"]} == {
+        "num_prefill_tokens", "num_decode_tokens", "slot_mapping", "num_prefills",
+    }  # fmt: skip
+    assert runners["EmbeddingModelRunner"]["driver_only"] == ["pooling_metadata"]
+
+
+def test_050_plugin_reports_nothing_the_input_did_not(migrated_050, tmp_path: Path) -> None:
+    original, copy, _ = migrated_050
+    before_root = tmp_path / "before"
+    shutil.copytree(original, before_root / "vllm")
+    before = plugin_errors(before_root, "vllm/worker")
+    after = plugin_errors(copy.parent, "vllm/worker")
+    assert after <= before
+
+
+def test_051_merge_changes_nothing(tmp_path: Path) -> None:
+    original = source_root("0.5.1") / "vllm"
+    copy = tmp_path / "vllm"
+    shutil.copytree(original / "worker", copy / "worker")
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "runnercheck", "migrate", "--select", "merge-broadcasts",
+            "--format", "json", str(copy / "worker"),
+        ],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )  # fmt: skip
+    report = json.loads(proc.stdout)
+    assert report["changes"] == []
+    for path in (copy / "worker").glob("*.py"):
+        assert path.read_bytes() == (original / "worker" / path.name).read_bytes()
+    # the XPU runner broadcasts inside prepare_model_input: refused, not rewritten
+    assert {r["code"] for r in report["refusals"]} <= {"MIG105"}
