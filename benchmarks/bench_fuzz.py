@@ -41,13 +41,6 @@ import torch  # noqa: E402
 from runnercheck.config import Config  # noqa: E402
 from runnercheck.fuzz import FuzzOptions, LocalGroup, Target, fuzz  # noqa: E402
 
-#: What the merged demo engine leaves on the driver on purpose (see tests/fuzz/test_engine_inputs.py).
-ENGINE_DRIVER_ONLY = (
-    "SamplingMetadata.seq_groups",
-    "SamplingMetadata.num_prompts",
-    "TinyAttentionMetadata.seq_lens",
-)
-
 
 def spread(samples: list[float]) -> dict[str, float]:
     return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
@@ -63,7 +56,7 @@ def engine_input() -> tuple[type, Any]:
 def bench_round_trips(examples: int, reps: int, device: str) -> dict[str, Any]:
     cls, backend = engine_input()
     target = Target(cls, f"{cls.__module__}:{cls.__qualname__}")
-    config = Config(driver_only=ENGINE_DRIVER_ONLY)
+    config = Config()
     rates, shares = [], []
     with LocalGroup(FuzzOptions(world_size=2, device=device).settings()) as group:
         for rep in range(reps):

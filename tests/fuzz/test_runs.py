@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -269,3 +270,57 @@ def test_under_torchrun() -> None:
         "minimal example: DtypeChanged(input_positions=tensor(0, int64, shape (), cpu))"
         in done.stdout
     )
+
+
+def _processes_with(token: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+def test_ctrl_c_reaps_every_rank() -> None:
+    token = f"RUNNERCHECK_TEST_RUN={os.getpid()}-{time.monotonic_ns()}"
+    key, value = token.split("=")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "runnercheck",
+            "fuzz",
+            "tests.fuzz.fixtures.defects:BlocksForever",
+            "--deadline",
+            "120",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, key: value},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while (
+            len(_processes_with(token)) < 4 and time.monotonic() < deadline
+        ):  # cli, server, 2 ranks
+            time.sleep(0.2)
+        assert len(_processes_with(token)) >= 4
+        time.sleep(1.0)  # rank 1 is now blocked in from_broadcasted_tensor_dict
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert stderr.strip().endswith("runnercheck: interrupted")
+    deadline = time.monotonic() + 10
+    while _processes_with(token) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _processes_with(token) == []

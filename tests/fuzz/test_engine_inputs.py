@@ -1,0 +1,46 @@
+"""The shipped merged demo engine's input classes round-trip (with its attention backend,
+as its workers call them), and without the backend the attention fields are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runnercheck.config import Config
+from runnercheck.contract import VLLM
+from runnercheck.fuzz import FuzzOptions, fuzz, resolve_all
+
+MERGED = "runnercheck.demo.engine.merged"
+MERGED_DIR = Path(__file__).resolve().parents[2] / "runnercheck" / "demo" / "engine" / "merged"
+
+
+@pytest.fixture
+def group2(roundtrip_groups: Any) -> Any:
+    return roundtrip_groups.get(2, "cpu", 10.0)
+
+
+def test_merged_engine_inputs_round_trip(group2: Any) -> None:
+    from runnercheck.demo.engine.attention import TinyAttentionBackend
+
+    targets = resolve_all([str(MERGED_DIR)], VLLM)
+    names = sorted(t.name.split(":")[1] for t in targets)
+    assert names == [
+        "CPUModelInput",
+        "ModelInputForGPU",
+        "ModelInputForGPUWithPoolingMetadata",
+        "ModelInputForGPUWithSamplingMetadata",
+        "WorkerInput",
+    ]
+    options = FuzzOptions(2, "cpu", 60, seed=7, deadline=10.0, attn_backend=TinyAttentionBackend)
+    report = fuzz(targets, options, Config(), group2)
+    assert report.passed, report.text()
+    assert [r.examples for r in report.results] == [60] * 5
+
+
+def test_attention_fields_need_the_backend(group2: Any) -> None:
+    targets = resolve_all([f"{MERGED}.model_runner:ModelInputForGPU"], VLLM)
+    report = fuzz(targets, FuzzOptions(2, "cpu", 60, seed=7, deadline=10.0), Config(), group2)
+    [problem] = report.results[0].problems
+    assert (problem.code, problem.field, problem.ranks) == ("RC302", "num_prefills", (1,))
