@@ -7,6 +7,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +173,26 @@ def test_cli_reports_a_failing_rank_in_one_line(tmp_path: Path) -> None:
     assert len(lines) == 1, done.stderr
     assert "rank 1: KeyError" in lines[0] and "num_seq_groupz" in lines[0]
     assert done.stdout == ""
+
+
+def test_a_stuck_rank_is_killed_and_reported(tmp_path: Path) -> None:
+    """Rank 1 never enters its loop: the driver's broadcast times out, and rank 1 is
+    killed a grace period later instead of holding the run forever."""
+    stuck = tmp_path / "stuck"
+    shutil.copytree(engine_source_dir("legacy"), stuck)
+    worker = stuck / "worker.py"
+    source = worker.read_text()
+    loop = "        while self._execute_model_non_driver():"
+    assert loop in source
+    worker.write_text(source.replace(loop, "        __import__('time').sleep(3600)\n" + loop))
+    started = time.monotonic()
+    done = _cli("--engine-dir", str(stuck), "--tp", "2", "--steps", "3", "--timeout", "2")
+    assert time.monotonic() - started < 60
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("python -m runnercheck.demo.engine: error: rank 0: ")
+    assert "step 0 (prefill)" in lines[0] and "Timed out" in lines[0]
 
 
 def test_cli_rejects_a_missing_directory(tmp_path: Path) -> None:

@@ -143,9 +143,14 @@ def _launch_once(spec: EngineSpec) -> Dict[int, Tuple[bool, Any]]:
                     if rank in outcome or process.poll() is None:
                         continue
                     outcome[rank] = _read_outcome(tmp, rank, process.returncode)
+                    if not outcome[rank][0]:
+                        # The others get one collective timeout to notice, then go.
+                        deadline = min(deadline, time.monotonic() + spec.timeout_s + 2)
                 if time.monotonic() > deadline:
+                    failed = [rank for rank, (ok, _) in outcome.items() if not ok]
+                    why = f"after rank {failed[0]} failed" if failed else "before the deadline"
                     for rank in range(spec.tp):
-                        outcome.setdefault(rank, (False, "no result before the deadline"))
+                        outcome.setdefault(rank, (False, f"killed: no result {why}"))
                     break
                 time.sleep(0.02)
         finally:
@@ -179,7 +184,7 @@ def first_error(outcome: Dict[int, Tuple[bool, Any]]) -> Optional[str]:
     failures = [(rank, str(msg)) for rank, (ok, msg) in sorted(outcome.items()) if not ok]
     if not failures:
         return None
-    secondary = ("connection", "closed", "timed out", "timeout", "peer", "exited with code")
+    secondary = ("connection", "closed", "timed out", "timeout", "peer", "exited with", "killed")
 
     def rank_key(item: Tuple[int, str]) -> Tuple[bool, int]:
         first_line = item[1].splitlines()[0].lower() if item[1] else ""
