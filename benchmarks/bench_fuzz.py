@@ -158,6 +158,7 @@ def _broadcast_rank(rank: int, port: int, steps: int, blocks: int, queue: Any) -
         counts[name] = {
             "broadcasts": counter.broadcasts_per_step[0],
             "collectives": counter.collectives_per_step[0],
+            "bytes_sent": counter.bytes_per_step[0],
         }
     times: dict[str, list[float]] = {"legacy": [], "merged": []}
     for block in range(blocks):
@@ -233,9 +234,10 @@ def main() -> int:
         counts = versus["per_step"]
         print("one merged broadcast vs two legacy broadcasts per step (decode step, 16 sequences):")
         print(
-            f"  collectives per step: legacy {counts['legacy']['collectives']} "
-            f"({counts['legacy']['broadcasts']} broadcasts), merged "
-            f"{counts['merged']['collectives']} ({counts['merged']['broadcasts']} broadcast)"
+            f"  per step on rank 0: legacy {counts['legacy']['broadcasts']} broadcasts, "
+            f"{counts['legacy']['collectives']} collectives, {counts['legacy']['bytes_sent']} B; "
+            f"merged {counts['merged']['broadcasts']} broadcast, "
+            f"{counts['merged']['collectives']} collectives, {counts['merged']['bytes_sent']} B"
         )
         print(
             f"  legacy {versus['legacy_ms_per_step']['median']:.3f} ms/step, merged "

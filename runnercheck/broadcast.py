@@ -14,6 +14,7 @@ the underlying ``torch.distributed`` collectives with their payload bytes.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -157,11 +158,25 @@ COUNTED_COLLECTIVES = (
 
 
 def _payload_bytes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+    """Bytes a collective moves from this rank: tensors' sizes; for object collectives
+    (``broadcast_object_list``, ...) the pickled size of what this rank sends."""
     first = args[0] if args else next(iter(kwargs.values()), None)
     if isinstance(first, torch.Tensor):
         return first.numel() * first.element_size()
     if isinstance(first, (list, tuple)):
-        return sum(t.numel() * t.element_size() for t in first if isinstance(t, torch.Tensor))
+        tensors = sum(t.numel() * t.element_size() for t in first if isinstance(t, torch.Tensor))
+        objects = [o for o in first if o is not None and not isinstance(o, torch.Tensor)]
+        if objects:
+            try:
+                tensors += len(pickle.dumps(objects))
+            except Exception:  # the collective itself will report it
+                pass
+        return tensors
+    if first is not None and not isinstance(first, (int, str)):
+        try:
+            return len(pickle.dumps(first))
+        except Exception:
+            return 0
     return 0
 
 
@@ -199,8 +214,10 @@ class CollectiveCounter:
     bytes: int = 0
     broadcasts_per_step: list[int] = field(default_factory=list)
     collectives_per_step: list[int] = field(default_factory=list)
+    bytes_per_step: list[int] = field(default_factory=list)
     _step_broadcasts: int = 0
     _step_collectives: int = 0
+    _step_bytes: int = 0
     _patches: list[tuple[Any, str, Any]] = field(default_factory=list)
 
     def _count_broadcast(self) -> None:
@@ -228,7 +245,9 @@ class CollectiveCounter:
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.collectives[name] = self.collectives.get(name, 0) + 1
             self._step_collectives += 1
-            self.bytes += _payload_bytes(args, kwargs)
+            size = _payload_bytes(args, kwargs)
+            self.bytes += size
+            self._step_bytes += size
             return original(*args, **kwargs)
 
         return counted
@@ -256,8 +275,10 @@ class CollectiveCounter:
         """Close the current step's counts."""
         self.broadcasts_per_step.append(self._step_broadcasts)
         self.collectives_per_step.append(self._step_collectives)
+        self.bytes_per_step.append(self._step_bytes)
         self._step_broadcasts = 0
         self._step_collectives = 0
+        self._step_bytes = 0
 
 
 @contextmanager

@@ -98,3 +98,20 @@ def test_transfer_keeps_layout_and_bytes(layout: str) -> None:
     assert copy["t"].stride() == original["t"].stride()
     assert copy["t"].storage_offset() == original["t"].storage_offset()
     assert differences(snapshot(original), snapshot(copy)) == []
+
+
+def test_counter_counts_bytes_per_step_without_a_group() -> None:
+    import torch.distributed as dist
+
+    from runnercheck.broadcast import CollectiveCounter
+
+    with CollectiveCounter() as counter:
+        with pytest.raises((RuntimeError, ValueError)):  # no process group: still counted
+            dist.broadcast(torch.zeros(4, dtype=torch.float64), src=0)
+        counter.step()
+        with pytest.raises((RuntimeError, ValueError)):
+            dist.broadcast_object_list([{"k": 1}], src=0)
+        counter.step()
+    assert counter.collectives_per_step == [1, 1]
+    assert counter.bytes_per_step[0] == 32
+    assert counter.bytes_per_step[1] > 0

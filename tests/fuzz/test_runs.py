@@ -139,7 +139,7 @@ def test_blocking_rank_is_reported_within_the_deadline(roundtrip_groups: Any) ->
     started = time.monotonic()
     result = run_one(group, defects.BlocksForever)
     elapsed = time.monotonic() - started
-    assert elapsed < 2.0 + 4.0, elapsed
+    assert elapsed < 2.0 + 7.0, elapsed  # deadline, 2 s grace, stack dumps, a loaded machine
     [problem] = result.problems
     assert problem.code == "RC306" and problem.ranks == (1,)
     assert problem.message == (
