@@ -14,7 +14,7 @@ collectives, as in a real tensor-parallel engine's small-batch decode.
 
 Usage::
 
-    python benchmarks/bench_engine.py [--reps 5] [--steps 64] [--warmup-steps 4] [--tp 2]
+    python benchmarks/bench_engine.py [--reps 6] [--steps 64] [--warmup-steps 4] [--tp 2]
                                       [--json out.json]
 """
 
@@ -47,7 +47,7 @@ def spread(samples: list[float]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reps", type=int, default=5, help="runs of each shape (default 5)")
+    parser.add_argument("--reps", type=int, default=6, help="runs of each shape (default 6)")
     parser.add_argument("--steps", type=int, default=64, help="engine steps per run")
     parser.add_argument("--warmup-steps", type=int, default=4, help="untimed steps per run")
     parser.add_argument("--tp", type=int, default=2, help="tensor-parallel ranks (default 2)")

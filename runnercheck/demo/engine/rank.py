@@ -139,6 +139,10 @@ def _step_kind(request: ExecuteModelRequest) -> str:
     return "prefill" if request.seq_group_metadata_list[0].is_prompt else "decode"
 
 
+#: The name the engine modules import the broadcast under (module-level, as vLLM does).
+_BROADCAST = "broadcast_tensor_dict"
+
+
 def _serve(worker: Any) -> Dict[str, Any]:
     """A non-driver rank: run the execution loop, remember what it received."""
     received: List[int] = []
@@ -147,9 +151,9 @@ def _serve(worker: Any) -> Dict[str, Any]:
         for name, module in list(sys.modules.items())
         if module is not None
         and name.startswith(type(worker).__module__.rsplit(".", 1)[0] + ".")
-        and callable(getattr(module, "broadcast_tensor_dict", None))
+        and callable(getattr(module, _BROADCAST, None))
     ]
-    originals = [(module, module.broadcast_tensor_dict) for module in package_modules]
+    originals = [(module, getattr(module, _BROADCAST)) for module in package_modules]
 
     def recording(original: Any) -> Any:
         def broadcast(*args: Any, **kwargs: Any) -> Any:
@@ -160,13 +164,13 @@ def _serve(worker: Any) -> Dict[str, Any]:
         return broadcast
 
     for module, original in originals:
-        module.broadcast_tensor_dict = recording(original)
+        setattr(module, _BROADCAST, recording(original))
     try:
         with CollectiveCounter() as counter:
             worker.start_worker_execution_loop()
     finally:
         for module, original in originals:
-            module.broadcast_tensor_dict = original
+            setattr(module, _BROADCAST, original)
     return {
         "broadcasts_received": counter.broadcasts,
         "received_sizes": received,
