@@ -88,6 +88,7 @@ class RunnercheckPlugin(Plugin):
             _runnercheck_version(), source_digest(), self.settings.to_data()
         )
         self._runner_names: dict[str, bool] = {}
+        self._reported_no_scope = False
         self._indirect_deps: dict[str, set[str]] = {}
         #: Input classes per module whose dict values are checked once the module's
         #: function bodies are (mypy checks them after the class statements).
@@ -119,6 +120,16 @@ class RunnercheckPlugin(Plugin):
 
     # ------------------------------------------------------------- the checks
     def _class_checked(self, ctx: MethodContext) -> Type:
+        if getattr(ctx.api, "tscope", None) is None:
+            if not self._reported_no_scope:
+                self._reported_no_scope = True
+                ctx.api.fail(
+                    "runnercheck plugin internal error: cannot tell which class mypy is "
+                    "checking (its type checker has no tscope); runner checks are off",
+                    ctx.context,
+                    code=errors.INTERNAL,
+                )
+            return ctx.default_return_type
         info = _class_of_init_subclass_call(ctx)
         if info is None:
             return ctx.default_return_type

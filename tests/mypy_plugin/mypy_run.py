@@ -32,16 +32,24 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _entry(module: str) -> list[str]:
+    """Run ``module``'s console entry point without the working directory on
+    ``sys.path`` (like the installed ``mypy`` script): a fixture's own packages must
+    not shadow the plugin's imports."""
+    code = f"import sys; sys.path.pop(0); from {module} import console_entry; console_entry()"
+    return [sys.executable, "-c", code]
+
+
 def mypy(cwd: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    """``python -m mypy ARGS`` in ``cwd`` with a cache under ``cwd``."""
-    cmd = [sys.executable, "-m", "mypy", "--cache-dir", str(cwd / ".mypy_cache"), *args]
+    """mypy ARGS in ``cwd`` with a cache under ``cwd``."""
+    cmd = [*_entry("mypy.__main__"), "--cache-dir", str(cwd / ".mypy_cache"), *args]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env())
 
 
 def dmypy(
     cwd: Path, status_file: Path, *args: str, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "mypy.dmypy", "--status-file", str(status_file), *args]
+    cmd = [*_entry("mypy.dmypy.client"), "--status-file", str(status_file), *args]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env())
 
 
