@@ -12,7 +12,15 @@ once per class statement with the checker's API; it returns mypy's own result
 unchanged and runs :class:`~mypy_plugin.runner_checks.RunnerChecker` and
 :class:`~mypy_plugin.input_checks.InputChecker` on that class. (mypy skips that
 call for classes with a custom metaclass other than ``ABCMeta``, and for enums,
-named tuples and typed dicts; the plugin checks none of those.)
+named tuples and typed dicts; the plugin checks none of those, nor classes defined
+inside functions.)
+
+mypy checks method bodies after the class statements (and ``dmypy`` may re-check a
+module's top level alone), so the values of ``as_broadcastable_tensor_dict`` get
+their types from the checker's type map when the body was checked, else by
+evaluating the value expression when every variable it reads has a type; the rest
+are checked when mypy has finished the module (``get_additional_indirect_deps`` is
+called then, before the module's messages are flushed).
 
 Cache correctness
 -----------------
