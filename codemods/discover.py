@@ -107,7 +107,7 @@ def module_facts(path: Path, tree: ast.Module) -> ModuleFacts:
             }
             bases = [ast.unparse(base) for base in node.bases]
             classes[node.name] = ClassFacts(node.name, node, bases, methods)
-    for found in ast.walk(tree):
+    for found in _module_level(tree.body):
         if isinstance(found, ast.ImportFrom):
             for alias in found.names:
                 imports[alias.asname or alias.name] = (found.module or "", alias.name, found.level)
@@ -116,6 +116,20 @@ def module_facts(path: Path, tree: ast.Module) -> ModuleFacts:
                 local = alias.asname or alias.name.split(".")[0]
                 imports[local] = (alias.name if alias.asname else local, None, 0)
     return ModuleFacts(path, tree, classes, imports)
+
+
+def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Module-level statements, looking into ``if``/``try`` blocks (guarded imports)."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, ast.If):
+            out += _module_level(stmt.body) + _module_level(stmt.orelse)
+        elif isinstance(stmt, ast.Try):
+            out += _module_level(stmt.body) + _module_level(stmt.orelse)
+            for handler in stmt.handlers:
+                out += _module_level(handler.body)
+    return out
 
 
 def is_broadcast_call(node: ast.AST, contract: Contract) -> bool:

@@ -161,10 +161,10 @@ def _extend(node: cst.ImportFrom, names: Sequence[str]) -> cst.ImportFrom:
     return node.with_changes(names=aliases)
 
 
-def remove_unused(module: cst.Module, name: str) -> cst.Module:
-    """Drop ``name`` from top-level ``from ... import`` lists when nothing reads it."""
-    reads = [n for n in cu.name_uses(module)[0] if n.value == name]
-    if reads:
+def remove_unused(module: cst.Module, name: str, check_reads: bool = True) -> cst.Module:
+    """Drop ``name`` from top-level ``from ... import`` lists when nothing reads it
+    (``check_reads=False``: the caller knows)."""
+    if check_reads and any(n.value == name for n in cu.name_uses(module)[0]):
         return module
     body: list[cst.BaseStatement] = []
     carry: list[cst.EmptyLine] = []
@@ -191,3 +191,49 @@ def remove_unused(module: cst.Module, name: str) -> cst.Module:
                 statement = statement.with_changes(body=[small.with_changes(names=keep)])
         body.append(statement)
     return module.with_changes(body=body)
+
+
+def remove_names(module: cst.Module, code: str, names: set[str]) -> tuple[cst.Module, str]:
+    """Drop ``names`` from the module's top-level ``from ... import`` statements and
+    return the new module and its text (``code`` is ``module.code``). Only the
+    statements down to the last import touched are printed again (imports sit at
+    the top of a file); the rest of the text is reused as is."""
+    new = remove_unused_many(module, names)
+    touched = [i for i, s in enumerate(module.body) if _aliases_in(s, names)]
+    if not touched:
+        return new, code
+    offset = len("".join(module.code_for_node(line) for line in module.header))
+    pieces = [code[:offset]]
+    for statement in module.body[: touched[-1] + 1]:
+        text = module.code_for_node(statement)
+        if code[offset : offset + len(text)] != text:
+            return new, new.code  # unexpected layout: print the whole module
+        offset += len(text)
+        hit = _aliases_in(statement, names)
+        if not hit:
+            pieces.append(text)
+        elif hit == "all":  # removed: its comment lines stay where it was
+            pieces.append("".join(module.code_for_node(line) for line in cu.leading(statement)))
+        else:
+            edited = remove_unused_many(cst.Module(body=[statement]), names).body[0]
+            pieces.append(module.code_for_node(edited))
+    pieces.append(code[offset:])
+    return new, "".join(pieces)
+
+
+def _aliases_in(statement: cst.BaseStatement, names: set[str]) -> str:
+    """ "all" / "some" / "" of a ``from ... import`` statement's plain names in ``names``."""
+    small = cu.single_small(statement)
+    if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
+        return ""
+    hits = [
+        a.asname is None and isinstance(a.name, cst.Name) and a.name.value in names
+        for a in small.names
+    ]
+    return "all" if all(hits) else "some" if any(hits) else ""
+
+
+def remove_unused_many(module: cst.Module, names: set[str]) -> cst.Module:
+    for name in sorted(names):
+        module = remove_unused(module, name, check_reads=False)
+    return module

@@ -12,6 +12,7 @@ single file that holds both the worker and its runners.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -44,10 +45,13 @@ class RunnerSummary:
 
 @dataclass
 class GroupResult:
-    """The new text of every file the group touches (new files included)."""
+    """The new modules of the files the group touches and the text of new files."""
 
     label: str
+    modules: dict[Path, cst.Module] = field(default_factory=dict)
     sources: dict[Path, str] = field(default_factory=dict)
+    #: imported names each rewritten module read before (see :func:`finish`)
+    used_before: dict[Path, set[str]] = field(default_factory=dict)
     created: list[Path] = field(default_factory=list)
     runners: list[RunnerSummary] = field(default_factory=list)
     worker_keys: dict[str, list[str]] = field(default_factory=dict)
@@ -143,7 +147,9 @@ def plan_group(
         if cdef is None:
             raise Refusal("MIG103", ref.path, f"{ref.name} is not a top-level class", line=0)
         plan = RunnerPlan(ref.path, ref.name, cdef)
-        legacy = merge_runner.broadcast_methods(cdef, contract)
+        legacy = merge_runner.broadcast_methods(
+            cdef, contract, _methods_calling(index, ref, {contract.broadcast_function})
+        )
         if len(legacy) > 1:
             raise Refusal(
                 "MIG101",
@@ -188,7 +194,12 @@ def plan_group(
         if source.method is None:
             continue
         merge_runner.plan_execute(plan, source.method.name.value, contract)
-        stray = merge_runner.self_calls(plan.cdef, source.method.name.value, plan.execute)
+        stray = merge_runner.self_calls(
+            plan.cdef,
+            source.method.name.value,
+            plan.execute,
+            _methods_calling(index, ref, {source.method.name.value}, on_self=True),
+        )
         if stray:
             raise Refusal(
                 "MIG109",
@@ -197,8 +208,11 @@ def plan_group(
                 f"`{contract.execute_method}`",
                 stray[0],
             )
+        plan.self_execute_in = _methods_calling(
+            index, ref, {contract.execute_method}, on_self=True
+        ) - {contract.execute_method}
         plan.self_execute_calls = merge_runner.self_calls(
-            plan.cdef, contract.execute_method, plan.execute
+            plan.cdef, contract.execute_method, plan.execute, plan.self_execute_in
         )
         for call in plan.self_execute_calls:
             if not call.args or call.args[0].keyword is not None:
@@ -238,9 +252,38 @@ def plan_group(
                 )
             taken[ref.path].add(name)
         runner_keys = sorted({k for r in group.runners for k in runner_plans[r].input_plan.keys})
-        merge_worker.plan_worker(plan_w, contract, runner_keys)
+        merge_worker.plan_worker(
+            plan_w,
+            contract,
+            runner_keys,
+            _methods_calling(index, ref, {contract.broadcast_function, contract.execute_method}),
+        )
         worker_plans.append(plan_w)
     return list(runner_plans.values()), worker_plans
+
+
+def _methods_calling(
+    index: Index, ref: ClassRef, names: set[str], on_self: bool = False
+) -> set[str]:
+    """Names of ``ref``'s methods that call any of ``names`` (``self.<name>`` only when
+    ``on_self``), read from the ``ast`` facts so LibCST walks only those methods."""
+    found: set[str] = set()
+    for name, func in index.facts(ref).methods.items():
+        for node in ast.walk(func):
+            if not isinstance(node, ast.Call):
+                continue
+            target = node.func
+            if isinstance(target, ast.Attribute):
+                if target.attr in names and (
+                    not on_self
+                    or (isinstance(target.value, ast.Name) and target.value.id == "self")
+                ):
+                    found.add(name)
+                    break
+            elif isinstance(target, ast.Name) and target.id in names and not on_self:
+                found.add(name)
+                break
+    return found
 
 
 def _check_dropped(plans: Iterable[RunnerPlan], index: Index) -> None:
@@ -252,32 +295,34 @@ def _check_dropped(plans: Iterable[RunnerPlan], index: Index) -> None:
             continue
         ref = ClassRef(plan.path, plan.name)
         family = {*index.mro(ref), *(c for c in index.all_classes() if ref in index.mro(c))}
+        wanted = {d.constructor for d in plan.dropped}
+        calls: dict[str, list[tuple[ClassRef, ast.Call]]] = {name: [] for name in wanted}
+        for member in sorted(family, key=lambda r: (str(r.path), r.name)):
+            for node in ast.walk(index.facts(member).node):
+                if not isinstance(node, ast.Call):
+                    continue
+                func = node.func
+                name = (
+                    func.attr
+                    if isinstance(func, ast.Attribute)
+                    else (func.id if isinstance(func, ast.Name) else None)
+                )
+                if name in wanted and all(k.arg is not None for k in node.keywords):
+                    calls[name].append((member, node))
         for dropped in plan.dropped:
-            calls = 0
-            for member in sorted(family, key=lambda r: (str(r.path), r.name)):
-                for node in ast.walk(index.facts(member).node):
-                    if not isinstance(node, ast.Call):
-                        continue
-                    func = node.func
-                    name = (
-                        func.attr
-                        if isinstance(func, ast.Attribute)
-                        else (func.id if isinstance(func, ast.Name) else None)
+            found = calls[dropped.constructor]
+            for member, node in found:
+                if dropped.key not in {k.arg for k in node.keywords}:
+                    raise Refusal(
+                        "MIG102",
+                        plan.path,
+                        f"{plan.name}: key {dropped.key!r} is not one of the returned "
+                        "values and is not provably a duplicate: "
+                        f"`{dropped.constructor}(...)` at {member.path.name}:{node.lineno} "
+                        f"does not pass `{dropped.key}=`",
+                        dropped.node,
                     )
-                    if name != dropped.constructor or any(k.arg is None for k in node.keywords):
-                        continue
-                    calls += 1
-                    if dropped.key not in {k.arg for k in node.keywords}:
-                        raise Refusal(
-                            "MIG102",
-                            plan.path,
-                            f"{plan.name}: key {dropped.key!r} is not one of the returned "
-                            "values and is not provably a duplicate: "
-                            f"`{dropped.constructor}(...)` at {member.path.name}:{node.lineno} "
-                            f"does not pass `{dropped.key}=`",
-                            dropped.node,
-                        )
-            if calls == 0:
+            if not found:
                 raise Refusal(
                     "MIG102",
                     plan.path,
@@ -302,7 +347,7 @@ def _rewrite_runner_class(plan: RunnerPlan, contract: Contract, runner_base: str
             continue
         if item is plan.execute:
             item = merge_runner.rewrite_execute(plan)
-        elif replace and isinstance(item, cst.FunctionDef):
+        elif isinstance(item, cst.FunctionDef) and item.name.value in plan.self_execute_in:
             item = cu.replace_nodes(item, replace)
         items.append(item)
     cdef = plan.cdef.with_changes(body=plan.cdef.body.with_changes(body=items))
@@ -416,12 +461,10 @@ def rewrite_group(
         new_module = imports.add_imports(
             new_module, ["dataclasses"] if needs_dataclass else [], wanted
         )
-        # imports the rewrite made unused (the broadcast function in a runner, ``Tuple``)
-        before = {n.value for n in cu.name_uses(module)[0]}
-        after = {n.value for n in cu.name_uses(new_module)[0]}
-        for name in sorted(imports.imported_names(module) & (before - after)):
-            new_module = imports.remove_unused(new_module, name)
-        result.sources[path] = new_module.code
+        result.modules[path] = new_module
+        result.used_before[path] = _loaded_names(index.modules[path].tree) & (
+            imports.imported_names(module)
+        )
     for plan in runner_plans:
         if plan.method is None:
             continue
@@ -438,12 +481,31 @@ def rewrite_group(
                 driver_only=[f.name for f in plan.fields if f.driver_only],
                 keys=list(plan.keys),
                 dynamic=dynamic,
-                dropped=list(plan.dropped),
+                dropped=[dataclasses.replace(d, node=None) for d in plan.dropped],
             )
         )
     for plan_w in worker_plans:
         result.worker_keys[plan_w.name] = [k.key for k in plan_w.keys]
     return result
+
+
+def _loaded_names(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+
+
+def finish(module: cst.Module, used_before: set[str]) -> tuple[cst.Module, str, ast.Module]:
+    """The final module, its text and its ``ast``: imports that the rewrite made
+    unused (read before, not any more: the broadcast function in a runner,
+    ``Tuple``) are dropped. Whether a name is still read is decided on the
+    ``ast`` of the generated text (cheap); the text is generated again only
+    when an import goes."""
+    code = module.code
+    tree = ast.parse(code)
+    unused = used_before - _loaded_names(tree)
+    if not unused:
+        return module, code, tree
+    module, code = imports.remove_names(module, code, unused)
+    return module, code, ast.parse(code)
 
 
 def merge(
@@ -495,7 +557,7 @@ class MergeBroadcastsCommand(VisitorBasedCodemodCommand):
                     "use `runnercheck migrate`"
                 )
                 continue
-            tree = cst.parse_module(result.sources[path])
+            tree, _, _ = finish(result.modules[path], result.used_before[path])
             modules = {path: tree}
             facts = module_facts(path, ast.parse(tree.code))
             index = Index([facts], self.contract)

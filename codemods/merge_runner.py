@@ -110,6 +110,8 @@ class RunnerPlan:
     unpack_targets: list[str] = field(default_factory=list)
     #: calls ``self.execute_model(a, ...)`` in other methods -> wrap ``a``
     self_execute_calls: list[cst.Call] = field(default_factory=list)
+    #: names of the methods holding those calls
+    self_execute_in: set[str] = field(default_factory=set)
 
     @property
     def input_plan(self) -> RunnerPlan:
@@ -127,9 +129,17 @@ def methods(cdef: cst.ClassDef) -> list[cst.FunctionDef]:
     return [item for item in cu.body_of(cdef.body) if isinstance(item, cst.FunctionDef)]
 
 
-def broadcast_methods(cdef: cst.ClassDef, contract: Contract) -> list[cst.FunctionDef]:
+def broadcast_methods(
+    cdef: cst.ClassDef, contract: Contract, only: set[str] | None = None
+) -> list[cst.FunctionDef]:
+    """Methods that call the broadcast function (``only``: names known to, from ``ast``)."""
     function = contract.broadcast_function
-    return [m for m in methods(cdef) if cu.contains(m, lambda n: cu.is_broadcast(n, function))]
+    return [
+        m
+        for m in methods(cdef)
+        if (only is None or m.name.value in only)
+        and cu.contains(m, lambda n: cu.is_broadcast(n, function))
+    ]
 
 
 def _is_docstring(statement: cst.BaseStatement) -> bool:
@@ -766,7 +776,7 @@ def plan_execute(plan: RunnerPlan, method_name: str, contract: Contract) -> None
             f"{plan.name}.{execute.name.value} uses `{request}` besides preparing the input",
             execute,
         )
-    if MODEL_INPUT in cu.loaded(execute) | cu.bound(execute):
+    if MODEL_INPUT in {n.value for group in cu.name_uses(execute) for n in group}:
         raise Refusal(
             "MIG108",
             plan.path,
@@ -788,10 +798,14 @@ def _is_self_call(node: cst.CSTNode, name: str) -> bool:
     )
 
 
-def self_calls(cdef: cst.ClassDef, name: str, skip: cst.FunctionDef | None) -> list[cst.Call]:
+def self_calls(
+    cdef: cst.ClassDef, name: str, skip: cst.FunctionDef | None, only: set[str] | None = None
+) -> list[cst.Call]:
+    """Calls ``self.<name>(...)`` in the methods (``only``: the methods known, from
+    ``ast``, to make such calls)."""
     out: list[cst.Call] = []
     for method in methods(cdef):
-        if method is skip:
+        if method is skip or (only is not None and method.name.value not in only):
             continue
         out.extend(c for c in cu.find_all(method, lambda n: _is_self_call(n, name)))  # type: ignore[misc]
     return out

@@ -31,7 +31,7 @@ import libcst as cst
 
 from codemods import cstutil as cu
 from codemods.merge_runner import MODEL_INPUT, methods
-from codemods.paths import Located, locate
+from codemods.paths import Located, locate, owners
 from codemods.refusal import Refusal
 from runnercheck.contract import Contract
 
@@ -101,9 +101,12 @@ def _is_pure(node: cst.BaseExpression) -> bool:
     return all(ok(n) for n in cu.find_all(node, lambda n: True))
 
 
-def plan_worker(plan: WorkerPlan, contract: Contract, input_fields: list[str]) -> None:
+def plan_worker(
+    plan: WorkerPlan, contract: Contract, input_fields: list[str], only: set[str] | None = None
+) -> None:
     """Fill ``plan`` (or raise Refusal). ``input_fields`` are the runner input keys,
-    which must not collide with the worker's."""
+    which must not collide with the worker's; ``only`` names the methods that
+    broadcast or call the runner (known from ``ast``; None: look at every method)."""
     path = plan.path
     fn = contract.broadcast_function
     flag = contract.driver_flag
@@ -111,15 +114,17 @@ def plan_worker(plan: WorkerPlan, contract: Contract, input_fields: list[str]) -
     receives: list[tuple[cst.FunctionDef, cst.Call]] = []
     stops: list[cst.Call] = []
     sites: list[CallSite] = []
-    located: dict[int, list[Located]] = {}
+    located: dict[int, FunctionPaths] = {}
     for method in methods(plan.cdef):
+        if only is not None and method.name.value not in only:
+            continue
         calls = cu.find_all(method, lambda n: cu.is_broadcast(n, fn))
         runner_calls = cu.find_all(
             method, lambda n: _is_runner_execute(n, plan.runner_attr, contract)
         )
         if not calls and not runner_calls:
             continue
-        where = located.setdefault(id(method), locate(method, flag))
+        where = located.setdefault(id(method), _locate(method, flag))
         for call in calls:
             assert isinstance(call, cst.Call)
             payload = cu.broadcast_payload(call)
@@ -197,7 +202,7 @@ def plan_worker(plan: WorkerPlan, contract: Contract, input_fields: list[str]) -
         id(plan.driver_site.func): plan.driver_site.func,
         id(plan.nondriver_site.func): plan.nondriver_site.func,
     }.values():
-        used = cu.loaded(func) | cu.bound(func)
+        used = {n.value for group in cu.name_uses(func) for n in group}
         for name in (WORKER_INPUT, MODEL_INPUT):
             if name in used:
                 raise Refusal(
@@ -208,14 +213,28 @@ def plan_worker(plan: WorkerPlan, contract: Contract, input_fields: list[str]) -
                 )
 
 
-def _site(where: list[Located], node: cst.CSTNode) -> Located:
-    best = None
-    for item in where:
-        if item.statement is node or cu.contains(item.statement, lambda n: n is node):
-            if best is None or len(item.chain) > len(best.chain):
-                best = item
-    assert best is not None
-    return best
+@dataclass
+class FunctionPaths:
+    """One function's statements with their paths, and which statement holds a node."""
+
+    func: cst.FunctionDef
+    located: list[Located]
+    owner: dict[int, Located] | None = None
+
+    def site(self, node: cst.CSTNode) -> Located:
+        if self.owner is None:
+            self.owner = owners(self.func, self.located)
+        found = self.owner.get(id(node))
+        assert found is not None
+        return found
+
+
+def _site(where: FunctionPaths, node: cst.CSTNode) -> Located:
+    return where.site(node)
+
+
+def _locate(func: cst.FunctionDef, flag: str) -> FunctionPaths:
+    return FunctionPaths(func, locate(func, flag))
 
 
 def _plan_send(
@@ -593,7 +612,7 @@ def _plan_receive(plan: WorkerPlan, func: cst.FunctionDef, at: Located, contract
             test = test.expression
         if isinstance(test, cst.Name) and test.value == var:
             accounted.add(id(test))
-    where = locate(func, contract.driver_flag)
+    where = _locate(func, contract.driver_flag)
     for name in cu.name_uses(func)[0]:
         if name.value != var or id(name) in accounted:
             continue

@@ -98,6 +98,32 @@ def _child_blocks(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
     return blocks
 
 
+class _Owners(cst.CSTVisitor):
+    def __init__(self, by_id: dict[int, Located]) -> None:
+        self.by_id = by_id
+        self.stack: list[Located] = []
+        self.owner: dict[int, Located] = {}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        here = self.by_id.get(id(node))
+        if here is not None:
+            self.stack.append(here)
+        if self.stack:
+            self.owner[id(node)] = self.stack[-1]
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if id(original_node) in self.by_id:
+            self.stack.pop()
+
+
+def owners(func: cst.FunctionDef, located: list[Located]) -> dict[int, Located]:
+    """``id(node) -> `` the innermost located statement holding it, in one walk."""
+    visitor = _Owners({id(item.statement): item for item in located})
+    func.body.visit(visitor)
+    return visitor.owner
+
+
 def enclosing(located: list[Located], node: cst.CSTNode) -> Located | None:
     """The innermost located statement containing ``node`` (simple statements
     first, then compound headers)."""

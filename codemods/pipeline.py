@@ -28,9 +28,11 @@ import libcst as cst
 
 from codemods import driver_only, inputs, self_return, super_dict, verify
 from codemods.discover import Group, Index, Note, find_groups, module_facts
-from codemods.merge_broadcasts import GroupResult, merge
+from codemods.merge_broadcasts import GroupResult, finish, merge
 from codemods.refusal import Refusal
 from codemods.source import SkippedPath, collect, read_all
+from runnercheck.check.facts import ModuleFacts
+from runnercheck.check.project import Project
 from runnercheck.config import Config
 
 MERGE = "merge-broadcasts"
@@ -115,6 +117,16 @@ class _State:
     config: Config
     select: tuple[str, ...]
     before: dict[frozenset[Path], list] = field(default_factory=dict)
+    facts: dict[Path, ModuleFacts] = field(default_factory=dict)
+
+    def old_facts(self, path: Path) -> ModuleFacts:
+        """The ``check`` facts of a file as read (computed once)."""
+        found = self.facts.get(path)
+        if found is None:
+            tree = self.index.modules[path].tree
+            text = self.sources[path].decode("utf-8", "replace")
+            found = self.facts[path] = verify.facts(path, tree, text, self.config)
+        return found
 
 
 _STATE: _State | None = None
@@ -180,17 +192,54 @@ def _single_codemods(
     return module, applied
 
 
+def _single_needles(state: _State) -> tuple[bytes, ...]:
+    if not any(name in state.select for name in SINGLE):
+        return ()
+    return (state.config.as_dict_method.encode(), state.config.from_dict_method.encode())
+
+
 def _context(state: _State, files: Iterable[Path]) -> dict[Path, bytes]:
-    """The files to re-analyse with a change set: the files and their siblings."""
-    dirs = {p.parent for p in files}
-    return {p: s for p, s in state.sources.items() if p.parent in dirs}
+    """The files to re-analyse with a change set: the files and the modules they
+    import from the run (their partners: base classes, runners)."""
+    wanted = {p for p in files if p in state.sources}
+    for path in list(wanted):
+        facts = state.index.modules.get(path)
+        if facts is None:
+            continue
+        for module, _name, level in facts.imports.values():
+            target = state.index.module_file(path, module, level)
+            if target is not None:
+                wanted.add(target)
+    return {p: state.sources[p] for p in sorted(wanted)}
 
 
 def _verify(
-    state: _State, changes: dict[Path, FileChange], label: str, codemod: str
+    state: _State,
+    changes: dict[Path, FileChange],
+    label: str,
+    codemod: str,
+    trees: dict[Path, tuple[ast.Module, str]] | None = None,
 ) -> Refused | None:
+    """Compile the new sources and re-analyse them with their partner files.
+
+    ``trees``: the ``ast`` and text of new sources already parsed (the others are
+    parsed here)."""
+    trees = dict(trees or {})
     for path, change in changes.items():
-        error = verify.compiles(path, change.new)
+        if path not in trees:
+            text = change.new.decode("utf-8", "replace")
+            try:
+                trees[path] = (verify.parse(path, change.new), text)
+            except (SyntaxError, ValueError) as exc:
+                return Refused(
+                    codemod,
+                    "MIG110",
+                    path,
+                    0,
+                    f"{label}: the rewritten {path.name} does not parse ({exc})",
+                    label,
+                )
+        error = verify.compiles(path, trees[path][0])
         if error is not None:
             return Refused(
                 codemod,
@@ -200,10 +249,11 @@ def _verify(
                 f"{label}: the rewritten {path.name} does not compile ({error})",
                 label,
             )
-    old = _context(state, changes)
+    old = {p: state.old_facts(p) for p in _context(state, changes)}
     new = dict(old)
-    for path, change in changes.items():
-        new[path] = change.new
+    for path in changes:
+        tree, text = trees[path]
+        new[path] = verify.facts(path, tree, text, state.config)
     key = frozenset(old)
     if key not in state.before:
         state.before[key] = verify.findings(old, state.config)
@@ -257,21 +307,30 @@ def run_group(group: Group) -> TaskResult:
         return result
     changes: dict[Path, FileChange] = {}
     sub_refusals: list[Refused] = []
+    single = _single_needles(state)
+    trees: dict[Path, tuple[ast.Module, str]] = {}
+    for path, module in merged.modules.items():
+        applied: list[str] = []
+        module, code, tree = finish(module, merged.used_before[path])
+        if any(needle in state.sources[path] for needle in single):
+            # classes of the original file may want the single-class codemods too
+            module, applied = _single_codemods(state, path, module, sub_refusals, group.label)
+            if applied:
+                code = module.code
+                tree = ast.parse(code)
+        new = code.encode(modules[path].encoding)
+        if new != state.sources[path]:
+            changes[path] = FileChange(path, state.sources[path], new, [MERGE, *applied])
+            trees[path] = (tree, code)
     for path, text in merged.sources.items():
-        module = cst.parse_module(text)
-        module, applied = _single_codemods(state, path, module, sub_refusals, group.label)
-        old = state.sources.get(path) if path not in merged.created else None
-        encoding = modules[path].encoding if path in modules else "utf-8"
-        new = module.code.encode(encoding)
-        if old is not None and new == old:
-            continue
-        changes[path] = FileChange(path, old, new, [MERGE, *applied])
-    failed = _verify(state, changes, group.label, MERGE)
+        changes[path] = FileChange(path, None, text.encode("utf-8"), [MERGE])
+    failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
         result.refusals.append(failed)
         return result
     result.changes = changes
     result.refusals += sub_refusals
+    merged.modules = {}  # results cross process boundaries: text only
     result.groups.append(merged)
     return result
 
@@ -334,7 +393,8 @@ def migrate(
     state = _make_state(sources, config, select)
     groups: list[Group] = []
     if MERGE in select:
-        groups, result.notes = find_groups(state.index)
+        facts = [state.old_facts(p) for p in state.index.modules]
+        groups, result.notes = find_groups(state.index, Project(facts, config.contract()))
     in_groups = {p for g in groups for p in g.files}
     single_needles = (config.as_dict_method.encode(), config.from_dict_method.encode())
     files = [

@@ -4,19 +4,30 @@ broadcast, and no finding the old sources did not have)."""
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from runnercheck.check import check_sources
+from runnercheck.check.facts import ModuleFacts, extract_tree
+from runnercheck.check.runner import FileOutcome, check_outcomes, parse_codes
 from runnercheck.config import Config
 from runnercheck.findings import Finding
 
 _LINES = re.compile(r"(\.py):\d+")
 
 
-def compiles(path: Path, source: bytes) -> str | None:
-    """None when ``source`` compiles, else the error (one line)."""
+def parse(path: Path, source: bytes | str) -> ast.Module:
+    return ast.parse(source, filename=str(path))
+
+
+def facts(path: Path, tree: ast.Module, source: str, config: Config) -> ModuleFacts:
+    """The ``check`` engine's facts of one (already parsed) module."""
+    return extract_tree(tree, str(path), source, config.contract())
+
+
+def compiles(path: Path, source: bytes | ast.Module) -> str | None:
+    """None when ``source`` (text or an already parsed tree) compiles, else the error."""
     try:
         compile(source, str(path), "exec", dont_inherit=True)
     except SyntaxError as exc:
@@ -31,21 +42,25 @@ def _key(finding: Finding) -> tuple[str, str, str]:
     return (Path(finding.path).name, finding.code, _LINES.sub(r"\1", finding.message))
 
 
-def findings(sources: Mapping[Path, bytes], config: Config) -> list[Finding]:
-    return check_sources({str(p): s for p, s in sources.items()}, config).findings
+def findings(modules: Mapping[Path, ModuleFacts], config: Config) -> list[Finding]:
+    """``runnercheck check`` findings over already extracted facts."""
+    outcomes = [FileOutcome(str(p), facts=m) for p, m in modules.items()]
+    select = parse_codes(config.select, "select")
+    ignore = parse_codes(config.ignore, "ignore")
+    return check_outcomes(outcomes, config.contract(), select, ignore).findings
 
 
 def new_findings(
-    old: Mapping[Path, bytes],
-    new: Mapping[Path, bytes],
+    old: Mapping[Path, ModuleFacts],
+    new: Mapping[Path, ModuleFacts],
     config: Config,
     before: list[Finding] | None = None,
 ) -> list[Finding]:
     """Findings on ``new`` that ``old`` did not have, plus any RC106 still reported
-    in a file that changed (``new`` entries that differ from ``old``)."""
+    in a file that changed (``new`` entries that are not ``old``'s)."""
     before = before if before is not None else findings(old, config)
     seen = {_key(f) for f in before}
-    changed = {str(p) for p, s in new.items() if old.get(p) != s}
+    changed = {str(p) for p, m in new.items() if old.get(p) is not m}
     return [
         f
         for f in findings(new, config)
