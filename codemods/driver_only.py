@@ -104,6 +104,9 @@ def rewrite_module(
         reads: set[str] = set()
         everything = False
         need_parent = own is None or inputs.calls_super(own, contract.as_dict_method)
+        if own is not None and not cu.contains(own, lambda n: isinstance(n, cst.Return)):
+            body.append(statement)  # it cannot be broadcast at all (raises): not an input
+            continue
         if own is not None:
             reads |= inputs.self_reads(own)
             everything = inputs.reads_all_fields(own)

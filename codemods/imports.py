@@ -131,11 +131,18 @@ def _after_docstring(body: Sequence[cst.BaseStatement]) -> int:
     return index
 
 
+def _isort_key(name: str) -> tuple[int, str]:
+    """isort's default order inside one import: CONSTANTS, Classes, functions."""
+    if name.isupper() and len(name) > 1:
+        return (0, name)
+    return (1 if name[:1].isupper() else 2, name.lower())
+
+
 def _extend(node: cst.ImportFrom, names: Sequence[str]) -> cst.ImportFrom:
     assert not isinstance(node.names, cst.ImportStar)
     aliases = list(node.names)
     existing = [cu.code(a.name) for a in aliases]
-    sorted_before = existing == sorted(existing, key=str.lower)
+    sorted_before = existing == sorted(existing, key=_isort_key)
     template_comma = (
         aliases[0].comma
         if len(aliases) > 1
@@ -148,7 +155,7 @@ def _extend(node: cst.ImportFrom, names: Sequence[str]) -> cst.ImportFrom:
         if sorted_before:
             position = len(aliases)
             for i, other in enumerate(aliases):
-                if cu.code(other.name).lower() > name.lower():
+                if _isort_key(cu.code(other.name)) > _isort_key(name):
                     position = i
                     break
             aliases.insert(position, alias)

@@ -158,6 +158,15 @@ def plan_group(
                 f"({', '.join(m.name.value for m in legacy)})",
                 legacy[1],
             )
+        if legacy and legacy[0].name.value == contract.prepare_input_method:
+            raise Refusal(
+                "MIG105",
+                ref.path,
+                f"{ref.name} broadcasts inside `{contract.prepare_input_method}` (the merged "
+                "API): only the driver prepares inputs, so no other rank matches it (RC105); "
+                "this needs a fix by hand",
+                legacy[0],
+            )
         if legacy:
             merge_runner.plan_legacy_method(plan, legacy[0], contract)
         runner_plans[ref] = plan
@@ -428,7 +437,8 @@ def rewrite_group(
                     if plan_any.add_base:
                         owner_names.append(runner_base)
                     assert base_file is not None
-                    from_imports.append((import_path(index, path, base_file), owner_names))
+                    if base_file != path:
+                        from_imports.append((import_path(index, path, base_file), owner_names))
                 elif plan_any.owner is not None and plan_any.execute is not None:
                     owner = plan_any.owner
                     if owner.path != path:
@@ -437,7 +447,8 @@ def rewrite_group(
                         )
                 if plan_any.add_base and plan_any.method is None:
                     assert base_file is not None
-                    from_imports.append((import_path(index, path, base_file), [runner_base]))
+                    if base_file != path:
+                        from_imports.append((import_path(index, path, base_file), [runner_base]))
                 body.append(new_cls)
                 continue
             if isinstance(plan_any, WorkerPlan):

@@ -77,3 +77,32 @@ def test_libcst_tool_runs_the_commands_on_single_files(tmp_path: Path) -> None:
     text = (work / "inputs.py").read_text()
     assert "tensor_dict = super().as_broadcastable_tensor_dict()" in text
     assert "MIG203" in proc.stderr  # the drifted copy, as a codemod warning
+
+
+def test_libcst_tool_merges_a_group_that_lives_in_one_file(tmp_path: Path) -> None:
+    target = tmp_path / "whole_group.py"
+    shutil.copy(SINGLE / "whole_group_before.py", target)
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "libcst.tool", "codemod", "-x", "--no-format",
+            "codemods.merge_broadcasts.MergeBroadcastsCommand", str(target),
+        ],
+        capture_output=True, text=True, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert target.read_bytes() == (SINGLE / "whole_group_after.py").read_bytes()
+    # a worker whose runner lives in another file: the single-file command cannot see
+    # it and leaves the file alone (``runnercheck migrate`` plans across files)
+    engine = tmp_path / "engine"
+    shutil.copytree(FIXTURES / "engine" / "before", engine)
+    worker = engine / "cpu_worker.py"
+    before = worker.read_bytes()
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "libcst.tool", "codemod", "-x", "--no-format",
+            "codemods.merge_broadcasts.MergeBroadcastsCommand", str(worker),
+        ],
+        capture_output=True, text=True, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert worker.read_bytes() == before
+    assert "MIG103" in proc.stderr
