@@ -145,7 +145,12 @@ def plan_group(
         module = modules[ref.path]
         cdef = _class_def(module, ref.name)
         if cdef is None:
-            raise Refusal("MIG103", ref.path, f"{ref.name} is not a top-level class", line=0)
+            raise Refusal(
+                "MIG103",
+                ref.path,
+                f"{ref.name} is not a top-level class",
+                line=index.facts(ref).line,
+            )
         plan = RunnerPlan(ref.path, ref.name, cdef)
         legacy = merge_runner.broadcast_methods(
             cdef, contract, _methods_calling(index, ref, {contract.broadcast_function})
@@ -191,7 +196,7 @@ def plan_group(
                     "MIG108",
                     ref.path,
                     f"the name `{name}` for {ref.name}'s input is already used",
-                    line=0,
+                    plan.cdef,
                 )
             taken[ref.path].add(name)
         existing = {m.name.value for m in merge_runner.methods(plan.cdef)}
@@ -242,7 +247,12 @@ def plan_group(
         module = modules[ref.path]
         cdef = _class_def(module, ref.name)
         if cdef is None:
-            raise Refusal("MIG103", ref.path, f"{ref.name} is not a top-level class", line=0)
+            raise Refusal(
+                "MIG103",
+                ref.path,
+                f"{ref.name} is not a top-level class",
+                line=index.facts(ref).line,
+            )
         driven = [r for r in group.runners if runner_plans[r].input_plan.method is not None]
         if not driven:
             raise Refusal(
@@ -402,7 +412,7 @@ def rewrite_group(
                     "MIG108",
                     base_file,
                     f"{base_file.name} exists but does not define {input_base} and {runner_base}",
-                    line=0,
+                    line=1,
                 )
             result.sources[base_file] = templates.base_module(contract)
             result.created.append(base_file)

@@ -30,7 +30,7 @@ from codemods import driver_only, inputs, self_return, super_dict, verify
 from codemods.discover import Group, Index, Note, find_groups, module_facts
 from codemods.merge_broadcasts import GroupResult, finish, merge
 from codemods.refusal import Refusal
-from codemods.source import SkippedPath, collect, read_all
+from codemods.source import SkippedPath, collect, read_all, within_roots
 from runnercheck.check.facts import ModuleFacts
 from runnercheck.check.project import Project
 from runnercheck.config import Config
@@ -118,6 +118,7 @@ class _State:
     select: tuple[str, ...]
     before: dict[frozenset[Path], list] = field(default_factory=dict)
     facts: dict[Path, ModuleFacts] = field(default_factory=dict)
+    roots: tuple[Path, ...] = ()
 
     def old_facts(self, path: Path) -> ModuleFacts:
         """The ``check`` facts of a file as read (computed once)."""
@@ -132,16 +133,20 @@ class _State:
 _STATE: _State | None = None
 
 
-def _make_state(sources: dict[Path, bytes], config: Config, select: tuple[str, ...]) -> _State:
+def _make_state(
+    sources: dict[Path, bytes], config: Config, select: tuple[str, ...], roots: tuple[Path, ...]
+) -> _State:
     modules = []
     for path, data in sources.items():
         modules.append(module_facts(path, ast.parse(data, filename=str(path))))
-    return _State(sources, Index(modules, config.contract()), config, select)
+    return _State(sources, Index(modules, config.contract()), config, select, roots=roots)
 
 
-def _init_worker(sources: dict[Path, bytes], config: Config, select: tuple[str, ...]) -> None:
+def _init_worker(
+    sources: dict[Path, bytes], config: Config, select: tuple[str, ...], roots: tuple[Path, ...]
+) -> None:
     global _STATE
-    _STATE = _make_state(sources, config, select)
+    _STATE = _make_state(sources, config, select, roots)
 
 
 def _lookup_for(index: Index, path: Path, tree: ast.Module | None) -> inputs.ClassLookup:
@@ -171,7 +176,10 @@ def _single_codemods(
         new, changed, skipped = super_dict.rewrite_module(
             module, _lookup_for(state.index, path, tree), contract
         )
-        refusals += [Refused("super-dict", s.code, path, 0, s.message, group) for s in skipped]
+        refusals += [
+            Refused("super-dict", s.code, path, _class_line(state, path, s.cls), s.message, group)
+            for s in skipped
+        ]
         if changed:
             module = new
             applied.append("super-dict")
@@ -180,7 +188,10 @@ def _single_codemods(
         new, changed_fields, skipped_d = driver_only.rewrite_module(
             module, _lookup_for(state.index, path, tree), contract
         )
-        refusals += [Refused("driver-only", s.code, path, 0, s.message, group) for s in skipped_d]
+        refusals += [
+            Refused("driver-only", s.code, path, _class_line(state, path, s.cls), s.message, group)
+            for s in skipped_d
+        ]
         if changed_fields:
             module = new
             applied.append("driver-only")
@@ -196,6 +207,12 @@ def _single_needles(state: _State) -> tuple[bytes, ...]:
     if not any(name in state.select for name in SINGLE):
         return ()
     return (state.config.as_dict_method.encode(), state.config.from_dict_method.encode())
+
+
+def _class_line(state: _State, path: Path, name: str) -> int:
+    module = state.index.modules.get(path)
+    found = module.classes.get(name) if module is not None else None
+    return found.line if found is not None else 0
 
 
 def _context(state: _State, files: Iterable[Path]) -> dict[Path, bytes]:
@@ -323,6 +340,20 @@ def run_group(group: Group) -> TaskResult:
             changes[path] = FileChange(path, state.sources[path], new, [MERGE, *applied])
             trees[path] = (tree, code)
     for path, text in merged.sources.items():
+        if not within_roots(path, state.roots):
+            runner = group.runners[0]
+            result.refusals.append(
+                Refused(
+                    MERGE,
+                    "MIG108",
+                    runner.path,
+                    state.index.facts(runner).line,
+                    f"{group.label}: needs a new {path.name} next to {runner.path.name}, "
+                    "outside the given paths (give the directory, not single files)",
+                    group.label,
+                )
+            )
+            return result
         changes[path] = FileChange(path, None, text.encode("utf-8"), [MERGE])
     failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
@@ -390,7 +421,7 @@ def migrate(
     result.files_parsed = len(sources)
     for skip in collected.skipped:
         result.refusals.append(Refused("parse", skip.code, skip.path, 0, skip.message))
-    state = _make_state(sources, config, select)
+    state = _make_state(sources, config, select, collected.roots)
     groups: list[Group] = []
     if MERGE in select:
         facts = [state.old_facts(p) for p in state.index.modules]
@@ -411,7 +442,7 @@ def migrate(
         with ProcessPoolExecutor(
             max_workers=min(jobs, total),
             initializer=_init_worker,
-            initargs=(sources, config, select),
+            initargs=(sources, config, select, collected.roots),
         ) as pool:
             futures = [pool.submit(run_group, g) for g in groups]
             futures += [pool.submit(run_file, p) for p in files]

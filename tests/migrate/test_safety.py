@@ -101,3 +101,15 @@ def test_writes_are_atomic_and_refuse_changed_or_outside_files(tmp_path: Path) -
             [Change(target, b"new\n", b"newest\n"), Change(outside, b"x\n", b"y\n")], [root]
         )
     assert target.read_bytes() == b"new\n" and outside.read_bytes() == b"x\n"
+
+
+def test_a_new_base_module_outside_the_given_files_is_a_refusal(
+    tmp_path: Path, migrate_cli
+) -> None:
+    work = copy_tree(BEFORE, tmp_path / "engine")
+    before = snapshot(work)
+    names = ("worker.py", "model_runner.py", "pooling_model_runner.py")
+    result = migrate_cli(*(str(work / n) for n in names))
+    assert result.code == 1
+    assert snapshot(work) == before
+    assert "MIG108" in result.out and "model_runner_base.py" in result.out
