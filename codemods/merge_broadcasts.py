@@ -238,9 +238,14 @@ def plan_group(
                     call,
                 )
         bases_in_group = [b for b in index.bases(ref) if b in runner_plans]
-        plan.add_base = not any(
-            runner_plans[b].input_plan.method is not None for b in bases_in_group
-        )
+        inherited = [
+            runner_plans[b].input_plan
+            for b in bases_in_group
+            if runner_plans[b].input_plan.method is not None
+        ]
+        plan.add_base = not inherited
+        # a subclass runner with its own, unrelated input narrows its parent's contract
+        plan.narrows = plan.method is not None and bool(inherited)
     _check_dropped(runner_plans.values(), index)
     worker_plans: list[WorkerPlan] = []
     for ref in group.workers:
@@ -362,7 +367,10 @@ def _rewrite_runner_class(plan: RunnerPlan, contract: Contract, runner_base: str
     items: list[cst.BaseStatement] = []
     for item in cu.body_of(plan.cdef.body):
         if item is plan.method:
-            items.extend(merge_runner.runner_methods(plan, contract))
+            new_methods = merge_runner.runner_methods(plan, contract)
+            if plan.narrows:
+                new_methods = [cu.ignore_on_def_line(m, "override") for m in new_methods]
+            items.extend(new_methods)
             continue
         if item is plan.execute:
             item = merge_runner.rewrite_execute(plan)

@@ -85,6 +85,9 @@ class RunnerPlan:
     owner: RunnerPlan | None = None
     #: the runner gets ``ModelRunnerBase[input]`` as a base
     add_base: bool = False
+    #: a subclass runner whose input is not its parent runner's: its contract
+    #: methods narrow the parent's types (marked ``# type: ignore[override]``)
+    narrows: bool = False
     # legacy method pieces
     docstring: cst.BaseStatement | None = None
     prologue: list[cst.BaseStatement] = field(default_factory=list)
@@ -908,6 +911,12 @@ def _fill_from_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDe
         lead = cu.leading(plan.receive_stmt) if plan.receive_stmt is not None else []
         first = statements[0]
         statements[0] = cu.with_leading(first, cu.comments([*lead, *cu.leading(first)]))
+    if plan.uses_attn_backend:
+        guard = cu.parse_statements(
+            f"if {ATTN_BACKEND} is None:\n"
+            f'    raise ValueError("{plan.input_name} is rebuilt with the runner\'s {ATTN_BACKEND}")\n'
+        )
+        statements = [*guard, *statements]
     return method.with_changes(body=method.body.with_changes(body=[*statements, body[-1]]))
 
 

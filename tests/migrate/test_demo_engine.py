@@ -103,3 +103,17 @@ def test_migrated_embedding_engine_computes_the_same_embeddings(migrated: Path) 
     merged = run_engine(None, tp=2, steps=6, seed=1, engine_dir=str(migrated), embedding=True)
     assert merged["broadcasts_per_step"] == 1
     assert merged["embeddings_sha256"] == legacy["embeddings_sha256"]
+
+
+def test_migrated_input_classes_round_trip_through_a_real_broadcast(migrated: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable, "-m", "runnercheck", "fuzz", migrated.name, "--examples", "8",
+            "--seed", "7", "--attn-backend",
+            "runnercheck.demo.engine.attention:TinyAttentionBackend",
+        ],
+        cwd=migrated.parent, capture_output=True, text=True, timeout=300,
+        env={"PYTHONPATH": f"{REPO}:{migrated.parent}", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("PASS ") == 5, proc.stdout
