@@ -98,7 +98,7 @@ def stage_check(ws: Workspace, options: DemoOptions) -> StageResult:
         "check",
         ok=bool(paired) and not other,
         summary=f"{len(paired)} paired-broadcast findings (RC106), {len(other)} other",
-        details={"findings": [f.as_json() for f in result.findings], **result.summary()},
+        details={"findings": [f.as_json() for f in result.findings], "files": result.summary()},
     )
 
 
@@ -130,7 +130,7 @@ def stage_recheck(ws: Workspace, options: DemoOptions) -> StageResult:
         "recheck",
         ok=not result.findings,
         summary=f"{len(result.findings)} findings after migration",
-        details={"findings": [f.as_json() for f in result.findings], **result.summary()},
+        details={"findings": [f.as_json() for f in result.findings], "files": result.summary()},
     )
 
 
@@ -160,6 +160,7 @@ def stage_mypy(ws: Workspace, options: DemoOptions) -> StageResult:
 
 def stage_fuzz(ws: Workspace, options: DemoOptions) -> StageResult:
     from runnercheck.config import Config
+    from runnercheck.demo.engine.attention import TinyAttentionBackend
     from runnercheck.fuzz import FuzzOptions, fuzz, resolve_all
 
     config = Config()
@@ -168,13 +169,18 @@ def stage_fuzz(ws: Workspace, options: DemoOptions) -> StageResult:
         targets = resolve_all([str(ws.migrated)], config.contract())
         report = fuzz(
             targets,
-            FuzzOptions(world_size=2, examples=options.fuzz_examples, seed=options.seed),
+            FuzzOptions(
+                world_size=2,
+                examples=options.fuzz_examples,
+                seed=options.seed,
+                attn_backend=TinyAttentionBackend,  # as the engine's workers pass it
+            ),
             config,
         )
     finally:
         sys.path.remove(str(ws.root))
     data = report.as_json()
-    classes = [t.__name__ if isinstance(t, type) else str(t) for t in targets]
+    classes = [t.name.rsplit(":", 1)[-1] for t in targets]
     return StageResult(
         "fuzz",
         ok=bool(report.passed) and bool(classes),
