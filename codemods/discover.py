@@ -187,12 +187,18 @@ class Index:
                 if candidate in self.modules:
                     return candidate
             return None
-        candidates = self._by_dotted.get(module, [])
-        if len(candidates) == 1:
-            return candidates[0]
-        # Prefer the candidate closest to the importing file.
-        best = sorted(candidates, key=lambda p: -len(_common(p, origin)))
-        return best[0] if best else None
+        parts = module.split(".")
+        for start in range(len(parts)):
+            # a renamed top package (a copy of ``vllm/`` under another name): try the
+            # shorter suffixes, nearest to the importing file first
+            candidates = self._by_dotted.get(".".join(parts[start:]), [])
+            if len(candidates) == 1 and (start == 0 or candidates[0].parent == origin.parent):
+                return candidates[0]
+            if candidates:
+                best = sorted(candidates, key=lambda p: -len(_common(p, origin)))
+                if start == 0 or best[0].parent == origin.parent:
+                    return best[0]
+        return None
 
     def resolve_class(self, origin: Path, dotted: str) -> ClassRef | None:
         """The class that the name ``dotted`` means in the module ``origin``."""

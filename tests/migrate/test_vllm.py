@@ -177,3 +177,19 @@ def test_051_merge_changes_nothing(tmp_path: Path) -> None:
         assert path.read_bytes() == (original / "worker" / path.name).read_bytes()
     # the XPU runner broadcasts inside prepare_model_input: refused, not rewritten
     assert {r["code"] for r in report["refusals"]} <= {"MIG105"}
+
+
+def test_050_worker_dir_copied_alone_still_resolves_its_imports(tmp_path: Path) -> None:
+    """``vllm.worker.model_runner`` imports resolve when only ``worker/`` is given, under
+    another name (the nearest module with the same tail)."""
+    original = source_root("0.5.0") / "vllm" / "worker"
+    copy = tmp_path / "worker050"
+    shutil.copytree(original, copy)
+    proc = subprocess.run(
+        [sys.executable, "-m", "runnercheck", "migrate", "--format", "json", str(copy)],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )  # fmt: skip
+    report = json.loads(proc.stdout)
+    assert report["refusals"] == []
+    assert len(report["changes"]) == 6
+    assert check_paths([copy]).findings == []
