@@ -24,10 +24,20 @@ import sys
 from pathlib import Path
 
 HELP = "rewrite paired broadcasts into the merged prepare/convert/execute shape"
-EPILOG = (
-    "exit status: 0 nothing to change, 1 files changed (or, with --check/--diff, would "
-    "change) or something was refused, 2 usage or input error"
-)
+EPILOG = """\
+codemods:
+  merge-broadcasts  one broadcast per step: an input dataclass per runner,
+                    prepare_model_input / make_model_input_from_broadcasted_tensor_dict /
+                    execute_model(model_input, kv_caches), driven by the worker
+  self-return       from_broadcasted_tensor_dict returns Self or a cls-bound TypeVar
+  driver-only       declare the input fields that are never broadcast
+  super-dict        a subclass dict that re-lists its parent's keys calls super()
+
+A shape the planner does not recognise is refused (MIG1xx/MIG2xx, with file and
+line) and its whole worker/runner group is left byte-identical.
+
+exit status: 0 nothing to change, 1 files changed (or, with --check/--diff, would
+change) or something was refused, 2 usage or input error"""
 CODEMODS = ("merge-broadcasts", "self-return", "driver-only", "super-dict")
 
 
