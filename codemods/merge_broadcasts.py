@@ -41,6 +41,8 @@ class RunnerSummary:
     keys: list[str]
     dynamic: list[str]
     dropped: list[DroppedKey]
+    #: the runner subclasses a runner with another input (``# type: ignore[override]``)
+    narrows: str = ""
 
 
 @dataclass
@@ -246,6 +248,7 @@ def plan_group(
         plan.add_base = not inherited
         # a subclass runner with its own, unrelated input narrows its parent's contract
         plan.narrows = plan.method is not None and bool(inherited)
+        plan.narrows_from = inherited[0].name if plan.narrows else ""
     _check_dropped(runner_plans.values(), index)
     worker_plans: list[WorkerPlan] = []
     for ref in group.workers:
@@ -511,6 +514,7 @@ def rewrite_group(
                 keys=list(plan.keys),
                 dynamic=dynamic,
                 dropped=[dataclasses.replace(d, node=None) for d in plan.dropped],
+                narrows=plan.narrows_from,
             )
         )
     for plan_w in worker_plans:

@@ -88,6 +88,7 @@ class RunnerPlan:
     #: a subclass runner whose input is not its parent runner's: its contract
     #: methods narrow the parent's types (marked ``# type: ignore[override]``)
     narrows: bool = False
+    narrows_from: str = ""
     # legacy method pieces
     docstring: cst.BaseStatement | None = None
     prologue: list[cst.BaseStatement] = field(default_factory=list)

@@ -54,6 +54,13 @@ def detail_lines(result: MigrateResult) -> list[str]:
                     f"{group.label}: {runner.input_class} declares driver-only "
                     f"{', '.join(runner.driver_only)} (never broadcast)"
                 )
+            if runner.narrows:
+                lines.append(
+                    f"{group.label}: {runner.runner} subclasses {runner.narrows} but takes "
+                    f"{runner.input_class}: its prepare_model_input and "
+                    "make_model_input_from_broadcasted_tensor_dict are marked "
+                    "`# type: ignore[override]`"
+                )
             by_reason: dict[tuple[str, str, str], list[str]] = {}
             for dropped in runner.dropped:
                 reason = (dropped.carrier, dropped.merged, dropped.constructor)
@@ -135,6 +142,7 @@ def as_json(result: MigrateResult, mode: str, written: list[Path]) -> dict[str, 
                         "keys": r.keys,
                         "merged_dicts": r.dynamic,
                         "dropped": [{"key": d.key, "why": d.why} for d in r.dropped],
+                        "narrows": r.narrows,
                     }
                     for r in g.runners
                 ],

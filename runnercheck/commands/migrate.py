@@ -22,6 +22,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from codemods.pipeline import MigrateResult
+    from runnercheck.config import Config
 
 HELP = "rewrite paired broadcasts into the merged prepare/convert/execute shape"
 EPILOG = """\
@@ -92,7 +99,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codemods import report
-    from codemods.pipeline import migrate
     from codemods.write import Change, write_changes
     from runnercheck.config import load_config
     from runnercheck.console import make_console
@@ -108,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(Path(args.paths[0]), args.config)
     mode = "diff" if args.diff else "check" if args.check else "write"
     err = make_console(stderr=True)
-    result = _run_with_progress(args.paths, select, config, jobs, err, migrate)
+    result = _run_with_progress(args.paths, select, config, jobs, err)
     written: list[Path] = []
     if mode == "write" and result.changes:
         written = write_changes(
@@ -128,7 +134,12 @@ def run(args: argparse.Namespace) -> int:
     return 1 if result.changes or result.refusals else 0
 
 
-def _run_with_progress(paths, select, config, jobs, console, migrate):  # type: ignore[no-untyped-def]
+def _run_with_progress(
+    paths: list[str], select: tuple[str, ...], config: Config, jobs: int, console: Console
+) -> MigrateResult:
+    """The migration, with a progress bar on a terminal (none otherwise)."""
+    from codemods.pipeline import migrate
+
     if not console.is_terminal:
         return migrate(paths, select, config, jobs)
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
