@@ -1,0 +1,89 @@
+"""The shipped pre-commit hooks, through real `pre-commit`, on a repository holding the
+legacy engine: they fail with the findings, and pass once `runnercheck migrate` ran."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runnercheck.demo.engine import engine_source_dir
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def git(cwd: Path, *args: str) -> str:
+    proc = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return proc.stdout.strip()
+
+
+@pytest.mark.slow
+def test_hooks_fail_on_legacy_and_pass_after_migrate(tmp_path: Path) -> None:
+    if not (REPO / ".git").exists():
+        pytest.skip("the hooks are installed from this checkout's git history; no .git here")
+    rev = git(REPO, "rev-parse", "HEAD")
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copytree(
+        engine_source_dir("legacy"),
+        project / "engine",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    (project / ".pre-commit-config.yaml").write_text(
+        f"repos:\n  - repo: {REPO}\n    rev: {rev}\n    hooks:\n"
+        "      - id: runnercheck-check\n      - id: runnercheck-migrate\n",
+        encoding="utf-8",
+    )
+    git(project, "init", "-q")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "legacy engine")
+    env = {
+        **os.environ,
+        "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
+        # the hook environment takes the CPU torch on disk, as the README's set-up does
+        "PIP_CONSTRAINT": str(REPO / "constraints.txt"),
+        "NO_COLOR": "1",
+    }
+
+    def run_hooks() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(BIN / "pre-commit"), "run", "--all-files"],
+            cwd=project,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
+
+    before = run_hooks()
+    assert before.returncode == 1, before.stdout + before.stderr
+    assert "runnercheck check....." in before.stdout
+    assert before.stdout.count(": RC106 ") == 3
+    assert "Found 3 findings in 3 files" in before.stdout
+    assert "runnercheck migrate --check" in before.stdout
+
+    migrate = subprocess.run(
+        [str(BIN / "runnercheck"), "migrate", "engine"],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert migrate.returncode == 1, migrate.stdout + migrate.stderr  # 1: files changed
+    git(project, "add", "-A")
+
+    after = run_hooks()
+    assert after.returncode == 0, after.stdout + after.stderr
+    assert "runnercheck check" in after.stdout and "Passed" in after.stdout
+    assert "Failed" not in after.stdout
