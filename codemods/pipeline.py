@@ -302,6 +302,19 @@ def _line_of(refusal: Refusal, modules: dict[Path, cst.Module]) -> int:
 
 
 def run_group(group: Group) -> TaskResult:
+    """Plan, rewrite and verify one group; any failure leaves the group alone."""
+    path = group.files[0] if group.files else Path(".")
+    try:
+        return _run_group(group)
+    except cst.ParserSyntaxError as exc:
+        message = f"{group.label}: LibCST cannot parse a file of the group: {exc.message}"
+        return TaskResult(refusals=[Refused(MERGE, "MIG001", path, exc.raw_line, message)])
+    except Exception as exc:  # a planner bug must not take the other groups down
+        message = f"{group.label}: internal error {type(exc).__name__}: {exc}"
+        return TaskResult(refusals=[Refused(MERGE, "MIG199", path, 0, message, group.label)])
+
+
+def _run_group(group: Group) -> TaskResult:
     state = _STATE
     assert state is not None
     result = TaskResult()
@@ -367,6 +380,18 @@ def run_group(group: Group) -> TaskResult:
 
 
 def run_file(path: Path) -> TaskResult:
+    """The single-class codemods on one file; any failure leaves it alone."""
+    try:
+        return _run_file(path)
+    except cst.ParserSyntaxError as exc:
+        message = f"LibCST cannot parse it: {exc.message}"
+        return TaskResult(refusals=[Refused("parse", "MIG001", path, exc.raw_line, message)])
+    except Exception as exc:
+        message = f"internal error {type(exc).__name__}: {exc}"
+        return TaskResult(refusals=[Refused("parse", "MIG199", path, 0, message)])
+
+
+def _run_file(path: Path) -> TaskResult:
     state = _STATE
     assert state is not None
     result = TaskResult(cst_files=1)

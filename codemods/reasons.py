@@ -46,6 +46,11 @@ REASONS: tuple[Reason, ...] = (
         "the rewritten sources did not re-parse, compile or re-analyse as migrated",
     ),
     Reason(
+        "MIG199",
+        "internal-error",
+        "the planner failed on this group (a bug; please report it); the group was left alone",
+    ),
+    Reason(
         "MIG201",
         "parent-not-found",
         "the parent class needed by a single-class codemod is not in the given paths",

@@ -113,3 +113,25 @@ def test_a_new_base_module_outside_the_given_files_is_a_refusal(
     assert result.code == 1
     assert snapshot(work) == before
     assert "MIG108" in result.out and "model_runner_base.py" in result.out
+
+
+def test_a_planner_failure_refuses_only_its_group(tmp_path: Path, migrate_cli, monkeypatch) -> None:
+    """Fault injection: the planner raising on one runner leaves that group
+    byte-identical (MIG199) and the other group is still migrated."""
+    from codemods import merge_runner
+
+    real = merge_runner.plan_legacy_method
+
+    def failing(plan, method, contract):  # type: ignore[no-untyped-def]
+        if plan.name == "CPUModelRunner":
+            raise RuntimeError("injected")
+        return real(plan, method, contract)
+
+    monkeypatch.setattr(merge_runner, "plan_legacy_method", failing)
+    work = copy_tree(BEFORE, tmp_path / "engine")
+    result = migrate_cli(str(work))
+    assert result.code == 1
+    assert "MIG199 [merge-broadcasts] CPUWorker/CPUModelRunner: internal error" in result.out
+    for name in ("cpu_worker.py", "cpu_model_runner.py"):
+        assert (work / name).read_bytes() == (BEFORE / name).read_bytes()
+    assert (work / "worker.py").read_bytes() == (AFTER / "worker.py").read_bytes()
