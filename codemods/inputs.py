@@ -126,24 +126,6 @@ def calls_super(node: cst.CSTNode, name: str) -> bool:
     return f"super().{name}(" in cu.code(node)
 
 
-def _norm(text: str) -> str:
-    try:
-        return ast.dump(ast.parse(text.strip(), mode="eval"))
-    except SyntaxError:
-        return text.strip()
-
-
-def norm_statement(text: str) -> str:
-    try:
-        return ast.dump(ast.parse(text.strip()))
-    except SyntaxError:
-        return text.strip()
-
-
-def norm_expr(node: cst.BaseExpression) -> str:
-    return _norm(cu.code(node))
-
-
 def parent_from_ast(cls: ast.ClassDef, name: str) -> ParentDict | None:
     """The facts of ``cls.<name>`` read from an ``ast`` class (any file)."""
     func = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == name), None)

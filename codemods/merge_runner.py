@@ -153,10 +153,6 @@ def _is_docstring(statement: cst.BaseStatement) -> bool:
     )
 
 
-def _indent_of(block_depth: int) -> int:
-    return 4 * block_depth
-
-
 def _params(func: cst.FunctionDef) -> list[cst.Param]:
     return list(func.params.params)
 

@@ -122,14 +122,3 @@ def owners(func: cst.FunctionDef, located: list[Located]) -> dict[int, Located]:
     visitor = _Owners({id(item.statement): item for item in located})
     func.body.visit(visitor)
     return visitor.owner
-
-
-def enclosing(located: list[Located], node: cst.CSTNode) -> Located | None:
-    """The innermost located statement containing ``node`` (simple statements
-    first, then compound headers)."""
-    best: Located | None = None
-    for item in located:
-        if item.statement is node or cu.contains(item.statement, lambda n: n is node):
-            if best is None or len(item.chain) > len(best.chain):
-                best = item
-    return best
