@@ -7,4 +7,4 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+.venv/bin/python -m pip install --quiet -c constraints.txt --config-settings editable_mode=compat -e '.[dev]'
