@@ -112,13 +112,17 @@ def main(argv: list[str] | None = None) -> int:
         "ratio_to_rewrite_floor": ratio_rewrite,
         "target_ratio": 1.5,
     }
-    print(f"vLLM {args.version}: {len(all_files)} files, {len(prefiltered)} pass the byte prefilter "
-          f"(parsed with ast), {first.files_cst} parsed with LibCST, "
-          f"{len(first.changes)} changed, {len(first.refusals)} refused")
+    print(
+        f"vLLM {args.version}: {len(all_files)} files, {len(prefiltered)} pass the byte prefilter "
+        f"(parsed with ast), {first.files_cst} parsed with LibCST, "
+        f"{len(first.changes)} changed, {len(first.refusals)} refused"
+    )
     print(f"{'':14} {'cpu median':>10} {'min':>7} {'max':>7}   {'wall median':>11}")
     for name in runs:
         c, w = cpu[name], wall[name]
-        print(f"{name:14} {c['median']:10.3f} {c['min']:7.3f} {c['max']:7.3f}   {w['median']:11.3f}")
+        print(
+            f"{name:14} {c['median']:10.3f} {c['min']:7.3f} {c['max']:7.3f}   {w['median']:11.3f}"
+        )
     print(f"migrate / parse floor   = {ratio_parse:.2f}x (target <= 1.5x)")
     print(f"migrate / rewrite floor = {ratio_rewrite:.2f}x (LibCST files only)")
     if args.json:
