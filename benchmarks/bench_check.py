@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.common import spread  # noqa: E402
 from runnercheck.check import CheckResult, check_paths  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
@@ -51,15 +52,6 @@ def timed(func: Callable[[], object]) -> float:
     start = time.perf_counter()
     func()
     return time.perf_counter() - start
-
-
-def spread(samples: list[float]) -> dict[str, float]:
-    return {
-        "median": statistics.median(samples),
-        "min": min(samples),
-        "max": max(samples),
-        "n": len(samples),
-    }
 
 
 def run_command(cmd: list[str], cwd: Path) -> float:

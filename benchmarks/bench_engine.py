@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -32,17 +31,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.common import spread  # noqa: E402
 from runnercheck.demo.engine import run_engine  # noqa: E402
 
 SHAPES = ("legacy", "merged")
-
-
-def spread(samples: list[float]) -> dict[str, float]:
-    return {
-        "median": statistics.median(samples),
-        "min": min(samples),
-        "max": max(samples),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,12 +38,9 @@ if str(REPO) not in sys.path:
 
 import torch  # noqa: E402
 
+from benchmarks.common import spread  # noqa: E402
 from runnercheck.config import Config  # noqa: E402
 from runnercheck.fuzz import FuzzOptions, LocalGroup, Target, fuzz  # noqa: E402
-
-
-def spread(samples: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
 
 
 def engine_input() -> tuple[type, Any]:

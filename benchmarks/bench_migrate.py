@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -38,6 +37,7 @@ if str(REPO) not in sys.path:
 
 import libcst as cst  # noqa: E402
 
+from benchmarks.common import spread  # noqa: E402
 from codemods.pipeline import MigrateResult, migrate, needles  # noqa: E402
 from runnercheck.config import Config  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
@@ -55,15 +55,6 @@ def timed(func: Callable[[], object]) -> tuple[float, float]:
     wall, cpu = time.perf_counter(), time.process_time()
     func()
     return time.process_time() - cpu, time.perf_counter() - wall
-
-
-def spread(samples: list[float]) -> dict[str, float]:
-    return {
-        "median": statistics.median(samples),
-        "min": min(samples),
-        "max": max(samples),
-        "n": len(samples),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.common import spread  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
 #: Target: the plugin adds at most this much to a cold run.
@@ -77,15 +78,6 @@ def run_mypy(package: Path, workdir: Path, with_plugin: bool, rep: int) -> tuple
     if proc.returncode not in (0, 1) or proc.stderr:
         raise SystemExit(f"mypy failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
     return elapsed, cpu, proc.stdout
-
-
-def spread(samples: list[float]) -> dict[str, float]:
-    return {
-        "median": statistics.median(samples),
-        "min": min(samples),
-        "max": max(samples),
-        "n": len(samples),
-    }
 
 
 def mypy_messages(stdout: str) -> list[str]:
