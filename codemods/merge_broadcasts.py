@@ -377,6 +377,8 @@ def _rewrite_runner_class(plan: RunnerPlan, contract: Contract, runner_base: str
             continue
         if item is plan.execute:
             item = merge_runner.rewrite_execute(plan)
+            if plan.narrows:
+                item = cu.ignore_on_def_line(item, "override")
         elif isinstance(item, cst.FunctionDef) and item.name.value in plan.self_execute_in:
             item = cu.replace_nodes(item, replace)
         items.append(item)

@@ -104,6 +104,8 @@ class RunnerPlan:
     branch_stmt: cst.BaseStatement | None = None
     mutations: list[cst.BaseStatement] = field(default_factory=list)
     receive_var: str = ""
+    #: ``assert <received dict> is not None`` right after the receive (not moved)
+    receive_checks: list[cst.BaseStatement] = field(default_factory=list)
     nondriver: list[cst.BaseStatement] = field(default_factory=list)
     uses_attn_backend: bool = False
     keys: list[str] = field(default_factory=list)
@@ -472,7 +474,12 @@ def _plan_nondriver(
     assert isinstance(target, cst.Name)
     plan.receive_var = var = target.value
     plan.receive_stmt = block[0]
-    plan.nondriver = block[1:]
+    rest = block[1:]
+    # `assert <dict> is not None` right after the receive only narrows the broadcast's
+    # Optional result; the input's classmethod gets a dict, so the check stays behind.
+    while rest and _is_not_none_assert(rest[0], var):
+        plan.receive_checks.append(rest.pop(0))
+    plan.nondriver = rest
     for statement in plan.nondriver:
         if cu.contains(statement, lambda n: cu.is_broadcast(n, fn)):
             raise Refusal(
@@ -522,6 +529,22 @@ def _plan_nondriver(
                 method,
             )
     _plan_keys(plan, method, fields, consumed, spreads)
+
+
+def _is_not_none_assert(statement: cst.BaseStatement, var: str) -> bool:
+    small = cu.single_small(statement)
+    if not (isinstance(small, cst.Assert) and small.msg is None):
+        return False
+    test = small.test
+    return (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and test.left.value == var
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.IsNot)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    )
 
 
 def _receive_uses(
@@ -906,6 +929,8 @@ def _fill_from_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDe
     body = list(cu.body_of(method.body))
     if statements:
         lead = cu.leading(plan.receive_stmt) if plan.receive_stmt is not None else []
+        for check in plan.receive_checks:
+            lead = [*lead, *cu.comments(cu.leading(check))]
         first = statements[0]
         statements[0] = cu.with_leading(first, cu.comments([*lead, *cu.leading(first)]))
     if plan.uses_attn_backend:

@@ -75,6 +75,8 @@ class WorkerPlan:
     #: insert WorkerInput.from_broadcasted_tensor_dict after this statement
     recv_anchor: cst.BaseStatement | None = None
     key_reads: dict[int, str] = field(default_factory=dict)
+    #: the receive is followed by ``if not <dict>: <exit>``
+    recv_guarded: bool = False
     # runner call sites
     driver_site: CallSite | None = None
     nondriver_site: CallSite | None = None
@@ -543,6 +545,7 @@ def _plan_receive(plan: WorkerPlan, func: cst.FunctionDef, at: Located, contract
             and nxt.test.expression.value == var
         ):
             anchor = nxt
+            plan.recv_guarded = True
     plan.recv_anchor = anchor
     site = plan.nondriver_site
     assert site is not None
@@ -718,7 +721,11 @@ def rewrite_worker(plan: WorkerPlan, contract: Contract) -> cst.ClassDef:
     make_input = f"{MODEL_INPUT} = {ri}.{contract.make_input_method}({plan.recv_var})\n"
     nd = plan.nondriver_site
     if nd.where.path == "both":
-        make_input = f"if not self.{contract.driver_flag}:\n    {make_input}"
+        # Past the driver split the received dict is Optional again for a type checker;
+        # on the non-driver path the guard after the receive has already left when it
+        # was empty, so say so before using it.
+        check = f"    assert {plan.recv_var} is not None\n" if plan.recv_guarded else ""
+        make_input = f"if not self.{contract.driver_flag}:\n{check}    {make_input}"
     inserts_before[id(nd.where.statement)] = [
         *inserts_before.get(id(nd.where.statement), []),
         *cu.parse_statements(make_input),

@@ -57,9 +57,9 @@ def detail_lines(result: MigrateResult) -> list[str]:
             if runner.narrows:
                 lines.append(
                     f"{group.label}: {runner.runner} subclasses {runner.narrows} but takes "
-                    f"{runner.input_class}: its prepare_model_input and "
-                    "make_model_input_from_broadcasted_tensor_dict are marked "
-                    "`# type: ignore[override]`"
+                    f"{runner.input_class}: its prepare_model_input, "
+                    "make_model_input_from_broadcasted_tensor_dict and execute_model "
+                    "are marked `# type: ignore[override]`"
                 )
             by_reason: dict[tuple[str, str, str], list[str]] = {}
             for dropped in runner.dropped:
