@@ -1,4 +1,4 @@
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -126,7 +126,7 @@ class CPUModelRunner:
                 seq_group_metadata_list, seq_lens, query_lens, self.device
             )
             # Broadcast the metadata.
-            metadata_dict = {
+            metadata_dict: Dict[str, Any] = {
                 "input_tokens": input_tokens,
                 "input_positions": input_positions,
                 "selected_token_indices": sampling_metadata.selected_token_indices,
@@ -135,12 +135,13 @@ class CPUModelRunner:
             metadata_dict.update(attn_metadata.asdict_zerocopy())
             broadcast_tensor_dict(metadata_dict, src=0)
         else:
-            metadata_dict = broadcast_tensor_dict(src=0)
-            input_tokens = metadata_dict.pop("input_tokens")
-            input_positions = metadata_dict.pop("input_positions")
-            selected_token_indices = metadata_dict.pop("selected_token_indices")
-            multi_modal_kwargs = metadata_dict.pop("multi_modal_kwargs")
-            attn_metadata = self.attn_backend.make_metadata(**metadata_dict)
+            broadcast_data = broadcast_tensor_dict(src=0)
+            assert broadcast_data is not None
+            input_tokens = broadcast_data.pop("input_tokens")
+            input_positions = broadcast_data.pop("input_positions")
+            selected_token_indices = broadcast_data.pop("selected_token_indices")
+            multi_modal_kwargs = broadcast_data.pop("multi_modal_kwargs")
+            attn_metadata = self.attn_backend.make_metadata(**broadcast_data)
             sampling_metadata = SamplingMetadata(
                 seq_groups=None,
                 selected_token_indices=selected_token_indices,

@@ -1,6 +1,6 @@
 """A CPU worker class."""
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import torch
 
@@ -15,7 +15,7 @@ from runnercheck.demo.engine.config import (
     SchedulerConfig,
 )
 from runnercheck.demo.engine.parallel import init_distributed_environment
-from runnercheck.demo.engine.sequence import ExecuteModelRequest, SamplerOutput
+from runnercheck.demo.engine.sequence import ExecuteModelRequest, PoolerOutput, SamplerOutput
 
 from .cpu_model_runner import CPUModelRunner
 from .worker_base import LoraNotSupportedWorkerBase
@@ -104,7 +104,7 @@ class CPUWorker(LoraNotSupportedWorkerBase):
     def execute_model(
         self,
         execute_model_req: Optional[ExecuteModelRequest] = None,
-    ) -> Optional[List[SamplerOutput]]:
+    ) -> Optional[List[Union[SamplerOutput, PoolerOutput]]]:
         if execute_model_req is None:
             seq_group_metadata_list = None
         else:
@@ -128,11 +128,11 @@ class CPUWorker(LoraNotSupportedWorkerBase):
             }
             broadcast_tensor_dict(data, src=0)
         else:
-            data = broadcast_tensor_dict(src=0)
-            if not data:
+            broadcast_data = broadcast_tensor_dict(src=0)
+            if not broadcast_data:
                 return None
-            num_seq_groups = data["num_seq_groups"]
-            blocks_to_copy = data["blocks_to_copy"]
+            num_seq_groups = broadcast_data["num_seq_groups"]
+            blocks_to_copy = broadcast_data["blocks_to_copy"]
 
         self.cache_copy(blocks_to_copy)
 
@@ -142,6 +142,9 @@ class CPUWorker(LoraNotSupportedWorkerBase):
 
         output = self.model_runner.execute_model(seq_group_metadata_list, self.cpu_cache)
 
+        # Only the driver worker samples: the other workers have no output.
+        if output is None:
+            return []
         # CPU worker only supports single-step execution.
         return [output]
 

@@ -1,4 +1,4 @@
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import torch
 
@@ -45,11 +45,13 @@ class EmbeddingModelRunner(ModelRunner):
             is_driver_worker=is_driver_worker,
         )
 
+    # Pools instead of sampling: returns a PoolerOutput where ModelRunner returns a
+    # SamplerOutput.
     @torch.inference_mode()
-    def execute_model(
+    def execute_model(  # type: ignore[override]
         self,
         seq_group_metadata_list: Optional[List[SequenceGroupMetadata]],
-        kv_caches: List[torch.Tensor],
+        kv_caches: Optional[List[torch.Tensor]],
     ) -> Optional[PoolerOutput]:
         (
             input_tokens,
@@ -62,15 +64,16 @@ class EmbeddingModelRunner(ModelRunner):
         ) = self.prepare_input_tensors(seq_group_metadata_list)
 
         if self.lora_config:
+            assert lora_mapping is not None
             self.set_active_loras(lora_requests, lora_mapping)
 
         num_layers = self.model_config.get_num_layers(self.parallel_config)
-        kv_caches = [None] * num_layers
+        no_kv_caches: List[Optional[torch.Tensor]] = [None] * num_layers
 
-        execute_model_kwargs = {
+        execute_model_kwargs: Dict[str, Any] = {
             "input_ids": input_tokens,
             "positions": input_positions,
-            "kv_caches": kv_caches,
+            "kv_caches": no_kv_caches,
             "attn_metadata": attn_metadata,
             **multi_modal_input,
         }
@@ -82,16 +85,17 @@ class EmbeddingModelRunner(ModelRunner):
 
         return self.model.pooler(hidden_states=hidden_states, pooling_metadata=pooling_metadata)
 
-    def prepare_input_tensors(
+    # Prepares PoolingMetadata where ModelRunner prepares SamplingMetadata.
+    def prepare_input_tensors(  # type: ignore[override]
         self,
         seq_group_metadata_list: Optional[List[SequenceGroupMetadata]],
     ) -> Tuple[
         torch.Tensor,
         torch.Tensor,
-        TinyAttentionMetadata,
+        Optional[TinyAttentionMetadata],
         PoolingMetadata,
         Set[LoRARequest],
-        LoRAMapping,
+        Optional[LoRAMapping],
         Dict[str, torch.Tensor],
     ]:
         if self.is_driver_worker:
@@ -114,7 +118,7 @@ class EmbeddingModelRunner(ModelRunner):
             # Prepare PoolingMetadata
             pooling_metadata = self._prepare_pooling(seq_group_metadata_list, seq_lens)
 
-            metadata_dict = {
+            metadata_dict: Dict[str, Any] = {
                 "input_tokens": input_tokens,
                 "input_positions": input_positions,
                 "lora_requests": lora_requests,
@@ -129,14 +133,15 @@ class EmbeddingModelRunner(ModelRunner):
                 metadata_dict.update(attn_metadata.asdict_zerocopy())
             broadcast_tensor_dict(metadata_dict, src=0)
         else:
-            metadata_dict = broadcast_tensor_dict(src=0)
-            input_tokens = metadata_dict.pop("input_tokens")
-            input_positions = metadata_dict.pop("input_positions")
-            lora_mapping = metadata_dict.pop("lora_mapping")
-            lora_requests = metadata_dict.pop("lora_requests")
-            multi_modal_kwargs = metadata_dict.pop("multi_modal_kwargs")
-            if metadata_dict:
-                attn_metadata = self.attn_backend.make_metadata(**metadata_dict)
+            broadcast_data = broadcast_tensor_dict(src=0)
+            assert broadcast_data is not None
+            input_tokens = broadcast_data.pop("input_tokens")
+            input_positions = broadcast_data.pop("input_positions")
+            lora_mapping = broadcast_data.pop("lora_mapping")
+            lora_requests = broadcast_data.pop("lora_requests")
+            multi_modal_kwargs = broadcast_data.pop("multi_modal_kwargs")
+            if broadcast_data:
+                attn_metadata = self.attn_backend.make_metadata(**broadcast_data)
             else:
                 attn_metadata = None
             pooling_metadata = PoolingMetadata(seq_groups=None, seq_data=None, prompt_lens=None)

@@ -1,4 +1,4 @@
-from typing import Dict, List, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Set, Tuple
 
 import torch
 
@@ -166,10 +166,10 @@ class ModelRunner:
     ) -> Tuple[
         torch.Tensor,
         torch.Tensor,
-        TinyAttentionMetadata,
+        Optional[TinyAttentionMetadata],
         SamplingMetadata,
         Set[LoRARequest],
-        LoRAMapping,
+        Optional[LoRAMapping],
         Dict[str, torch.Tensor],
     ]:
         if self.is_driver_worker:
@@ -193,7 +193,7 @@ class ModelRunner:
                 seq_group_metadata_list, seq_lens, query_lens, self.device
             )
 
-            metadata_dict = {
+            metadata_dict: Dict[str, Any] = {
                 "input_tokens": input_tokens,
                 "input_positions": input_positions,
                 "selected_token_indices": sampling_metadata.selected_token_indices,
@@ -209,15 +209,16 @@ class ModelRunner:
                 metadata_dict.update(attn_metadata.asdict_zerocopy())
             broadcast_tensor_dict(metadata_dict, src=0)
         else:
-            metadata_dict = broadcast_tensor_dict(src=0)
-            input_tokens = metadata_dict.pop("input_tokens")
-            input_positions = metadata_dict.pop("input_positions")
-            selected_token_indices = metadata_dict.pop("selected_token_indices")
-            lora_mapping = metadata_dict.pop("lora_mapping")
-            lora_requests = metadata_dict.pop("lora_requests")
-            multi_modal_kwargs = metadata_dict.pop("multi_modal_kwargs")
-            if metadata_dict:
-                attn_metadata = self.attn_backend.make_metadata(**metadata_dict)
+            broadcast_data = broadcast_tensor_dict(src=0)
+            assert broadcast_data is not None
+            input_tokens = broadcast_data.pop("input_tokens")
+            input_positions = broadcast_data.pop("input_positions")
+            selected_token_indices = broadcast_data.pop("selected_token_indices")
+            lora_mapping = broadcast_data.pop("lora_mapping")
+            lora_requests = broadcast_data.pop("lora_requests")
+            multi_modal_kwargs = broadcast_data.pop("multi_modal_kwargs")
+            if broadcast_data:
+                attn_metadata = self.attn_backend.make_metadata(**broadcast_data)
             else:
                 attn_metadata = None
             sampling_metadata = SamplingMetadata(
@@ -240,7 +241,7 @@ class ModelRunner:
     def execute_model(
         self,
         seq_group_metadata_list: Optional[List[SequenceGroupMetadata]],
-        kv_caches: List[torch.Tensor],
+        kv_caches: Optional[List[torch.Tensor]],
     ) -> Optional[SamplerOutput]:
         (
             input_tokens,
@@ -253,6 +254,7 @@ class ModelRunner:
         ) = self.prepare_input_tensors(seq_group_metadata_list)
 
         if self.lora_config:
+            assert lora_mapping is not None
             self.set_active_loras(lora_requests, lora_mapping)
 
         hidden_states = self.model(

@@ -104,16 +104,16 @@ class Worker(WorkerBase):
 
     def cache_swap(
         self,
-        blocks_to_swap_in: torch.Tensor,
-        blocks_to_swap_out: torch.Tensor,
-        blocks_to_copy: torch.Tensor,
+        blocks_to_swap_in: Optional[torch.Tensor],
+        blocks_to_swap_out: Optional[torch.Tensor],
+        blocks_to_copy: Optional[torch.Tensor],
     ) -> None:
         # Issue cache operations.
-        if blocks_to_swap_in.numel() > 0:
+        if blocks_to_swap_in is not None and blocks_to_swap_in.numel() > 0:
             self.cache_engine.swap_in(blocks_to_swap_in)
-        if blocks_to_swap_out.numel() > 0:
+        if blocks_to_swap_out is not None and blocks_to_swap_out.numel() > 0:
             self.cache_engine.swap_out(blocks_to_swap_out)
-        if blocks_to_copy.numel() > 0:
+        if blocks_to_copy is not None and blocks_to_copy.numel() > 0:
             self.cache_engine.copy(blocks_to_copy)
 
     @torch.inference_mode()
@@ -162,6 +162,8 @@ class Worker(WorkerBase):
             return []
 
         output = self.model_runner.execute_model(seq_group_metadata_list, self.gpu_cache)
+        # The driver worker always has the output of the step.
+        assert output is not None
 
         # Worker only supports single-step execution. Wrap the output in a list
         # to conform to interface.

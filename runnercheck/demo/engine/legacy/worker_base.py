@@ -1,8 +1,8 @@
 from abc import ABC, abstractmethod
-from typing import List, Optional, Set, Tuple
+from typing import List, Optional, Set, Tuple, Union
 
 from runnercheck.demo.engine.lora import LoRARequest
-from runnercheck.demo.engine.sequence import ExecuteModelRequest, SamplerOutput
+from runnercheck.demo.engine.sequence import ExecuteModelRequest, PoolerOutput, SamplerOutput
 
 
 class WorkerBase(ABC):
@@ -29,7 +29,7 @@ class WorkerBase(ABC):
     @abstractmethod
     def execute_model(
         self, execute_model_req: Optional[ExecuteModelRequest] = None
-    ) -> List[SamplerOutput]:
+    ) -> Optional[List[Union[SamplerOutput, PoolerOutput]]]:
         """Executes at least one model step on the given sequences, unless no
         sequences are provided."""
         raise NotImplementedError
