@@ -20,9 +20,9 @@ EPILOG = "exit status: 0 every stage agrees, 1 a stage disagrees, 2 usage error"
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tp", type=int, default=2, help="tensor-parallel ranks (default 2)")
-    parser.add_argument("--steps", type=int, default=24, help="engine steps per run (default 24)")
+    parser.add_argument("--steps", type=int, default=48, help="engine steps per run (default 48)")
     parser.add_argument(
-        "--repeats", type=int, default=3, help="interleaved runs of each engine (default 3)"
+        "--repeats", type=int, default=4, help="interleaved runs of each engine (default 4)"
     )
     parser.add_argument(
         "--examples", type=int, default=40, help="fuzz examples per input class (default 40)"

@@ -53,8 +53,8 @@ class StageResult:
 @dataclass
 class DemoOptions:
     tp: int = 2
-    steps: int = 24
-    repeats: int = 3
+    steps: int = 48
+    repeats: int = 4
     fuzz_examples: int = 40
     seed: int = 0
     keep: Path | None = None
