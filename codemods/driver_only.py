@@ -20,10 +20,10 @@ import ast
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
 from codemods import cstutil as cu
 from codemods import imports, inputs
+from codemods.command import ContractCommand
 from runnercheck.contract import VLLM, Contract
 
 NAME = "driver-only"
@@ -179,7 +179,7 @@ def rewrite_module(
     return new, changed, skipped
 
 
-class DriverOnlyCommand(VisitorBasedCodemodCommand):
+class DriverOnlyCommand(ContractCommand):
     """Declare unbroadcast input dataclass fields driver-only (field metadata)."""
 
     DESCRIPTION = (
@@ -187,15 +187,8 @@ class DriverOnlyCommand(VisitorBasedCodemodCommand):
         'driver-only (metadata={"runnercheck": "driver-only"}); parents must be in the file.'
     )
 
-    def __init__(self, context: CodemodContext, contract: Contract = VLLM) -> None:
-        super().__init__(context)
-        self.contract = contract
-
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        if self.contract.as_dict_method not in tree.code:
-            raise SkipFile("no as_broadcastable_tensor_dict")
+    def rewrite(self, tree: cst.Module) -> cst.Module:
         lookup = inputs.module_lookup(ast.parse(tree.code))
         new, _changed, skipped = rewrite_module(tree, lookup, self.contract)
-        for item in skipped:
-            self.warn(f"{item.code} {item.message}")
+        self.warn_skipped(skipped)
         return new

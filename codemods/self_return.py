@@ -10,10 +10,10 @@ into ``cls(...)`` so a subclass really gets an instance of itself.
 from __future__ import annotations
 
 import libcst as cst
-from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
 from codemods import cstutil as cu
 from codemods import imports
+from codemods.command import ContractCommand
 from runnercheck.contract import VLLM, Contract
 
 NAME = "self-return"
@@ -125,7 +125,7 @@ def rewrite_module(module: cst.Module, contract: Contract = VLLM) -> tuple[cst.M
     return new, changed
 
 
-class SelfReturnCommand(VisitorBasedCodemodCommand):
+class SelfReturnCommand(ContractCommand):
     """``from_broadcasted_tensor_dict`` -> ``Self`` or a cls-bound TypeVar; ``X(...)`` -> ``cls(...)``."""
 
     DESCRIPTION = (
@@ -133,12 +133,8 @@ class SelfReturnCommand(VisitorBasedCodemodCommand):
         "instead of its fixed class, and build cls(...) instead of ClassName(...)."
     )
 
-    def __init__(self, context: CodemodContext, contract: Contract = VLLM) -> None:
-        super().__init__(context)
-        self.contract = contract
+    NEEDLE = "from_dict_method"
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        if self.contract.from_dict_method not in tree.code:
-            raise SkipFile("no from_broadcasted_tensor_dict")
+    def rewrite(self, tree: cst.Module) -> cst.Module:
         new, _changed = rewrite_module(tree, self.contract)
         return new

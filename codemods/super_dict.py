@@ -21,10 +21,10 @@ import ast
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
 from codemods import cstutil as cu
 from codemods import inputs
+from codemods.command import ContractCommand
 from runnercheck.contract import VLLM, Contract
 
 NAME = "super-dict"
@@ -189,7 +189,7 @@ def rewrite_module(
     return module.with_changes(body=body), changed, skipped
 
 
-class SuperDictCommand(VisitorBasedCodemodCommand):
+class SuperDictCommand(ContractCommand):
     """A subclass's broadcast dict that re-lists its parent's keys calls ``super()``."""
 
     DESCRIPTION = (
@@ -197,15 +197,8 @@ class SuperDictCommand(VisitorBasedCodemodCommand):
         "with super() plus its own keys (parent in the same file)."
     )
 
-    def __init__(self, context: CodemodContext, contract: Contract = VLLM) -> None:
-        super().__init__(context)
-        self.contract = contract
-
-    def transform_module(self, tree: cst.Module) -> cst.Module:
-        if self.contract.as_dict_method not in tree.code:
-            raise SkipFile("no as_broadcastable_tensor_dict")
+    def rewrite(self, tree: cst.Module) -> cst.Module:
         lookup = inputs.module_lookup(ast.parse(tree.code))
         new, _changed, skipped = rewrite_module(tree, lookup, self.contract)
-        for item in skipped:
-            self.warn(f"{item.code} {item.message}")
+        self.warn_skipped(skipped)
         return new
