@@ -26,6 +26,7 @@ from typing import Any
 from runnercheck import catalog
 from runnercheck.config import (
     Config,
+    config_as_dict,
     config_from_mapping,
     find_pyproject,
     load_config_file,
@@ -34,6 +35,8 @@ from runnercheck.errors import ConfigError
 
 #: Section of a mypy ini file that holds the plugin's settings.
 INI_SECTION = "runnercheck"
+#: Default settings (an ini value's type follows its default's).
+DEFAULTS = Config()
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,7 @@ class PluginSettings:
 
     def to_data(self) -> dict[str, Any]:
         """What the cache must record: a change here rechecks every module."""
-        return self.config.model_dump(mode="json")
+        return config_as_dict(self.config)
 
 
 def _split_list(raw: str) -> list[str]:
@@ -89,8 +92,7 @@ def _split_list(raw: str) -> list[str]:
 def _config_from_ini(path: Path, section: configparser.SectionProxy) -> Config:
     table: dict[str, Any] = {}
     for key, raw in section.items():
-        field = Config.model_fields.get(key)
-        default = field.default if field is not None else None
+        default = getattr(DEFAULTS, key, None)
         if isinstance(default, dict):
             raise ConfigError(
                 f"{path}: [{INI_SECTION}] key {key!r} can only be set in pyproject.toml"

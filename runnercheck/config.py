@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
-
-from pydantic import ConfigDict, ValidationError
 
 from runnercheck.contract import Contract
 from runnercheck.errors import ConfigError
@@ -31,10 +30,9 @@ else:  # pragma: no cover - exercised on 3.10 only
 TABLE = ("tool", "runnercheck")
 
 
+@dataclass(frozen=True)
 class Config(Contract):
     """The contract names plus the tools' own settings."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     #: Glob patterns (matched against paths relative to the project root) to skip.
     exclude: tuple[str, ...] = ()
@@ -46,11 +44,11 @@ class Config(Contract):
     broadcastable_types: tuple[str, ...] = ()
     #: ``fuzz``: Hypothesis strategies for opaque types or fields, as
     #: ``{"TypeName or Class.field": "module:function_returning_a_strategy"}``.
-    fuzz_strategies: dict[str, str] = {}
+    fuzz_strategies: dict[str, str] = field(default_factory=dict)
 
     def contract(self) -> Contract:
         """The contract names alone (what the analyses need)."""
-        return Contract(**{name: getattr(self, name) for name in Contract.model_fields})
+        return Contract(**{f.name: getattr(self, f.name) for f in fields(Contract)})
 
 
 def find_pyproject(start: Path) -> Path | None:
@@ -67,7 +65,7 @@ def find_pyproject(start: Path) -> Path | None:
 def _describe(error: Mapping[str, Any]) -> str:
     loc = ".".join(str(part) for part in error.get("loc", ()))
     kind = error.get("type", "")
-    if kind == "extra_forbidden":
+    if kind in ("extra_forbidden", "unexpected_keyword_argument"):
         return f"unknown key {loc!r}"
     return f"key {loc!r}: {error.get('msg', 'invalid value')}"
 
@@ -77,8 +75,12 @@ def config_from_mapping(
 ) -> Config:
     """Validate a ``[tool.runnercheck]`` table (or another ``section`` holding the same
     keys, e.g. ``[runnercheck]`` of a mypy ini file); errors name ``source`` and the key."""
+    if not table:
+        return Config()
+    from pydantic import TypeAdapter, ValidationError  # only when there is something to check
+
     try:
-        return Config.model_validate(dict(table))
+        return TypeAdapter(Config).validate_python(dict(table))
     except ValidationError as exc:
         first = exc.errors()[0]
         more = len(exc.errors()) - 1
@@ -103,6 +105,15 @@ def load_config_file(path: Path) -> Config:
     if not isinstance(table, dict):
         raise ConfigError(f"{path}: [tool.runnercheck] must be a table")
     return config_from_mapping(table, str(path))
+
+
+def config_as_dict(config: Contract) -> dict[str, Any]:
+    """Every setting by name, with JSON-friendly values (lists for tuples)."""
+    return {
+        f.name: list(value) if isinstance(value, tuple) else value
+        for f in fields(config)
+        for value in [getattr(config, f.name)]
+    }
 
 
 def load_config(start: Path | None = None, config_file: Path | None = None) -> Config:

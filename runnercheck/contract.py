@@ -28,9 +28,9 @@ runnercheck at run time:
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict
 from typing_extensions import Self
 
 #: Key of the dataclass field metadata that marks a field driver-only.
@@ -47,10 +47,16 @@ def is_driver_only_metadata(metadata: Any) -> bool:
         return False
 
 
-class Contract(BaseModel):
-    """Names of the classes, methods and functions that make up the contract."""
+@dataclass(frozen=True)
+class Contract:
+    """Names of the classes, methods and functions that make up the contract.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    A plain frozen dataclass: reading the contract costs no pydantic import. Values
+    from a configuration file are validated (with pydantic) in :mod:`runnercheck.config`.
+    """
+
+    #: How pydantic validates this class (unknown keys are errors, lists become tuples).
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
 
     #: Base classes of model runners (generic over their input type).
     runner_bases: tuple[str, ...] = ("ModelRunnerBase", "GPUModelRunnerBase")

@@ -18,6 +18,7 @@ started once per test session and reused::
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -59,7 +60,7 @@ def assert_roundtrip(
             f"{contract.from_dict_method}())"
         )
     if driver_only:
-        base = base.model_copy(update={"driver_only": (*base.driver_only, *driver_only)})
+        base = dataclasses.replace(base, driver_only=(*base.driver_only, *driver_only))
     if group is not None:
         world_size, device, deadline = (
             group.settings.world_size,

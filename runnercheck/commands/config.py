@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from runnercheck.config import find_pyproject, load_config
+from runnercheck.config import config_as_dict, find_pyproject, load_config
 
 HELP = "show the effective [tool.runnercheck] configuration for a path"
 
@@ -20,8 +20,6 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.path, args.config)
     source = args.config or find_pyproject(args.path)
     print(
-        json.dumps(
-            {"source": str(source) if source else None, **config.model_dump(mode="json")}, indent=2
-        )
+        json.dumps({"source": str(source) if source else None, **config_as_dict(config)}, indent=2)
     )
     return 0
