@@ -82,6 +82,20 @@ def string_value(node: cst.BaseExpression) -> str | None:
     return None
 
 
+def dict_method_key(node: cst.Call, var: str) -> str | None:
+    """The literal key of ``var.get("key", ...)`` or ``var.pop("key", ...)``, else None."""
+    func = node.func
+    if (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == var
+        and func.attr.value in {"get", "pop"}
+        and node.args
+    ):
+        return string_value(node.args[0].value)
+    return None
+
+
 class _Finder(cst.CSTVisitor):
     def __init__(self, predicate: Callable[[cst.CSTNode], bool]) -> None:
         self.predicate = predicate

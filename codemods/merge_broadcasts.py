@@ -66,6 +66,16 @@ def _class_def(module: cst.Module, name: str) -> cst.ClassDef | None:
     return None
 
 
+def _top_level_class(modules: dict[Path, cst.Module], index: Index, ref: ClassRef) -> cst.ClassDef:
+    """The group member's class statement, or a refusal when it is not a top-level class."""
+    cdef = _class_def(modules[ref.path], ref.name)
+    if cdef is None:
+        raise Refusal(
+            "MIG103", ref.path, f"{ref.name} is not a top-level class", line=index.facts(ref).line
+        )
+    return cdef
+
+
 def _top_names(module_ast: ast.Module) -> set[str]:
     names: set[str] = set()
     for node in module_ast.body:
@@ -144,15 +154,7 @@ def plan_group(
         raise Refusal(code, path, message, line=line)
     runner_plans: dict[ClassRef, RunnerPlan] = {}
     for ref in group.runners:
-        module = modules[ref.path]
-        cdef = _class_def(module, ref.name)
-        if cdef is None:
-            raise Refusal(
-                "MIG103",
-                ref.path,
-                f"{ref.name} is not a top-level class",
-                line=index.facts(ref).line,
-            )
+        cdef = _top_level_class(modules, index, ref)
         plan = RunnerPlan(ref.path, ref.name, cdef)
         legacy = merge_runner.broadcast_methods(
             cdef, contract, _methods_calling(index, ref, {contract.broadcast_function})
@@ -252,15 +254,7 @@ def plan_group(
     _check_dropped(runner_plans.values(), index)
     worker_plans: list[WorkerPlan] = []
     for ref in group.workers:
-        module = modules[ref.path]
-        cdef = _class_def(module, ref.name)
-        if cdef is None:
-            raise Refusal(
-                "MIG103",
-                ref.path,
-                f"{ref.name} is not a top-level class",
-                line=index.facts(ref).line,
-            )
+        cdef = _top_level_class(modules, index, ref)
         driven = [r for r in group.runners if runner_plans[r].input_plan.method is not None]
         if not driven:
             raise Refusal(

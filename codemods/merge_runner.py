@@ -559,17 +559,10 @@ def _receive_uses(
             statement, lambda n: isinstance(n, (cst.Call, cst.Subscript, cst.If))
         ):
             if isinstance(node, cst.Call):
-                func = node.func
-                if (
-                    isinstance(func, cst.Attribute)
-                    and isinstance(func.value, cst.Name)
-                    and func.value.value == var
-                    and func.attr.value in {"pop", "get"}
-                    and node.args
-                    and cu.string_value(node.args[0].value) is not None
-                ):
-                    consumed.add(cu.string_value(node.args[0].value) or "")
-                    accounted.add(id(func.value))
+                read = cu.dict_method_key(node, var)
+                if read is not None:
+                    consumed.add(read)
+                    accounted.add(id(cst.ensure_type(node.func, cst.Attribute).value))
                 for arg in node.args:
                     if (
                         arg.star == "**"

@@ -564,16 +564,9 @@ def _plan_receive(plan: WorkerPlan, func: cst.FunctionDef, at: Located, contract
         key = None
         default: str | None = None
         if isinstance(node, cst.Call):
-            f = node.func
-            if (
-                isinstance(f, cst.Attribute)
-                and isinstance(f.value, cst.Name)
-                and f.value.value == var
-                and f.attr.value in {"get", "pop"}
-                and node.args
-                and cu.string_value(node.args[0].value) is not None
-            ):
-                key = cu.string_value(node.args[0].value)
+            key = cu.dict_method_key(node, var)
+            if key is not None:
+                f = cst.ensure_type(node.func, cst.Attribute)
                 default = (
                     cu.code(node.args[1].value)
                     if len(node.args) > 1
