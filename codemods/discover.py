@@ -2,7 +2,7 @@
 the worker/runner groups that ``merge-broadcasts`` rewrites together.
 
 Which worker/runner pairs broadcast twice per step comes from the ``check``
-engine's project facts (:class:`runnercheck.check.project.Project`, the same
+engine's project facts (:class:`runnercheck.analysis.project.Project`, the same
 analysis that reports RC106), so ``migrate`` rewrites exactly what ``check``
 flags. A *group* is the worker class that defines the step plus every runner
 class (and runner base class) it pairs with; groups sharing a runner merge.
@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runnercheck.check.facts import ClassFacts as CheckClass
-from runnercheck.check.facts import extract_tree
-from runnercheck.check.project import Project
+from runnercheck.analysis.extract import extract_tree
+from runnercheck.analysis.model import ClassFacts as CheckClass
+from runnercheck.analysis.project import Project
 from runnercheck.contract import Contract
 
 

@@ -31,8 +31,8 @@ from codemods.discover import Group, Index, Note, find_groups, module_facts
 from codemods.merge_broadcasts import GroupResult, finish, merge
 from codemods.refusal import Refusal
 from codemods.source import SkippedPath, collect, read_all, within_roots
-from runnercheck.check.facts import ModuleFacts
-from runnercheck.check.project import Project
+from runnercheck.analysis.model import ModuleFacts
+from runnercheck.analysis.project import Project
 from runnercheck.config import Config
 
 MERGE = "merge-broadcasts"

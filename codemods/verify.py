@@ -9,8 +9,9 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from runnercheck.check.facts import ModuleFacts, extract_tree
-from runnercheck.check.runner import FileOutcome, check_outcomes, parse_codes
+from runnercheck.analysis.extract import extract_tree
+from runnercheck.analysis.model import ModuleFacts
+from runnercheck.check.pipeline import FileOutcome, check_outcomes, parse_codes
 from runnercheck.config import Config
 from runnercheck.findings import Finding
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from runnercheck.check.facts import ModuleFacts, extract_source
+from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.model import ModuleFacts
 from runnercheck.contract import Contract
 
 #: How far up from a file an absolute import's top-level package is looked for.

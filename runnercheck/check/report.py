@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from runnercheck import __version__, catalog
-from runnercheck.check.runner import CheckResult
+from runnercheck.check.pipeline import CheckResult
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/runnercheck/"

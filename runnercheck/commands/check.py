@@ -53,8 +53,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from runnercheck.check.pipeline import check_paths
     from runnercheck.check.report import render
-    from runnercheck.check.runner import check_paths
     from runnercheck.config import find_pyproject, load_config
     from runnercheck.console import make_console
     from runnercheck.errors import UsageError

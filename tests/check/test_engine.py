@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from runnercheck.check.facts import extract_file
-from runnercheck.check.project import Project
+from runnercheck.analysis.extract import extract_file
+from runnercheck.analysis.project import Project
 from tests.check.conftest import REPO, CliResult
 
 ENGINE = REPO / "runnercheck" / "demo" / "engine"

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runnercheck.check.facts import BranchStep, CallStep, extract_file, extract_source
-from runnercheck.check.project import Project
+from runnercheck.analysis.extract import extract_file, extract_source
+from runnercheck.analysis.model import BranchStep, CallStep
+from runnercheck.analysis.project import Project
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

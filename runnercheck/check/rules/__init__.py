@@ -3,7 +3,7 @@
 A class rule is ``(Project, ClassFacts) -> Iterable[Finding]``; a module rule is
 ``(Project, ModuleFacts) -> Iterable[Finding]``. Codes and texts come from
 :mod:`runnercheck.catalog`. Syntax errors (RC001) are reported by
-:mod:`runnercheck.check.runner`; an exception inside a rule becomes an RC002 finding on
+:mod:`runnercheck.check.pipeline`; an exception inside a rule becomes an RC002 finding on
 the class or file it was looking at, and the other rules and files go on.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from runnercheck.check.facts import ClassFacts, ModuleFacts
-from runnercheck.check.project import Project
+from runnercheck.analysis.model import ClassFacts, ModuleFacts
+from runnercheck.analysis.project import Project
 from runnercheck.check.rules import broadcasts, contract_methods, keys, recursion, values
 from runnercheck.findings import Finding
 

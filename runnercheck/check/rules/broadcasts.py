@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import PurePath
 
-from runnercheck.check.facts import ClassFacts, Role
-from runnercheck.check.project import BroadcastSite, PathCount, Project
+from runnercheck.analysis.model import ClassFacts, Role
+from runnercheck.analysis.project import BroadcastSite, PathCount, Project
 from runnercheck.findings import Finding
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from runnercheck.check.facts import ClassFacts
-from runnercheck.check.project import Project
+from runnercheck.analysis.model import ClassFacts
+from runnercheck.analysis.project import Project
 from runnercheck.findings import Finding
 
 

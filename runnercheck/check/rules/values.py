@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from runnercheck.check.facts import ClassFacts, DictFacts, FunctionFacts, KeyFacts, ModuleFacts
-from runnercheck.check.project import MethodRef, Project
+from runnercheck.analysis.model import ClassFacts, DictFacts, FunctionFacts, KeyFacts, ModuleFacts
+from runnercheck.analysis.project import MethodRef, Project
 from runnercheck.findings import Finding
 
 

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runnercheck import catalog
-from runnercheck.check.facts import ModuleFacts, extract_source
+from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.model import ModuleFacts
+from runnercheck.analysis.project import Project
 from runnercheck.check.partners import read_partners
-from runnercheck.check.project import Project
 from runnercheck.check.rules import run_rules
 from runnercheck.config import Config
 from runnercheck.contract import Contract

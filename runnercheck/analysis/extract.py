@@ -1,0 +1,243 @@
+"""Reading one file: :func:`extract_source` turns its text into a :class:`ModuleFacts`
+(see :mod:`runnercheck.analysis.model` for what the facts hold). Nothing here imports
+or executes the code it reads."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from runnercheck.analysis.dicts import DictReader
+from runnercheck.analysis.model import (
+    CallSite,
+    ClassFacts,
+    FieldFacts,
+    FunctionFacts,
+    ModuleFacts,
+    SyntaxErrorFacts,
+)
+from runnercheck.analysis.recognise import is_driver_only_marker
+from runnercheck.analysis.steps import StepReader
+from runnercheck.analysis.syntax import (
+    decorator_names,
+    dotted,
+    is_stub_body,
+    last_name,
+    module_level,
+    names_in,
+    read_import,
+    suppressions,
+)
+from runnercheck.contract import VLLM, Contract
+
+_DICT_ANNOTATION = re.compile(r"\b(Dict|dict|Mapping|MutableMapping)\b")
+
+
+class FunctionReader(DictReader, StepReader):
+    """Builds the :class:`FunctionFacts` of one function."""
+
+    def __init__(
+        self,
+        node: ast.FunctionDef | ast.AsyncFunctionDef,
+        qualname: str,
+        path: str,
+        imports: dict[str, str],
+        contract: Contract,
+        in_class: bool,
+    ) -> None:
+        self.node = node
+        self.path = path
+        self.imports = imports
+        self.contract = contract
+        args = node.args
+        positional_args = [*args.posonlyargs, *args.args]
+        positional = [a.arg for a in positional_args]
+        self.params = {name: i for i, name in enumerate(positional)}
+        self.dict_params = {
+            a.arg
+            for a in positional_args
+            if "dict" in a.arg.lower()
+            or (a.annotation is not None and _DICT_ANNOTATION.search(ast.unparse(a.annotation)))
+        }
+        decorators = decorator_names(node.decorator_list)
+        last = {last_name(d) for d in decorators}
+        self.facts = FunctionFacts(
+            name=node.name,
+            qualname=qualname,
+            path=path,
+            line=node.lineno,
+            col=node.col_offset + 1,
+            end_line=node.end_lineno or node.lineno,
+            params=tuple(positional),
+            decorators=decorators,
+            is_classmethod="classmethod" in last,
+            is_staticmethod="staticmethod" in last,
+            is_property="property" in last or "cached_property" in last,
+            is_abstract="abstractmethod" in last
+            or "abstractproperty" in last
+            or "abstractclassmethod" in last,
+            is_stub=is_stub_body(node.body),
+        )
+        self.self_name: str | None = None
+        if in_class and positional and not self.facts.is_staticmethod:
+            if not self.facts.is_classmethod:
+                self.self_name = positional[0]
+            # ``self``/``cls`` is not a parameter whose value flows anywhere
+            self.params.pop(positional[0], None)
+        self.bad_locals: dict[str, str] = {}
+        self.calls: list[CallSite] = []
+        self.noted: set[int] = set()
+        self.nodes: list[ast.AST] = []
+
+    def read(self) -> FunctionFacts:
+        self.facts.steps = self._steps(self.node.body)
+        self._read_dicts()
+        return self.facts
+
+
+def _field_facts(stmt: ast.AnnAssign) -> FieldFacts | None:
+    if not isinstance(stmt.target, ast.Name):
+        return None
+    annotation = ast.unparse(stmt.annotation)
+    if "ClassVar" in annotation or "InitVar" in annotation:
+        return None
+    driver_only = False
+    init = True
+    metadata_ref = None
+    value = stmt.value
+    if isinstance(value, ast.Call) and last_name(dotted(value.func)) == "field":
+        for kw in value.keywords:
+            if kw.arg == "metadata":
+                if is_driver_only_marker(kw.value):
+                    driver_only = True
+                elif isinstance(kw.value, (ast.Name, ast.Attribute)):
+                    metadata_ref = dotted(kw.value)
+            if kw.arg == "init" and isinstance(kw.value, ast.Constant) and kw.value.value is False:
+                init = False
+    return FieldFacts(
+        name=stmt.target.id,
+        line=stmt.lineno,
+        col=stmt.col_offset + 1,
+        annotation=annotation,
+        has_default=value is not None,
+        driver_only=driver_only,
+        init=init,
+        metadata_ref=metadata_ref,
+    )
+
+
+def _class_facts(
+    node: ast.ClassDef, path: str, imports: dict[str, str], contract: Contract
+) -> ClassFacts:
+    bases: list[str] = []
+    base_args: list[tuple[str, ...]] = []
+    for base in node.bases:
+        if isinstance(base, ast.Subscript):
+            bases.append(dotted(base.value))
+            base_args.append(names_in(base.slice))
+        else:
+            bases.append(dotted(base))
+            base_args.append(())
+    decorators = decorator_names(node.decorator_list)
+    facts = ClassFacts(
+        name=node.name,
+        path=path,
+        line=node.lineno,
+        col=node.col_offset + 1,
+        end_line=node.end_lineno or node.lineno,
+        bases=tuple(bases),
+        base_args=tuple(base_args),
+        decorators=decorators,
+        is_dataclass=any(last_name(d) == "dataclass" for d in decorators),
+    )
+    fields: list[FieldFacts] = []
+    abstract: list[str] = []
+    for stmt in node.body:
+        if isinstance(stmt, ast.AnnAssign):
+            if facts.is_dataclass:
+                field_facts = _field_facts(stmt)
+                if field_facts is not None:
+                    fields.append(field_facts)
+            if isinstance(stmt.target, ast.Name):
+                if stmt.value is not None:
+                    facts.class_attrs[stmt.target.id] = names_in(stmt.value)
+                elif not facts.is_dataclass:
+                    facts.annotations[stmt.target.id] = names_in(stmt.annotation)
+        elif isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    facts.class_attrs[target.id] = names_in(stmt.value)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            reader = FunctionReader(
+                stmt, f"{node.name}.{stmt.name}", path, imports, contract, in_class=True
+            )
+            method = reader.read()
+            facts.methods[stmt.name] = method
+            if method.is_abstract:
+                abstract.append(stmt.name)
+            reader.self_attrs(facts.self_attrs)
+    facts.fields = tuple(fields)
+    facts.abstract_methods = tuple(abstract)
+    return facts
+
+
+def extract_tree(
+    tree: ast.Module, path: str, source: str = "", contract: Contract = VLLM
+) -> ModuleFacts:
+    """Facts of an already parsed module."""
+    facts = ModuleFacts(path=path, suppressions=suppressions(source) if source else {})
+    statements = module_level(tree.body)
+    for stmt in statements:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            read_import(stmt, facts.imports)
+    markers: set[str] = set()
+    for stmt in statements:
+        if isinstance(stmt, ast.Assign) and is_driver_only_marker(stmt.value):
+            markers.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        elif (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and is_driver_only_marker(stmt.value)
+        ):
+            markers.add(stmt.target.id)
+    facts.driver_only_constants = frozenset(markers)
+    for stmt in statements:
+        if isinstance(stmt, ast.ClassDef):
+            facts.classes[stmt.name] = _class_facts(stmt, path, facts.imports, contract)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            facts.functions[stmt.name] = FunctionReader(
+                stmt, stmt.name, path, facts.imports, contract, in_class=False
+            ).read()
+    return facts
+
+
+def extract_source(source: str | bytes, path: str, contract: Contract = VLLM) -> ModuleFacts:
+    """Facts of one file's text; a file that does not parse gets ``syntax_error`` set."""
+    try:
+        tree = ast.parse(source, filename=path)
+    except SyntaxError as exc:
+        line = exc.lineno or 1
+        col = exc.offset or 1
+        text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+        return ModuleFacts(
+            path=path,
+            syntax_error=SyntaxErrorFacts(line, max(col, 1), exc.msg),
+            suppressions=suppressions(text),
+        )
+    except ValueError as exc:  # e.g. null bytes
+        return ModuleFacts(path=path, syntax_error=SyntaxErrorFacts(1, 1, str(exc)))
+    except (RecursionError, MemoryError) as exc:  # nesting deeper than Python itself accepts
+        return ModuleFacts(
+            path=path, syntax_error=SyntaxErrorFacts(1, 1, f"too deeply nested ({exc})")
+        )
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    return extract_tree(tree, path, text, contract)
+
+
+def extract_file(
+    path: str | Path, contract: Contract = VLLM, display_path: str | None = None
+) -> ModuleFacts:
+    """Facts of one file on disk (``display_path`` is the path recorded in the facts)."""
+    data = Path(path).read_bytes()
+    return extract_source(data, display_path or str(path), contract)

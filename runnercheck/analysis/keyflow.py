@@ -1,0 +1,219 @@
+"""Key flow: the keys a class's ``as_broadcastable_tensor_dict`` produces (following
+``super()``, ``self`` helpers and module-level helpers) and the ``target(**tensor_dict)``
+receivers of ``from_broadcasted_tensor_dict`` with the keys popped before them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from runnercheck.analysis.hierarchy import MethodRef
+from runnercheck.analysis.model import (
+    ClassFacts,
+    DictFacts,
+    FunctionFacts,
+    KeyFacts,
+    ModuleFacts,
+)
+from runnercheck.analysis.roles import Roles
+from runnercheck.analysis.syntax import last_name
+from runnercheck.contract import VLLM, Contract
+
+
+@dataclass
+class Produced:
+    """What ``as_broadcastable_tensor_dict`` of a class puts in its dict."""
+
+    method: MethodRef
+    keys: dict[str, KeyFacts] = field(default_factory=dict)
+    #: ``self`` fields whose values flow into the dict (as keys or through helpers).
+    fields: set[str] = field(default_factory=set)
+    dynamic: bool = False
+    all_fields: bool = False
+    calls_super: bool = False
+    #: Callees whose dicts flow in but could not be followed.
+    unknown_sources: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Receiver:
+    """``target(**tensor_dict)`` inside ``from_broadcasted_tensor_dict``."""
+
+    method: MethodRef
+    target: ClassFacts | None
+    target_name: str
+    line: int
+    col: int
+    #: Literal keys popped (directly or by helpers) before the constructor call.
+    popped: set[str] = field(default_factory=set)
+    dynamic_pop: bool = False
+
+
+class KeyFlow(Roles):
+    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
+        super().__init__(modules, contract)
+        self._produced: dict[int, Produced | None] = {}
+
+    # -------------------------------------------------------- keys produced
+    def produced(self, cls: ClassFacts) -> Produced | None:
+        """Keys ``cls.as_broadcastable_tensor_dict()`` produces, or None when it has none."""
+        if id(cls) in self._produced:
+            return self._produced[id(cls)]
+        self._produced[id(cls)] = None  # guards recursion
+        ref = self.resolve_method(cls, self.contract.as_dict_method)
+        result = None
+        if ref is not None and not ref.func.is_stub and not ref.func.is_abstract:
+            result = self.produced_by(cls, ref)
+        self._produced[id(cls)] = result
+        return result
+
+    def produced_by(self, cls: ClassFacts, ref: MethodRef) -> Produced:
+        """Keys produced by one definition of the method, with ``self`` an instance of ``cls``."""
+        out = Produced(method=ref)
+        self._collect_function(cls, ref, out, depth=0)
+        return out
+
+    def _collect_function(self, cls: ClassFacts, ref: MethodRef, out: Produced, depth: int) -> None:
+        func = ref.func
+        if not func.returns:
+            out.dynamic = True
+        seen: set[str] = set()
+        for name in func.returns:
+            facts = func.dicts.get(name)
+            if facts is not None:
+                self._collect_dict(cls, ref, facts, out, seen, depth)
+
+    def _collect_dict(
+        self,
+        cls: ClassFacts,
+        ref: MethodRef,
+        facts: DictFacts,
+        out: Produced,
+        seen: set[str],
+        depth: int,
+    ) -> None:
+        if facts.name in seen or depth > 8:
+            return
+        seen.add(facts.name)
+        func = ref.func
+        for key, kf in facts.keys.items():
+            out.keys.setdefault(key, kf)
+            out.fields.update(kf.fields)
+        out.fields.update(facts.dynamic_fields)
+        out.dynamic |= facts.dynamic
+        out.all_fields |= facts.all_fields
+        for name in facts.merges:
+            other = func.dicts.get(name)
+            if other is not None:
+                self._collect_dict(cls, ref, other, out, seen, depth)
+            else:
+                out.dynamic = True
+        as_dict = self.contract.as_dict_method
+        for callee in facts.sources:
+            name = last_name(callee)
+            head = callee[: -len(name) - 1] if "." in callee else ""
+            if head == "super()" or (
+                name == as_dict and head and self.resolve_class(head, cls.path) in self.mro(cls)
+            ):
+                out.calls_super = True
+                parent = self.resolve_method(cls, name, after=ref.owner)
+                if parent is not None and not parent.func.is_stub:
+                    self._collect_function(cls, parent, out, depth + 1)
+                continue
+            if head in ("self", "cls") or (func.params and head == func.params[0]):
+                target = self.resolve_method(cls, name)
+                if target is not None and target.func is not func:
+                    self._collect_function(cls, target, out, depth + 1)
+                    continue
+            helper = self.resolve_function(callee, func.path) if not head else None
+            if helper is not None:
+                self._collect_function(cls, MethodRef(ref.owner, helper), out, depth + 1)
+                continue
+            out.dynamic = True
+            out.unknown_sources.append(callee)
+        for call in facts.helpers:
+            if last_name(call.callee) == self.contract.broadcast_function:
+                continue
+            target_func, offset = self._helper(cls, ref, call.callee)
+            if target_func is None:
+                out.dynamic = True
+                for flds in call.arg_fields:
+                    out.fields.update(flds)
+                continue
+            index = call.arg_index + offset
+            param = next((d for d in target_func.dicts.values() if d.param_index == index), None)
+            if param is None:
+                continue
+            before = set(out.keys)
+            self._collect_dict(cls, MethodRef(ref.owner, target_func), param, out, set(), depth + 1)
+            flows = set(param.flow_params)
+            for kf in param.keys.values():
+                flows.update(kf.params)
+            for p in flows:
+                arg = p - offset
+                if 0 <= arg < len(call.arg_fields):
+                    out.fields.update(call.arg_fields[arg])
+            del before
+
+    def _helper(
+        self, cls: ClassFacts, ref: MethodRef, callee: str
+    ) -> tuple[FunctionFacts | None, int]:
+        """A function a dict is passed to, and the offset of its positional parameters."""
+        name = last_name(callee)
+        head = callee[: -len(name) - 1] if "." in callee else ""
+        if head in ("self", "cls") or (ref.func.params and head == ref.func.params[0]):
+            target = self.resolve_method(cls, name)
+            if target is None:
+                return None, 0
+            return target.func, 0 if target.func.is_staticmethod else 1
+        if head:
+            klass = self.resolve_class(head, ref.func.path)
+            if klass is not None:
+                target = self.resolve_method(klass, name)
+                if target is not None:
+                    return target.func, 1 if target.func.is_classmethod else 0
+            return None, 0
+        return self.resolve_function(callee, ref.func.path), 0
+
+    # -------------------------------------------------------- receivers
+    def receivers(self, cls: ClassFacts) -> list[Receiver]:
+        """``target(**tensor_dict)`` calls in the ``from_broadcasted_tensor_dict`` of ``cls``."""
+        ref = self.resolve_method(cls, self.contract.from_dict_method)
+        if ref is None or ref.func.is_stub or len(ref.func.params) < 2:
+            return []
+        func = ref.func
+        offset = 1 if func.is_classmethod or not func.is_staticmethod else 0
+        dict_param = func.params[offset] if len(func.params) > offset else None
+        facts = func.dicts.get(dict_param or "")
+        if facts is None:
+            return []
+        out: list[Receiver] = []
+        for construct in facts.constructs:
+            target_name = construct.target
+            if target_name in ("cls", func.params[0]):
+                target: ClassFacts | None = cls
+            else:
+                target = self.resolve_class(target_name, func.path)
+            receiver = Receiver(
+                method=ref,
+                target=target,
+                target_name=target_name,
+                line=construct.line,
+                col=construct.col,
+            )
+            receiver.popped = {k for k, line in facts.pops.items() if line <= construct.line}
+            receiver.dynamic_pop = facts.dynamic_pop
+            for call in facts.helpers:
+                if call.line > construct.line:
+                    continue
+                helper, helper_offset = self._helper(cls, ref, call.callee)
+                if helper is None:
+                    receiver.dynamic_pop = True
+                    continue
+                index = call.arg_index + helper_offset
+                param = next((d for d in helper.dicts.values() if d.param_index == index), None)
+                if param is not None:
+                    receiver.popped |= set(param.pops)
+                    receiver.dynamic_pop |= param.dynamic_pop
+            out.append(receiver)
+        return out

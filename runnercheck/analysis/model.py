@@ -1,0 +1,292 @@
+"""The facts model: what one Python file says about the broadcast contract.
+
+Nothing here imports or executes the code it reads. :func:`~runnercheck.analysis.extract.extract_source` turns the
+text of one file into a :class:`ModuleFacts`, a plain, picklable summary (no AST nodes)
+that :mod:`runnercheck.analysis.project` joins across files. ``runnercheck check`` and the
+``migrate`` codemods both read these facts.
+
+Conventions
+-----------
+* Lines are 1-based, columns are 1-based (``ast`` column + 1), as in findings.
+* A *callee* is written as a dotted string: ``"self.prepare_input_tensors"``,
+  ``"self.model_runner.execute_model"``, ``"super().as_broadcastable_tensor_dict"``,
+  ``"cls.from_broadcasted_tensor_dict"``, ``"get_tp_group().broadcast_tensor_dict"``,
+  ``"torch.distributed.all_reduce"``. A receiver that is not a name, attribute or call
+  is written ``"?"`` (``"?.pop"``).
+* Facts depend on the :class:`~runnercheck.contract.Contract` only through its
+  ``driver_flag`` (branch roles) and ``broadcast_function`` (which calls are
+  step-metadata broadcasts).
+
+The API (stable)
+----------------
+``extract_source(source, path, contract=VLLM) -> ModuleFacts``
+``extract_file(path, contract=VLLM, display_path=None) -> ModuleFacts``
+
+:class:`ModuleFacts` (one file)
+    ``path``; ``syntax_error`` (:class:`SyntaxErrorFacts` or None);
+    ``classes`` (name -> :class:`ClassFacts`, module level, including under ``if``/``try``);
+    ``functions`` (name -> :class:`FunctionFacts`, module-level functions, e.g. vLLM's
+    ``_add_attn_metadata_broadcastable_dict``); ``driver_only_constants`` (module-level
+    names bound to the driver-only marker dict); ``imports`` (local name -> dotted origin,
+    ``{"dist": "torch.distributed", "broadcast_tensor_dict":
+    "vllm.distributed.broadcast_tensor_dict"}``); ``suppressions`` (line -> codes, or
+    None for a bare ``# runnercheck: ignore``).
+
+:class:`ClassFacts` (one class)
+    ``name``, ``path``, ``line``, ``col``, ``end_line``; ``bases`` (dotted names as
+    written, subscripts removed: ``"GPUModelRunnerBase"``); ``base_args`` (type
+    arguments per base: ``(("ModelInputForGPUWithSamplingMetadata",),)``);
+    ``decorators``; ``is_dataclass``; ``fields`` (own dataclass-style fields,
+    :class:`FieldFacts`, in order); ``methods`` (name -> :class:`FunctionFacts`);
+    ``class_attrs`` (class-level assignments: name -> names referenced in the value,
+    e.g. ``{"_model_input_cls": ("ModelInputForGPUWithSamplingMetadata",)}``);
+    ``self_attrs`` (``self.X = ...`` in any method: X -> class names that may be
+    constructed, following local variables, ``if``/``else`` and ``partial``; e.g.
+    vLLM 0.5.0 ``Worker``: ``{"model_runner": ("EmbeddingModelRunner", "ModelRunner")}``);
+    ``abstract_methods`` (own methods decorated ``@abstractmethod``).
+
+:class:`FunctionFacts` (one function or method)
+    ``name``, ``qualname`` (``"Class.method"`` or ``"function"``), ``path``, ``line``,
+    ``col``, ``end_line``; ``params`` (positional parameter names, ``self``/``cls``
+    included); ``decorators``; ``is_classmethod``/``is_staticmethod``/``is_property``/
+    ``is_abstract``; ``is_stub`` (body is only a docstring, ``pass``, ``...`` or
+    ``raise NotImplementedError``); ``steps`` (the control-flow skeleton, below);
+    ``dicts`` (variable name -> :class:`DictFacts`); ``returns`` (names in ``dicts`` that
+    the function returns; inline ``return {...}`` gets a ``"<return@LINE>"`` entry);
+    ``calls`` (every callee in the body, in order, as :class:`CallSite`).
+
+Steps: the control-flow skeleton of a function body
+    A tuple of :class:`CallStep` (a call to ``self.*``/``cls.*``/``super().*``/
+    ``self.attr.*``, or a collective; ``collective`` names the collective,
+    ``step_broadcast`` is True for the contract's ``broadcast_function``),
+    :class:`BranchStep` (``then_role``/``else_role``: ``"driver"``, ``"non-driver"`` or
+    None when the condition tests the driver flag, e.g. ``if self.is_driver_worker``),
+    :class:`LoopStep`, :class:`TryStep`, :class:`ExitStep` (``"return"``/``"raise"``) and
+    :class:`RoleAssertStep` (``assert not self.is_driver_worker``). Walking it with a
+    role gives the broadcasts on the driver and non-driver path
+    (:meth:`runnercheck.analysis.project.Project.broadcasts_per_step`).
+
+:class:`DictFacts` (one dict-valued variable of a function)
+    ``keys`` (literal key -> :class:`KeyFacts`: where it is set, which ``self`` fields and
+    parameters its value reads, ``bad_value`` when the value cannot be pickled);
+    ``dynamic`` (keys not known statically were added: ``update(x)``, ``**x``);
+    ``all_fields`` (built from ``asdict(self)``/``vars(self)``/``self.__dict__``);
+    ``sources`` (callees whose returned dict flows in, e.g.
+    ``"super().as_broadcastable_tensor_dict"``); ``merges`` (other variables merged in);
+    ``helpers`` (:class:`HelperCall`: calls that receive the dict as an argument, such as
+    ``_add_attn_metadata_broadcastable_dict(tensor_dict, self.attn_metadata)`` or
+    ``broadcast_tensor_dict(data, src=0)``); ``pops`` (literal keys popped/deleted ->
+    line); ``dynamic_pop``; ``reads``; ``constructs`` (:class:`ConstructFacts`:
+    ``cls(**tensor_dict)``/``Name(**tensor_dict)``); ``param_index`` (when a parameter);
+    ``flow_params`` (parameters whose value flows into the dict).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+Role = Literal["driver", "non-driver"]
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class SyntaxErrorFacts:
+    line: int
+    col: int
+    message: str
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """A call in a function body."""
+
+    line: int
+    col: int
+    callee: str
+    #: Number of positional arguments and names of keyword arguments.
+    nargs: int = 0
+    keywords: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CallStep:
+    line: int
+    col: int
+    callee: str
+    #: The collective's name as called (``"broadcast_tensor_dict"``), or None.
+    collective: str | None = None
+    #: True for the contract's broadcast function: one step-metadata broadcast.
+    step_broadcast: bool = False
+
+
+@dataclass(frozen=True)
+class BranchStep:
+    line: int
+    then_role: Role | None
+    else_role: Role | None
+    body: tuple[Step, ...]
+    orelse: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class LoopStep:
+    line: int
+    body: tuple[Step, ...]
+    orelse: tuple[Step, ...] = ()
+
+
+@dataclass(frozen=True)
+class TryStep:
+    line: int
+    body: tuple[Step, ...]
+    handlers: tuple[tuple[Step, ...], ...]
+    orelse: tuple[Step, ...]
+    finalbody: tuple[Step, ...]
+
+
+@dataclass(frozen=True)
+class ExitStep:
+    line: int
+    kind: Literal["return", "raise"]
+
+
+@dataclass(frozen=True)
+class RoleAssertStep:
+    line: int
+    role: Role
+
+
+Step: TypeAlias = CallStep | BranchStep | LoopStep | TryStep | ExitStep | RoleAssertStep
+
+
+@dataclass(frozen=True)
+class KeyFacts:
+    """A literal key put into a dict."""
+
+    key: str
+    path: str
+    line: int
+    col: int
+    #: ``self`` attributes read by the value (``self.input_tokens`` -> ``"input_tokens"``).
+    fields: tuple[str, ...] = ()
+    #: Indices of the function's parameters read by the value.
+    params: tuple[int, ...] = ()
+    #: Why the value cannot be pickled or broadcast (``"a lambda"``), or None.
+    bad_value: str | None = None
+
+
+@dataclass(frozen=True)
+class HelperCall:
+    """A call that receives a dict variable as a positional argument."""
+
+    callee: str
+    line: int
+    col: int
+    #: Position of the dict among the positional arguments.
+    arg_index: int
+    #: Per positional argument: the ``self`` fields it reads.
+    arg_fields: tuple[tuple[str, ...], ...]
+    #: Per positional argument: the function parameters it reads.
+    arg_params: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class ConstructFacts:
+    """``target(**dict)``: the receiving constructor (``"cls"`` or a class name)."""
+
+    target: str
+    line: int
+    col: int
+
+
+@dataclass
+class DictFacts:
+    name: str
+    param_index: int | None = None
+    keys: dict[str, KeyFacts] = field(default_factory=dict)
+    dynamic: bool = False
+    all_fields: bool = False
+    sources: list[str] = field(default_factory=list)
+    merges: list[str] = field(default_factory=list)
+    helpers: list[HelperCall] = field(default_factory=list)
+    pops: dict[str, int] = field(default_factory=dict)
+    dynamic_pop: bool = False
+    reads: set[str] = field(default_factory=set)
+    constructs: list[ConstructFacts] = field(default_factory=list)
+    #: Parameters whose values flow into the dict (keys' values or dynamic updates).
+    flow_params: set[int] = field(default_factory=set)
+    #: ``self`` fields whose values flow in through dynamic updates.
+    dynamic_fields: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True)
+class FieldFacts:
+    name: str
+    line: int
+    col: int
+    annotation: str
+    has_default: bool
+    driver_only: bool
+    #: False for ``field(init=False)``: not accepted by ``cls(**d)``.
+    init: bool = True
+    #: ``metadata=NAME``: the name of a constant that may hold the driver-only marker
+    #: (resolved by :meth:`runnercheck.analysis.project.Project.is_driver_only`).
+    metadata_ref: str | None = None
+
+
+@dataclass
+class FunctionFacts:
+    name: str
+    qualname: str
+    path: str
+    line: int
+    col: int
+    end_line: int
+    params: tuple[str, ...] = ()
+    decorators: tuple[str, ...] = ()
+    is_classmethod: bool = False
+    is_staticmethod: bool = False
+    is_property: bool = False
+    is_abstract: bool = False
+    is_stub: bool = False
+    steps: tuple[Step, ...] = ()
+    dicts: dict[str, DictFacts] = field(default_factory=dict)
+    returns: tuple[str, ...] = ()
+    calls: tuple[CallSite, ...] = ()
+
+
+@dataclass
+class ClassFacts:
+    name: str
+    path: str
+    line: int
+    col: int
+    end_line: int
+    bases: tuple[str, ...] = ()
+    base_args: tuple[tuple[str, ...], ...] = ()
+    decorators: tuple[str, ...] = ()
+    is_dataclass: bool = False
+    fields: tuple[FieldFacts, ...] = ()
+    methods: dict[str, FunctionFacts] = field(default_factory=dict)
+    class_attrs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    self_attrs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    abstract_methods: tuple[str, ...] = ()
+    #: Names the class body annotates without a value in a non-dataclass
+    #: (``model_runner: ModelRunnerBase``): name -> names in the annotation.
+    annotations: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class ModuleFacts:
+    path: str
+    syntax_error: SyntaxErrorFacts | None = None
+    classes: dict[str, ClassFacts] = field(default_factory=dict)
+    functions: dict[str, FunctionFacts] = field(default_factory=dict)
+    imports: dict[str, str] = field(default_factory=dict)
+    suppressions: dict[int, frozenset[str] | None] = field(default_factory=dict)
+    #: Module-level constants holding the driver-only marker
+    #: (``DRIVER_ONLY = {"runnercheck": "driver-only"}``).
+    driver_only_constants: frozenset[str] = frozenset()

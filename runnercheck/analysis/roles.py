@@ -1,0 +1,92 @@
+"""Roles of classes in the contract: workers, model runners, which runners a worker
+drives (``self.model_runner = ...``), and which classes are abstract."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from runnercheck.analysis.hierarchy import Hierarchy
+from runnercheck.analysis.model import (
+    ClassFacts,
+    ModuleFacts,
+)
+from runnercheck.analysis.syntax import last_name
+from runnercheck.contract import VLLM, Contract
+
+
+class Roles(Hierarchy):
+    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
+        super().__init__(modules, contract)
+        self._paired: list[ClassFacts] | None = None
+
+    # -------------------------------------------------------------- roles
+    def _contract_base_names(self) -> set[str]:
+        c = self.contract
+        return {*c.runner_bases, *c.worker_bases, *c.input_bases}
+
+    def is_abstract(self, cls: ClassFacts) -> bool:
+        """Declared abstract, a contract base, or named like a base/mixin."""
+        name = cls.name
+        if name in self._contract_base_names():
+            return True
+        if cls.abstract_methods:
+            return True
+        if any(last_name(b) in ("ABC", "Protocol") for b in cls.bases):
+            return True
+        return name.endswith(("Base", "Mixin", "Interface")) or name.startswith(
+            ("Abstract", "Base")
+        )
+
+    def is_worker(self, cls: ClassFacts) -> bool:
+        if self.inherits(cls, self.contract.worker_bases):
+            return True
+        return cls.name.endswith("Worker") and (
+            self.resolve_method(cls, self.contract.execute_method) is not None
+        )
+
+    def is_runner(self, cls: ClassFacts) -> bool:
+        if self.inherits(cls, self.contract.runner_bases):
+            return True
+        if cls.name in self.contract.runner_bases:
+            return True
+        return "Runner" in cls.name and (
+            self.resolve_method(cls, self.contract.execute_method) is not None
+        )
+
+    def workers(self) -> list[ClassFacts]:
+        return [c for c in self.all_classes() if self.is_worker(c)]
+
+    def runners(self) -> list[ClassFacts]:
+        return [c for c in self.all_classes() if self.is_runner(c)]
+
+    def runner_candidates(self, worker: ClassFacts) -> dict[str, list[ClassFacts]]:
+        """Runner classes each ``self.<attr>`` of a worker may hold."""
+        out: dict[str, list[ClassFacts]] = {}
+        for klass in reversed(self.mro(worker)):
+            for attr, names in klass.self_attrs.items():
+                found: list[ClassFacts] = []
+                for name in names:
+                    target = self.resolve_class(name, klass.path)
+                    if target is not None and self.is_runner(target) and target not in found:
+                        found.append(target)
+                if found:
+                    out[attr] = found
+        return out
+
+    def paired_runners(self) -> list[ClassFacts]:
+        """Runners that some worker holds."""
+        if self._paired is None:
+            self._paired = []
+            for _, runner in self.worker_runner_pairs():
+                if runner not in self._paired:
+                    self._paired.append(runner)
+        return self._paired
+
+    def worker_runner_pairs(self) -> list[tuple[ClassFacts, ClassFacts]]:
+        pairs: list[tuple[ClassFacts, ClassFacts]] = []
+        for worker in self.workers():
+            for runners in self.runner_candidates(worker).values():
+                for runner in runners:
+                    if (worker, runner) not in pairs:
+                        pairs.append((worker, runner))
+        return pairs

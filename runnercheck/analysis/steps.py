@@ -1,0 +1,214 @@
+"""The control-flow skeleton of a function (:class:`CallStep`, :class:`BranchStep`, ...):
+calls in evaluation order, branches on the driver flag, loops, ``try``, exits; and the
+classes that ``self.X = ...`` may hold."""
+
+from __future__ import annotations
+
+import ast
+
+from runnercheck.analysis.model import (
+    BranchStep,
+    CallStep,
+    ExitStep,
+    FunctionFacts,
+    LoopStep,
+    RoleAssertStep,
+    Step,
+    TryStep,
+)
+from runnercheck.analysis.recognise import classify_collective, role_of
+from runnercheck.analysis.syntax import dotted, last_name
+from runnercheck.contract import Contract
+
+#: Nodes with nothing to record below them.
+_LEAVES = frozenset(
+    {ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue}
+)
+#: Nodes whose bodies do not run where they stand.
+_NOT_EXECUTED = frozenset({ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+#: Nodes the dict and attribute readers look at.
+_RECORDED = frozenset(
+    {
+        ast.Import,
+        ast.ImportFrom,
+        ast.Assign,
+        ast.AnnAssign,
+        ast.AugAssign,
+        ast.Delete,
+        ast.Subscript,
+        ast.Call,
+        ast.Return,
+    }
+)
+
+
+class StepReader:
+    """The control-flow half of a function reader (see :mod:`runnercheck.analysis.extract`)."""
+
+    facts: FunctionFacts
+    self_name: str | None
+    imports: dict[str, str]
+    contract: Contract
+    nodes: list[ast.AST]
+
+    def _call_steps(self, node: ast.AST, out: list[Step]) -> None:
+        """Calls in ``node`` in evaluation order (arguments before the call); every node
+        visited is also recorded, parents first, in ``self.nodes``."""
+        kind = type(node)
+        if kind in _LEAVES:
+            return
+        if kind is ast.Attribute:
+            self._call_steps(node.value, out)  # type: ignore[attr-defined]
+            return
+        if kind in _RECORDED:
+            self.nodes.append(node)
+        if kind in _NOT_EXECUTED:
+            return
+        if kind is ast.Call:
+            assert isinstance(node, ast.Call)
+            self._call_steps(node.func, out)
+            for arg in node.args:
+                self._call_steps(arg, out)
+            for kw in node.keywords:
+                self._call_steps(kw.value, out)
+            callee = dotted(node.func)
+            collective = classify_collective(callee, self.imports, self.contract)
+            head = callee.split(".", 1)[0]
+            if (
+                collective is not None
+                or head in ("self", "cls", "super()")
+                or (self.self_name is not None and head == self.self_name)
+            ):
+                if self.self_name is not None and head == self.self_name and head != "self":
+                    callee = "self" + callee[len(head) :]
+                out.append(
+                    CallStep(
+                        line=node.lineno,
+                        col=node.col_offset + 1,
+                        callee=callee,
+                        collective=collective,
+                        step_broadcast=collective == self.contract.broadcast_function,
+                    )
+                )
+            return
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        self._call_steps(item, out)
+            elif isinstance(value, ast.AST):
+                self._call_steps(value, out)
+
+    def _steps(self, body: list[ast.stmt]) -> tuple[Step, ...]:
+        out: list[Step] = []
+        flag = self.contract.driver_flag
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                self._call_steps(stmt.test, out)
+                then_role, else_role = role_of(stmt.test, flag)
+                out.append(
+                    BranchStep(
+                        stmt.lineno,
+                        then_role,
+                        else_role,
+                        self._steps(stmt.body),
+                        self._steps(stmt.orelse),
+                    )
+                )
+            elif isinstance(stmt, (ast.For, ast.AsyncFor)):
+                self._call_steps(stmt.iter, out)
+                out.append(LoopStep(stmt.lineno, self._steps(stmt.body), self._steps(stmt.orelse)))
+            elif isinstance(stmt, ast.While):
+                self._call_steps(stmt.test, out)
+                out.append(LoopStep(stmt.lineno, self._steps(stmt.body), self._steps(stmt.orelse)))
+            elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+                for item in stmt.items:
+                    self._call_steps(item.context_expr, out)
+                out.extend(self._steps(stmt.body))
+            elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
+                try_stmt = stmt
+                out.append(
+                    TryStep(
+                        stmt.lineno,
+                        self._steps(try_stmt.body),  # type: ignore[attr-defined]
+                        tuple(self._steps(h.body) for h in try_stmt.handlers),  # type: ignore[attr-defined]
+                        self._steps(try_stmt.orelse),  # type: ignore[attr-defined]
+                        self._steps(try_stmt.finalbody),  # type: ignore[attr-defined]
+                    )
+                )
+            elif isinstance(stmt, ast.Match):
+                self._call_steps(stmt.subject, out)
+                cases = [self._steps(case.body) for case in stmt.cases]
+                # each case is an alternative; model as nested branches
+                rest: tuple[Step, ...] = ()
+                for case_steps in reversed(cases):
+                    rest = (BranchStep(stmt.lineno, None, None, case_steps, rest),)
+                out.extend(rest)
+            elif isinstance(stmt, ast.Return):
+                self.nodes.append(stmt)
+                if stmt.value is not None:
+                    self._call_steps(stmt.value, out)
+                out.append(ExitStep(stmt.lineno, "return"))
+            elif isinstance(stmt, ast.Raise):
+                if stmt.exc is not None:
+                    self._call_steps(stmt.exc, out)
+                out.append(ExitStep(stmt.lineno, "raise"))
+            elif isinstance(stmt, ast.Assert):
+                self._call_steps(stmt.test, out)
+                role, _ = role_of(stmt.test, flag)
+                if role is not None:
+                    out.append(RoleAssertStep(stmt.lineno, role))
+            elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            else:
+                self._call_steps(stmt, out)
+        return tuple(out)
+
+    def self_attrs(self, out: dict[str, tuple[str, ...]]) -> None:
+        """``self.X = ...``: the class names X may hold (into ``out``)."""
+        if self.self_name is None:
+            return
+        env: dict[str, tuple[str, ...]] = {}
+        for node in self.nodes:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        found = candidates(node.value, env)
+                        env[target.id] = tuple(dict.fromkeys(env.get(target.id, ()) + found))
+                    elif (
+                        isinstance(target, ast.Attribute)
+                        and isinstance(target.value, ast.Name)
+                        and target.value.id == self.self_name
+                    ):
+                        found = candidates(node.value, env)
+                        if found:
+                            merged = out.get(target.attr, ()) + found
+                            out[target.attr] = tuple(dict.fromkeys(merged))
+
+
+def candidates(node: ast.expr | None, env: dict[str, tuple[str, ...]]) -> tuple[str, ...]:
+    """Class names an expression may construct or name (following local variables)."""
+    if node is None:
+        return ()
+    if isinstance(node, ast.Call):
+        callee = dotted(node.func)
+        name = last_name(callee)
+        if name == "partial" and node.args:
+            out: tuple[str, ...] = ()
+            for arg in node.args:
+                out += candidates(arg, env)
+            return tuple(dict.fromkeys(out))
+        if isinstance(node.func, ast.Name) and node.func.id in env:
+            return env[node.func.id]
+        if isinstance(node.func, (ast.Name, ast.Attribute)):
+            return (name,)
+        return ()
+    if isinstance(node, ast.Name):
+        return env.get(node.id, (node.id,))
+    if isinstance(node, ast.IfExp):
+        return tuple(dict.fromkeys(candidates(node.body, env) + candidates(node.orelse, env)))
+    if isinstance(node, ast.Attribute):
+        return (node.attr,)
+    return ()

@@ -1,0 +1,263 @@
+"""The step walk: step-metadata broadcasts per path of one engine step (per role),
+through ``self``/``super()`` calls and into the runner a worker drives, and the
+collectives reachable from a method."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from runnercheck.analysis.hierarchy import MethodRef
+from runnercheck.analysis.model import (
+    BranchStep,
+    CallStep,
+    ClassFacts,
+    ExitStep,
+    FunctionFacts,
+    LoopStep,
+    ModuleFacts,
+    Role,
+    RoleAssertStep,
+    Step,
+    TryStep,
+)
+from runnercheck.analysis.roles import Roles
+from runnercheck.contract import VLLM, Contract
+
+ROLES: tuple[Role, ...] = ("driver", "non-driver")
+
+
+@dataclass(frozen=True)
+class BroadcastSite:
+    path: str
+    line: int
+    col: int
+    #: The function that holds the call (``"ModelRunner.prepare_input_tensors"``).
+    where: str
+    callee: str
+
+
+@dataclass(frozen=True)
+class PathCount:
+    """The most step broadcasts on one path, and where they are."""
+
+    count: int
+    sites: tuple[BroadcastSite, ...] = ()
+
+    def __add__(self, other: PathCount) -> PathCount:
+        return PathCount(self.count + other.count, self.sites + other.sites)
+
+
+ZERO = PathCount(0)
+
+
+def _best(a: PathCount | None, b: PathCount | None) -> PathCount | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return b if b.count > a.count else a
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A collective reached from a method, with the chain of methods that leads there."""
+
+    site: BroadcastSite
+    chain: tuple[str, ...]
+
+
+class StepWalk(Roles):
+    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
+        super().__init__(modules, contract)
+        self._count_memo: dict[tuple[int, int, str, Role, int], PathCount | None] = {}
+
+    # ------------------------------------------------- broadcasts per step
+    def _dispatch(
+        self,
+        cls: ClassFacts,
+        owner: ClassFacts,
+        func: FunctionFacts,
+        callee: str,
+        runner: ClassFacts | None,
+    ) -> tuple[ClassFacts, MethodRef] | None:
+        """The method a call in ``owner.func`` (self an instance of ``cls``) runs."""
+        parts = callee.split(".")
+        name = parts[-1]
+        if parts[0] == "super()" and len(parts) == 2:
+            ref = self.resolve_method(cls, name, after=owner)
+            return (cls, ref) if ref is not None else None
+        if parts[0] in ("self", "cls") and len(parts) == 2:
+            ref = self.resolve_method(cls, name)
+            return (cls, ref) if ref is not None else None
+        if parts[0] == "self" and len(parts) == 3:
+            candidates = self.runner_candidates(cls).get(parts[1], [])
+            chosen: ClassFacts | None = None
+            if runner is not None and runner in candidates:
+                chosen = runner
+            elif len(candidates) == 1:
+                chosen = candidates[0]
+            if chosen is None:
+                return None
+            ref = self.resolve_method(chosen, name)
+            return (chosen, ref) if ref is not None else None
+        return None
+
+    def _count_function(
+        self, cls: ClassFacts, ref: MethodRef, role: Role, runner: ClassFacts | None
+    ) -> PathCount | None:
+        """Most step broadcasts over the paths of one call (None: no path completes)."""
+        key = (id(cls), id(ref.owner), ref.func.qualname, role, id(runner))
+        if key in self._count_memo:
+            return self._count_memo[key]
+        self._count_memo[key] = ZERO  # a recursive call counts nothing
+        result: PathCount | None
+        if ref.func.is_stub:
+            result = ZERO
+        else:
+            ft, exited = self._walk(ref.func.steps, cls, ref, role, runner, ZERO)
+            result = _best(ft, exited)
+        self._count_memo[key] = result
+        return result
+
+    def _walk(
+        self,
+        steps: tuple[Step, ...],
+        cls: ClassFacts,
+        ref: MethodRef,
+        role: Role,
+        runner: ClassFacts | None,
+        start: PathCount | None,
+    ) -> tuple[PathCount | None, PathCount | None]:
+        """(best count falling through the block, best count of paths that returned)."""
+        running = start
+        exited: PathCount | None = None
+        for step in steps:
+            if running is None:
+                break
+            if isinstance(step, CallStep):
+                if step.collective is not None:
+                    if step.step_broadcast:
+                        site = BroadcastSite(
+                            ref.func.path, step.line, step.col, ref.func.qualname, step.callee
+                        )
+                        running = running + PathCount(1, (site,))
+                    continue
+                target = self._dispatch(cls, ref.owner, ref.func, step.callee, runner)
+                if target is None:
+                    continue
+                sub = self._count_function(target[0], target[1], role, runner)
+                running = None if sub is None else running + sub
+            elif isinstance(step, BranchStep):
+                then_ok = step.then_role is None or step.then_role == role
+                else_ok = step.else_role is None or step.else_role == role
+                ft_then = ex_then = ft_else = ex_else = None
+                if then_ok:
+                    ft_then, ex_then = self._walk(step.body, cls, ref, role, runner, running)
+                if else_ok:
+                    ft_else, ex_else = self._walk(step.orelse, cls, ref, role, runner, running)
+                exited = _best(exited, _best(ex_then, ex_else))
+                running = _best(ft_then, ft_else)
+            elif isinstance(step, LoopStep):
+                ft_body, ex_body = self._walk(step.body, cls, ref, role, runner, running)
+                exited = _best(exited, ex_body)
+                running = _best(running, ft_body)
+                if step.orelse:
+                    ft_else, ex_else = self._walk(step.orelse, cls, ref, role, runner, running)
+                    exited = _best(exited, ex_else)
+                    running = ft_else
+            elif isinstance(step, TryStep):
+                ft_body, ex_body = self._walk(step.body, cls, ref, role, runner, running)
+                exited = _best(exited, ex_body)
+                after = ft_body
+                if step.orelse:
+                    ft_else, ex_else = self._walk(step.orelse, cls, ref, role, runner, after)
+                    exited = _best(exited, ex_else)
+                    after = ft_else
+                for handler in step.handlers:
+                    ft_h, ex_h = self._walk(handler, cls, ref, role, runner, running)
+                    exited = _best(exited, ex_h)
+                    after = _best(after, ft_h)
+                if step.finalbody:
+                    ft_f, ex_f = self._walk(step.finalbody, cls, ref, role, runner, after)
+                    exited = _best(exited, ex_f)
+                    after = ft_f
+                running = after
+            elif isinstance(step, ExitStep):
+                if step.kind == "return":
+                    exited = _best(exited, running)
+                running = None
+            elif isinstance(step, RoleAssertStep):
+                if step.role != role:
+                    running = None
+        return running, exited
+
+    def broadcasts_per_step(
+        self, cls: ClassFacts, runner: ClassFacts | None = None, entry: str | None = None
+    ) -> dict[Role, PathCount]:
+        """The most step-metadata broadcasts one ``execute_model`` call of ``cls`` runs on
+        each role's path, following ``self.*``/``super()`` calls and, for a worker, the
+        calls into ``runner`` (``self.model_runner.*``)."""
+        name = entry or self.contract.execute_method
+        ref = self.resolve_method(cls, name)
+        out: dict[Role, PathCount] = {}
+        for role in ROLES:
+            if ref is None:
+                out[role] = ZERO
+                continue
+            result = self._count_function(cls, ref, role, runner)
+            out[role] = result if result is not None else ZERO
+        return out
+
+    # ------------------------------------------------------- collectives
+    def collectives_reachable(self, cls: ClassFacts, method: str) -> list[Reached]:
+        """Every collective call reachable from ``cls.method`` through ``self``/``cls``/
+        ``super()`` calls (any path, any role)."""
+        ref = self.resolve_method(cls, method)
+        if ref is None:
+            return []
+        found: list[Reached] = []
+        seen: set[tuple[int, str]] = set()
+
+        def visit(current: MethodRef, chain: tuple[str, ...]) -> None:
+            key = (id(current.owner), current.func.name)
+            if key in seen:
+                return
+            seen.add(key)
+            for step in _flatten(current.func.steps):
+                if step.collective is not None:
+                    site = BroadcastSite(
+                        current.func.path,
+                        step.line,
+                        step.col,
+                        current.func.qualname,
+                        step.callee,
+                    )
+                    found.append(Reached(site, chain))
+                    continue
+                parts = step.callee.split(".")
+                if len(parts) != 2 or parts[0] not in ("self", "cls", "super()"):
+                    continue
+                target = self._dispatch(cls, current.owner, current.func, step.callee, None)
+                if target is not None:
+                    visit(target[1], (*chain, target[1].func.qualname))
+
+        visit(ref, (ref.func.qualname,))
+        return found
+
+
+def _flatten(steps: tuple[Step, ...]) -> list[CallStep]:
+    out: list[CallStep] = []
+    for step in steps:
+        if isinstance(step, CallStep):
+            out.append(step)
+        elif isinstance(step, BranchStep):
+            out += _flatten(step.body) + _flatten(step.orelse)
+        elif isinstance(step, LoopStep):
+            out += _flatten(step.body) + _flatten(step.orelse)
+        elif isinstance(step, TryStep):
+            out += _flatten(step.body)
+            for handler in step.handlers:
+                out += _flatten(handler)
+            out += _flatten(step.orelse) + _flatten(step.finalbody)
+    return out

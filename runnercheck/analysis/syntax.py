@@ -1,0 +1,161 @@
+"""Small, shared readings of ``ast`` nodes: dotted names, positions, literal strings,
+the ``self`` attributes and parameters an expression reads, module-level statements,
+imports and suppression comments. Every other module of the analysis layer uses these;
+none of them keeps an AST node.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+_SUPPRESS = re.compile(r"#\s*runnercheck:\s*ignore(?:\[([^\]]*)\])?", re.IGNORECASE)
+
+
+def dotted(node: ast.expr) -> str:
+    """``self.model_runner.execute_model`` -> that string; calls become ``name()``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Call):
+        return f"{dotted(node.func)}()"
+    if isinstance(node, ast.Subscript):
+        return dotted(node.value)
+    return "?"
+
+
+def last_name(callee: str) -> str:
+    return callee.rsplit(".", 1)[-1]
+
+
+def receiver(callee: str) -> str:
+    return callee.rsplit(".", 1)[0] if "." in callee else ""
+
+
+def col_of(node: ast.AST) -> int:
+    return int(getattr(node, "col_offset", 0)) + 1
+
+
+def line_of(node: ast.AST) -> int:
+    return int(getattr(node, "lineno", 0))
+
+
+def str_const(node: ast.expr | None) -> str | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    return None
+
+
+def self_fields(node: ast.AST, self_name: str | None) -> tuple[str, ...]:
+    """``self`` attributes read anywhere in ``node`` (first attribute only)."""
+    if self_name is None:
+        return ()
+    found: list[str] = []
+    for sub in ast.walk(node):
+        if (
+            isinstance(sub, ast.Attribute)
+            and isinstance(sub.value, ast.Name)
+            and sub.value.id == self_name
+            and sub.attr not in found
+        ):
+            found.append(sub.attr)
+    return tuple(found)
+
+
+def params_read(node: ast.AST, params: dict[str, int]) -> tuple[int, ...]:
+    found: list[int] = []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in params and params[sub.id] not in found:
+            found.append(params[sub.id])
+    return tuple(sorted(found))
+
+
+def names_in(node: ast.AST) -> tuple[str, ...]:
+    names: list[str] = []
+    for sub in ast.walk(node):
+        name = None
+        if isinstance(sub, ast.Name):
+            name = sub.id
+        elif isinstance(sub, ast.Attribute):
+            name = sub.attr
+        elif isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            # string annotations: "ModelRunnerBase"
+            name = sub.value.strip()
+        if name and name not in names:
+            names.append(name)
+    return tuple(names)
+
+
+def decorator_names(decorators: list[ast.expr]) -> tuple[str, ...]:
+    out = []
+    for dec in decorators:
+        target = dec.func if isinstance(dec, ast.Call) else dec
+        out.append(dotted(target))
+    return tuple(out)
+
+
+def is_stub_body(body: list[ast.stmt]) -> bool:
+    for stmt in body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # docstring or ``...``
+        if isinstance(stmt, ast.Pass):
+            continue
+        if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+            exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+            if last_name(dotted(exc)) == "NotImplementedError":
+                continue
+        return False
+    return True
+
+
+def read_import(node: ast.Import | ast.ImportFrom, out: dict[str, str]) -> None:
+    if isinstance(node, ast.Import):
+        for alias in node.names:
+            if alias.asname:
+                out[alias.asname] = alias.name
+            else:
+                head = alias.name.split(".", 1)[0]
+                out.setdefault(head, head)
+        return
+    module = "." * node.level + (node.module or "")
+    for alias in node.names:
+        out[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
+
+
+def suppressions(source: str) -> dict[int, frozenset[str] | None]:
+    """``# runnercheck: ignore[RC101, RC102]`` (or bare) comments by line."""
+    found: dict[int, frozenset[str] | None] = {}
+    if "runnercheck:" not in source and "RUNNERCHECK:" not in source.upper():
+        return found
+    for number, text in enumerate(source.splitlines(), start=1):
+        if "#" not in text:
+            continue
+        for match in _SUPPRESS.finditer(text):
+            codes = match.group(1)
+            if codes is None or not codes.strip():
+                found[number] = None
+            elif found.get(number, frozenset()) is not None:
+                parsed = {c.strip().upper() for c in codes.split(",") if c.strip()}
+                found[number] = frozenset(parsed | set(found.get(number) or ()))
+    return found
+
+
+def module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Top-level statements, descending into ``if``/``try``/``with`` blocks."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            out.extend(module_level(stmt.body))
+            out.extend(module_level(stmt.orelse))
+        elif isinstance(stmt, ast.Try):
+            out.extend(module_level(stmt.body))
+            for handler in stmt.handlers:
+                out.extend(module_level(handler.body))
+            out.extend(module_level(stmt.orelse))
+            out.extend(module_level(stmt.finalbody))
+        elif isinstance(stmt, ast.With):
+            out.extend(module_level(stmt.body))
+        else:
+            out.append(stmt)
+    return out
