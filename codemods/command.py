@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from typing import Any
 
 import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
+from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
 
 
@@ -29,6 +32,12 @@ class ContractCommand(VisitorBasedCodemodCommand):
 
     def rewrite(self, tree: cst.Module) -> cst.Module:
         raise NotImplementedError
+
+    def project(self, tree: cst.Module) -> tuple[str, Project]:
+        """The file's path and the analysis of its text alone (what a single-file
+        command can see)."""
+        path = os.path.abspath(self.context.filename or "module.py")
+        return path, Project([extract_source(tree.code, path, self.contract)], self.contract)
 
     def warn_skipped(self, skipped: Iterable[Any]) -> None:
         """Each item the rewrite left alone (``.code``, ``.message``) as a codemod warning."""

@@ -16,14 +16,13 @@ seen is skipped (reported, not guessed).
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 
 import libcst as cst
 
-from codemods import cstutil as cu
-from codemods import imports, inputs
+from codemods import cstutil, imports
 from codemods.command import ContractCommand
+from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
 
 NAME = "driver-only"
@@ -40,13 +39,13 @@ class Skipped:
 def _field_call(module: cst.Module) -> tuple[str, bool]:
     """How this module spells ``dataclasses.field`` and whether an import is needed."""
     for statement in module.body:
-        small = cu.single_small(statement)
+        small = cstutil.single_small(statement)
         if (
             isinstance(small, cst.ImportFrom)
-            and cu.dotted(small.module or cst.Name("")) == "dataclasses"
+            and cstutil.dotted(small.module or cst.Name("")) == "dataclasses"
         ):
             if not isinstance(small.names, cst.ImportStar) and any(
-                cu.code(a.name) == "field" and a.asname is None for a in small.names
+                cstutil.code(a.name) == "field" and a.asname is None for a in small.names
             ):
                 return "field", False
     return "dataclasses.field", "dataclasses" not in imports.imported_names(module)
@@ -57,7 +56,7 @@ def _marked(value: cst.BaseExpression | None, spelling: str) -> cst.BaseExpressi
     marker = cst.parse_expression(MARKER)
     if value is None:
         return cst.parse_expression(f"{spelling}(metadata={MARKER})")
-    if isinstance(value, cst.Call) and cu.call_name(value) == "field":
+    if isinstance(value, cst.Call) and cstutil.call_name(value) == "field":
         for arg in value.args:
             if arg.keyword is not None and arg.keyword.value == "metadata":
                 return None
@@ -84,71 +83,56 @@ def _marked(value: cst.BaseExpression | None, spelling: str) -> cst.BaseExpressi
 
 
 def rewrite_module(
-    module: cst.Module,
-    lookup: inputs.ClassLookup,
-    contract: Contract = VLLM,
+    module: cst.Module, project: Project, path: str, contract: Contract = VLLM
 ) -> tuple[cst.Module, dict[str, list[str]], list[Skipped]]:
-    """Mark unbroadcast fields; returns the module, ``{class: [fields]}`` changed,
-    and the classes skipped with why."""
+    """Mark the fields RC103 reports (as the analysis of ``path`` in ``project`` finds
+    them); returns the module, ``{class: [fields]}`` changed, and the classes skipped
+    with why."""
+    facts = project.modules.get(path)
     spelling, needs_import = _field_call(module)
-    neutral = frozenset(inputs.contract_base_names(contract))
     changed: dict[str, list[str]] = {}
     skipped: list[Skipped] = []
     body: list[cst.BaseStatement] = []
     for statement in module.body:
-        if not (isinstance(statement, cst.ClassDef) and inputs.is_dataclass(statement)):
+        cls = (
+            facts.classes.get(statement.name.value)
+            if facts is not None and isinstance(statement, cst.ClassDef)
+            else None
+        )
+        if cls is None:
             body.append(statement)
             continue
-        name = statement.name.value
-        own = inputs.method(statement, contract.as_dict_method)
-        reads: set[str] = set()
-        everything = False
-        need_parent = own is None or inputs.calls_super(own, contract.as_dict_method)
-        if own is not None and not cu.contains(own, lambda n: isinstance(n, cst.Return)):
-            body.append(statement)  # it cannot be broadcast at all (raises): not an input
-            continue
-        if own is not None:
-            reads |= inputs.self_reads(own)
-            everything = inputs.reads_all_fields(own)
-        if need_parent:
-            bases = [cu.code(b.value) for b in statement.bases]
-            inherited = inputs.inherited_reads(bases, lookup, contract.as_dict_method, neutral)
-            if inherited is None:
-                skipped.append(
-                    Skipped(name, "MIG201", f"{name}: a base class of it is not in the given paths")
+        assert isinstance(statement, cst.ClassDef)
+        if project.reads_unknown_parent(cls):
+            skipped.append(
+                Skipped(
+                    cls.name, "MIG201", f"{cls.name}: a base class of it is not in the given paths"
                 )
-                body.append(statement)
-                continue
-            if own is None and not inherited[0] and not inherited[1]:
-                body.append(statement)  # not a broadcast input
-                continue
-            reads |= inherited[0]
-            everything = everything or inherited[1]
-        if everything:
+            )
+        wanted = {fld.name for fld in project.unbroadcast_fields(cls)}
+        if not wanted:
             body.append(statement)
             continue
         items = []
         marked: list[str] = []
-        targets = {id(line): small for line, small in inputs.fields(statement)}
-        for item in cu.body_of(statement.body):
-            small = targets.get(id(item))
-            if small is None:
-                items.append(item)
-                continue
-            assert isinstance(small.target, cst.Name)
-            field_name = small.target.value
-            if (
-                field_name in reads
-                or inputs.driver_only_marked(small.value)
-                or contract.is_driver_only(name, field_name)
+        for item in cstutil.body_of(statement.body):
+            small = cstutil.single_small(item)
+            if not (
+                isinstance(item, cst.SimpleStatementLine)
+                and isinstance(small, cst.AnnAssign)
+                and isinstance(small.target, cst.Name)
+                and small.target.value in wanted
             ):
                 items.append(item)
                 continue
+            field_name = small.target.value
             value = _marked(small.value, spelling)
             if value is None:
                 skipped.append(
                     Skipped(
-                        name, "MIG105", f"{name}.{field_name}: `field(...)` already has metadata"
+                        cls.name,
+                        "MIG105",
+                        f"{cls.name}.{field_name}: `field(...)` already has metadata",
                     )
                 )
                 items.append(item)
@@ -157,18 +141,17 @@ def rewrite_module(
                 value=value,
                 equal=small.equal if small.value is not None else cst.AssignEqual(),
             )
-            if len(cu.code(new_small)) + 4 > 79 and isinstance(value, cst.Call):
+            if len(cstutil.code(new_small)) + 4 > 79 and isinstance(value, cst.Call):
                 wrapped = cst.parse_expression(
-                    f"{cu.code(value.func)}(\n    "
-                    + ", ".join(cu.code(a).rstrip(", ") for a in value.args)
+                    f"{cstutil.code(value.func)}(\n    "
+                    + ", ".join(cstutil.code(a).rstrip(", ") for a in value.args)
                     + ")"
                 )
                 new_small = new_small.with_changes(value=wrapped)
-            assert isinstance(item, cst.SimpleStatementLine)
             items.append(item.with_changes(body=[new_small]))
             marked.append(field_name)
         if marked:
-            changed[name] = marked
+            changed[cls.name] = marked
             statement = statement.with_changes(body=statement.body.with_changes(body=items))
         body.append(statement)
     if not changed:
@@ -188,7 +171,7 @@ class DriverOnlyCommand(ContractCommand):
     )
 
     def rewrite(self, tree: cst.Module) -> cst.Module:
-        lookup = inputs.module_lookup(ast.parse(tree.code))
-        new, _changed, skipped = rewrite_module(tree, lookup, self.contract)
+        path, project = self.project(tree)
+        new, _changed, skipped = rewrite_module(tree, project, path, self.contract)
         self.warn_skipped(skipped)
         return new

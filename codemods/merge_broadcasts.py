@@ -23,10 +23,14 @@ from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
 from codemods import cstutil as cu
 from codemods import imports, merge_runner, merge_worker, templates
-from codemods.discover import ClassRef, Group, Index, module_facts
 from codemods.merge_runner import DroppedKey, RunnerPlan
 from codemods.merge_worker import WorkerPlan
 from codemods.refusal import Refusal
+from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.groups import ClassRef, Group, find_groups, ref_of
+from runnercheck.analysis.model import CallSite, ClassFacts
+from runnercheck.analysis.project import Project
+from runnercheck.analysis.syntax import loaded_names
 from runnercheck.contract import VLLM, Contract
 
 NAME = "merge-broadcasts"
@@ -66,46 +70,38 @@ def _class_def(module: cst.Module, name: str) -> cst.ClassDef | None:
     return None
 
 
-def _top_level_class(modules: dict[Path, cst.Module], index: Index, ref: ClassRef) -> cst.ClassDef:
+def _facts(project: Project, ref: ClassRef) -> ClassFacts:
+    return project.modules[str(ref.path)].classes[ref.name]
+
+
+def _top_level_class(
+    modules: dict[Path, cst.Module], project: Project, ref: ClassRef
+) -> cst.ClassDef:
     """The group member's class statement, or a refusal when it is not a top-level class."""
     cdef = _class_def(modules[ref.path], ref.name)
     if cdef is None:
         raise Refusal(
-            "MIG103", ref.path, f"{ref.name} is not a top-level class", line=index.facts(ref).line
+            "MIG103",
+            ref.path,
+            f"{ref.name} is not a top-level class",
+            line=_facts(project, ref).line,
         )
     return cdef
 
 
-def _top_names(module_ast: ast.Module) -> set[str]:
-    names: set[str] = set()
-    for node in module_ast.body:
-        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias in node.names:
-                names.add((alias.asname or alias.name).split(".")[0])
-    return names
-
-
-def import_path(index: Index, origin: Path, target: Path) -> str:
+def import_path(project: Project, origin: Path, target: Path) -> str:
     """How ``origin`` should import the module at ``target``: the way ``origin``
     (or another module of its directory) imports its siblings, else relative
     inside a package, else by bare name."""
-    neighbours = [
-        origin,
-        *sorted(p for p in index.modules if p.parent == origin.parent and p != origin),
-    ]
+    paths = [Path(p) for p in project.modules]
+    neighbours = [origin, *sorted(p for p in paths if p.parent == origin.parent and p != origin)]
     for source in neighbours:
-        facts = index.modules.get(source)
+        facts = project.modules.get(str(source))
         if facts is None:
             continue
-        for module, _name, level in facts.imports.values():
-            resolved = index.module_file(source, module, level)
+        for module, _name, level in facts.import_sources.values():
+            found = project.module_file(str(source), module, level)
+            resolved = Path(found) if found is not None else None
             if resolved is None or resolved.parent != target.parent or resolved == source:
                 continue
             if level:
@@ -134,18 +130,18 @@ class _Bases:
     path: Path | None
 
 
-def _find_bases(index: Index, contract: Contract) -> dict[str, Path]:
+def _find_bases(project: Project, contract: Contract) -> dict[str, Path]:
     found: dict[str, Path] = {}
-    for ref in index.all_classes():
-        if ref.name in (contract.input_bases[0], contract.runner_bases[0]):
-            found.setdefault(ref.name, ref.path)
+    for cls in project.all_classes():
+        if cls.name in (contract.input_bases[0], contract.runner_bases[0]):
+            found.setdefault(cls.name, Path(cls.path))
     return found
 
 
 def plan_group(
     group: Group,
     modules: dict[Path, cst.Module],
-    index: Index,
+    project: Project,
     contract: Contract,
 ) -> tuple[list[RunnerPlan], list[WorkerPlan]]:
     """Plan every class of the group, or raise Refusal (nothing is rewritten)."""
@@ -154,10 +150,10 @@ def plan_group(
         raise Refusal(code, path, message, line=line)
     runner_plans: dict[ClassRef, RunnerPlan] = {}
     for ref in group.runners:
-        cdef = _top_level_class(modules, index, ref)
+        cdef = _top_level_class(modules, project, ref)
         plan = RunnerPlan(ref.path, ref.name, cdef)
         legacy = merge_runner.broadcast_methods(
-            cdef, contract, _methods_calling(index, ref, {contract.broadcast_function})
+            cdef, contract, _methods_calling(project, ref, {contract.broadcast_function})
         )
         if len(legacy) > 1:
             raise Refusal(
@@ -183,12 +179,14 @@ def plan_group(
     for ref, plan in runner_plans.items():
         if plan.method is not None:
             continue
-        for ancestor in index.mro(ref)[1:]:
-            other = runner_plans.get(ancestor)
+        for ancestor in project.mro(_facts(project, ref))[1:]:
+            other = runner_plans.get(ref_of(ancestor))
             if other is not None and other.method is not None:
                 plan.owner = other
                 break
-    taken: dict[Path, set[str]] = {p: _top_names(index.modules[p].tree) for p in group.files}
+    taken: dict[Path, set[str]] = {
+        p: set(project.modules[str(p)].top_level_names) for p in group.files
+    }
     for ref, plan in runner_plans.items():
         if plan.method is None:
             continue
@@ -216,7 +214,7 @@ def plan_group(
             plan.cdef,
             source.method.name.value,
             plan.execute,
-            _methods_calling(index, ref, {source.method.name.value}, on_self=True),
+            _methods_calling(project, ref, {source.method.name.value}, on_self=True),
         )
         if stray:
             raise Refusal(
@@ -227,7 +225,7 @@ def plan_group(
                 stray[0],
             )
         plan.self_execute_in = _methods_calling(
-            index, ref, {contract.execute_method}, on_self=True
+            project, ref, {contract.execute_method}, on_self=True
         ) - {contract.execute_method}
         plan.self_execute_calls = merge_runner.self_calls(
             plan.cdef, contract.execute_method, plan.execute, plan.self_execute_in
@@ -241,7 +239,11 @@ def plan_group(
                     "a positional request",
                     call,
                 )
-        bases_in_group = [b for b in index.bases(ref) if b in runner_plans]
+        bases_in_group = [
+            ref_of(b)
+            for b in project.direct_bases(_facts(project, ref))
+            if isinstance(b, ClassFacts) and ref_of(b) in runner_plans
+        ]
         inherited = [
             runner_plans[b].input_plan
             for b in bases_in_group
@@ -251,10 +253,10 @@ def plan_group(
         # a subclass runner with its own, unrelated input narrows its parent's contract
         plan.narrows = plan.method is not None and bool(inherited)
         plan.narrows_from = inherited[0].name if plan.narrows else ""
-    _check_dropped(runner_plans.values(), index)
+    _check_dropped(runner_plans.values(), project)
     worker_plans: list[WorkerPlan] = []
     for ref in group.workers:
-        cdef = _top_level_class(modules, index, ref)
+        cdef = _top_level_class(modules, project, ref)
         driven = [r for r in group.runners if runner_plans[r].input_plan.method is not None]
         if not driven:
             raise Refusal(
@@ -277,69 +279,56 @@ def plan_group(
             plan_w,
             contract,
             runner_keys,
-            _methods_calling(index, ref, {contract.broadcast_function, contract.execute_method}),
+            _methods_calling(project, ref, {contract.broadcast_function, contract.execute_method}),
         )
         worker_plans.append(plan_w)
     return list(runner_plans.values()), worker_plans
 
 
 def _methods_calling(
-    index: Index, ref: ClassRef, names: set[str], on_self: bool = False
+    project: Project, ref: ClassRef, names: set[str], on_self: bool = False
 ) -> set[str]:
     """Names of ``ref``'s methods that call any of ``names`` (``self.<name>`` only when
-    ``on_self``), read from the ``ast`` facts so LibCST walks only those methods."""
-    found: set[str] = set()
-    for name, func in index.facts(ref).methods.items():
-        for node in ast.walk(func):
-            if not isinstance(node, ast.Call):
-                continue
-            target = node.func
-            if isinstance(target, ast.Attribute):
-                if target.attr in names and (
-                    not on_self
-                    or (isinstance(target.value, ast.Name) and target.value.id == "self")
-                ):
-                    found.add(name)
-                    break
-            elif isinstance(target, ast.Name) and target.id in names and not on_self:
-                found.add(name)
-                break
-    return found
+    ``on_self``), from the analysis facts, so LibCST walks only those methods."""
+    wanted = {f"self.{n}" for n in names}
+    return {
+        name
+        for name, func in _facts(project, ref).methods.items()
+        if any(
+            (c.callee in wanted) if on_self else (c.callee.rpartition(".")[2] in names)
+            for c in func.calls
+        )
+    }
 
 
-def _check_dropped(plans: Iterable[RunnerPlan], index: Index) -> None:
+def _check_dropped(plans: Iterable[RunnerPlan], project: Project) -> None:
     """Part (3) of the duplicate-key proof: every call of the constructor in the
     runner's classes (its bases and every subclass in the run, which may override
     the methods that build the value) passes the key explicitly."""
     for plan in plans:
         if not plan.dropped:
             continue
-        ref = ClassRef(plan.path, plan.name)
-        family = {*index.mro(ref), *(c for c in index.all_classes() if ref in index.mro(c))}
+        cls = _facts(project, ClassRef(plan.path, plan.name))
+        below = [c for c in project.all_classes() if cls in project.mro(c)]
+        family = {id(c): c for c in [*project.mro(cls), *below]}
         wanted = {d.constructor for d in plan.dropped}
-        calls: dict[str, list[tuple[ClassRef, ast.Call]]] = {name: [] for name in wanted}
-        for member in sorted(family, key=lambda r: (str(r.path), r.name)):
-            for node in ast.walk(index.facts(member).node):
-                if not isinstance(node, ast.Call):
-                    continue
-                func = node.func
-                name = (
-                    func.attr
-                    if isinstance(func, ast.Attribute)
-                    else (func.id if isinstance(func, ast.Name) else None)
-                )
-                if name in wanted and all(k.arg is not None for k in node.keywords):
-                    calls[name].append((member, node))
+        calls: dict[str, list[tuple[ClassFacts, CallSite]]] = {name: [] for name in wanted}
+        for member in sorted(family.values(), key=lambda c: (c.path, c.name)):
+            for func in member.methods.values():
+                for call in func.calls:
+                    name = call.callee.rpartition(".")[2]
+                    if name in wanted and not call.star_kwargs:
+                        calls[name].append((member, call))
         for dropped in plan.dropped:
             found = calls[dropped.constructor]
-            for member, node in found:
-                if dropped.key not in {k.arg for k in node.keywords}:
+            for member, call in sorted(found, key=lambda mc: (mc[0].path, mc[1].line)):
+                if dropped.key not in call.keywords:
                     raise Refusal(
                         "MIG102",
                         plan.path,
                         f"{plan.name}: key {dropped.key!r} is not one of the returned "
                         "values and is not provably a duplicate: "
-                        f"`{dropped.constructor}(...)` at {member.path.name}:{node.lineno} "
+                        f"`{dropped.constructor}(...)` at {Path(member.path).name}:{call.line} "
                         f"does not pass `{dropped.key}=`",
                         dropped.node,
                     )
@@ -399,13 +388,13 @@ def _rewrite_runner_class(plan: RunnerPlan, contract: Contract, runner_base: str
 def rewrite_group(
     group: Group,
     modules: dict[Path, cst.Module],
-    index: Index,
+    project: Project,
     contract: Contract,
     runner_plans: list[RunnerPlan],
     worker_plans: list[WorkerPlan],
 ) -> GroupResult:
     result = GroupResult(group.label)
-    bases = _find_bases(index, contract)
+    bases = _find_bases(project, contract)
     input_base, runner_base = contract.input_bases[0], contract.runner_bases[0]
     needs_bases = [p for p in runner_plans if p.method is not None or p.add_base]
     base_file: Path | None = None
@@ -414,7 +403,7 @@ def rewrite_group(
             base_file = bases[input_base]
         else:
             base_file = needs_bases[0].path.parent / f"{templates.BASE_MODULE_NAME}.py"
-            if base_file in index.modules or base_file.exists():
+            if str(base_file) in project.modules or base_file.exists():
                 raise Refusal(
                     "MIG108",
                     base_file,
@@ -455,17 +444,17 @@ def rewrite_group(
                         owner_names.append(runner_base)
                     assert base_file is not None
                     if base_file != path:
-                        from_imports.append((import_path(index, path, base_file), owner_names))
+                        from_imports.append((import_path(project, path, base_file), owner_names))
                 elif plan_any.owner is not None and plan_any.execute is not None:
                     owner = plan_any.owner
                     if owner.path != path:
                         from_imports.append(
-                            (import_path(index, path, owner.path), [owner.input_name])
+                            (import_path(project, path, owner.path), [owner.input_name])
                         )
                 if plan_any.add_base and plan_any.method is None:
                     assert base_file is not None
                     if base_file != path:
-                        from_imports.append((import_path(index, path, base_file), [runner_base]))
+                        from_imports.append((import_path(project, path, base_file), [runner_base]))
                 body.append(new_cls)
                 continue
             if isinstance(plan_any, WorkerPlan):
@@ -490,9 +479,9 @@ def rewrite_group(
             new_module, ["dataclasses"] if needs_dataclass else [], wanted
         )
         result.modules[path] = new_module
-        result.used_before[path] = _loaded_names(index.modules[path].tree) & (
-            imports.imported_names(module)
-        )
+        loaded = project.modules[str(path)].loaded_names
+        assert loaded is not None, "group files are read with names=True"
+        result.used_before[path] = set(loaded) & imports.imported_names(module)
     for plan in runner_plans:
         if plan.method is None:
             continue
@@ -518,10 +507,6 @@ def rewrite_group(
     return result
 
 
-def _loaded_names(tree: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-
-
 def finish(module: cst.Module, used_before: set[str]) -> tuple[cst.Module, str, ast.Module]:
     """The final module, its text and its ``ast``: imports that the rewrite made
     unused (read before, not any more: the broadcast function in a runner,
@@ -530,7 +515,7 @@ def finish(module: cst.Module, used_before: set[str]) -> tuple[cst.Module, str, 
     when an import goes."""
     code = module.code
     tree = ast.parse(code)
-    unused = used_before - _loaded_names(tree)
+    unused = used_before - loaded_names(tree)
     if not unused:
         return module, code, tree
     module, code = imports.remove_names(module, code, unused)
@@ -538,11 +523,11 @@ def finish(module: cst.Module, used_before: set[str]) -> tuple[cst.Module, str, 
 
 
 def merge(
-    group: Group, modules: dict[Path, cst.Module], index: Index, contract: Contract
+    group: Group, modules: dict[Path, cst.Module], project: Project, contract: Contract
 ) -> GroupResult:
     """Plan then rewrite one group (raises Refusal; nothing is written here)."""
-    runner_plans, worker_plans = plan_group(group, modules, index, contract)
-    return rewrite_group(group, modules, index, contract, runner_plans, worker_plans)
+    runner_plans, worker_plans = plan_group(group, modules, project, contract)
+    return rewrite_group(group, modules, project, contract, runner_plans, worker_plans)
 
 
 class MergeBroadcastsCommand(VisitorBasedCodemodCommand):
@@ -562,12 +547,9 @@ class MergeBroadcastsCommand(VisitorBasedCodemodCommand):
         self.contract = contract
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
-        from codemods.discover import find_groups
-
         path = Path(os.path.abspath(self.context.filename or "module.py"))
-        facts = module_facts(path, ast.parse(tree.code))
-        index = Index([facts], self.contract)
-        groups, _notes = find_groups(index)
+        project = self._project(path, tree.code)
+        groups, _notes = find_groups(project)
         if not groups:
             raise SkipFile("no paired broadcast")
         modules = {path: tree}
@@ -576,7 +558,7 @@ class MergeBroadcastsCommand(VisitorBasedCodemodCommand):
                 self.warn(f"{group.label}: spans several files; use `runnercheck migrate`")
                 continue
             try:
-                result = merge(group, modules, index, self.contract)
+                result = merge(group, modules, project, self.contract)
             except Refusal as refusal:
                 self.warn(f"{refusal.code} {refusal.message}")
                 continue
@@ -588,6 +570,8 @@ class MergeBroadcastsCommand(VisitorBasedCodemodCommand):
                 continue
             tree, _, _ = finish(result.modules[path], result.used_before[path])
             modules = {path: tree}
-            facts = module_facts(path, ast.parse(tree.code))
-            index = Index([facts], self.contract)
+            project = self._project(path, tree.code)
         return tree
+
+    def _project(self, path: Path, code: str) -> Project:
+        return Project([extract_source(code, str(path), self.contract, names=True)], self.contract)

@@ -26,11 +26,12 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import driver_only, inputs, self_return, super_dict, verify
-from codemods.discover import Group, Index, Note, find_groups, module_facts
+from codemods import driver_only, self_return, super_dict, verify
 from codemods.merge_broadcasts import GroupResult, finish, merge
 from codemods.refusal import Refusal
 from codemods.source import SkippedPath, collect, read_all, within_roots
+from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.groups import Group, Note, find_groups
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.project import Project
 from runnercheck.config import Config
@@ -112,58 +113,57 @@ def needles(config: Config, select: Sequence[str]) -> tuple[bytes, ...]:
 
 @dataclass
 class _State:
+    """What every task of a run reads: the sources as read, their facts (one ``ast``
+    parse per file, in the parent process) and the project view over them."""
+
     sources: dict[Path, bytes]
-    index: Index
+    facts: dict[Path, ModuleFacts]
     config: Config
     select: tuple[str, ...]
-    before: dict[frozenset[Path], list] = field(default_factory=dict)
-    facts: dict[Path, ModuleFacts] = field(default_factory=dict)
     roots: tuple[Path, ...] = ()
+    before: dict[frozenset[Path], list] = field(default_factory=dict)
+    project: Project = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.project = Project(self.facts.values(), self.config.contract())
 
     def old_facts(self, path: Path) -> ModuleFacts:
-        """The ``check`` facts of a file as read (computed once)."""
-        found = self.facts.get(path)
-        if found is None:
-            tree = self.index.modules[path].tree
-            text = self.sources[path].decode("utf-8", "replace")
-            found = self.facts[path] = verify.facts(path, tree, text, self.config)
-        return found
+        """The facts of a file as read."""
+        return self.facts[path]
 
 
 _STATE: _State | None = None
 
 
-def _make_state(
-    sources: dict[Path, bytes], config: Config, select: tuple[str, ...], roots: tuple[Path, ...]
-) -> _State:
-    modules = []
-    for path, data in sources.items():
-        modules.append(module_facts(path, ast.parse(data, filename=str(path))))
-    return _State(sources, Index(modules, config.contract()), config, select, roots=roots)
-
-
 def _init_worker(
-    sources: dict[Path, bytes], config: Config, select: tuple[str, ...], roots: tuple[Path, ...]
+    sources: dict[Path, bytes],
+    facts: dict[Path, ModuleFacts],
+    config: Config,
+    select: tuple[str, ...],
+    roots: tuple[Path, ...],
 ) -> None:
     global _STATE
-    _STATE = _make_state(sources, config, select, roots)
+    _STATE = _State(sources, facts, config, select, roots)
 
 
-def _lookup_for(index: Index, path: Path, tree: ast.Module | None) -> inputs.ClassLookup:
-    """Classes visible from ``path``: its own (from ``tree``, the current text),
-    then what its imports resolve to in the run."""
-    own = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)} if tree else {}
-
-    def lookup(name: str) -> tuple[ast.ClassDef, inputs.ClassLookup] | None:
-        if name in own:
-            return own[name], lookup
-        ref = index.resolve_class(path, name)
-        if ref is None:
-            return None
-        module = index.modules[ref.path]
-        return module.classes[ref.name].node, _lookup_for(index, ref.path, None)
-
-    return lookup
+def single_targets(project: Project, select: Sequence[str]) -> dict[str, set[str]]:
+    """Per file, the single-class codemods that have something to do there: exactly
+    the classes the analysis flags (RC103 for ``driver-only``, RC104 for ``super-dict``,
+    a fixed ``from_broadcasted_tensor_dict`` return for ``self-return``)."""
+    wanted: dict[str, set[str]] = {}
+    for cls in project.all_classes():
+        names: set[str] = set()
+        if "super-dict" in select and project.dict_copy(cls) is not None:
+            names.add("super-dict")
+        if "driver-only" in select and (
+            project.unbroadcast_fields(cls) or project.reads_unknown_parent(cls)
+        ):
+            names.add("driver-only")
+        if "self-return" in select and project.from_dict_returns_fixed_class(cls):
+            names.add("self-return")
+        if names:
+            wanted.setdefault(cls.path, set()).update(names)
+    return wanted
 
 
 def _single_codemods(
@@ -171,11 +171,9 @@ def _single_codemods(
 ) -> tuple[cst.Module, list[str]]:
     contract = state.config.contract()
     applied: list[str] = []
+    project = state.project
     if "super-dict" in state.select:
-        tree = ast.parse(module.code)
-        new, changed, skipped = super_dict.rewrite_module(
-            module, _lookup_for(state.index, path, tree), contract
-        )
+        new, changed, skipped = super_dict.rewrite_module(module, project, str(path), contract)
         refusals += [
             Refused("super-dict", s.code, path, _class_line(state, path, s.cls), s.message, group)
             for s in skipped
@@ -184,9 +182,8 @@ def _single_codemods(
             module = new
             applied.append("super-dict")
     if "driver-only" in state.select:
-        tree = ast.parse(module.code)
         new, changed_fields, skipped_d = driver_only.rewrite_module(
-            module, _lookup_for(state.index, path, tree), contract
+            module, project, str(path), contract
         )
         refusals += [
             Refused("driver-only", s.code, path, _class_line(state, path, s.cls), s.message, group)
@@ -203,15 +200,8 @@ def _single_codemods(
     return module, applied
 
 
-def _single_needles(state: _State) -> tuple[bytes, ...]:
-    if not any(name in state.select for name in SINGLE):
-        return ()
-    return (state.config.as_dict_method.encode(), state.config.from_dict_method.encode())
-
-
 def _class_line(state: _State, path: Path, name: str) -> int:
-    module = state.index.modules.get(path)
-    found = module.classes.get(name) if module is not None else None
+    found = state.facts[path].classes.get(name)
     return found.line if found is not None else 0
 
 
@@ -220,13 +210,10 @@ def _context(state: _State, files: Iterable[Path]) -> dict[Path, bytes]:
     import from the run (their partners: base classes, runners)."""
     wanted = {p for p in files if p in state.sources}
     for path in list(wanted):
-        facts = state.index.modules.get(path)
-        if facts is None:
-            continue
-        for module, _name, level in facts.imports.values():
-            target = state.index.module_file(path, module, level)
+        for module, _name, level in state.facts[path].import_sources.values():
+            target = state.project.module_file(str(path), module, level)
             if target is not None:
-                wanted.add(target)
+                wanted.add(Path(target))
     return {p: state.sources[p] for p in sorted(wanted)}
 
 
@@ -322,7 +309,7 @@ def _run_group(group: Group) -> TaskResult:
     modules = {p: cst.parse_module(state.sources[p]) for p in group.files}
     result.cst_files = len(modules)
     try:
-        merged = merge(group, modules, state.index, contract)
+        merged = merge(group, modules, state.project, contract)
     except Refusal as refusal:
         result.refusals.append(
             Refused(
@@ -337,12 +324,12 @@ def _run_group(group: Group) -> TaskResult:
         return result
     changes: dict[Path, FileChange] = {}
     sub_refusals: list[Refused] = []
-    single = _single_needles(state)
+    single = single_targets(state.project, state.select)
     trees: dict[Path, tuple[ast.Module, str]] = {}
     for path, module in merged.modules.items():
         applied: list[str] = []
         module, code, tree = finish(module, merged.used_before[path])
-        if any(needle in state.sources[path] for needle in single):
+        if str(path) in single:
             # classes of the original file may want the single-class codemods too
             module, applied = _single_codemods(state, path, module, sub_refusals, group.label)
             if applied:
@@ -360,7 +347,7 @@ def _run_group(group: Group) -> TaskResult:
                     MERGE,
                     "MIG108",
                     runner.path,
-                    state.index.facts(runner).line,
+                    _class_line(state, runner.path, runner.name),
                     f"{group.label}: needs a new {path.name} next to {runner.path.name}, "
                     "outside the given paths (give the directory, not single files)",
                     group.label,
@@ -423,7 +410,9 @@ def migrate(
     result = MigrateResult(collected.roots, select, skipped=list(collected.skipped))
     result.files_seen = len(collected.files)
     wanted = needles(config, select)
+    contract = config.contract()
     sources: dict[Path, bytes] = {}
+    facts: dict[Path, ModuleFacts] = {}
     for path, data in read_all(collected.files):
         if isinstance(data, OSError):
             result.refusals.append(
@@ -432,34 +421,24 @@ def migrate(
             continue
         if not any(needle in data for needle in wanted):
             continue
-        try:
-            ast.parse(data, filename=str(path))
-        except SyntaxError as exc:
-            result.refusals.append(
-                Refused("parse", "MIG001", path, exc.lineno or 0, f"does not parse: {exc.msg}")
-            )
-            continue
-        except (ValueError, RecursionError, MemoryError) as exc:
-            result.refusals.append(Refused("parse", "MIG001", path, 0, f"does not parse: {exc}"))
+        module_facts = extract_source(data, str(path), contract, names=True)
+        error = module_facts.syntax_error
+        if error is not None:
+            message = f"does not parse: {error.message}"
+            result.refusals.append(Refused("parse", "MIG001", path, error.line, message))
             continue
         sources[path] = data
+        facts[path] = module_facts
     result.files_parsed = len(sources)
     for skip in collected.skipped:
         result.refusals.append(Refused("parse", skip.code, skip.path, 0, skip.message))
-    state = _make_state(sources, config, select, collected.roots)
+    state = _State(sources, facts, config, select, collected.roots)
     groups: list[Group] = []
     if MERGE in select:
-        facts = [state.old_facts(p) for p in state.index.modules]
-        groups, result.notes = find_groups(state.index, Project(facts, config.contract()))
+        groups, result.notes = find_groups(state.project)
     in_groups = {p for g in groups for p in g.files}
-    single_needles = (config.as_dict_method.encode(), config.from_dict_method.encode())
-    files = [
-        p
-        for p, data in sources.items()
-        if p not in in_groups
-        and any(name in select for name in SINGLE)
-        and any(n in data for n in single_needles)
-    ]
+    single = single_targets(state.project, select)
+    files = [p for p in sources if p not in in_groups and str(p) in single]
     total = len(groups) + len(files)
     done = 0
     outcomes: list[TaskResult] = []
@@ -467,7 +446,7 @@ def migrate(
         with ProcessPoolExecutor(
             max_workers=min(jobs, total),
             initializer=_init_worker,
-            initargs=(sources, config, select, collected.roots),
+            initargs=(sources, facts, config, select, collected.roots),
         ) as pool:
             futures = [pool.submit(run_group, g) for g in groups]
             futures += [pool.submit(run_file, p) for p in files]

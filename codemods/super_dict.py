@@ -17,14 +17,13 @@ A child that re-lists only part of the parent's keys is a drifted copy: calling
 
 from __future__ import annotations
 
-import ast
 from dataclasses import dataclass
 
 import libcst as cst
 
-from codemods import cstutil as cu
-from codemods import inputs
+from codemods import cstutil
 from codemods.command import ContractCommand
+from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
 
 NAME = "super-dict"
@@ -35,15 +34,6 @@ class Skipped:
     cls: str
     code: str
     message: str
-
-
-def _rename(text: str, old: str, new: str) -> str:
-    """``ast.dump`` of a statement with the dict variable renamed."""
-    tree = ast.parse(text.strip())
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name) and node.id == old:
-            node.id = new
-    return ast.dump(tree)
 
 
 def _split(
@@ -60,18 +50,18 @@ def _split(
     | None
 ):
     """(docstring, literal statement, literal, variable, middle statements, return)."""
-    body = list(cu.body_of(func.body))
+    body = list(cstutil.body_of(func.body))
     doc = None
     if body:
-        small = cu.single_small(body[0])
+        small = cstutil.single_small(body[0])
         if isinstance(small, cst.Expr) and isinstance(
             small.value, (cst.SimpleString, cst.ConcatenatedString)
         ):
             doc, body = body[0], body[1:]
     if len(body) < 2:
         return None
-    first = cu.single_small(body[0])
-    last = cu.single_small(body[-1])
+    first = cstutil.single_small(body[0])
+    last = cstutil.single_small(body[-1])
     if not (isinstance(last, cst.Return) and isinstance(last.value, cst.Name)):
         return None
     target = value = None
@@ -87,91 +77,79 @@ def _split(
 
 
 def rewrite_module(
-    module: cst.Module, lookup: inputs.ClassLookup, contract: Contract = VLLM
+    module: cst.Module, project: Project, path: str, contract: Contract = VLLM
 ) -> tuple[cst.Module, list[str], list[Skipped]]:
+    """Rewrite each class whose dict copies its parent's (RC104, as the analysis of
+    ``path`` in ``project`` finds it); returns the module, the classes changed and the
+    copies left alone with why."""
     name = contract.as_dict_method
+    facts = project.modules.get(path)
     changed: list[str] = []
     skipped: list[Skipped] = []
     body: list[cst.BaseStatement] = []
     for statement in module.body:
-        if not isinstance(statement, cst.ClassDef) or len(statement.bases) != 1:
-            body.append(statement)
-            continue
-        func = inputs.method(statement, name)
+        cls = (
+            facts.classes.get(statement.name.value)
+            if facts and isinstance(statement, cst.ClassDef)
+            else None
+        )
+        copy = project.dict_copy(cls) if cls is not None else None
+        func = _method(statement, name) if copy is not None else None
         parts = _split(func) if func is not None else None
-        if func is None or parts is None or inputs.calls_super(func, name):
+        if copy is None or func is None or parts is None:
             body.append(statement)
             continue
-        found = lookup(cu.code(statement.bases[0].value))
-        parent = inputs.parent_from_ast(found[0], name) if found is not None else None
-        if parent is None or parent.literal is None:
-            body.append(statement)
-            continue
-        doc, literal_stmt, literal, var, middle, ret = parts
-        child: dict[str, str] | None = {}
-        elements: dict[str, cst.DictElement] = {}
-        for element in literal.elements:
-            key = cu.string_value(element.key) if isinstance(element, cst.DictElement) else None
-            if key is None or child is None:
-                child = None
-                break
-            assert isinstance(element, cst.DictElement)
-            child[key] = ast.dump(ast.parse(cu.code(element.value).strip(), mode="eval").body)
-            elements[key] = element
-        if child is None:
-            body.append(statement)
-            continue
+        assert isinstance(statement, cst.ClassDef)
         cls_name = statement.name.value
-        shared = [k for k in parent.literal if k in child]
-        if not shared:
-            body.append(statement)
-            continue
-        if len(shared) != len(parent.literal):
-            missing = sorted(set(parent.literal) - set(child))
+        if copy.missing:
+            shared = len(copy.parent_keys) - len(copy.missing)
             skipped.append(
                 Skipped(
                     cls_name,
                     "MIG203",
-                    f"{cls_name} re-lists {len(shared)} of {parent.name}'s "
-                    f"{len(parent.literal)} keys (not {', '.join(missing)})",
+                    f"{cls_name} re-lists {shared} of {copy.parent}'s "
+                    f"{len(copy.parent_keys)} keys (not {', '.join(copy.missing)})",
                 )
             )
             body.append(statement)
             continue
-        own_keys = [k for k in child if k not in parent.literal or child[k] != parent.literal[k]]
-        middle_dumps = [_rename(cu.code(s), var, parent.var) for s in middle]
-        if middle_dumps[: len(parent.mutations)] != parent.mutations:
+        if not copy.repeats_mutations:
             skipped.append(
                 Skipped(
                     cls_name,
                     "MIG202",
-                    f"{cls_name} does not repeat {parent.name}'s statements after "
+                    f"{cls_name} does not repeat {copy.parent}'s statements after "
                     "the dict; calling super() would reorder them",
                 )
             )
             body.append(statement)
             continue
-        if own_keys and parent.mutations:
+        if copy.own_keys and copy.parent_mutations:
             skipped.append(
                 Skipped(
                     cls_name,
                     "MIG202",
-                    f"{cls_name} adds keys before {parent.name}'s own updates run; "
+                    f"{cls_name} adds keys before {copy.parent}'s own updates run; "
                     "calling super() would change which value wins",
                 )
             )
             body.append(statement)
             continue
-        rest = middle[len(parent.mutations) :]
+        doc, literal_stmt, literal, var, middle, ret = parts
+        rest = middle[copy.parent_mutations :]
         first = cst.parse_statement(f"{var} = super().{name}()\n")
         first = first.with_changes(leading_lines=literal_stmt.leading_lines)  # type: ignore[attr-defined]
         new_body: list[cst.BaseStatement] = [doc] if doc is not None else []
         new_body.append(first)
-        if own_keys:
-            order = list(child)
-            kept_literal = cu.keep_elements(literal, [order.index(k) for k in own_keys])
+        if copy.own_keys:
+            order = [
+                cstutil.string_value(e.key)
+                for e in literal.elements
+                if isinstance(e, cst.DictElement)
+            ]
+            kept_literal = cstutil.keep_elements(literal, [order.index(k) for k in copy.own_keys])
             update = cst.parse_statement(f"{var}.update({{}})\n")
-            small = cu.single_small(update)
+            small = cstutil.single_small(update)
             assert isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
             call = small.value.with_changes(
                 args=[small.value.args[0].with_changes(value=kept_literal)]
@@ -181,12 +159,21 @@ def rewrite_module(
         new_body.extend(rest)
         new_body.append(ret)
         new_func = func.with_changes(body=func.body.with_changes(body=new_body))
-        items = [new_func if item is func else item for item in cu.body_of(statement.body)]
+        items = [new_func if item is func else item for item in cstutil.body_of(statement.body)]
         body.append(statement.with_changes(body=statement.body.with_changes(body=items)))
         changed.append(cls_name)
     if not changed:
         return module, [], skipped
     return module.with_changes(body=body), changed, skipped
+
+
+def _method(statement: cst.BaseStatement, name: str) -> cst.FunctionDef | None:
+    if not isinstance(statement, cst.ClassDef):
+        return None
+    for item in cstutil.body_of(statement.body):
+        if isinstance(item, cst.FunctionDef) and item.name.value == name:
+            return item
+    return None
 
 
 class SuperDictCommand(ContractCommand):
@@ -198,7 +185,7 @@ class SuperDictCommand(ContractCommand):
     )
 
     def rewrite(self, tree: cst.Module) -> cst.Module:
-        lookup = inputs.module_lookup(ast.parse(tree.code))
-        new, _changed, skipped = rewrite_module(tree, lookup, self.contract)
+        path, project = self.project(tree)
+        new, _changed, skipped = rewrite_module(tree, project, path, self.contract)
         self.warn_skipped(skipped)
         return new

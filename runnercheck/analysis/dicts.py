@@ -28,6 +28,18 @@ from runnercheck.analysis.syntax import (
 from runnercheck.contract import Contract
 
 
+def call_site(node: ast.Call, nested: bool = False) -> CallSite:
+    return CallSite(
+        line=node.lineno,
+        col=node.col_offset + 1,
+        callee=dotted(node.func),
+        nargs=len(node.args),
+        keywords=tuple(kw.arg for kw in node.keywords if kw.arg),
+        star_kwargs=any(kw.arg is None for kw in node.keywords),
+        nested=nested,
+    )
+
+
 class DictReader:
     """The dict-reading half of a function reader (see :mod:`runnercheck.analysis.extract`)."""
 
@@ -42,6 +54,8 @@ class DictReader:
     calls: list[CallSite]
     noted: set[int]
     nodes: list[ast.AST]
+    #: Nested functions, classes and lambdas of the body (their calls run later, if ever).
+    nested: list[ast.AST]
 
     def _dict(self, name: str) -> DictFacts:
         facts = self.facts.dicts.get(name)
@@ -288,15 +302,7 @@ class DictReader:
                     if key is not None:
                         self.facts.dicts[node.value.id].reads.add(key)
             elif isinstance(node, ast.Call):
-                self.calls.append(
-                    CallSite(
-                        line=node.lineno,
-                        col=node.col_offset + 1,
-                        callee=dotted(node.func),
-                        nargs=len(node.args),
-                        keywords=tuple(kw.arg for kw in node.keywords if kw.arg),
-                    )
-                )
+                self.calls.append(call_site(node))
                 if id(node) not in self.noted:
                     self._note_call(node)
             elif isinstance(node, ast.Return) and node.value is not None:
@@ -314,5 +320,9 @@ class DictReader:
                     pseudo = f"<return@{node.lineno}>"
                     self._add_value(self._dict(pseudo), value)
                     returns.append(pseudo)
+        for nested in self.nested:
+            self.calls += [
+                call_site(sub, nested=True) for sub in ast.walk(nested) if isinstance(sub, ast.Call)
+            ]
         self.facts.returns = tuple(dict.fromkeys(returns))
         self.facts.calls = tuple(self.calls)

@@ -14,6 +14,7 @@ from runnercheck.analysis.model import (
     ClassFacts,
     FieldFacts,
     FunctionFacts,
+    LiteralDictFacts,
     ModuleFacts,
     SyntaxErrorFacts,
 )
@@ -24,10 +25,14 @@ from runnercheck.analysis.syntax import (
     dotted,
     is_stub_body,
     last_name,
+    loaded_names,
     module_level,
     names_in,
     read_import,
+    read_import_source,
+    str_const,
     suppressions,
+    top_level_names,
 )
 from runnercheck.contract import VLLM, Contract
 
@@ -89,11 +94,57 @@ class FunctionReader(DictReader, StepReader):
         self.calls: list[CallSite] = []
         self.noted: set[int] = set()
         self.nodes: list[ast.AST] = []
+        self.nested: list[ast.AST] = []
 
     def read(self) -> FunctionFacts:
         self.facts.steps = self._steps(self.node.body)
         self._read_dicts()
+        returns = self.node.returns
+        if returns is not None:
+            self.facts.return_annotation = str_const(returns) or ast.unparse(returns)
+        if self.node.name == self.contract.as_dict_method:
+            self.facts.literal_dict = literal_dict(self.node.body)
         return self.facts
+
+
+def literal_dict(body: list[ast.stmt]) -> LiteralDictFacts | None:
+    """``d = {...}; <statements>; return d`` (after an optional docstring), or None."""
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) < 2:
+        return None
+    first, last = body[0], body[-1]
+    if not (isinstance(last, ast.Return) and isinstance(last.value, ast.Name)):
+        return None
+    if isinstance(first, ast.Assign) and len(first.targets) == 1:
+        target, value = first.targets[0], first.value
+    elif isinstance(first, ast.AnnAssign) and first.value is not None:
+        target, value = first.target, first.value
+    else:
+        return None
+    if not (isinstance(target, ast.Name) and isinstance(value, ast.Dict)):
+        return None
+    var = target.id
+    if last.value.id != var:
+        return None
+    items: list[tuple[str, str]] | None = []
+    for key, item in zip(value.keys, value.values, strict=True):
+        text = str_const(key)
+        if text is None or items is None:
+            items = None
+            break
+        items.append((text, ast.dump(item)))
+    return LiteralDictFacts(
+        var=var,
+        items=tuple(items) if items is not None else None,
+        mutations=tuple(_renamed_dump(stmt, var) for stmt in body[1:-1]),
+    )
+
+
+def _renamed_dump(stmt: ast.stmt, var: str) -> str:
+    """``ast.dump`` of a statement with the name ``var`` read as ``_``."""
+    dumped = ast.dump(stmt)
+    return dumped.replace(f"Name(id='{var}',", "Name(id='_',")
 
 
 def _field_facts(stmt: ast.AnnAssign) -> FieldFacts | None:
@@ -183,14 +234,22 @@ def _class_facts(
 
 
 def extract_tree(
-    tree: ast.Module, path: str, source: str = "", contract: Contract = VLLM
+    tree: ast.Module,
+    path: str,
+    source: str = "",
+    contract: Contract = VLLM,
+    names: bool = False,
 ) -> ModuleFacts:
-    """Facts of an already parsed module."""
+    """Facts of an already parsed module (``names``: also every name it loads)."""
     facts = ModuleFacts(path=path, suppressions=suppressions(source) if source else {})
     statements = module_level(tree.body)
     for stmt in statements:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             read_import(stmt, facts.imports)
+            read_import_source(stmt, facts.import_sources)
+    facts.top_level_names = top_level_names(tree.body)
+    if names:
+        facts.loaded_names = loaded_names(tree)
     markers: set[str] = set()
     for stmt in statements:
         if isinstance(stmt, ast.Assign) and is_driver_only_marker(stmt.value):
@@ -212,7 +271,9 @@ def extract_tree(
     return facts
 
 
-def extract_source(source: str | bytes, path: str, contract: Contract = VLLM) -> ModuleFacts:
+def extract_source(
+    source: str | bytes, path: str, contract: Contract = VLLM, names: bool = False
+) -> ModuleFacts:
     """Facts of one file's text; a file that does not parse gets ``syntax_error`` set."""
     try:
         tree = ast.parse(source, filename=path)
@@ -232,7 +293,7 @@ def extract_source(source: str | bytes, path: str, contract: Contract = VLLM) ->
             path=path, syntax_error=SyntaxErrorFacts(1, 1, f"too deeply nested ({exc})")
         )
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
-    return extract_tree(tree, path, text, contract)
+    return extract_tree(tree, path, text, contract, names)
 
 
 def extract_file(

@@ -18,7 +18,7 @@ from runnercheck.analysis.syntax import last_name
 from runnercheck.contract import VLLM, Contract
 
 #: Base names that contribute no dataclass fields and no contract methods.
-_NEUTRAL_BASES = frozenset(
+NEUTRAL_BASES = frozenset(
     {"object", "ABC", "ABCMeta", "Generic", "Protocol", "NamedTuple", "Enum", "Any"}
 )
 ROLES: tuple[Role, ...] = ("driver", "non-driver")
@@ -82,6 +82,34 @@ class Hierarchy:
             parts = base + parts
         return self._by_suffix.get(parts, []) if parts else []
 
+    def module_file(self, from_path: str, module: str, level: int) -> str | None:
+        """The path of the module that ``from_path`` imports as ``module`` at relative
+        ``level``; an absolute name matches the longest suffix of its dotted name found
+        in the run, nearest the importing file first (a package copied under another
+        name), or None."""
+        origin = PurePath(from_path)
+        if level:
+            base = origin.parent
+            for _ in range(level - 1):
+                base = base.parent
+            target = base.joinpath(*module.split(".")) if module else base
+            for candidate in (target.with_suffix(".py"), target / "__init__.py"):
+                if str(candidate) in self.modules:
+                    return str(candidate)
+            return None
+        parts = tuple(module.split("."))
+        for start in range(len(parts)):
+            candidates = self._by_suffix.get(parts[start:], [])
+            if not candidates:
+                continue
+            paths = sorted(
+                (PurePath(m.path) for m in candidates),
+                key=lambda p: -len(_common_prefix(p, origin)),
+            )
+            if start == 0 or paths[0].parent == origin.parent:
+                return str(paths[0])
+        return None
+
     def resolve_class(self, name: str, from_path: str) -> ClassFacts | None:
         """The class a (possibly dotted) name refers to in the file ``from_path``."""
         simple = last_name(name)
@@ -111,7 +139,7 @@ class Hierarchy:
     def direct_bases(self, cls: ClassFacts) -> list[ClassFacts | str]:
         out: list[ClassFacts | str] = []
         for base in cls.bases:
-            if last_name(base) in _NEUTRAL_BASES:
+            if last_name(base) in NEUTRAL_BASES:
                 continue
             resolved = self.resolve_class(base, cls.path)
             out.append(
@@ -222,11 +250,16 @@ class Hierarchy:
         return found[0] if len(found) == 1 else None
 
     # ------------------------------------------------------------- fields
+    def unknown_bases(self, cls: ClassFacts) -> set[str]:
+        """Bases of ``cls`` (or its ancestors) outside the analysed files that may add
+        fields or contract methods."""
+        neutral = {*NEUTRAL_BASES, *self.contract.input_bases}
+        return {name for name in self.unresolved_bases(cls) if name not in neutral}
+
     def dataclass_fields(self, cls: ClassFacts) -> dict[str, tuple[ClassFacts, FieldFacts]] | None:
         """All dataclass fields of ``cls`` (inherited too), or None when some base
         outside the tree might add fields."""
-        neutral = {*_NEUTRAL_BASES, *self.contract.input_bases}
-        if any(name not in neutral for name in self.unresolved_bases(cls)):
+        if self.unknown_bases(cls):
             return None
         fields: dict[str, tuple[ClassFacts, FieldFacts]] = {}
         for klass in reversed(self.mro(cls)):
@@ -259,3 +292,12 @@ class Hierarchy:
         return any(
             name in m.driver_only_constants for m in self.modules_named(mod_name, module.path)
         )
+
+
+def _common_prefix(a: PurePath, b: PurePath) -> tuple[str, ...]:
+    out = []
+    for x, y in zip(a.parts, b.parts, strict=False):
+        if x != y:
+            break
+        out.append(x)
+    return tuple(out)

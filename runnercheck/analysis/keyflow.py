@@ -11,6 +11,7 @@ from runnercheck.analysis.hierarchy import MethodRef
 from runnercheck.analysis.model import (
     ClassFacts,
     DictFacts,
+    FieldFacts,
     FunctionFacts,
     KeyFacts,
     ModuleFacts,
@@ -33,6 +34,8 @@ class Produced:
     calls_super: bool = False
     #: Callees whose dicts flow in but could not be followed.
     unknown_sources: list[str] = field(default_factory=list)
+    #: ``super()`` leads to a base outside the analysed files: keys may be missing.
+    unknown_parent: bool = False
 
 
 @dataclass
@@ -119,6 +122,8 @@ class KeyFlow(Roles):
                 parent = self.resolve_method(cls, name, after=ref.owner)
                 if parent is not None and not parent.func.is_stub:
                     self._collect_function(cls, parent, out, depth + 1)
+                elif parent is None and self.unknown_bases(ref.owner):
+                    out.unknown_parent = True
                 continue
             if head in ("self", "cls") or (func.params and head == func.params[0]):
                 target = self.resolve_method(cls, name)
@@ -217,3 +222,87 @@ class KeyFlow(Roles):
                     receiver.dynamic_pop |= param.dynamic_pop
             out.append(receiver)
         return out
+
+    # ------------------------------------------------- fields and copies
+    def unbroadcast_fields(self, cls: ClassFacts) -> list[FieldFacts]:
+        """Own dataclass fields of ``cls`` that its broadcast dict never carries and
+        that are not declared driver-only (RC103; the ``driver-only`` codemod marks
+        exactly these). Empty when ``cls`` is no broadcast input or its dict cannot be
+        read completely."""
+        if not cls.is_dataclass or not cls.fields:
+            return []
+        produced = self.produced(cls)
+        if produced is None or produced.all_fields or produced.unknown_parent:
+            return []
+        return [
+            fld
+            for fld in cls.fields
+            if fld.name not in produced.keys
+            and fld.name not in produced.fields
+            and not self.is_driver_only(cls, fld)
+        ]
+
+    def reads_unknown_parent(self, cls: ClassFacts) -> bool:
+        """A dataclass whose broadcast dict calls ``super()`` into a base outside the
+        analysed files: which fields it carries cannot be told."""
+        produced = self.produced(cls) if cls.is_dataclass else None
+        return produced is not None and produced.unknown_parent
+
+    def from_dict_returns_fixed_class(self, cls: ClassFacts) -> bool:
+        """``from_broadcasted_tensor_dict`` is a classmethod annotated to return its own
+        fixed class (``-> "ModelInput"``) instead of ``Self``."""
+        func = cls.methods.get(self.contract.from_dict_method)
+        return (
+            func is not None
+            and func.is_classmethod
+            and bool(func.params)
+            and func.return_annotation == cls.name
+        )
+
+    def dict_copy(self, cls: ClassFacts) -> DictCopy | None:
+        """A class's broadcast dict that re-lists its parent's literal dict instead of
+        calling ``super()`` (what RC104 reports), compared key by key and statement by
+        statement; None when there is no such copy."""
+        own = cls.methods.get(self.contract.as_dict_method)
+        if own is None or own.literal_dict is None or own.literal_dict.items is None:
+            return None
+        produced = self.produced(cls)
+        if produced is None or produced.calls_super:
+            return None
+        parent_ref = self.resolve_method(cls, self.contract.as_dict_method, after=cls)
+        if parent_ref is None or parent_ref.func.literal_dict is None:
+            return None
+        parent = parent_ref.func.literal_dict
+        if parent.items is None:
+            return None
+        child = dict(own.literal_dict.items)
+        parent_items = dict(parent.items)
+        shared = [k for k in parent_items if k in child]
+        if not shared:
+            return None
+        return DictCopy(
+            parent=parent_ref.owner.name,
+            parent_keys=tuple(parent_items),
+            missing=tuple(sorted(set(parent_items) - set(child))),
+            own_keys=tuple(k for k in child if child[k] != parent_items.get(k)),
+            parent_mutations=len(parent.mutations),
+            repeats_mutations=(
+                own.literal_dict.mutations[: len(parent.mutations)] == parent.mutations
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class DictCopy:
+    """A subclass dict literal that copies its parent's (see :meth:`KeyFlow.dict_copy`)."""
+
+    parent: str
+    parent_keys: tuple[str, ...]
+    #: Parent keys the copy leaves out (a drifted copy).
+    missing: tuple[str, ...]
+    #: Keys the child adds or gives another value.
+    own_keys: tuple[str, ...]
+    #: Statements between the parent's literal and its return.
+    parent_mutations: int
+    #: The child starts with the same statements.
+    repeats_mutations: bool

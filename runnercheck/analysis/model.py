@@ -109,6 +109,10 @@ class CallSite:
     #: Number of positional arguments and names of keyword arguments.
     nargs: int = 0
     keywords: tuple[str, ...] = ()
+    #: The call passes ``**mapping``: its keywords are not all known.
+    star_kwargs: bool = False
+    #: The call sits in a nested function or lambda of the body (it runs later, if ever).
+    nested: bool = False
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,10 @@ class CallStep:
     collective: str | None = None
     #: True for the contract's broadcast function: one step-metadata broadcast.
     step_broadcast: bool = False
+    #: A broadcast that sends (a positional dict or ``tensor_dict=``), not only receives.
+    sends: bool = False
+    #: A send of an empty dict literal: the stop signal of a worker loop.
+    sends_empty: bool = False
 
 
 @dataclass(frozen=True)
@@ -237,6 +245,20 @@ class FieldFacts:
     metadata_ref: str | None = None
 
 
+@dataclass(frozen=True)
+class LiteralDictFacts:
+    """A function whose body is ``d = {...}; <statements>; return d`` (after an optional
+    docstring), as compared by the ``super-dict`` codemod and RC104."""
+
+    #: The dict variable.
+    var: str
+    #: ``(key, ast.dump of its value)`` in order; None when a key is not a literal string.
+    items: tuple[tuple[str, str], ...] | None
+    #: ``ast.dump`` of each statement between the literal and the return, the dict
+    #: variable renamed to ``_``.
+    mutations: tuple[str, ...]
+
+
 @dataclass
 class FunctionFacts:
     name: str
@@ -256,6 +278,10 @@ class FunctionFacts:
     dicts: dict[str, DictFacts] = field(default_factory=dict)
     returns: tuple[str, ...] = ()
     calls: tuple[CallSite, ...] = ()
+    #: The return annotation as written (a string annotation without its quotes).
+    return_annotation: str | None = None
+    #: The literal-dict shape of the body (read for the contract's dict method only).
+    literal_dict: LiteralDictFacts | None = None
 
 
 @dataclass
@@ -290,3 +316,11 @@ class ModuleFacts:
     #: Module-level constants holding the driver-only marker
     #: (``DRIVER_ONLY = {"runnercheck": "driver-only"}``).
     driver_only_constants: frozenset[str] = frozenset()
+    #: Module-level imports as written: local name -> (module, imported name or None for
+    #: ``import x``, relative level).
+    import_sources: dict[str, tuple[str, str | None, int]] = field(default_factory=dict)
+    #: Names bound at the top level (classes, functions, assignments, imports).
+    top_level_names: frozenset[str] = frozenset()
+    #: Every name loaded anywhere in the module; read only when asked for
+    #: (``extract_tree(..., names=True)``), else None.
+    loaded_names: frozenset[str] | None = None

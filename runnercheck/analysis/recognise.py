@@ -91,6 +91,12 @@ def bad_value(node: ast.expr, self_name: str | None, imports: dict[str, str]) ->
     return None
 
 
+def broadcast_sends(call: ast.Call) -> bool:
+    """A broadcast call that sends a dict (positionally or as ``tensor_dict=``); the
+    receiving side calls it without one."""
+    return bool(call.args) or any(kw.arg == "tensor_dict" for kw in call.keywords)
+
+
 def classify_collective(callee: str, imports: dict[str, str], contract: Contract) -> str | None:
     """The collective's name if ``callee`` is a collective, else None."""
     name = last_name(callee)

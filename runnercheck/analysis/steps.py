@@ -16,7 +16,7 @@ from runnercheck.analysis.model import (
     Step,
     TryStep,
 )
-from runnercheck.analysis.recognise import classify_collective, role_of
+from runnercheck.analysis.recognise import broadcast_sends, classify_collective, role_of
 from runnercheck.analysis.syntax import dotted, last_name
 from runnercheck.contract import Contract
 
@@ -50,6 +50,7 @@ class StepReader:
     imports: dict[str, str]
     contract: Contract
     nodes: list[ast.AST]
+    nested: list[ast.AST]
 
     def _call_steps(self, node: ast.AST, out: list[Step]) -> None:
         """Calls in ``node`` in evaluation order (arguments before the call); every node
@@ -63,6 +64,7 @@ class StepReader:
         if kind in _RECORDED:
             self.nodes.append(node)
         if kind in _NOT_EXECUTED:
+            self.nested.append(node)
             return
         if kind is ast.Call:
             assert isinstance(node, ast.Call)
@@ -81,13 +83,18 @@ class StepReader:
             ):
                 if self.self_name is not None and head == self.self_name and head != "self":
                     callee = "self" + callee[len(head) :]
+                step_broadcast = collective == self.contract.broadcast_function
+                sends = step_broadcast and broadcast_sends(node)
+                payload = node.args[0] if node.args else None
                 out.append(
                     CallStep(
                         line=node.lineno,
                         col=node.col_offset + 1,
                         callee=callee,
                         collective=collective,
-                        step_broadcast=collective == self.contract.broadcast_function,
+                        step_broadcast=step_broadcast,
+                        sends=sends,
+                        sends_empty=sends and isinstance(payload, ast.Dict) and not payload.keys,
                     )
                 )
             return
@@ -160,7 +167,7 @@ class StepReader:
                 if role is not None:
                     out.append(RoleAssertStep(stmt.lineno, role))
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                continue
+                self.nested.append(stmt)
             else:
                 self._call_steps(stmt, out)
         return tuple(out)

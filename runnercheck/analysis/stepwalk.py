@@ -224,7 +224,7 @@ class StepWalk(Roles):
             if key in seen:
                 return
             seen.add(key)
-            for step in _flatten(current.func.steps):
+            for step in flatten_calls(current.func.steps):
                 if step.collective is not None:
                     site = BroadcastSite(
                         current.func.path,
@@ -246,18 +246,18 @@ class StepWalk(Roles):
         return found
 
 
-def _flatten(steps: tuple[Step, ...]) -> list[CallStep]:
+def flatten_calls(steps: tuple[Step, ...]) -> list[CallStep]:
     out: list[CallStep] = []
     for step in steps:
         if isinstance(step, CallStep):
             out.append(step)
         elif isinstance(step, BranchStep):
-            out += _flatten(step.body) + _flatten(step.orelse)
+            out += flatten_calls(step.body) + flatten_calls(step.orelse)
         elif isinstance(step, LoopStep):
-            out += _flatten(step.body) + _flatten(step.orelse)
+            out += flatten_calls(step.body) + flatten_calls(step.orelse)
         elif isinstance(step, TryStep):
-            out += _flatten(step.body)
+            out += flatten_calls(step.body)
             for handler in step.handlers:
-                out += _flatten(handler)
-            out += _flatten(step.orelse) + _flatten(step.finalbody)
+                out += flatten_calls(handler)
+            out += flatten_calls(step.orelse) + flatten_calls(step.finalbody)
     return out

@@ -123,6 +123,41 @@ def read_import(node: ast.Import | ast.ImportFrom, out: dict[str, str]) -> None:
         out[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
 
 
+def read_import_source(
+    node: ast.Import | ast.ImportFrom, out: dict[str, tuple[str, str | None, int]]
+) -> None:
+    """An import as written: local name -> (module, imported name or None, level)."""
+    if isinstance(node, ast.ImportFrom):
+        for alias in node.names:
+            out[alias.asname or alias.name] = (node.module or "", alias.name, node.level)
+        return
+    for alias in node.names:
+        local = alias.asname or alias.name.split(".")[0]
+        out[local] = (alias.name if alias.asname else local, None, 0)
+
+
+def top_level_names(body: list[ast.stmt]) -> frozenset[str]:
+    """Names a module binds at its top level (classes, functions, assignments, imports)."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                names.add((alias.asname or alias.name).split(".")[0])
+    return frozenset(names)
+
+
+def loaded_names(tree: ast.AST) -> frozenset[str]:
+    """Every bare name that appears in ``tree``."""
+    return frozenset(n.id for n in ast.walk(tree) if isinstance(n, ast.Name))
+
+
 def suppressions(source: str) -> dict[int, frozenset[str] | None]:
     """``# runnercheck: ignore[RC101, RC102]`` (or bare) comments by line."""
     found: dict[int, frozenset[str] | None] = {}

@@ -42,16 +42,9 @@ def unaccepted_keys(project: Project, cls: ClassFacts) -> Iterator[Finding]:
 def unbroadcast_fields(project: Project, cls: ClassFacts) -> Iterator[Finding]:
     """A dataclass field whose value never reaches the broadcast dict."""
     as_dict = project.contract.as_dict_method
-    if not cls.is_dataclass or not cls.fields:
-        return
-    produced = project.produced(cls)
-    if produced is None or produced.all_fields:
-        return
-    for fld in cls.fields:
-        if fld.name in produced.keys or fld.name in produced.fields:
-            continue
-        if project.is_driver_only(cls, fld):
-            continue
+    for fld in project.unbroadcast_fields(cls):
+        produced = project.produced(cls)
+        assert produced is not None
         yield Finding(
             cls.path,
             fld.line,

@@ -16,7 +16,7 @@ def recursive_from_dict(project: Project, cls: ClassFacts) -> Iterator[Finding]:
         return
     own = {f"{func.params[0]}.{name}", f"{cls.name}.{name}"}
     for call in func.calls:
-        if call.callee in own:
+        if call.callee in own and not call.nested:
             receiver = call.callee.rsplit(".", 1)[0]
             yield Finding(
                 func.path,
