@@ -9,6 +9,8 @@ from typing import TypeVar, cast
 
 import libcst as cst
 
+from runnercheck.analysis.recognise import driver_split, is_step_broadcast
+
 N = TypeVar("N", bound=cst.CSTNode)
 
 _EMPTY = cst.Module(body=[])
@@ -39,16 +41,10 @@ def is_self_attr(node: cst.CSTNode, attr: str | None = None) -> bool:
 
 
 def flag_test(test: cst.BaseExpression, flag: str) -> bool | None:
-    """True for ``self.<flag>``, False for ``not self.<flag>``, None otherwise."""
-    if is_self_attr(test, flag):
-        return True
-    if (
-        isinstance(test, cst.UnaryOperation)
-        and isinstance(test.operator, cst.Not)
-        and is_self_attr(test.expression, flag)
-    ):
-        return False
-    return None
+    """True when ``test`` sends the driver into the body and the other ranks into the
+    ``else`` (``self.<flag>``), False for the reverse, None otherwise (the analysis
+    layer's recogniser of the driver flag)."""
+    return driver_split(code(test), flag)
 
 
 def call_name(call: cst.Call) -> str | None:
@@ -61,7 +57,11 @@ def call_name(call: cst.Call) -> str | None:
 
 
 def is_broadcast(node: cst.CSTNode, function: str) -> bool:
-    return isinstance(node, cst.Call) and call_name(node) == function
+    """A call of the contract's step broadcast (the analysis layer's recogniser)."""
+    if not isinstance(node, cst.Call):
+        return False
+    name = call_name(node)
+    return name is not None and is_step_broadcast(name, function)
 
 
 def broadcast_payload(call: cst.Call) -> cst.BaseExpression | None:

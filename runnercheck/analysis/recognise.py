@@ -97,10 +97,32 @@ def broadcast_sends(call: ast.Call) -> bool:
     return bool(call.args) or any(kw.arg == "tensor_dict" for kw in call.keywords)
 
 
+def is_step_broadcast(callee: str, broadcast_function: str) -> bool:
+    """``callee`` (``"get_tp_group().broadcast_tensor_dict"``) is the contract's
+    step-metadata broadcast, whatever object or module it is called on."""
+    return last_name(callee) == broadcast_function
+
+
+def driver_split(test_source: str, flag: str) -> bool | None:
+    """For the source of an ``if`` test: True when its body is the driver's path and its
+    ``else`` the other ranks' (``self.is_driver_worker``), False for the reverse
+    (``not self.is_driver_worker``), None when it does not split by role."""
+    try:
+        test = ast.parse(test_source.strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    roles = role_of(test, flag)
+    if roles == ("driver", "non-driver"):
+        return True
+    if roles == ("non-driver", "driver"):
+        return False
+    return None
+
+
 def classify_collective(callee: str, imports: dict[str, str], contract: Contract) -> str | None:
     """The collective's name if ``callee`` is a collective, else None."""
     name = last_name(callee)
-    if name == contract.broadcast_function:
+    if is_step_broadcast(callee, contract.broadcast_function):
         return name
     recv = receiver(callee)
     if not recv:
