@@ -6,7 +6,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import reasons
+from runnercheck import catalog
 
 
 class Refusal(Exception):
@@ -23,7 +23,7 @@ class Refusal(Exception):
         node: cst.CSTNode | None = None,
         line: int = 0,
     ) -> None:
-        reasons.get(code)  # unknown codes are a programming error
+        catalog.get(code)  # unknown codes are a programming error
         super().__init__(message)
         self.code = code
         self.path = path

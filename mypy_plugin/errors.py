@@ -23,7 +23,7 @@ CATEGORY: Final = "runnercheck"
 
 def _declare(code: str) -> ErrorCode:
     rule = catalog.get(code)
-    if rule.engine != "mypy":  # pragma: no cover - guards the catalog itself
+    if rule.tool != "mypy":  # pragma: no cover - guards the catalog itself
         raise ValueError(f"{code} is not a mypy rule")
     return ErrorCode(rule.name, rule.summary, CATEGORY)
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from runnercheck import catalog
-
 
 @dataclass(frozen=True, order=True)
 class Finding:
@@ -16,14 +14,9 @@ class Finding:
     code: str
     message: str
 
-    @property
-    def rule(self) -> catalog.Rule:
-        return catalog.get(self.code)
-
     def as_text(self) -> str:
         return f"{self.path}:{self.line}:{self.col}: {self.code} {self.message}"
 
-    def as_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["name"] = self.rule.name
-        return data
+    def as_json(self, name: str) -> dict[str, Any]:
+        """The finding as JSON, with its rule's ``name``."""
+        return {**asdict(self), "name": name}

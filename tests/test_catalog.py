@@ -7,23 +7,27 @@ import subprocess
 import sys
 
 from runnercheck import catalog
+from runnercheck.commands.rules import all_rules, get
 
 
 def test_codes_and_names_unique_and_well_formed() -> None:
-    codes = [rule.code for rule in catalog.RULES]
-    names = [rule.name for rule in catalog.RULES]
+    codes = [rule.code for rule in all_rules()]
+    names = [rule.name for rule in all_rules() if rule.tool != "migrate"]
     assert len(set(codes)) == len(codes)
     assert len(set(names)) == len(names)
-    for rule in catalog.RULES:
-        assert re.fullmatch(r"RC\d{3}", rule.code), rule.code
-        assert re.fullmatch(r"[a-z]+(-[a-z]+)*", rule.name), rule.name
-        assert rule.engine in ("check", "mypy", "fuzz")
+    for rule in all_rules():
+        assert re.fullmatch(r"(RC|MIG)\d{3}", rule.code), rule.code
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name), rule.name
+        assert rule.tool in ("check", "mypy", "fuzz", "migrate")
+        assert rule.code.startswith("MIG") == (rule.tool == "migrate")
         for text in (rule.summary, rule.why, rule.bad, rule.good):
             assert text.strip(), rule.code
 
 
 def test_lookup_by_code_and_name() -> None:
-    assert catalog.get("rc101") is catalog.get("recursive-from-dict")
+    assert get("rc101") is get("recursive-from-dict")
+    assert get("RC201") is catalog.get("runner-input-protocol")
+    assert get("mig105").name == "unrecognised-shape"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -35,7 +39,7 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 def test_rules_command_lists_every_rule() -> None:
     proc = run_cli("rules", "--format", "markdown")
     assert proc.returncode == 0
-    for rule in catalog.RULES:
+    for rule in all_rules():
         assert f"| {rule.code} | `{rule.name}` |" in proc.stdout
 
 

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from runnercheck import catalog
+from runnercheck.commands import rules
 from runnercheck.demo.engine import engine_source_dir
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -21,7 +21,7 @@ def readme() -> str:
 def test_rule_table_matches_catalog() -> None:
     match = re.search(r"<!-- rules:begin -->\n(.*?)\n<!-- rules:end -->", readme(), re.S)
     assert match, "README lost its rule-table markers"
-    assert match.group(1).strip() == catalog.markdown_table()
+    assert match.group(1).strip() == rules.markdown_table()
 
 
 def test_readme_starts_with_the_two_commands() -> None:

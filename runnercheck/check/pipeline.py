@@ -23,7 +23,7 @@ from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.project import Project
 from runnercheck.check.partners import read_partners
-from runnercheck.check.rules import run_rules
+from runnercheck.check.rules import RULES, run_rules
 from runnercheck.config import Config
 from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
@@ -216,17 +216,23 @@ def _analyse_all(
 # --------------------------------------------------------------- selection
 
 
+def known_rules() -> tuple[catalog.Rule, ...]:
+    """Every code a ``select``/``ignore`` list may name: the central ones and the
+    rules of ``check``."""
+    return (*catalog.central(), *(r for r in RULES if r.code not in ("RC001", "RC002")))
+
+
 def parse_codes(values: Iterable[str], option: str) -> set[str]:
     """Rule codes (or names, or code prefixes like ``RC1``) -> set of codes."""
     codes: set[str] = set()
-    known = [rule.code for rule in catalog.RULES]
+    known = [rule.code for rule in known_rules()]
     for raw in values:
         for item in raw.split(","):
             item = item.strip()
             if not item:
                 continue
             try:
-                codes.add(catalog.get(item).code)
+                codes.add(catalog.lookup(known_rules(), item).code)
                 continue
             except KeyError:
                 pass
@@ -293,7 +299,7 @@ def check_outcomes(
     project = Project([*analysed, *context], contract)
     reportable = {outcome.display for outcome in outcomes}
     project.reportable = reportable
-    wanted = {rule.code for rule in catalog.for_engine("check")}
+    wanted = {rule.code for rule in RULES}
     if select:
         wanted &= select
     wanted -= ignore

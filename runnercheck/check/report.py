@@ -11,6 +11,8 @@ from rich.text import Text
 
 from runnercheck import __version__, catalog
 from runnercheck.check.pipeline import CheckResult
+from runnercheck.check.rules import RULES
+from runnercheck.findings import Finding
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/runnercheck/"
@@ -57,9 +59,14 @@ def print_text(result: CheckResult, console: Console) -> None:
 def as_json(result: CheckResult) -> dict[str, Any]:
     return {
         "version": __version__,
-        "findings": [f.as_json() for f in result.findings],
+        "findings": [finding_json(f) for f in result.findings],
         "summary": result.summary(),
     }
+
+
+def finding_json(finding: Finding) -> dict[str, Any]:
+    """A finding of ``check`` as JSON, with its rule's name."""
+    return finding.as_json(catalog.lookup(RULES, finding.code).name)
 
 
 def _rule_descriptor(rule: catalog.Rule) -> dict[str, Any]:
@@ -75,12 +82,12 @@ def _rule_descriptor(rule: catalog.Rule) -> dict[str, Any]:
         "fullDescription": {"text": rule.why},
         "help": {"text": help_text, "markdown": help_markdown},
         "defaultConfiguration": {"level": "error"},
-        "properties": {"engine": rule.engine, "tags": ["runnercheck", rule.engine]},
+        "properties": {"tool": rule.tool, "tags": ["runnercheck", rule.tool]},
     }
 
 
 def as_sarif(result: CheckResult) -> dict[str, Any]:
-    rules = list(catalog.for_engine("check"))
+    rules = list(RULES)
     index = {rule.code: i for i, rule in enumerate(rules)}
     results = []
     for finding in result.findings:

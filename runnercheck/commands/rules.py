@@ -6,10 +6,28 @@ import argparse
 import json
 
 from runnercheck import catalog
+from runnercheck.catalog import Rule
+from runnercheck.check.rules import RULES as CHECK_RULES
 from runnercheck.console import make_console
 from runnercheck.errors import UsageError
 
 HELP = "list the rules, or show one rule's documentation"
+
+
+def all_rules() -> tuple[Rule, ...]:
+    """The whole catalog: ``check``'s codes, then the plugin's, the runtime validator's
+    and ``migrate``'s reasons."""
+    return (*CHECK_RULES, *(rule for rule in catalog.central() if rule.tool != "check"))
+
+
+def get(code_or_name: str) -> Rule:
+    """Any rule by code or name; KeyError otherwise."""
+    return catalog.lookup(all_rules(), code_or_name)
+
+
+def markdown_table() -> str:
+    """The README's rule table."""
+    return catalog.markdown_table(all_rules())
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -21,26 +39,26 @@ def run(args: argparse.Namespace) -> int:
     console = make_console()
     if args.code is None:
         if args.format == "json":
-            print(json.dumps([rule.__dict__ for rule in catalog.RULES], indent=2))
+            print(json.dumps([rule.__dict__ for rule in all_rules()], indent=2))
         elif args.format == "markdown":
-            print(catalog.markdown_table())
+            print(markdown_table())
         else:
             from rich.table import Table
 
-            table = Table("code", "name", "engine", "summary", title="runnercheck rules")
-            for rule in catalog.RULES:
-                table.add_row(rule.code, rule.name, rule.engine, rule.summary)
+            table = Table("code", "name", "tool", "summary", title="runnercheck rules")
+            for rule in all_rules():
+                table.add_row(rule.code, rule.name, rule.tool, rule.summary)
             console.print(table)
         return 0
     try:
-        rule = catalog.get(args.code)
+        rule = get(args.code)
     except KeyError:
         raise UsageError(f"unknown rule {args.code!r} (see `runnercheck rules`)") from None
     if args.format == "json":
         print(json.dumps(rule.__dict__, indent=2))
         return 0
     text = (
-        f"{rule.code} {rule.name} ({rule.engine})\n\n{rule.summary}\n\n"
+        f"{rule.code} {rule.name} ({rule.tool})\n\n{rule.summary}\n\n"
         f"Why it matters:\n  {rule.why}\n\nBad:\n{_indent(rule.bad)}\n\nGood:\n{_indent(rule.good)}"
     )
     console.print(text, markup=False, highlight=False)

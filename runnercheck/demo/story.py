@@ -82,6 +82,7 @@ def prepare_workspace(root: Path) -> Workspace:
 
 def stage_check(ws: Workspace, options: DemoOptions) -> StageResult:
     from runnercheck.check import check_paths
+    from runnercheck.check.report import finding_json
 
     result = check_paths([ws.migrated])
     paired = [f for f in result.findings if f.code == "RC106"]
@@ -90,7 +91,7 @@ def stage_check(ws: Workspace, options: DemoOptions) -> StageResult:
         "check",
         ok=bool(paired) and not other,
         summary=f"{len(paired)} paired-broadcast findings (RC106), {len(other)} other",
-        details={"findings": [f.as_json() for f in result.findings], "files": result.summary()},
+        details={"findings": [finding_json(f) for f in result.findings], "files": result.summary()},
     )
 
 
@@ -116,13 +117,14 @@ def stage_migrate(ws: Workspace, options: DemoOptions) -> StageResult:
 
 def stage_recheck(ws: Workspace, options: DemoOptions) -> StageResult:
     from runnercheck.check import check_paths
+    from runnercheck.check.report import finding_json
 
     result = check_paths([ws.migrated])
     return StageResult(
         "recheck",
         ok=not result.findings,
         summary=f"{len(result.findings)} findings after migration",
-        details={"findings": [f.as_json() for f in result.findings], "files": result.summary()},
+        details={"findings": [finding_json(f) for f in result.findings], "files": result.summary()},
     )
 
 

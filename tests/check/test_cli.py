@@ -13,6 +13,7 @@ from pathlib import Path
 
 from runnercheck import catalog
 from runnercheck.check import check_sources
+from runnercheck.check.rules import RULES
 from tests.check.conftest import FIXTURES, REPO, CliResult
 
 Run = Callable[..., CliResult]
@@ -170,8 +171,8 @@ def test_sarif_output(run: Run) -> None:
     assert sarif["version"] == "2.1.0"
     (sarif_run,) = sarif["runs"]
     rules = sarif_run["tool"]["driver"]["rules"]
-    assert [r["id"] for r in rules] == [r.code for r in catalog.for_engine("check")]
-    rc101 = catalog.get("RC101")
+    assert [r["id"] for r in rules] == [r.code for r in RULES]
+    rc101 = catalog.lookup(RULES, "RC101")
     descriptor = next(r for r in rules if r["id"] == "RC101")
     assert descriptor["name"] == rc101.name
     assert descriptor["shortDescription"]["text"] == rc101.summary

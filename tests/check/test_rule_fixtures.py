@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from runnercheck import catalog
+from runnercheck.check.rules import RULES
 from tests.check.conftest import FIXTURES, REPO, CliResult
 
 RULE_DIRS = sorted(p for p in FIXTURES.iterdir() if (p / "bad.expected").is_file())
@@ -21,7 +22,7 @@ def _target(directory: Path, kind: str) -> str:
 
 def test_every_check_rule_has_fixtures() -> None:
     names = {p.name for p in RULE_DIRS}
-    for rule in catalog.for_engine("check"):
+    for rule in RULES:
         assert rule.name in names, f"no fixture for {rule.code} {rule.name}"
 
 
@@ -32,7 +33,7 @@ def test_bad_fixture_exact_output(directory: Path, run: Callable[..., CliResult]
     assert result.finding_lines == expected
     assert result.code == 1
     assert result.err == ""
-    rule = catalog.get(directory.name)
+    rule = catalog.lookup(RULES, directory.name)
     assert any(f" {rule.code} " in line for line in expected)
 
 

@@ -18,7 +18,7 @@ from tests.migrate.conftest import copy_tree
 REPO = Path(__file__).resolve().parents[2]
 #: the configuration the README shows and ``runnercheck demo`` uses: real torch types
 MYPY_INI = "[mypy]\nplugins = mypy_plugin\n"
-PLUGIN_CODES = {rule.name for rule in catalog.RULES if rule.engine == "mypy"}
+PLUGIN_CODES = {rule.name for rule in catalog.for_tool("mypy")}
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ follow_imports = silent
 [mypy-torch.*]
 follow_imports = skip
 """
-PLUGIN_CODES = {rule.name for rule in catalog.RULES if rule.engine == "mypy"}
+PLUGIN_CODES = {rule.name for rule in catalog.for_tool("mypy")}
 
 
 def source_root(version: str) -> Path:

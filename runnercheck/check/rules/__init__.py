@@ -1,36 +1,43 @@
-"""The rules of ``runnercheck check``, one function per rule and class.
+"""The rules of ``runnercheck check``: one module per rule, each holding its catalog
+entry (:class:`~runnercheck.catalog.Rule`) beside its message and its check.
 
-A class rule is ``(Project, ClassFacts) -> Iterable[Finding]``; a module rule is
-``(Project, ModuleFacts) -> Iterable[Finding]``. Codes and texts come from
-:mod:`runnercheck.catalog`. Syntax errors (RC001) are reported by
-:mod:`runnercheck.check.pipeline`; an exception inside a rule becomes an RC002 finding on
-the class or file it was looking at, and the other rules and files go on.
+Syntax errors (RC001) are reported by :mod:`runnercheck.check.pipeline`; an exception
+inside a rule becomes an RC002 finding on the class or file it was looking at, and
+the other rules and files go on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-
-from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import Project
-from runnercheck.check.rules import broadcasts, contract_methods, keys, recursion, values
+from runnercheck.catalog import Rule, central
+from runnercheck.check.rules import (
+    collective_in_prepare,
+    missing_contract_method,
+    paired_broadcast,
+    parent_dict_drift,
+    recursive_from_dict,
+    unaccepted_broadcast_key,
+    unbroadcast_field,
+    unpicklable_broadcast_value,
+)
+from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
 
-ClassRule = Callable[[Project, ClassFacts], Iterable[Finding]]
-ModuleRule = Callable[[Project, ModuleFacts], Iterable[Finding]]
-
-CLASS_RULES: tuple[tuple[str, ClassRule], ...] = (
-    ("RC101", recursion.recursive_from_dict),
-    ("RC102", keys.unaccepted_keys),
-    ("RC103", keys.unbroadcast_fields),
-    ("RC104", keys.parent_dict_drift),
-    ("RC105", broadcasts.collective_in_prepare),
-    ("RC106", broadcasts.paired_broadcast),
-    ("RC107", contract_methods.missing_contract_methods),
-    ("RC108", values.unpicklable_values),
+CHECKS: tuple[CheckRule, ...] = (
+    recursive_from_dict.CHECK,
+    unaccepted_broadcast_key.CHECK,
+    unbroadcast_field.CHECK,
+    parent_dict_drift.CHECK,
+    collective_in_prepare.CHECK,
+    paired_broadcast.CHECK,
+    missing_contract_method.CHECK,
+    unpicklable_broadcast_value.CHECK,
 )
-MODULE_RULES: tuple[tuple[str, ModuleRule], ...] = (
-    ("RC108", values.unpicklable_values_in_functions),
+
+#: Every code ``runnercheck check`` reports: its own errors (RC001, RC002) and its rules.
+RULES: tuple[Rule, ...] = (
+    *(rule for rule in central() if rule.tool == "check"),
+    *(check.rule for check in CHECKS),
 )
 
 
@@ -47,20 +54,21 @@ def _internal(path: str, line: int, col: int, code: str, where: str, exc: Except
 def run_rules(project: Project, codes: set[str] | None = None) -> list[Finding]:
     """Findings of every rule whose code is in ``codes`` (all when None), deduplicated."""
     found: set[Finding] = set()
+    checks = [c for c in CHECKS if codes is None or c.code in codes]
     for module in project.modules.values():
-        for code, module_rule in MODULE_RULES:
-            if codes is not None and code not in codes:
+        for check in checks:
+            if check.check_module is None:
                 continue
             try:
-                found.update(module_rule(project, module))
+                found.update(check.check_module(project, module))
             except Exception as exc:
-                found.add(_internal(module.path, 1, 1, code, module.path, exc))
+                found.add(_internal(module.path, 1, 1, check.code, module.path, exc))
         for cls in module.classes.values():
-            for code, class_rule in CLASS_RULES:
-                if codes is not None and code not in codes:
+            for check in checks:
+                if check.check_class is None:
                     continue
                 try:
-                    found.update(class_rule(project, cls))
+                    found.update(check.check_class(project, cls))
                 except Exception as exc:
-                    found.add(_internal(cls.path, cls.line, cls.col, code, cls.name, exc))
+                    found.add(_internal(cls.path, cls.line, cls.col, check.code, cls.name, exc))
     return sorted(found)

@@ -1,4 +1,4 @@
-"""RC108 unpicklable-broadcast-value: lambdas, generators, locks, files, streams, modules."""
+"""RC108 unpicklable-broadcast-value: A value put in the broadcast dict cannot be pickled or broadcast."""
 
 from __future__ import annotations
 
@@ -6,7 +6,42 @@ from collections.abc import Iterator
 
 from runnercheck.analysis.model import ClassFacts, DictFacts, FunctionFacts, KeyFacts, ModuleFacts
 from runnercheck.analysis.project import MethodRef, Project
+from runnercheck.catalog import Rule
+from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
+
+RULE = Rule(
+    code="RC108",
+    name="unpicklable-broadcast-value",
+    tool="check",
+    summary="A value put in the broadcast dict cannot be pickled or broadcast.",
+    why="Lambdas, generators, locks, open files, CUDA streams and modules fail in `broadcast_object_list` on the driver, only when tensor parallelism is on.",
+    bad="""\
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    input_tokens: list
+
+    def as_broadcastable_tensor_dict(self):
+        return {
+            "input_tokens": self.input_tokens,
+            "sampler": lambda logits: logits.argmax(-1),
+        }
+""",
+    good="""\
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    input_tokens: list
+
+    def as_broadcastable_tensor_dict(self):
+        return {"input_tokens": self.input_tokens, "greedy": True}
+""",
+)
 
 
 def _finding(kf: KeyFacts) -> Finding:
@@ -14,7 +49,7 @@ def _finding(kf: KeyFacts) -> Finding:
         kf.path,
         kf.line,
         kf.col,
-        "RC108",
+        RULE.code,
         f"value of key {kf.key!r} in the broadcast dict is {kf.bad_value}: it cannot be "
         "pickled or broadcast",
     )
@@ -43,7 +78,7 @@ def _broadcast_dicts(project: Project, functions: list[FunctionFacts]) -> Iterat
                     yield _finding(kf)
 
 
-def unpicklable_values(project: Project, cls: ClassFacts) -> Iterator[Finding]:
+def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
     own = cls.methods.get(project.contract.as_dict_method)
     if own is not None and not own.is_stub:
         produced = project.produced_by(cls, MethodRef(cls, own))
@@ -53,5 +88,8 @@ def unpicklable_values(project: Project, cls: ClassFacts) -> Iterator[Finding]:
     yield from _broadcast_dicts(project, list(cls.methods.values()))
 
 
-def unpicklable_values_in_functions(project: Project, module: ModuleFacts) -> Iterator[Finding]:
+def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
     yield from _broadcast_dicts(project, list(module.functions.values()))
+
+
+CHECK = CheckRule(RULE, check_class=check_class, check_module=check_module)

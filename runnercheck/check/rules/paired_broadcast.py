@@ -1,4 +1,4 @@
-"""RC105 collective-in-prepare and RC106 paired-broadcast."""
+"""RC106 paired-broadcast: More than one step-metadata broadcast per step (worker and runner both broadcast); run `runnercheck migrate`."""
 
 from __future__ import annotations
 
@@ -7,25 +7,77 @@ from pathlib import PurePath
 
 from runnercheck.analysis.model import ClassFacts, Role
 from runnercheck.analysis.project import BroadcastSite, PathCount, Project
+from runnercheck.catalog import Rule
+from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
 
+RULE = Rule(
+    code="RC106",
+    name="paired-broadcast",
+    tool="check",
+    summary="More than one step-metadata broadcast per step (worker and runner both broadcast); run `runnercheck migrate`.",
+    why="Each broadcast is a pickled metadata round plus one collective per tensor; merging the worker's and runner's dicts into one broadcast measured +1.3% throughput on 8xH100 in vLLM 0.5.1.",
+    bad="""\
+from vllm.distributed import broadcast_tensor_dict
 
-def collective_in_prepare(project: Project, cls: ClassFacts) -> Iterator[Finding]:
-    """A collective reachable from ``prepare_model_input`` through the class's own methods."""
-    prepare = project.contract.prepare_input_method
-    if prepare not in cls.methods:
-        return
-    for reached in project.collectives_reachable(cls, prepare):
-        site = reached.site
-        via = f" (via {' -> '.join(reached.chain[1:])})" if len(reached.chain) > 1 else ""
-        yield Finding(
-            site.path,
-            site.line,
-            site.col,
-            "RC105",
-            f"collective `{site.callee}` runs in {cls.name}.{prepare}{via}: only the "
-            "driver prepares inputs, so no other rank matches it",
-        )
+
+class ModelRunner:
+    is_driver_worker = True
+
+    def prepare_input_tensors(self, seq_group_metadata_list):
+        if self.is_driver_worker:
+            input_tokens = self._prepare(seq_group_metadata_list)
+            broadcast_tensor_dict({"input_tokens": input_tokens}, src=0)
+        else:
+            input_tokens = broadcast_tensor_dict(src=0)["input_tokens"]
+        return input_tokens
+
+    def execute_model(self, seq_group_metadata_list, kv_caches):
+        input_tokens = self.prepare_input_tensors(seq_group_metadata_list)
+        return self.model(input_tokens, kv_caches)
+
+
+class Worker:
+    def __init__(self, is_driver_worker):
+        self.is_driver_worker = is_driver_worker
+        self.model_runner = ModelRunner()
+
+    def execute_model(self, seq_group_metadata_list=None):
+        if self.is_driver_worker:
+            num_seq_groups = len(seq_group_metadata_list)
+            broadcast_tensor_dict({"num_seq_groups": num_seq_groups}, src=0)
+        else:
+            num_seq_groups = broadcast_tensor_dict(src=0)["num_seq_groups"]
+        if num_seq_groups == 0:
+            return []
+        return self.model_runner.execute_model(seq_group_metadata_list, None)
+""",
+    good="""\
+from vllm.distributed import broadcast_tensor_dict
+
+
+class ModelRunner:
+    def execute_model(self, model_input, kv_caches):
+        return self.model(model_input["input_tokens"], kv_caches)
+
+
+class Worker:
+    def __init__(self, is_driver_worker):
+        self.is_driver_worker = is_driver_worker
+        self.model_runner = ModelRunner()
+
+    def execute_model(self, seq_group_metadata_list=None):
+        if self.is_driver_worker:
+            data = {"num_seq_groups": len(seq_group_metadata_list)}
+            data.update(self._prepare(seq_group_metadata_list))
+            broadcast_tensor_dict(data, src=0)
+        else:
+            data = broadcast_tensor_dict(src=0)
+        if data["num_seq_groups"] == 0:
+            return []
+        return self.model_runner.execute_model(data, None)
+""",
+)
 
 
 def _where(site: BroadcastSite) -> str:
@@ -62,7 +114,7 @@ def _finding(
         site.path,
         site.line,
         site.col,
-        "RC106",
+        RULE.code,
         f"{subject} broadcast step metadata {driver.count} times per step on the driver "
         f"path ({_describe(driver)}) and {other.count} on the non-driver path "
         f"({_describe(other)}); merge them into one broadcast: run `runnercheck migrate`",
@@ -80,7 +132,7 @@ def _same_as_base(
     return project.broadcasts_per_step(base, runner) == counts
 
 
-def paired_broadcast(project: Project, cls: ClassFacts) -> Iterator[Finding]:
+def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
     """More than one step-metadata broadcast per ``execute_model`` call on a role's path:
     a concrete worker with each runner it may hold, or a runner no worker holds."""
     execute = project.contract.execute_method
@@ -104,3 +156,6 @@ def paired_broadcast(project: Project, cls: ClassFacts) -> Iterator[Finding]:
         finding = _finding(project, cls.name, project.broadcasts_per_step(cls), cls)
         if finding is not None:
             yield finding
+
+
+CHECK = CheckRule(RULE, check_class=check_class)

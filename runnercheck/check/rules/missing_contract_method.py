@@ -1,0 +1,96 @@
+"""RC107 missing-contract-method: A concrete worker or runner leaves an abstract contract method unimplemented."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from runnercheck.analysis.model import ClassFacts
+from runnercheck.analysis.project import Project
+from runnercheck.catalog import Rule
+from runnercheck.check.rules.base import CheckRule
+from runnercheck.findings import Finding
+
+RULE = Rule(
+    code="RC107",
+    name="missing-contract-method",
+    tool="check",
+    summary="A concrete worker or runner leaves an abstract contract method unimplemented.",
+    why="The class fails at instantiation (or at the first step) instead of at review; vLLM's NeuronWorker shipped without `execute_worker`.",
+    bad="""\
+from abc import ABC, abstractmethod
+
+
+class LocalOrDistributedWorkerBase(ABC):
+    @abstractmethod
+    def prepare_worker_input(self, execute_model_req): ...
+
+    @abstractmethod
+    def execute_worker(self, worker_input): ...
+
+
+class NeuronWorker(LocalOrDistributedWorkerBase):
+    def prepare_worker_input(self, execute_model_req):
+        return {"num_seq_groups": len(execute_model_req.seq_group_metadata_list)}
+""",
+    good="""\
+from abc import ABC, abstractmethod
+
+
+class LocalOrDistributedWorkerBase(ABC):
+    @abstractmethod
+    def prepare_worker_input(self, execute_model_req): ...
+
+    @abstractmethod
+    def execute_worker(self, worker_input): ...
+
+
+class NeuronWorker(LocalOrDistributedWorkerBase):
+    def prepare_worker_input(self, execute_model_req):
+        return {"num_seq_groups": len(execute_model_req.seq_group_metadata_list)}
+
+    def execute_worker(self, worker_input):
+        pass
+""",
+)
+
+
+def _required(project: Project, cls: ClassFacts) -> dict[str, str]:
+    """Abstract method name -> the class (or contract base) that declares it."""
+    required: dict[str, str] = {}
+    for klass in reversed(project.mro(cls)):
+        for name in klass.abstract_methods:
+            required.setdefault(name, klass.name)
+    unresolved = project.unresolved_bases(cls)
+    contract = project.contract
+    for base in contract.worker_bases:
+        if base in unresolved:
+            for name in contract.worker_methods:
+                required.setdefault(name, base)
+    for base in contract.runner_bases:
+        if base in unresolved:
+            for name in contract.runner_methods:
+                required.setdefault(name, base)
+    return required
+
+
+def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
+    if project.is_abstract(cls):
+        return
+    if not (project.is_worker(cls) or project.is_runner(cls)):
+        return
+    for name, declared_in in sorted(_required(project, cls).items()):
+        owner = project.defines(cls, name)
+        if owner is not None:
+            func = owner.methods.get(name)
+            if func is None or not func.is_abstract:
+                continue
+        yield Finding(
+            cls.path,
+            cls.line,
+            cls.col,
+            RULE.code,
+            f"{cls.name} does not implement abstract method {name!r} of {declared_in}",
+        )
+
+
+CHECK = CheckRule(RULE, check_class=check_class)

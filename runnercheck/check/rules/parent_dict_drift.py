@@ -1,0 +1,116 @@
+"""RC104 parent-dict-drift: A subclass re-lists its parent's broadcast keys instead of calling `super()`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from runnercheck.analysis.model import ClassFacts
+from runnercheck.analysis.project import Project
+from runnercheck.catalog import Rule
+from runnercheck.check.rules.base import CheckRule
+from runnercheck.findings import Finding
+
+RULE = Rule(
+    code="RC104",
+    name="parent-dict-drift",
+    tool="check",
+    summary="A subclass re-lists its parent's broadcast keys instead of calling `super()`.",
+    why="The copy drifts: a key later added to the parent is never broadcast by the subclass, and one the subclass dropped goes unnoticed.",
+    bad="""\
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    input_tokens: list
+    input_positions: list
+
+    def as_broadcastable_tensor_dict(self):
+        return {
+            "input_tokens": self.input_tokens,
+            "input_positions": self.input_positions,
+        }
+
+
+@dataclass(frozen=True)
+class PoolingModelInput(ModelInput):
+    pooling: list = None
+
+    def as_broadcastable_tensor_dict(self):
+        return {"input_tokens": self.input_tokens, "pooling": self.pooling}
+""",
+    good="""\
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    input_tokens: list
+    input_positions: list
+
+    def as_broadcastable_tensor_dict(self):
+        return {
+            "input_tokens": self.input_tokens,
+            "input_positions": self.input_positions,
+        }
+
+
+@dataclass(frozen=True)
+class PoolingModelInput(ModelInput):
+    pooling: list = None
+
+    def as_broadcastable_tensor_dict(self):
+        tensor_dict = super().as_broadcastable_tensor_dict()
+        tensor_dict["pooling"] = self.pooling
+        return tensor_dict
+""",
+)
+
+
+def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
+    """A subclass re-listing its parent's keys instead of calling ``super()``."""
+    as_dict = project.contract.as_dict_method
+    own = cls.methods.get(as_dict)
+    if own is None or own.is_stub or own.is_abstract:
+        return
+    parent_ref = project.resolve_method(cls, as_dict, after=cls)
+    if parent_ref is None or parent_ref.func.is_stub or parent_ref.func.is_abstract:
+        return
+    produced = project.produced(cls)
+    if produced is None or produced.calls_super:
+        return
+    parent = project.produced_by(parent_ref.owner, parent_ref)
+    relisted = [k for k in parent.keys if k in produced.keys]
+    if not relisted:
+        return
+    parent_name = f"{parent_ref.owner.name}.{as_dict}"
+    yield Finding(
+        own.path,
+        own.line,
+        own.col,
+        RULE.code,
+        f"{cls.name}.{as_dict} re-lists {len(relisted)} "
+        f"{'key' if len(relisted) == 1 else 'keys'} of {parent_name} instead "
+        "of calling super(); the copy drifts when the parent changes",
+    )
+    fields = project.dataclass_fields(cls) or {}
+    dropped = [k for k in parent.keys if k not in produced.keys]
+    # fields the parent sends through helpers (attention metadata, ...)
+    dropped += sorted(
+        f
+        for f in parent.fields - produced.fields - set(produced.keys)
+        if f not in parent.keys and f in fields
+    )
+    for key in dropped:
+        if key in fields and project.is_driver_only(cls, fields[key][1]):
+            continue
+        yield Finding(
+            own.path,
+            own.line,
+            own.col,
+            RULE.code,
+            f"{cls.name}.{as_dict} drops {key!r}, which {parent_name} broadcasts",
+        )
+
+
+CHECK = CheckRule(RULE, check_class=check_class)

@@ -1,0 +1,76 @@
+"""RC103 unbroadcast-field: A dataclass field is neither broadcast nor declared driver-only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from runnercheck.analysis.model import ClassFacts
+from runnercheck.analysis.project import Project
+from runnercheck.catalog import Rule
+from runnercheck.check.rules.base import CheckRule
+from runnercheck.findings import Finding
+
+RULE = Rule(
+    code="RC103",
+    name="unbroadcast-field",
+    tool="check",
+    summary="A dataclass field is neither broadcast nor declared driver-only.",
+    why="Non-driver ranks silently see the field's default (usually None) and compute something different from the driver.",
+    bad="""\
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    input_tokens: list
+    lora_mapping: Optional[object] = None
+
+    def as_broadcastable_tensor_dict(self):
+        return {"input_tokens": self.input_tokens}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
+        return cls(**tensor_dict)
+""",
+    good="""\
+from dataclasses import dataclass, field
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    input_tokens: list
+    # read by the driver only, when it samples
+    seq_lens: Optional[list] = field(
+        default=None, metadata={"runnercheck": "driver-only"}
+    )
+
+    def as_broadcastable_tensor_dict(self):
+        return {"input_tokens": self.input_tokens}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
+        return cls(**tensor_dict)
+""",
+)
+
+
+def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
+    """A dataclass field whose value never reaches the broadcast dict."""
+    as_dict = project.contract.as_dict_method
+    for fld in project.unbroadcast_fields(cls):
+        produced = project.produced(cls)
+        assert produced is not None
+        yield Finding(
+            cls.path,
+            fld.line,
+            fld.col,
+            RULE.code,
+            f"field {fld.name!r} of {cls.name} is not broadcast by "
+            f"{produced.method.owner.name}.{as_dict} and not declared driver-only: "
+            "non-driver ranks see its default",
+        )
+
+
+CHECK = CheckRule(RULE, check_class=check_class)
