@@ -16,16 +16,22 @@ from types import ModuleType
 from runnercheck import __version__
 from runnercheck.errors import EXIT_USAGE, RunnerCheckError
 
-#: Subcommands in the order ``--help`` lists them; each is ``runnercheck.commands.<name>``.
-COMMANDS = ("check", "migrate", "fuzz", "demo", "rules", "config")
+#: Subcommands in the order ``--help`` lists them, and the module of each.
+COMMANDS = {
+    "check": "runnercheck.commands.check",
+    "migrate": "runnercheck.commands.migrate",
+    "fuzz": "runnercheck.commands.fuzz",
+    "demo": "runnercheck.demo.command",
+    "rules": "runnercheck.commands.rules",
+    "config": "runnercheck.commands.config",
+}
 
 EPILOG = "exit status: 0 clean, 1 findings or files changed, 2 usage or input error"
 
 
 def _command_modules() -> dict[str, ModuleType]:
     modules: dict[str, ModuleType] = {}
-    for name in COMMANDS:
-        qualified = f"runnercheck.commands.{name}"
+    for name, qualified in COMMANDS.items():
         if importlib.util.find_spec(qualified) is not None:
             modules[name] = importlib.import_module(qualified)
     return modules
