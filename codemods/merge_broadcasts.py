@@ -15,7 +15,7 @@ import ast
 import dataclasses
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
@@ -23,9 +23,10 @@ from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
 from codemods import cstutil as cu
 from codemods import imports, merge_runner, merge_worker, templates
-from codemods.merge_runner import DroppedKey, RunnerPlan
+from codemods.merge_runner import RunnerPlan
 from codemods.merge_worker import WorkerPlan
 from codemods.refusal import Refusal
+from codemods.results import GroupResult, RunnerSummary
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.groups import ClassRef, Group, find_groups, ref_of
 from runnercheck.analysis.model import CallSite, ClassFacts
@@ -34,33 +35,6 @@ from runnercheck.analysis.syntax import loaded_names
 from runnercheck.contract import VLLM, Contract
 
 NAME = "merge-broadcasts"
-
-
-@dataclass
-class RunnerSummary:
-    runner: str
-    input_class: str
-    fields: list[str]
-    driver_only: list[str]
-    keys: list[str]
-    dynamic: list[str]
-    dropped: list[DroppedKey]
-    #: the runner subclasses a runner with another input (``# type: ignore[override]``)
-    narrows: str = ""
-
-
-@dataclass
-class GroupResult:
-    """The new modules of the files the group touches and the text of new files."""
-
-    label: str
-    modules: dict[Path, cst.Module] = field(default_factory=dict)
-    sources: dict[Path, str] = field(default_factory=dict)
-    #: imported names each rewritten module read before (see :func:`finish`)
-    used_before: dict[Path, set[str]] = field(default_factory=dict)
-    created: list[Path] = field(default_factory=list)
-    runners: list[RunnerSummary] = field(default_factory=list)
-    worker_keys: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _class_def(module: cst.Module, name: str) -> cst.ClassDef | None:

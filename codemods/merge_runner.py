@@ -35,6 +35,7 @@ import libcst as cst
 
 from codemods import cstutil as cu
 from codemods.refusal import Refusal
+from codemods.results import DroppedKey
 from runnercheck.contract import Contract
 
 #: The runner attribute the non-driver block may read (passed to the input's classmethod).
@@ -47,28 +48,6 @@ class FieldPlan:
     name: str
     annotation: str
     driver_only: bool
-
-
-@dataclass
-class DroppedKey:
-    key: str
-    #: the returned value whose own dict carries the key (``attn_metadata``)
-    carrier: str
-    #: how the driver merges that dict in (``attn_metadata.asdict_zerocopy()``)
-    merged: str
-    #: the call that rebuilds the value carrying the key (``make_metadata``)
-    constructor: str
-    #: the dict entry dropped (locates a refusal)
-    node: cst.CSTNode | None = None
-
-    @property
-    def why(self) -> str:
-        return (
-            f"{self.key!r} already travels inside `{self.carrier}`: the driver merges "
-            f"`{self.merged}` into the same dict after it, the non-driver reads it only "
-            f"through `{self.constructor}(**...)`, and every `{self.constructor}(...)` call "
-            f"passes `{self.key}=`"
-        )
 
 
 @dataclass

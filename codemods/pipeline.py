@@ -23,18 +23,20 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import libcst as cst
-
-from codemods import driver_only, self_return, super_dict, verify
-from codemods.merge_broadcasts import GroupResult, finish, merge
+from codemods import verify
 from codemods.refusal import Refusal
+from codemods.results import GroupResult
 from codemods.source import SkippedPath, collect, read_all, within_roots
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.groups import Group, Note, find_groups
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.project import Project
 from runnercheck.config import Config
+
+if TYPE_CHECKING:
+    import libcst as cst
 
 MERGE = "merge-broadcasts"
 SINGLE = ("self-return", "driver-only", "super-dict")
@@ -169,6 +171,8 @@ def single_targets(project: Project, select: Sequence[str]) -> dict[str, set[str
 def _single_codemods(
     state: _State, path: Path, module: cst.Module, refusals: list[Refused], group: str = ""
 ) -> tuple[cst.Module, list[str]]:
+    from codemods import driver_only, self_return, super_dict
+
     contract = state.config.contract()
     applied: list[str] = []
     project = state.project
@@ -290,6 +294,11 @@ def _line_of(refusal: Refusal, modules: dict[Path, cst.Module]) -> int:
 
 def run_group(group: Group) -> TaskResult:
     """Plan, rewrite and verify one group; any failure leaves the group alone."""
+    if group.refusal is not None:  # refused as found: no LibCST work at all
+        code, where, line, message = group.refusal
+        return TaskResult(refusals=[Refused(MERGE, code, where, line, message, group.label)])
+    import libcst as cst
+
     path = group.files[0] if group.files else Path(".")
     try:
         return _run_group(group)
@@ -302,6 +311,10 @@ def run_group(group: Group) -> TaskResult:
 
 
 def _run_group(group: Group) -> TaskResult:
+    import libcst as cst
+
+    from codemods.merge_broadcasts import finish, merge
+
     state = _STATE
     assert state is not None
     result = TaskResult()
@@ -368,6 +381,8 @@ def _run_group(group: Group) -> TaskResult:
 
 def run_file(path: Path) -> TaskResult:
     """The single-class codemods on one file; any failure leaves it alone."""
+    import libcst as cst
+
     try:
         return _run_file(path)
     except cst.ParserSyntaxError as exc:
@@ -379,6 +394,8 @@ def run_file(path: Path) -> TaskResult:
 
 
 def _run_file(path: Path) -> TaskResult:
+    import libcst as cst
+
     state = _STATE
     assert state is not None
     result = TaskResult(cst_files=1)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-import libcst as cst
+from typing import TYPE_CHECKING
 
 from runnercheck import catalog
+
+if TYPE_CHECKING:
+    import libcst as cst
 
 
 class Refusal(Exception):

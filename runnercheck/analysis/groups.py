@@ -15,6 +15,7 @@ from pathlib import Path
 
 from runnercheck.analysis.model import CallStep, ClassFacts
 from runnercheck.analysis.project import Project
+from runnercheck.analysis.recognise import is_step_broadcast
 from runnercheck.analysis.stepwalk import flatten_calls
 
 
@@ -171,6 +172,9 @@ def find_groups(project: Project) -> tuple[list[Group], list[Note]]:
                     )
                 )
     merged = _merge(groups.values())
+    for group in merged:
+        if group.refusal is None:
+            group.refusal = _runner_broadcast_refusal(project, group)
     held = {
         ref_of(r)
         for w in project.workers()
@@ -217,6 +221,43 @@ def find_groups(project: Project) -> tuple[list[Group], list[Note]]:
         )
         merged.append(group)
     return merged, notes
+
+
+def broadcasting_methods(project: Project, cls: ClassFacts) -> list[str]:
+    """Methods of ``cls`` (in class order) that call the step broadcast anywhere."""
+    function = project.contract.broadcast_function
+    return [
+        name
+        for name, func in cls.methods.items()
+        if any(is_step_broadcast(call.callee, function) for call in func.calls)
+    ]
+
+
+def _runner_broadcast_refusal(project: Project, group: Group) -> tuple[str, Path, int, str] | None:
+    """A runner of the group whose broadcasts the merge cannot place: in several
+    methods, or inside ``prepare_model_input`` (the merged API already)."""
+    prepare = project.contract.prepare_input_method
+    for ref in group.runners:
+        cls = project.modules[str(ref.path)].classes.get(ref.name)
+        if cls is None:
+            continue
+        names = broadcasting_methods(project, cls)
+        if len(names) > 1:
+            return (
+                "MIG101",
+                ref.path,
+                cls.methods[names[1]].line,
+                f"{ref.name} broadcasts in {len(names)} methods ({', '.join(names)})",
+            )
+        if names and names[0] == prepare:
+            return (
+                "MIG105",
+                ref.path,
+                cls.methods[names[0]].line,
+                f"{ref.name} broadcasts inside `{prepare}` (the merged API): only the driver "
+                "prepares inputs, so no other rank matches it (RC105); this needs a fix by hand",
+            )
+    return None
 
 
 def _merge(groups: Iterable[Group]) -> list[Group]:

@@ -1,0 +1,131 @@
+"""``runnercheck migrate --check`` against ``runnercheck check``, whole process against
+whole process, on the same tree (default: the merged ``vllm/`` of vLLM 0.5.1).
+
+Both ask the same analysis layer; ``migrate --check`` pays for LibCST only when the
+analysis finds something to rewrite. Measured, interleaved repetition after
+repetition so that all see the same machine state:
+
+* ``check``: ``runnercheck check TREE``;
+* ``migrate --check``: every codemod (on 0.5.1 the single-class codemods do find
+  work: fixed ``from_broadcasted_tensor_dict`` returns, unbroadcast fields, a copied
+  parent dict), so this includes LibCST parsing and verifying those files;
+* ``migrate --check --select merge-broadcasts``: nothing to rewrite on a merged
+  tree, the case a pre-commit hook meets on every commit;
+* start-up: ``runnercheck check`` on one small file.
+
+Times are the child processes' CPU seconds (user + system), which other work on a
+shared machine disturbs less than wall time; wall times are reported too.
+
+Usage::
+
+    python benchmarks/bench_migrate_check.py [--version 0.5.1] [--reps 7] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.common import spread  # noqa: E402
+from tests.vllm_wheels import vllm_package  # noqa: E402
+
+SMALL = "def prepare_model_input(self, seq_group_metadata_list):\n    return None\n"
+
+
+def run(args: list[str], cwd: Path) -> tuple[float, float, int]:
+    """(child CPU seconds, wall seconds, exit code) of ``runnercheck ARGS``."""
+    before = os.times()
+    wall = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "runnercheck", *args],
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        timeout=600,
+    )
+    wall = time.perf_counter() - wall
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"runnercheck {' '.join(args)} failed with exit {proc.returncode}")
+    return cpu, wall, proc.returncode
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--version", default="0.5.1", help="vLLM release (default 0.5.1)")
+    parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
+    args = parser.parse_args(argv)
+
+    package = vllm_package(args.version)
+    cwd = package.parent
+    with tempfile.TemporaryDirectory() as tmp:
+        small = Path(tmp) / "small.py"
+        small.write_text(SMALL)
+        cases = {
+            "check": ["check", package.name],
+            "migrate --check": ["migrate", "--check", package.name],
+            "migrate --check --select merge-broadcasts": [
+                "migrate",
+                "--check",
+                "--select",
+                "merge-broadcasts",
+                package.name,
+            ],
+            "startup: check one small file": ["check", str(small)],
+        }
+        samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+        exits: dict[str, int] = {}
+        for _ in range(args.reps):
+            for name, case in cases.items():
+                cpu, wall, code = run(case, cwd)
+                samples[name].append((cpu, wall))
+                exits[name] = code
+
+    cpu = {name: spread([s[0] for s in values]) for name, values in samples.items()}
+    wall = {name: spread([s[1] for s in values]) for name, values in samples.items()}
+    per_pair = {
+        name: spread([m[0] / c[0] for m, c in zip(samples[name], samples["check"], strict=True)])
+        for name in ("migrate --check", "migrate --check --select merge-broadcasts")
+    }
+    print(f"vLLM {args.version} vllm/, {args.reps} interleaved repetitions (child CPU seconds)")
+    print(f"{'':44} {'cpu median':>10} {'min':>7} {'max':>7}   {'wall median':>11}  exit")
+    for name in cases:
+        c, w = cpu[name], wall[name]
+        print(
+            f"{name:44} {c['median']:10.3f} {c['min']:7.3f} {c['max']:7.3f}   "
+            f"{w['median']:11.3f}  {exits[name]}"
+        )
+    for name, ratio in per_pair.items():
+        print(
+            f"{name} / check = {ratio['median']:.2f}x "
+            f"(min {ratio['min']:.2f}, max {ratio['max']:.2f}; target <= 1.5x)"
+        )
+    if args.json:
+        figures = {
+            "version": args.version,
+            "cpu_s": cpu,
+            "wall_s": wall,
+            "exit": exits,
+            "ratio_to_check": per_pair,
+            "target_ratio": 1.5,
+        }
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
