@@ -38,7 +38,8 @@ if str(REPO) not in sys.path:
 import libcst as cst  # noqa: E402
 
 from benchmarks.common import spread  # noqa: E402
-from codemods.pipeline import MigrateResult, migrate, needles  # noqa: E402
+from codemods.pipeline import MigrateResult, migrate  # noqa: E402
+from runnercheck.analysis.prefilter import select_sources  # noqa: E402
 from runnercheck.config import Config  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
@@ -67,8 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     package = vllm_package(args.version)
     config = Config()
     all_files = sorted(package.rglob("*.py"))
-    wanted = needles(config, ("merge-broadcasts", "self-return", "driver-only", "super-dict"))
-    prefiltered = [p for p in all_files if any(n in p.read_bytes() for n in wanted)]
+    prefiltered = select_sources(
+        {p: p.read_bytes() for p in all_files}, config.contract(), runners=True
+    )
     first: MigrateResult = migrate([str(package)], config=config)
     rewritten = sorted({p for p in first.changes if first.changes[p].old is not None})
 

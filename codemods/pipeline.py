@@ -32,6 +32,7 @@ from codemods.source import SkippedPath, collect, read_all, within_roots
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.groups import Group, Note, find_groups
 from runnercheck.analysis.model import ModuleFacts
+from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
 from runnercheck.config import Config
 
@@ -99,15 +100,6 @@ class MigrateResult:
     @property
     def exit_code(self) -> int:
         return 1 if self.changes else 0
-
-
-def needles(config: Config, select: Sequence[str]) -> tuple[bytes, ...]:
-    found: list[bytes] = []
-    if MERGE in select:
-        found += [config.broadcast_function.encode(), b"unner"]
-    if any(name in select for name in SINGLE):
-        found += [config.as_dict_method.encode(), config.from_dict_method.encode()]
-    return tuple(found)
 
 
 # ------------------------------------------------------------- per-process state
@@ -426,18 +418,19 @@ def migrate(
     collected = collect(paths)
     result = MigrateResult(collected.roots, select, skipped=list(collected.skipped))
     result.files_seen = len(collected.files)
-    wanted = needles(config, select)
     contract = config.contract()
-    sources: dict[Path, bytes] = {}
-    facts: dict[Path, ModuleFacts] = {}
+    read: dict[Path, bytes] = {}
     for path, data in read_all(collected.files):
         if isinstance(data, OSError):
             result.refusals.append(
                 Refused("parse", "MIG002", path, 0, f"cannot read: {data.strerror}")
             )
             continue
-        if not any(needle in data for needle in wanted):
-            continue
+        read[path] = data
+    sources: dict[Path, bytes] = {}
+    facts: dict[Path, ModuleFacts] = {}
+    for path in select_sources(read, contract, runners=MERGE in select):
+        data = read[path]
         module_facts = extract_source(data, str(path), contract, names=True)
         error = module_facts.syntax_error
         if error is not None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from pathlib import Path
 from runnercheck import catalog
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
+from runnercheck.analysis.prefilter import class_bases, might_matter, needles, subclass_rounds
 from runnercheck.analysis.project import Project
 from runnercheck.check.partners import read_partners
 from runnercheck.check.rules import RULES, run_rules
@@ -33,8 +33,6 @@ from runnercheck.findings import Finding
 SKIP_DIRS = frozenset(
     {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache"}
 )
-_CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
-_NAME = re.compile(rb"[A-Za-z_]\w*")
 
 
 @dataclass
@@ -126,43 +124,6 @@ def discover(
                     full = Path(dirpath) / name
                     add(full, full.as_posix() if not path.is_absolute() else str(full))
     return list(found.values())
-
-
-# ---------------------------------------------------------------- prefilter
-
-
-def needles(contract: Contract) -> tuple[bytes, ...]:
-    """Byte strings one of which any file that can hold a finding mentions."""
-    names = {
-        contract.broadcast_function,
-        contract.as_dict_method,
-        contract.from_dict_method,
-        contract.prepare_input_method,
-        contract.make_input_method,
-        contract.worker_input,
-        *contract.worker_bases,
-        *contract.runner_bases,
-        *contract.input_bases,
-    }
-    return tuple(sorted(name.encode() for name in names if name))
-
-
-def might_matter(data: bytes, wanted: tuple[bytes, ...]) -> bool:
-    return any(needle in data for needle in wanted)
-
-
-def class_bases(data: bytes) -> frozenset[str]:
-    """Names used as bases by the ``class X(...)`` lines of a file (a cheap byte scan)."""
-    names: set[str] = set()
-    index = data.find(b"class ")
-    while index != -1:
-        line_start = data.rfind(b"\n", 0, index) + 1
-        if not data[line_start:index].strip():
-            match = _CLASS_BASES.match(data, line_start)
-            if match is not None:
-                names.update(name.decode() for name in _NAME.findall(match.group(1)))
-        index = data.find(b"class ", index + 6)
-    return frozenset(names)
 
 
 # ----------------------------------------------------------------- analysis
@@ -334,22 +295,20 @@ def check_paths(
     ignore_codes = parse_codes(ignore, "--ignore") | parse_codes(config.ignore, "ignore")
     sources = discover(paths, (*config.exclude, *exclude), root)
     outcomes = _analyse_all(sources, contract, jobs)
-    # second round: skipped files defining a subclass of a class found so far
+    # later rounds: skipped files defining a subclass of a class found so far
     by_display = {s.display: s for s in sources}
-    while True:
-        known = {name for o in outcomes if o.facts is not None for name in o.facts.classes}
-        again = [
-            i
-            for i, o in enumerate(outcomes)
-            if o.skipped_bases is not None and o.skipped_bases & known
-        ]
-        if not again:
-            break
+    skipped = {i: o.skipped_bases for i, o in enumerate(outcomes) if o.skipped_bases is not None}
+
+    def read(indices: list[int]) -> list[str]:
         redone = _analyse_all(
-            [by_display[outcomes[i].display] for i in again], contract, jobs, True
+            [by_display[outcomes[i].display] for i in indices], contract, jobs, True
         )
-        for index, outcome in zip(again, redone, strict=True):
+        for index, outcome in zip(indices, redone, strict=True):
             outcomes[index] = outcome
+        return [name for o in redone if o.facts is not None for name in o.facts.classes]
+
+    known = [name for o in outcomes if o.facts is not None for name in o.facts.classes]
+    subclass_rounds(skipped, read, known)
     parsed = [(o.path, o.facts) for o in outcomes if o.facts is not None and o.path is not None]
     on_disk = {os.path.abspath(s.path) for s in sources}
     context = read_partners(

@@ -1,0 +1,107 @@
+"""The one prefilter: which files can matter to the contract, decided on raw bytes.
+
+A file is read with ``ast`` only if it mentions one of the contract's names (the
+broadcast function, the contract methods, the base classes), or if it defines a class
+whose base is a class found in a file read so far (a subclass that adds fields or
+overrides a method, in another file). A file the prefilter leaves out cannot hold a
+finding nor anything to migrate. ``runnercheck check`` and ``runnercheck migrate``
+both use it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import TypeVar
+
+from runnercheck.contract import Contract
+
+K = TypeVar("K", bound=Hashable)
+
+_CLASS_BASES = re.compile(rb"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.MULTILINE)
+_NAME = re.compile(rb"[A-Za-z_]\w*")
+
+
+def needles(contract: Contract) -> tuple[bytes, ...]:
+    """Byte strings one of which any file that can matter mentions."""
+    names = {
+        contract.broadcast_function,
+        contract.as_dict_method,
+        contract.from_dict_method,
+        contract.prepare_input_method,
+        contract.make_input_method,
+        contract.worker_input,
+        *contract.worker_bases,
+        *contract.runner_bases,
+        *contract.input_bases,
+    }
+    return tuple(sorted(name.encode() for name in names if name))
+
+
+def might_matter(data: bytes, wanted: tuple[bytes, ...]) -> bool:
+    return any(needle in data for needle in wanted)
+
+
+def class_bases(data: bytes) -> frozenset[str]:
+    """Names used as bases by the ``class X(...)`` lines of a file (a cheap byte scan)."""
+    names: set[str] = set()
+    index = data.find(b"class ")
+    while index != -1:
+        line_start = data.rfind(b"\n", 0, index) + 1
+        if not data[line_start:index].strip():
+            match = _CLASS_BASES.match(data, line_start)
+            if match is not None:
+                names.update(name.decode() for name in _NAME.findall(match.group(1)))
+        index = data.find(b"class ", index + 6)
+    return frozenset(names)
+
+
+def subclass_rounds(
+    skipped: Mapping[K, frozenset[str]],
+    read: Callable[[list[K]], Iterable[str]],
+    known: Iterable[str],
+) -> list[K]:
+    """The skipped files (by key, with their :func:`class_bases`) that define a subclass
+    of a known class, round after round: ``read(keys)`` reads those files and returns
+    the class names they define, which may pull in more files. Returns every key read."""
+    names = set(known)
+    waiting = dict(skipped)
+    taken: list[K] = []
+    while True:
+        again = [key for key, bases in waiting.items() if bases & names]
+        if not again:
+            return taken
+        for key in again:
+            del waiting[key]
+        taken += again
+        names.update(read(again))
+
+
+#: Mentioned by every model-runner class and the workers that hold one (``ModelRunner``,
+#: ``self.model_runner``): ``migrate`` also reads pairs that do not broadcast at all, to
+#: say that it leaves them alone.
+RUNNERS = b"unner"
+
+
+def select_sources(
+    sources: Mapping[K, bytes], contract: Contract, runners: bool = False
+) -> list[K]:
+    """The keys of ``sources`` that can matter, in their order: those that mention the
+    contract (or, with ``runners``, any model runner), then subclasses of classes they
+    define (the class names found by the byte scan of ``class`` lines)."""
+    wanted = needles(contract) + ((RUNNERS,) if runners else ())
+    first = [key for key, data in sources.items() if might_matter(data, wanted)]
+    skipped = {key: class_bases(data) for key, data in sources.items() if key not in set(first)}
+    known = {name for key in first for name in _class_names(sources[key])}
+    more = subclass_rounds(
+        skipped, lambda keys: (n for k in keys for n in _class_names(sources[k])), known
+    )
+    chosen = set(first) | set(more)
+    return [key for key in sources if key in chosen]
+
+
+_CLASS_NAME = re.compile(rb"^[ \t]*class[ \t]+(\w+)", re.MULTILINE)
+
+
+def _class_names(data: bytes) -> set[str]:
+    return {m.decode() for m in _CLASS_NAME.findall(data)}
