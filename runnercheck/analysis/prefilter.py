@@ -1,7 +1,8 @@
 """The one prefilter: which files can matter to the contract, decided on raw bytes.
 
 A file is read with ``ast`` only if it mentions one of the contract's names (the
-broadcast function, the contract methods, the base classes), or if it defines a class
+broadcast function, the contract methods, the base classes) or the driver-only
+marker, or if it defines a class
 whose base is a class found in a file read so far (a subclass that adds fields or
 overrides a method, in another file). A file the prefilter leaves out cannot hold a
 finding nor anything to migrate. ``runnercheck check`` and ``runnercheck migrate``
@@ -14,7 +15,7 @@ import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
-from runnercheck.contract import Contract
+from runnercheck.contract import DRIVER_ONLY_METADATA_VALUE, Contract
 
 K = TypeVar("K", bound=Hashable)
 
@@ -34,6 +35,8 @@ def needles(contract: Contract) -> tuple[bytes, ...]:
         *contract.worker_bases,
         *contract.runner_bases,
         *contract.input_bases,
+        # a module that defines the driver-only marker (a constant other modules import)
+        DRIVER_ONLY_METADATA_VALUE,
     }
     return tuple(sorted(name.encode() for name in names if name))
 

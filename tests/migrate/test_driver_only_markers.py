@@ -1,0 +1,95 @@
+"""Every way of declaring a field driver-only is honoured identically by ``check``
+(RC103) and by ``migrate`` (the ``driver-only`` codemod, and the group planner through
+the same analysis): declared, nothing is reported and nothing is rewritten; left
+undeclared, ``check`` reports exactly that field and ``migrate`` marks exactly it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from codemods.pipeline import migrate
+from runnercheck.check import check_paths
+from runnercheck.config import Config
+
+INPUT = '''\
+import dataclasses
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+{imports}
+{constant}
+
+@dataclass(frozen=True)
+class ModelInput:
+    input_tokens: List[int]
+    seq_lens: Optional[List[int]] = {value}
+
+    def as_broadcastable_tensor_dict(self):
+        return {{"input_tokens": self.input_tokens}}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
+        return cls(**tensor_dict)
+'''
+MARKERS = 'DRIVER_ONLY = {"runnercheck": "driver-only"}\n'
+
+#: form -> (imports, module-level constant, the field's value, config driver_only)
+FORMS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
+    "inline-dict": ("", "", 'field(default=None, metadata={"runnercheck": "driver-only"})', ()),
+    "dict-call": ("", "", 'field(default=None, metadata=dict(runnercheck="driver-only"))', ()),
+    "module-constant": ("", MARKERS, "field(default=None, metadata=DRIVER_ONLY)", ()),
+    "imported-constant": (
+        "from markers import DRIVER_ONLY",
+        "",
+        "field(default=None, metadata=DRIVER_ONLY)",
+        (),
+    ),
+    "imported-module": (
+        "import markers",
+        "",
+        "dataclasses.field(default=None, metadata=markers.DRIVER_ONLY)",
+        (),
+    ),
+    "config-list": ("", "", "None", ("ModelInput.seq_lens",)),
+}
+
+
+def make_tree(root: Path, form: str | None) -> tuple[Path, Config]:
+    imports, constant, value, config_list = FORMS[form] if form else ("", "", "None", ())
+    root.mkdir()
+    (root / "markers.py").write_text(MARKERS)
+    text = INPUT.format(imports=imports, constant=constant, value=value)
+    (root / "model_input.py").write_text(text)
+    return root / "model_input.py", Config(driver_only=config_list)
+
+
+def rc103(root: Path, config: Config) -> list[str]:
+    result = check_paths([root], config=config)
+    return [f.message.split("'")[1] for f in result.findings if f.code == "RC103"]
+
+
+@pytest.mark.parametrize("form", sorted(FORMS))
+def test_a_declared_field_is_left_alone_by_check_and_migrate(tmp_path: Path, form: str) -> None:
+    path, config = make_tree(tmp_path / "tree", form)
+    assert rc103(path.parent, config) == []
+    result = migrate([path.parent], config=config)
+    assert result.changes == {}
+    assert result.refusals == []
+
+
+def test_an_undeclared_field_is_reported_and_marked(tmp_path: Path) -> None:
+    path, config = make_tree(tmp_path / "tree", None)
+    assert rc103(path.parent, config) == ["seq_lens"]
+    result = migrate([path.parent], config=config)
+    assert list(result.changes) == [path]
+    change = result.changes[path]
+    assert change.codemods == ["driver-only"]
+    new = change.new.decode()
+    assert "seq_lens: Optional[List[int]] = field(" in new
+    assert '"runnercheck": "driver-only"' in new
+    # the marked tree is clean for both tools
+    path.write_bytes(change.new)
+    assert rc103(path.parent, config) == []
+    assert migrate([path.parent], config=config).changes == {}
