@@ -20,12 +20,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from codemods import cstutil, imports
+from codemods import cstutil, imports, registry
 from codemods.command import ContractCommand
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
 
-NAME = "driver-only"
+NAME = registry.DRIVER_ONLY.name
 MARKER = '{"runnercheck": "driver-only"}'
 
 
@@ -165,10 +165,7 @@ def rewrite_module(
 class DriverOnlyCommand(ContractCommand):
     """Declare unbroadcast input dataclass fields driver-only (field metadata)."""
 
-    DESCRIPTION = (
-        "Mark each dataclass field that as_broadcastable_tensor_dict never sends as "
-        'driver-only (metadata={"runnercheck": "driver-only"}); parents must be in the file.'
-    )
+    DESCRIPTION = registry.DRIVER_ONLY.summary
 
     def rewrite(self, tree: cst.Module) -> cst.Module:
         path, project = self.project(tree)

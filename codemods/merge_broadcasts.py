@@ -22,7 +22,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
 from codemods import cstutil as cu
-from codemods import imports, merge_runner, merge_worker, templates
+from codemods import imports, merge_runner, merge_worker, registry, templates
 from codemods.merge_runner import RunnerPlan
 from codemods.merge_worker import WorkerPlan
 from codemods.refusal import Refusal
@@ -34,7 +34,7 @@ from runnercheck.analysis.project import Project
 from runnercheck.analysis.syntax import loaded_names
 from runnercheck.contract import VLLM, Contract
 
-NAME = "merge-broadcasts"
+NAME = registry.MERGE_BROADCASTS.name
 
 
 def _class_def(module: cst.Module, name: str) -> cst.ClassDef | None:
@@ -510,11 +510,7 @@ class MergeBroadcastsCommand(VisitorBasedCodemodCommand):
     Groups whose runners live in other files are skipped here; ``runnercheck
     migrate`` plans those across files."""
 
-    DESCRIPTION = (
-        "Merge the worker's and the model runner's per-step broadcasts into one "
-        "(prepare_model_input / make_model_input_from_broadcasted_tensor_dict / "
-        "execute_model(model_input, kv_caches)); whole-file groups only."
-    )
+    DESCRIPTION = registry.MERGE_BROADCASTS.summary
 
     def __init__(self, context: CodemodContext, contract: Contract = VLLM) -> None:
         super().__init__(context)

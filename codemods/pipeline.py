@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codemods import verify
+from codemods import registry, verify
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import SkippedPath, collect, read_all, within_roots
@@ -39,9 +39,8 @@ from runnercheck.config import Config
 if TYPE_CHECKING:
     import libcst as cst
 
-MERGE = "merge-broadcasts"
-SINGLE = ("self-return", "driver-only", "super-dict")
-CODEMODS = (MERGE, *SINGLE)
+MERGE = registry.MERGE_BROADCASTS.name
+CODEMODS = registry.NAMES
 
 
 @dataclass(frozen=True)
@@ -147,14 +146,14 @@ def single_targets(project: Project, select: Sequence[str]) -> dict[str, set[str
     wanted: dict[str, set[str]] = {}
     for cls in project.all_classes():
         names: set[str] = set()
-        if "super-dict" in select and project.dict_copy(cls) is not None:
-            names.add("super-dict")
-        if "driver-only" in select and (
+        if registry.SUPER_DICT.name in select and project.dict_copy(cls) is not None:
+            names.add(registry.SUPER_DICT.name)
+        if registry.DRIVER_ONLY.name in select and (
             project.unbroadcast_fields(cls) or project.reads_unknown_parent(cls)
         ):
-            names.add("driver-only")
-        if "self-return" in select and project.from_dict_returns_fixed_class(cls):
-            names.add("self-return")
+            names.add(registry.DRIVER_ONLY.name)
+        if registry.SELF_RETURN.name in select and project.from_dict_returns_fixed_class(cls):
+            names.add(registry.SELF_RETURN.name)
         if names:
             wanted.setdefault(cls.path, set()).update(names)
     return wanted
@@ -168,31 +167,45 @@ def _single_codemods(
     contract = state.config.contract()
     applied: list[str] = []
     project = state.project
-    if "super-dict" in state.select:
+    if registry.SUPER_DICT.name in state.select:
         new, changed, skipped = super_dict.rewrite_module(module, project, str(path), contract)
         refusals += [
-            Refused("super-dict", s.code, path, _class_line(state, path, s.cls), s.message, group)
+            Refused(
+                registry.SUPER_DICT.name,
+                s.code,
+                path,
+                _class_line(state, path, s.cls),
+                s.message,
+                group,
+            )
             for s in skipped
         ]
         if changed:
             module = new
-            applied.append("super-dict")
-    if "driver-only" in state.select:
+            applied.append(registry.SUPER_DICT.name)
+    if registry.DRIVER_ONLY.name in state.select:
         new, changed_fields, skipped_d = driver_only.rewrite_module(
             module, project, str(path), contract
         )
         refusals += [
-            Refused("driver-only", s.code, path, _class_line(state, path, s.cls), s.message, group)
+            Refused(
+                registry.DRIVER_ONLY.name,
+                s.code,
+                path,
+                _class_line(state, path, s.cls),
+                s.message,
+                group,
+            )
             for s in skipped_d
         ]
         if changed_fields:
             module = new
-            applied.append("driver-only")
-    if "self-return" in state.select:
+            applied.append(registry.DRIVER_ONLY.name)
+    if registry.SELF_RETURN.name in state.select:
         new, changed_classes = self_return.rewrite_module(module, contract)
         if changed_classes:
             module = new
-            applied.append("self-return")
+            applied.append(registry.SELF_RETURN.name)
     return module, applied
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods import cstutil as cu
-from codemods import imports
+from codemods import imports, registry
 from codemods.command import ContractCommand
 from runnercheck.contract import VLLM, Contract
 
-NAME = "self-return"
+NAME = registry.SELF_RETURN.name
 
 
 def _returns_class(func: cst.FunctionDef, cls_name: str) -> bool:
@@ -128,10 +128,7 @@ def rewrite_module(module: cst.Module, contract: Contract = VLLM) -> tuple[cst.M
 class SelfReturnCommand(ContractCommand):
     """``from_broadcasted_tensor_dict`` -> ``Self`` or a cls-bound TypeVar; ``X(...)`` -> ``cls(...)``."""
 
-    DESCRIPTION = (
-        "Annotate from_broadcasted_tensor_dict to return Self (or a cls-bound TypeVar) "
-        "instead of its fixed class, and build cls(...) instead of ClassName(...)."
-    )
+    DESCRIPTION = registry.SELF_RETURN.summary
 
     NEEDLE = "from_dict_method"
 

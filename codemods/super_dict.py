@@ -21,12 +21,12 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods import cstutil, registry
 from codemods.command import ContractCommand
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
 
-NAME = "super-dict"
+NAME = registry.SUPER_DICT.name
 
 
 @dataclass
@@ -179,10 +179,7 @@ def _method(statement: cst.BaseStatement, name: str) -> cst.FunctionDef | None:
 class SuperDictCommand(ContractCommand):
     """A subclass's broadcast dict that re-lists its parent's keys calls ``super()``."""
 
-    DESCRIPTION = (
-        "Replace a subclass's copy of its parent's as_broadcastable_tensor_dict "
-        "with super() plus its own keys (parent in the same file)."
-    )
+    DESCRIPTION = registry.SUPER_DICT.summary
 
     def rewrite(self, tree: cst.Module) -> cst.Module:
         path, project = self.project(tree)

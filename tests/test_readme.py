@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from codemods import registry
 from runnercheck.commands import rules
 from runnercheck.demo.engine import engine_source_dir
 
@@ -22,6 +23,12 @@ def test_rule_table_matches_catalog() -> None:
     match = re.search(r"<!-- rules:begin -->\n(.*?)\n<!-- rules:end -->", readme(), re.S)
     assert match, "README lost its rule-table markers"
     assert match.group(1).strip() == rules.markdown_table()
+
+
+def test_codemod_table_matches_the_registry() -> None:
+    match = re.search(r"<!-- codemods:begin -->\n(.*?)\n<!-- codemods:end -->", readme(), re.S)
+    assert match, "README lost its codemod-table markers"
+    assert match.group(1).strip() == registry.markdown_table()
 
 
 def test_readme_starts_with_the_two_commands() -> None:

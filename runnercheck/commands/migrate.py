@@ -1,12 +1,7 @@
 """``runnercheck migrate PATH...``: rewrite paired broadcasts into the merged shape.
 
-Codemods (all by default, choose with --select):
-  merge-broadcasts  one broadcast per step: input dataclasses, prepare_model_input,
-                    make_model_input_from_broadcasted_tensor_dict,
-                    execute_model(model_input, kv_caches) (worker + runners, across files)
-  self-return       from_broadcasted_tensor_dict returns Self / a cls-bound TypeVar
-  driver-only       declare input fields that are never broadcast
-  super-dict        a subclass dict that re-lists its parent's keys calls super()
+The codemods (all by default, choose with --select) are listed by --help
+(from :mod:`codemods.registry`).
 
 A worker/runner group is planned as a whole: a shape the planner does not
 recognise is refused with a reason code (MIGxxx) and every file of the group
@@ -24,6 +19,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from codemods import registry
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -31,21 +28,16 @@ if TYPE_CHECKING:
     from runnercheck.config import Config
 
 HELP = "rewrite paired broadcasts into the merged prepare/convert/execute shape"
-EPILOG = """\
+EPILOG = f"""\
 codemods:
-  merge-broadcasts  one broadcast per step: an input dataclass per runner,
-                    prepare_model_input / make_model_input_from_broadcasted_tensor_dict /
-                    execute_model(model_input, kv_caches), driven by the worker
-  self-return       from_broadcasted_tensor_dict returns Self or a cls-bound TypeVar
-  driver-only       declare the input fields that are never broadcast
-  super-dict        a subclass dict that re-lists its parent's keys calls super()
+{registry.help_lines()}
 
 A shape the planner does not recognise is refused (MIG1xx/MIG2xx, with file and
 line) and its whole worker/runner group is left byte-identical.
 
 exit status: 0 nothing to change, 1 files changed (or, with --check/--diff, would
 change) or something was refused, 2 usage or input error"""
-CODEMODS = ("merge-broadcasts", "self-return", "driver-only", "super-dict")
+CODEMODS = registry.NAMES
 
 
 def _select(values: list[str]) -> tuple[str, ...]:

@@ -97,8 +97,8 @@ def stage_check(ws: Workspace, options: DemoOptions) -> StageResult:
 
 def stage_migrate(ws: Workspace, options: DemoOptions) -> StageResult:
     from codemods.pipeline import migrate
+    from codemods.registry import NAMES as CODEMODS
     from codemods.write import Change, write_changes
-    from runnercheck.commands.migrate import CODEMODS
     from runnercheck.config import Config
 
     result = migrate([str(ws.migrated)], CODEMODS, Config(), 1)
