@@ -7,16 +7,16 @@ from collections.abc import Iterable, Sequence
 
 import libcst as cst
 
-from codemods import cstutil as cu
+from codemods import cstutil
 
 
 def _is_import(statement: cst.BaseStatement) -> bool:
-    small = cu.single_small(statement)
+    small = cstutil.single_small(statement)
     return isinstance(small, (cst.Import, cst.ImportFrom))
 
 
 def _is_future(statement: cst.BaseStatement) -> bool:
-    small = cu.single_small(statement)
+    small = cstutil.single_small(statement)
     return (
         isinstance(small, cst.ImportFrom)
         and isinstance(small.module, cst.Name)
@@ -26,23 +26,25 @@ def _is_future(statement: cst.BaseStatement) -> bool:
 
 def _module_text(node: cst.ImportFrom) -> str:
     dots = "." * len(node.relative)
-    return dots + (cu.dotted(node.module) or "") if node.module is not None else dots
+    return dots + (cstutil.dotted(node.module) or "") if node.module is not None else dots
 
 
 def imported_names(module: cst.Module) -> set[str]:
     """Names bound by the module's top-level imports."""
     out: set[str] = set()
     for statement in module.body:
-        small = cu.single_small(statement)
+        small = cstutil.single_small(statement)
         if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
             for alias in small.names:
-                out.add(cu.code(alias.asname.name) if alias.asname else cu.code(alias.name))
+                out.add(
+                    cstutil.code(alias.asname.name) if alias.asname else cstutil.code(alias.name)
+                )
         elif isinstance(small, cst.Import):
             for alias in small.names:
                 if alias.asname:
-                    out.add(cu.code(alias.asname.name))
+                    out.add(cstutil.code(alias.asname.name))
                 else:
-                    out.add(cu.code(alias.name).split(".")[0])
+                    out.add(cstutil.code(alias.name).split(".")[0])
     return out
 
 
@@ -76,7 +78,7 @@ def add_imports(
             continue
         existing = None
         for i, statement in enumerate(body):
-            small = cu.single_small(statement)
+            small = cstutil.single_small(statement)
             if (
                 isinstance(small, cst.ImportFrom)
                 and not isinstance(small.names, cst.ImportStar)
@@ -90,10 +92,12 @@ def add_imports(
             body[i] = statement.with_changes(body=[_extend(small, missing)])
         else:
             new_after.extend(
-                cu.parse_statements(f"from {mod} import {', '.join(sorted(missing))}\n")
+                cstutil.parse_statements(f"from {mod} import {', '.join(sorted(missing))}\n")
             )
         have.update(missing)
-    new_before = [cu.parse_statements(f"import {name}\n")[0] for name in plain if name not in have]
+    new_before = [
+        cstutil.parse_statements(f"import {name}\n")[0] for name in plain if name not in have
+    ]
     if last_import is None:
         insert_at = _after_docstring(body)
         body[insert_at:insert_at] = [*new_before, *new_after]
@@ -102,8 +106,8 @@ def add_imports(
         assert first_import is not None
         if new_before:
             anchor = body[first_import]
-            new_before[0] = cu.with_leading(new_before[0], cu.leading(anchor))
-            body[first_import] = cu.with_leading(anchor, [])
+            new_before[0] = cstutil.with_leading(new_before[0], cstutil.leading(anchor))
+            body[first_import] = cstutil.with_leading(anchor, [])
             body[first_import:first_import] = new_before
     return module.with_changes(body=body)
 
@@ -112,16 +116,16 @@ def _is_docstring_or_import(statement: cst.BaseStatement) -> bool:
     if _is_import(statement):
         return True
     if isinstance(statement, cst.Try):
-        return all(_is_import(s) for s in cu.body_of(statement.body))
+        return all(_is_import(s) for s in cstutil.body_of(statement.body))
     if isinstance(statement, cst.If):
-        return all(_is_import(s) for s in cu.body_of(statement.body))
+        return all(_is_import(s) for s in cstutil.body_of(statement.body))
     return False
 
 
 def _after_docstring(body: Sequence[cst.BaseStatement]) -> int:
     index = 0
     if body:
-        small = cu.single_small(body[0])
+        small = cstutil.single_small(body[0])
         if isinstance(small, cst.Expr) and isinstance(
             small.value, (cst.SimpleString, cst.ConcatenatedString)
         ):
@@ -141,7 +145,7 @@ def _isort_key(name: str) -> tuple[int, str]:
 def _extend(node: cst.ImportFrom, names: Sequence[str]) -> cst.ImportFrom:
     assert not isinstance(node.names, cst.ImportStar)
     aliases = list(node.names)
-    existing = [cu.code(a.name) for a in aliases]
+    existing = [cstutil.code(a.name) for a in aliases]
     sorted_before = existing == sorted(existing, key=_isort_key)
     template_comma = (
         aliases[0].comma
@@ -155,7 +159,7 @@ def _extend(node: cst.ImportFrom, names: Sequence[str]) -> cst.ImportFrom:
         if sorted_before:
             position = len(aliases)
             for i, other in enumerate(aliases):
-                if _isort_key(cu.code(other.name)) > _isort_key(name):
+                if _isort_key(cstutil.code(other.name)) > _isort_key(name):
                     position = i
                     break
             aliases.insert(position, alias)
@@ -171,16 +175,16 @@ def _extend(node: cst.ImportFrom, names: Sequence[str]) -> cst.ImportFrom:
 def remove_unused(module: cst.Module, name: str, check_reads: bool = True) -> cst.Module:
     """Drop ``name`` from top-level ``from ... import`` lists when nothing reads it
     (``check_reads=False``: the caller knows)."""
-    if check_reads and any(n.value == name for n in cu.name_uses(module)[0]):
+    if check_reads and any(n.value == name for n in cstutil.name_uses(module)[0]):
         return module
     body: list[cst.BaseStatement] = []
     carry: list[cst.EmptyLine] = []
     for original in module.body:
         statement: cst.BaseStatement = original
         if carry:
-            statement = cu.with_leading(statement, [*carry, *cu.leading(statement)])
+            statement = cstutil.with_leading(statement, [*carry, *cstutil.leading(statement)])
             carry = []
-        small = cu.single_small(statement)
+        small = cstutil.single_small(statement)
         if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
             aliases = list(small.names)
             keep = [
@@ -190,7 +194,7 @@ def remove_unused(module: cst.Module, name: str, check_reads: bool = True) -> cs
             ]
             if len(keep) != len(aliases):
                 if not keep:
-                    carry = cu.leading(statement)
+                    carry = cstutil.leading(statement)
                     continue
                 if keep[-1] is not aliases[-1]:
                     keep[-1] = keep[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
@@ -220,7 +224,9 @@ def remove_names(module: cst.Module, code: str, names: set[str]) -> tuple[cst.Mo
         if not hit:
             pieces.append(text)
         elif hit == "all":  # removed: its comment lines stay where it was
-            pieces.append("".join(module.code_for_node(line) for line in cu.leading(statement)))
+            pieces.append(
+                "".join(module.code_for_node(line) for line in cstutil.leading(statement))
+            )
         else:
             edited = remove_unused_many(cst.Module(body=[statement]), names).body[0]
             pieces.append(module.code_for_node(edited))
@@ -230,7 +236,7 @@ def remove_names(module: cst.Module, code: str, names: set[str]) -> tuple[cst.Mo
 
 def _aliases_in(statement: cst.BaseStatement, names: set[str]) -> str:
     """ "all" / "some" / "" of a ``from ... import`` statement's plain names in ``names``."""
-    small = cu.single_small(statement)
+    small = cstutil.single_small(statement)
     if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
         return ""
     hits = [

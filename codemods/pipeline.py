@@ -318,7 +318,7 @@ def run_group(group: Group) -> TaskResult:
 def _run_group(group: Group) -> TaskResult:
     import libcst as cst
 
-    from codemods.merge_broadcasts import finish, merge
+    from codemods.merge_broadcasts.rewrite import finish, merge
 
     state = _STATE
     assert state is not None

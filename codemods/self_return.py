@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods import cstutil as cu
-from codemods import imports, registry
+from codemods import cstutil, imports, registry
 from codemods.command import ContractCommand
 from runnercheck.contract import VLLM, Contract
 
@@ -26,7 +25,7 @@ def _returns_class(func: cst.FunctionDef, cls_name: str) -> bool:
     if isinstance(ann, cst.Name):
         return ann.value == cls_name
     text = (
-        cu.string_value(ann)
+        cstutil.string_value(ann)
         if isinstance(ann, (cst.SimpleString, cst.ConcatenatedString))
         else None
     )
@@ -34,16 +33,16 @@ def _returns_class(func: cst.FunctionDef, cls_name: str) -> bool:
 
 
 def _is_classmethod(func: cst.FunctionDef) -> bool:
-    return any(cu.dotted(d.decorator) == "classmethod" for d in func.decorators)
+    return any(cstutil.dotted(d.decorator) == "classmethod" for d in func.decorators)
 
 
 def _self_imported(module: cst.Module) -> bool:
     for statement in module.body:
-        small = cu.single_small(statement)
+        small = cstutil.single_small(statement)
         if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-            mod = cu.dotted(small.module) if small.module is not None else None
+            mod = cstutil.dotted(small.module) if small.module is not None else None
             if mod in {"typing", "typing_extensions"} and any(
-                cu.code(a.name) == "Self" and a.asname is None for a in small.names
+                cstutil.code(a.name) == "Self" and a.asname is None for a in small.names
             ):
                 return True
     return False
@@ -76,7 +75,7 @@ def rewrite_module(module: cst.Module, contract: Contract = VLLM) -> tuple[cst.M
         items: list[cst.BaseStatement] = []
         typevar = f"T{name}"
         touched = False
-        for item in cu.body_of(statement.body):
+        for item in cstutil.body_of(statement.body):
             if (
                 isinstance(item, cst.FunctionDef)
                 and item.name.value == contract.from_dict_method
@@ -95,14 +94,14 @@ def rewrite_module(module: cst.Module, contract: Contract = VLLM) -> tuple[cst.M
                     if use_self
                     else cst.Annotation(annotation=cst.parse_expression(f"Type[{typevar}]"))
                 )
-                one_line = "\n" not in cu.code(item.params)
+                one_line = "\n" not in cstutil.code(item.params)
                 item = item.with_changes(
                     params=item.params.with_changes(params=params),
                     returns=cst.Annotation(annotation=cst.Name(target)),
                     body=item.body.visit(_ClassCalls(name)),
                 )
-                if one_line and cu.def_line_length(item, 4) > 79:
-                    item = cu.one_param_per_line(item)
+                if one_line and cstutil.def_line_length(item, 4) > 79:
+                    item = cstutil.one_param_per_line(item)
                 touched = True
             items.append(item)
         if not touched:
@@ -111,8 +110,8 @@ def rewrite_module(module: cst.Module, contract: Contract = VLLM) -> tuple[cst.M
         changed.append(name)
         new_class = statement.with_changes(body=statement.body.with_changes(body=items))
         if not use_self:
-            tv = cu.parse_statements(cu.typevar_line(typevar, name))[0]
-            tv = cu.with_leading(tv, statement.leading_lines)
+            tv = cstutil.parse_statements(cstutil.typevar_line(typevar, name))[0]
+            tv = cstutil.with_leading(tv, statement.leading_lines)
             new_class = new_class.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
             body.append(tv)
             taken.add(typevar)

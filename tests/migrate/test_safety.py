@@ -118,16 +118,16 @@ def test_a_new_base_module_outside_the_given_files_is_a_refusal(
 def test_a_planner_failure_refuses_only_its_group(tmp_path: Path, migrate_cli, monkeypatch) -> None:
     """Fault injection: the planner raising on one runner leaves that group
     byte-identical (MIG199) and the other group is still migrated."""
-    from codemods import merge_runner
+    from codemods.merge_broadcasts import groups
 
-    real = merge_runner.plan_legacy_method
+    real = groups.plan_legacy_method
 
     def failing(plan, method, contract):  # type: ignore[no-untyped-def]
         if plan.name == "CPUModelRunner":
             raise RuntimeError("injected")
         return real(plan, method, contract)
 
-    monkeypatch.setattr(merge_runner, "plan_legacy_method", failing)
+    monkeypatch.setattr(groups, "plan_legacy_method", failing)
     work = copy_tree(BEFORE, tmp_path / "engine")
     result = migrate_cli(str(work))
     assert result.code == 1

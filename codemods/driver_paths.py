@@ -12,7 +12,7 @@ from typing import Literal
 
 import libcst as cst
 
-from codemods import cstutil as cu
+from codemods import cstutil
 
 Path_ = Literal["both", "driver", "nondriver"]
 
@@ -32,10 +32,10 @@ def _other(path: Path_) -> Path_:
 
 
 def _function_path(func: cst.FunctionDef, flag: str) -> Path_:
-    for statement in cu.body_of(func.body)[:2]:
-        small = cu.single_small(statement)
+    for statement in cstutil.body_of(func.body)[:2]:
+        small = cstutil.single_small(statement)
         if isinstance(small, cst.Assert):
-            test = cu.flag_test(small.test, flag)
+            test = cstutil.flag_test(small.test, flag)
             if test is not None:
                 return "driver" if test else "nondriver"
     return "both"
@@ -55,21 +55,21 @@ def locate(func: cst.FunctionDef, flag: str) -> list[Located]:
             here = (*chain, (block, index))
             out.append(Located(statement, current, here))
             if isinstance(statement, cst.If):
-                test = cu.flag_test(statement.test, flag)
+                test = cstutil.flag_test(statement.test, flag)
                 if test is None:
-                    walk(tuple(cu.body_of(statement.body)), current, here)
+                    walk(tuple(cstutil.body_of(statement.body)), current, here)
                     _walk_else(statement.orelse, current, here)
                     continue
                 when_true: Path_ = "driver" if test else "nondriver"
                 if current in ("both", when_true):
-                    walk(tuple(cu.body_of(statement.body)), when_true, here)
+                    walk(tuple(cstutil.body_of(statement.body)), when_true, here)
                 if current in ("both", _other(when_true)) and statement.orelse is not None:
                     _walk_else(statement.orelse, _other(when_true), here)
-                if statement.orelse is None and cu.ends_with_exit(statement.body):
+                if statement.orelse is None and cstutil.ends_with_exit(statement.body):
                     current = _other(when_true) if current == "both" else current
             elif isinstance(statement, cst.BaseCompoundStatement):
                 for child in _child_blocks(statement):
-                    walk(tuple(cu.body_of(child)), current, here)
+                    walk(tuple(cstutil.body_of(child)), current, here)
 
     def _walk_else(
         orelse: cst.If | cst.Else | None,
@@ -79,11 +79,11 @@ def locate(func: cst.FunctionDef, flag: str) -> list[Located]:
         if orelse is None:
             return
         if isinstance(orelse, cst.Else):
-            walk(tuple(cu.body_of(orelse.body)), path, chain)
+            walk(tuple(cstutil.body_of(orelse.body)), path, chain)
         else:
             walk((orelse,), path, chain)
 
-    walk(tuple(cu.body_of(func.body)), _function_path(func, flag), ())
+    walk(tuple(cstutil.body_of(func.body)), _function_path(func, flag), ())
     return out
 
 

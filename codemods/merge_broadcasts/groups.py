@@ -1,0 +1,250 @@
+"""Planning a whole worker/runner group: every runner, then every worker, or a refusal."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import libcst as cst
+
+from codemods.merge_broadcasts.runner_execute import plan_execute, self_calls
+from codemods.merge_broadcasts.runner_model import RunnerPlan, broadcast_methods, methods
+from codemods.merge_broadcasts.runner_plan import plan_legacy_method
+from codemods.merge_broadcasts.worker_model import WorkerPlan
+from codemods.merge_broadcasts.worker_plan import plan_worker
+from codemods.refusal import Refusal
+from runnercheck.analysis.groups import ClassRef, Group, ref_of
+from runnercheck.analysis.model import CallSite, ClassFacts
+from runnercheck.analysis.project import Project
+from runnercheck.contract import Contract
+
+
+def _class_def(module: cst.Module, name: str) -> cst.ClassDef | None:
+    for statement in module.body:
+        if isinstance(statement, cst.ClassDef) and statement.name.value == name:
+            return statement
+    return None
+
+
+def _facts(project: Project, ref: ClassRef) -> ClassFacts:
+    return project.modules[str(ref.path)].classes[ref.name]
+
+
+def _top_level_class(
+    modules: dict[Path, cst.Module], project: Project, ref: ClassRef
+) -> cst.ClassDef:
+    """The group member's class statement, or a refusal when it is not a top-level class."""
+    cdef = _class_def(modules[ref.path], ref.name)
+    if cdef is None:
+        raise Refusal(
+            "MIG103",
+            ref.path,
+            f"{ref.name} is not a top-level class",
+            line=_facts(project, ref).line,
+        )
+    return cdef
+
+
+def plan_group(
+    group: Group,
+    modules: dict[Path, cst.Module],
+    project: Project,
+    contract: Contract,
+) -> tuple[list[RunnerPlan], list[WorkerPlan]]:
+    """Plan every class of the group, or raise Refusal (nothing is rewritten)."""
+    if group.refusal is not None:
+        code, path, line, message = group.refusal
+        raise Refusal(code, path, message, line=line)
+    runner_plans: dict[ClassRef, RunnerPlan] = {}
+    for ref in group.runners:
+        cdef = _top_level_class(modules, project, ref)
+        plan = RunnerPlan(ref.path, ref.name, cdef)
+        legacy = broadcast_methods(
+            cdef, contract, _methods_calling(project, ref, {contract.broadcast_function})
+        )
+        if len(legacy) > 1:
+            raise Refusal(
+                "MIG101",
+                ref.path,
+                f"{ref.name} broadcasts in {len(legacy)} methods "
+                f"({', '.join(m.name.value for m in legacy)})",
+                legacy[1],
+            )
+        if legacy and legacy[0].name.value == contract.prepare_input_method:
+            raise Refusal(
+                "MIG105",
+                ref.path,
+                f"{ref.name} broadcasts inside `{contract.prepare_input_method}` (the merged "
+                "API): only the driver prepares inputs, so no other rank matches it (RC105); "
+                "this needs a fix by hand",
+                legacy[0],
+            )
+        if legacy:
+            plan_legacy_method(plan, legacy[0], contract)
+        runner_plans[ref] = plan
+    # inherited inputs
+    for ref, plan in runner_plans.items():
+        if plan.method is not None:
+            continue
+        for ancestor in project.mro(_facts(project, ref))[1:]:
+            other = runner_plans.get(ref_of(ancestor))
+            if other is not None and other.method is not None:
+                plan.owner = other
+                break
+    taken: dict[Path, set[str]] = {
+        p: set(project.modules[str(p)].top_level_names) for p in group.files
+    }
+    for ref, plan in runner_plans.items():
+        if plan.method is None:
+            continue
+        plan.input_name = f"{ref.name}Input"
+        plan.typevar = f"T{plan.input_name}"
+        for name in (plan.input_name, plan.typevar):
+            if name in taken[ref.path]:
+                raise Refusal(
+                    "MIG108",
+                    ref.path,
+                    f"the name `{name}` for {ref.name}'s input is already used",
+                    plan.cdef,
+                )
+            taken[ref.path].add(name)
+        existing = {m.name.value for m in methods(plan.cdef)}
+        for name in (contract.prepare_input_method, contract.make_input_method):
+            if name in existing:
+                raise Refusal("MIG108", ref.path, f"{ref.name} already defines `{name}`", plan.cdef)
+    for ref, plan in runner_plans.items():
+        source = plan.input_plan
+        if source.method is None:
+            continue
+        plan_execute(plan, source.method.name.value, contract)
+        stray = self_calls(
+            plan.cdef,
+            source.method.name.value,
+            plan.execute,
+            _methods_calling(project, ref, {source.method.name.value}, on_self=True),
+        )
+        if stray:
+            raise Refusal(
+                "MIG109",
+                ref.path,
+                f"{ref.name} calls `self.{source.method.name.value}` outside "
+                f"`{contract.execute_method}`",
+                stray[0],
+            )
+        plan.self_execute_in = _methods_calling(
+            project, ref, {contract.execute_method}, on_self=True
+        ) - {contract.execute_method}
+        plan.self_execute_calls = self_calls(
+            plan.cdef, contract.execute_method, plan.execute, plan.self_execute_in
+        )
+        for call in plan.self_execute_calls:
+            if not call.args or call.args[0].keyword is not None:
+                raise Refusal(
+                    "MIG105",
+                    ref.path,
+                    f"{ref.name}: `self.{contract.execute_method}` is called without "
+                    "a positional request",
+                    call,
+                )
+        bases_in_group = [
+            ref_of(b)
+            for b in project.direct_bases(_facts(project, ref))
+            if isinstance(b, ClassFacts) and ref_of(b) in runner_plans
+        ]
+        inherited = [
+            runner_plans[b].input_plan
+            for b in bases_in_group
+            if runner_plans[b].input_plan.method is not None
+        ]
+        plan.add_base = not inherited
+        # a subclass runner with its own, unrelated input narrows its parent's contract
+        plan.narrows = plan.method is not None and bool(inherited)
+        plan.narrows_from = inherited[0].name if plan.narrows else ""
+    _check_dropped(runner_plans.values(), project)
+    worker_plans: list[WorkerPlan] = []
+    for ref in group.workers:
+        cdef = _top_level_class(modules, project, ref)
+        driven = [r for r in group.runners if runner_plans[r].input_plan.method is not None]
+        if not driven:
+            raise Refusal(
+                "MIG103", ref.path, f"no runner of {ref.name} has a legacy input method", cdef
+            )
+        plan_w = WorkerPlan(ref.path, ref.name, cdef, group.runner_attr[ref])
+        plan_w.input_name = f"{ref.name}Input"
+        plan_w.typevar = f"T{plan_w.input_name}"
+        for name in (plan_w.input_name, plan_w.typevar):
+            if name in taken[ref.path]:
+                raise Refusal(
+                    "MIG108",
+                    ref.path,
+                    f"the name `{name}` for {ref.name}'s input is already used",
+                    cdef,
+                )
+            taken[ref.path].add(name)
+        runner_keys = sorted({k for r in group.runners for k in runner_plans[r].input_plan.keys})
+        plan_worker(
+            plan_w,
+            contract,
+            runner_keys,
+            _methods_calling(project, ref, {contract.broadcast_function, contract.execute_method}),
+        )
+        worker_plans.append(plan_w)
+    return list(runner_plans.values()), worker_plans
+
+
+def _methods_calling(
+    project: Project, ref: ClassRef, names: set[str], on_self: bool = False
+) -> set[str]:
+    """Names of ``ref``'s methods that call any of ``names`` (``self.<name>`` only when
+    ``on_self``), from the analysis facts, so LibCST walks only those methods."""
+    wanted = {f"self.{n}" for n in names}
+    return {
+        name
+        for name, func in _facts(project, ref).methods.items()
+        if any(
+            (c.callee in wanted) if on_self else (c.callee.rpartition(".")[2] in names)
+            for c in func.calls
+        )
+    }
+
+
+def _check_dropped(plans: Iterable[RunnerPlan], project: Project) -> None:
+    """Part (3) of the duplicate-key proof: every call of the constructor in the
+    runner's classes (its bases and every subclass in the run, which may override
+    the methods that build the value) passes the key explicitly."""
+    for plan in plans:
+        if not plan.dropped:
+            continue
+        cls = _facts(project, ClassRef(plan.path, plan.name))
+        below = [c for c in project.all_classes() if cls in project.mro(c)]
+        family = {id(c): c for c in [*project.mro(cls), *below]}
+        wanted = {d.constructor for d in plan.dropped}
+        calls: dict[str, list[tuple[ClassFacts, CallSite]]] = {name: [] for name in wanted}
+        for member in sorted(family.values(), key=lambda c: (c.path, c.name)):
+            for func in member.methods.values():
+                for call in func.calls:
+                    name = call.callee.rpartition(".")[2]
+                    if name in wanted and not call.star_kwargs:
+                        calls[name].append((member, call))
+        for dropped in plan.dropped:
+            found = calls[dropped.constructor]
+            for member, call in sorted(found, key=lambda mc: (mc[0].path, mc[1].line)):
+                if dropped.key not in call.keywords:
+                    raise Refusal(
+                        "MIG102",
+                        plan.path,
+                        f"{plan.name}: key {dropped.key!r} is not one of the returned "
+                        "values and is not provably a duplicate: "
+                        f"`{dropped.constructor}(...)` at {Path(member.path).name}:{call.line} "
+                        f"does not pass `{dropped.key}=`",
+                        dropped.node,
+                    )
+            if not found:
+                raise Refusal(
+                    "MIG102",
+                    plan.path,
+                    f"{plan.name}: key {dropped.key!r} is not one of the returned values and no "
+                    f"`{dropped.constructor}(...)` call in {plan.name} or its bases shows that "
+                    "another value carries it",
+                    dropped.node,
+                )

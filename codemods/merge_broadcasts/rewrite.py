@@ -1,0 +1,266 @@
+"""Rewriting a planned group: new input classes, runner and worker classes, imports, the base module."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+import libcst as cst
+
+from codemods import cstutil, imports, templates
+from codemods.merge_broadcasts.groups import plan_group
+from codemods.merge_broadcasts.runner_model import RunnerPlan
+from codemods.merge_broadcasts.runner_rewrite import (
+    input_class,
+    rewrite_execute,
+    runner_methods,
+    wrap_self_execute,
+)
+from codemods.merge_broadcasts.runner_statements import subscript_key
+from codemods.merge_broadcasts.worker_model import WorkerPlan
+from codemods.merge_broadcasts.worker_rewrite import (
+    needs_optional,
+    rewrite_worker,
+    worker_input_class,
+)
+from codemods.refusal import Refusal
+from codemods.results import GroupResult, RunnerSummary
+from runnercheck.analysis.groups import Group
+from runnercheck.analysis.project import Project
+from runnercheck.analysis.syntax import loaded_names
+from runnercheck.contract import Contract
+
+
+def import_path(project: Project, origin: Path, target: Path) -> str:
+    """How ``origin`` should import the module at ``target``: the way ``origin``
+    (or another module of its directory) imports its siblings, else relative
+    inside a package, else by bare name."""
+    paths = [Path(p) for p in project.modules]
+    neighbours = [origin, *sorted(p for p in paths if p.parent == origin.parent and p != origin)]
+    for source in neighbours:
+        facts = project.modules.get(str(source))
+        if facts is None:
+            continue
+        for module, _name, level in facts.import_sources.values():
+            found = project.module_file(str(source), module, level)
+            resolved = Path(found) if found is not None else None
+            if resolved is None or resolved.parent != target.parent or resolved == source:
+                continue
+            if level:
+                return "." * level + _relative_tail(origin.parent, level, target)
+            head = module.rpartition(".")[0]
+            if resolved.stem == module.rpartition(".")[2]:
+                return f"{head}.{target.stem}" if head else target.stem
+    if (origin.parent / "__init__.py").exists() and target.parent == origin.parent:
+        return f".{target.stem}"
+    return target.stem
+
+
+def _relative_tail(start: Path, level: int, target: Path) -> str:
+    base = start
+    for _ in range(level - 1):
+        base = base.parent
+    rel = target.with_suffix("").relative_to(base)
+    return ".".join(rel.parts)
+
+
+@dataclass
+class _Bases:
+    input_base: str
+    runner_base: str
+    #: where they live (None: to be generated next to the first runner)
+    path: Path | None
+
+
+def _find_bases(project: Project, contract: Contract) -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for cls in project.all_classes():
+        if cls.name in (contract.input_bases[0], contract.runner_bases[0]):
+            found.setdefault(cls.name, Path(cls.path))
+    return found
+
+
+def _rewrite_runner_class(plan: RunnerPlan, contract: Contract, runner_base: str) -> cst.ClassDef:
+    replace: dict[int, cst.CSTNode] = {}
+    for call in plan.self_execute_calls:
+        replace[id(call)] = wrap_self_execute(call, contract)
+    items: list[cst.BaseStatement] = []
+    for item in cstutil.body_of(plan.cdef.body):
+        if item is plan.method:
+            new_methods = runner_methods(plan, contract)
+            if plan.narrows:
+                new_methods = [cstutil.ignore_on_def_line(m, "override") for m in new_methods]
+            items.extend(new_methods)
+            continue
+        if item is plan.execute:
+            item = rewrite_execute(plan)
+            if plan.narrows:
+                item = cstutil.ignore_on_def_line(item, "override")
+        elif isinstance(item, cst.FunctionDef) and item.name.value in plan.self_execute_in:
+            item = cstutil.replace_nodes(item, replace)
+        items.append(item)
+    cdef = plan.cdef.with_changes(body=plan.cdef.body.with_changes(body=items))
+    if plan.add_base:
+        arg = cst.Arg(value=cst.parse_expression(f"{runner_base}[{plan.input_plan.input_name}]"))
+        bases = [b for b in cdef.bases if cstutil.dotted(b.value) != "object"]
+        if bases:
+            last = bases[-1]
+            bases[-1] = last.with_changes(
+                comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+            )
+            bases.append(arg)
+        else:
+            bases = [arg]
+        cdef = cdef.with_changes(
+            bases=bases,
+            lpar=cst.LeftParen() if isinstance(cdef.lpar, cst.MaybeSentinel) else cdef.lpar,
+            rpar=cst.RightParen() if isinstance(cdef.rpar, cst.MaybeSentinel) else cdef.rpar,
+        )
+    return cdef
+
+
+def rewrite_group(
+    group: Group,
+    modules: dict[Path, cst.Module],
+    project: Project,
+    contract: Contract,
+    runner_plans: list[RunnerPlan],
+    worker_plans: list[WorkerPlan],
+) -> GroupResult:
+    result = GroupResult(group.label)
+    bases = _find_bases(project, contract)
+    input_base, runner_base = contract.input_bases[0], contract.runner_bases[0]
+    needs_bases = [p for p in runner_plans if p.method is not None or p.add_base]
+    base_file: Path | None = None
+    if needs_bases:
+        if input_base in bases and runner_base in bases:
+            base_file = bases[input_base]
+        else:
+            base_file = needs_bases[0].path.parent / f"{templates.BASE_MODULE_NAME}.py"
+            if str(base_file) in project.modules or base_file.exists():
+                raise Refusal(
+                    "MIG108",
+                    base_file,
+                    f"{base_file.name} exists but does not define {input_base} and {runner_base}",
+                    line=1,
+                )
+            result.sources[base_file] = templates.base_module(contract)
+            result.created.append(base_file)
+    by_class: dict[tuple[Path, str], RunnerPlan | WorkerPlan] = {}
+    for plan in runner_plans:
+        by_class[(plan.path, plan.name)] = plan
+    for plan_w in worker_plans:
+        by_class[(plan_w.path, plan_w.name)] = plan_w
+    for path in group.files:
+        module = modules[path]
+        body: list[cst.BaseStatement] = []
+        needs_dataclass = False
+        typing_names: set[str] = set()
+        from_imports: list[tuple[str, list[str]]] = []
+        for statement in module.body:
+            plan_any = (
+                by_class.get((path, statement.name.value))
+                if isinstance(statement, cst.ClassDef)
+                else None
+            )
+            if isinstance(plan_any, RunnerPlan):
+                assert isinstance(statement, cst.ClassDef)
+                new_cls = _rewrite_runner_class(plan_any, contract, runner_base)
+                if plan_any.method is not None:
+                    generated = input_class(plan_any, input_base, contract)
+                    generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
+                    new_cls = new_cls.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+                    body.extend(generated)
+                    needs_dataclass = True
+                    typing_names |= {"Any", "Dict", "Type", "TypeVar"}
+                    owner_names = [input_base]
+                    if plan_any.add_base:
+                        owner_names.append(runner_base)
+                    assert base_file is not None
+                    if base_file != path:
+                        from_imports.append((import_path(project, path, base_file), owner_names))
+                elif plan_any.owner is not None and plan_any.execute is not None:
+                    owner = plan_any.owner
+                    if owner.path != path:
+                        from_imports.append(
+                            (import_path(project, path, owner.path), [owner.input_name])
+                        )
+                if plan_any.add_base and plan_any.method is None:
+                    assert base_file is not None
+                    if base_file != path:
+                        from_imports.append((import_path(project, path, base_file), [runner_base]))
+                body.append(new_cls)
+                continue
+            if isinstance(plan_any, WorkerPlan):
+                assert isinstance(statement, cst.ClassDef)
+                generated = worker_input_class(plan_any, contract)
+                generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
+                new_w = rewrite_worker(plan_any, contract)
+                body.extend(generated)
+                body.append(new_w.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+                needs_dataclass = True
+                typing_names |= {"Any", "Dict", "Type", "TypeVar"}
+                if needs_optional(plan_any):
+                    typing_names.add("Optional")
+                continue
+            body.append(statement)
+        new_module = module.with_changes(body=body)
+        wanted: list[tuple[str, list[str]]] = []
+        if typing_names:
+            wanted.append(("typing", sorted(typing_names)))
+        wanted.extend(from_imports)
+        new_module = imports.add_imports(
+            new_module, ["dataclasses"] if needs_dataclass else [], wanted
+        )
+        result.modules[path] = new_module
+        loaded = project.modules[str(path)].loaded_names
+        assert loaded is not None, "group files are read with names=True"
+        result.used_before[path] = set(loaded) & imports.imported_names(module)
+    for plan in runner_plans:
+        if plan.method is None:
+            continue
+        dynamic = [
+            cstutil.code(s).strip()
+            for s in plan.mutations
+            if subscript_key(s, plan.dict_var) is None
+        ]
+        result.runners.append(
+            RunnerSummary(
+                runner=plan.name,
+                input_class=plan.input_name,
+                fields=[f.name for f in plan.fields],
+                driver_only=[f.name for f in plan.fields if f.driver_only],
+                keys=list(plan.keys),
+                dynamic=dynamic,
+                dropped=[dataclasses.replace(d, node=None) for d in plan.dropped],
+                narrows=plan.narrows_from,
+            )
+        )
+    for plan_w in worker_plans:
+        result.worker_keys[plan_w.name] = [k.key for k in plan_w.keys]
+    return result
+
+
+def finish(module: cst.Module, used_before: set[str]) -> tuple[cst.Module, str, ast.Module]:
+    """The final module, its text and its ``ast``: imports that the rewrite made
+    unused (read before, not any more: the broadcast function in a runner,
+    ``Tuple``) are dropped. Whether a name is still read is decided on the
+    ``ast`` of the generated text (cheap); the text is generated again only
+    when an import goes."""
+    code = module.code
+    tree = ast.parse(code)
+    unused = used_before - loaded_names(tree)
+    if not unused:
+        return module, code, tree
+    module, code = imports.remove_names(module, code, unused)
+    return module, code, ast.parse(code)
+
+
+def merge(
+    group: Group, modules: dict[Path, cst.Module], project: Project, contract: Contract
+) -> GroupResult:
+    """Plan then rewrite one group (raises Refusal; nothing is written here)."""
+    runner_plans, worker_plans = plan_group(group, modules, project, contract)
+    return rewrite_group(group, modules, project, contract, runner_plans, worker_plans)

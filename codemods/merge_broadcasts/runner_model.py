@@ -1,0 +1,111 @@
+"""The plan of one runner (its legacy method, fields, keys) and small readers of its class."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+
+from codemods import cstutil
+from codemods.results import DroppedKey
+from runnercheck.contract import Contract
+
+ATTN_BACKEND = "attn_backend"
+
+MODEL_INPUT = "model_input"
+
+
+@dataclass
+class FieldPlan:
+    name: str
+    annotation: str
+    driver_only: bool
+
+
+@dataclass
+class RunnerPlan:
+    path: Path
+    name: str
+    cdef: cst.ClassDef
+    #: the legacy method (None: the runner inherits its input from a base runner)
+    method: cst.FunctionDef | None = None
+    input_name: str = ""
+    typevar: str = ""
+    fields: list[FieldPlan] = field(default_factory=list)
+    #: plan of the runner whose input type this runner uses
+    owner: RunnerPlan | None = None
+    #: the runner gets ``ModelRunnerBase[input]`` as a base
+    add_base: bool = False
+    #: a subclass runner whose input is not its parent runner's: its contract
+    #: methods narrow the parent's types (marked ``# type: ignore[override]``)
+    narrows: bool = False
+    narrows_from: str = ""
+    # legacy method pieces
+    docstring: cst.BaseStatement | None = None
+    prologue: list[cst.BaseStatement] = field(default_factory=list)
+    driver_before: list[cst.BaseStatement] = field(default_factory=list)
+    driver_after: list[cst.BaseStatement] = field(default_factory=list)
+    dict_var: str = ""
+    literal: cst.Dict | None = None
+    #: statements whose own comments move with the code they introduce
+    literal_stmt: cst.BaseStatement | None = None
+    send_stmt: cst.BaseStatement | None = None
+    receive_stmt: cst.BaseStatement | None = None
+    return_stmt: cst.BaseStatement | None = None
+    branch_stmt: cst.BaseStatement | None = None
+    mutations: list[cst.BaseStatement] = field(default_factory=list)
+    receive_var: str = ""
+    #: ``assert <received dict> is not None`` right after the receive (not moved)
+    receive_checks: list[cst.BaseStatement] = field(default_factory=list)
+    nondriver: list[cst.BaseStatement] = field(default_factory=list)
+    uses_attn_backend: bool = False
+    keys: list[str] = field(default_factory=list)
+    dropped: list[DroppedKey] = field(default_factory=list)
+    # execute_model rewrite
+    execute: cst.FunctionDef | None = None
+    unpack: cst.BaseStatement | None = None
+    unpack_targets: list[str] = field(default_factory=list)
+    #: calls ``self.execute_model(a, ...)`` in other methods -> wrap ``a``
+    self_execute_calls: list[cst.Call] = field(default_factory=list)
+    #: names of the methods holding those calls
+    self_execute_in: set[str] = field(default_factory=set)
+
+    @property
+    def input_plan(self) -> RunnerPlan:
+        return self.owner if self.owner is not None else self
+
+
+def method_named(cdef: cst.ClassDef, name: str) -> cst.FunctionDef | None:
+    for item in cstutil.body_of(cdef.body):
+        if isinstance(item, cst.FunctionDef) and item.name.value == name:
+            return item
+    return None
+
+
+def methods(cdef: cst.ClassDef) -> list[cst.FunctionDef]:
+    return [item for item in cstutil.body_of(cdef.body) if isinstance(item, cst.FunctionDef)]
+
+
+def broadcast_methods(
+    cdef: cst.ClassDef, contract: Contract, only: set[str] | None = None
+) -> list[cst.FunctionDef]:
+    """Methods that call the broadcast function (``only``: names known to, from ``ast``)."""
+    function = contract.broadcast_function
+    return [
+        m
+        for m in methods(cdef)
+        if (only is None or m.name.value in only)
+        and cstutil.contains(m, lambda n: cstutil.is_broadcast(n, function))
+    ]
+
+
+def is_docstring(statement: cst.BaseStatement) -> bool:
+    small = cstutil.single_small(statement)
+    return isinstance(small, cst.Expr) and isinstance(
+        small.value, (cst.SimpleString, cst.ConcatenatedString)
+    )
+
+
+def params_of(func: cst.FunctionDef) -> list[cst.Param]:
+    return list(func.params.params)

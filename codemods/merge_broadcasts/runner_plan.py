@@ -1,0 +1,243 @@
+"""Planning a runner's legacy driver/non-driver method: the split, the driver's side."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from codemods import cstutil
+from codemods.merge_broadcasts.runner_model import FieldPlan, RunnerPlan, is_docstring
+from codemods.merge_broadcasts.runner_receive import plan_nondriver
+from codemods.merge_broadcasts.runner_statements import (
+    assigned_value,
+    is_mutation,
+    subscript_key,
+    tainted_names,
+)
+from codemods.refusal import Refusal
+from runnercheck.contract import Contract
+
+
+def plan_legacy_method(plan: RunnerPlan, method: cst.FunctionDef, contract: Contract) -> None:
+    """Fill ``plan`` from the legacy driver/non-driver method, or raise Refusal."""
+    path = plan.path
+    fn = contract.broadcast_function
+    plan.method = method
+    body = list(cstutil.body_of(method.body))
+    start = 0
+    if body and is_docstring(body[0]):
+        plan.docstring = body[0]
+        start = 1
+    branch_at = None
+    for index, statement in enumerate(body[start:], start):
+        if (
+            isinstance(statement, cst.If)
+            and cstutil.flag_test(statement.test, contract.driver_flag) is not None
+        ):
+            branch_at = index
+            break
+    if branch_at is None:
+        raise Refusal(
+            "MIG105",
+            path,
+            f"{plan.name}.{method.name.value} broadcasts outside an "
+            f"`if self.{contract.driver_flag}: ... else: ...` split",
+            method,
+        )
+    branch = body[branch_at]
+    assert isinstance(branch, cst.If)
+    if not isinstance(branch.orelse, cst.Else):
+        raise Refusal(
+            "MIG105",
+            path,
+            f"{plan.name}.{method.name.value}: the driver split has no plain `else` branch",
+            branch,
+        )
+    plan.prologue = body[start:branch_at]
+    plan.branch_stmt = branch
+    epilogue = body[branch_at + 1 :]
+    driver_first = cstutil.flag_test(branch.test, contract.driver_flag)
+    driver_block = list(cstutil.body_of(branch.body if driver_first else branch.orelse.body))
+    other_block = list(cstutil.body_of(branch.orelse.body if driver_first else branch.body))
+    for statement in plan.prologue:
+        if cstutil.contains(statement, lambda n: cstutil.is_broadcast(n, fn)):
+            raise Refusal(
+                "MIG101",
+                path,
+                f"{plan.name}.{method.name.value}: a broadcast before the driver split",
+                statement,
+            )
+    for statement in epilogue[:-1]:
+        raise Refusal(
+            "MIG105",
+            path,
+            f"{plan.name}.{method.name.value}: statements after the driver split "
+            "other than the final `return`",
+            statement,
+        )
+    # ---- the returned values are the input fields
+    returned = cstutil.single_small(epilogue[-1]) if epilogue else None
+    plan.return_stmt = epilogue[-1] if epilogue else None
+    if not (isinstance(returned, cst.Return) and isinstance(returned.value, cst.Tuple)):
+        raise Refusal(
+            "MIG105",
+            path,
+            f"{plan.name}.{method.name.value} does not end with `return (a, b, ...)`",
+            epilogue[-1] if epilogue else method,
+        )
+    names: list[str] = []
+    for element in returned.value.elements:
+        if not isinstance(element.value, cst.Name):
+            raise Refusal(
+                "MIG105",
+                path,
+                f"{plan.name}.{method.name.value} returns `{cstutil.code(element.value)}`, "
+                "not a plain name",
+                element.value,
+            )
+        names.append(element.value.value)
+    if len(set(names)) != len(names):
+        raise Refusal(
+            "MIG105", path, f"{plan.name}.{method.name.value} returns a name twice", returned
+        )
+    for statement in [*plan.prologue, *driver_block, *other_block]:
+        if cstutil.contains(statement, lambda n: isinstance(n, cst.Return)):
+            raise Refusal(
+                "MIG105",
+                path,
+                f"{plan.name}.{method.name.value}: an early `return` in the driver split",
+                statement,
+            )
+    annotations = _tuple_annotations(method, len(names))
+    _plan_driver(plan, method, driver_block, names, contract)
+    plan_nondriver(plan, method, other_block, names, contract)
+    tainted = tainted_names(plan.receive_var, plan.nondriver)
+    plan.fields = [
+        FieldPlan(name, annotation, driver_only=name not in tainted)
+        for name, annotation in zip(names, annotations, strict=True)
+    ]
+    driver_bound = cstutil.bound_in([*plan.prologue, *plan.driver_before, *plan.driver_after])
+    nondriver_bound = cstutil.bound_in([*plan.prologue, *plan.nondriver])
+    for name in names:
+        if name not in driver_bound or name not in nondriver_bound:
+            side = "driver" if name not in driver_bound else "non-driver"
+            raise Refusal(
+                "MIG105",
+                path,
+                f"{plan.name}.{method.name.value}: `{name}` is returned but never "
+                f"bound on the {side} path",
+                returned,
+            )
+
+
+def _tuple_annotations(method: cst.FunctionDef, count: int) -> list[str]:
+    ann = method.returns.annotation if method.returns is not None else None
+    if (
+        isinstance(ann, cst.Subscript)
+        and cstutil.dotted(ann.value) in {"Tuple", "tuple", "typing.Tuple"}
+        and len(ann.slice) == count
+    ):
+        out = []
+        for element in ann.slice:
+            if isinstance(element.slice, cst.Index):
+                out.append(cstutil.code(element.slice.value))
+            else:
+                return ["Any"] * count
+        return out
+    return ["Any"] * count
+
+
+def _plan_driver(
+    plan: RunnerPlan,
+    method: cst.FunctionDef,
+    block: list[cst.BaseStatement],
+    fields: list[str],
+    contract: Contract,
+) -> None:
+    path = plan.path
+    fn = contract.broadcast_function
+    sends = [
+        i
+        for i, statement in enumerate(block)
+        if cstutil.contains(statement, lambda n: cstutil.is_broadcast(n, fn))
+    ]
+    if (
+        len(sends) != 1
+        or len(cstutil.find_all(block[sends[0]], lambda n: cstutil.is_broadcast(n, fn))) != 1
+    ):
+        raise Refusal(
+            "MIG101",
+            path,
+            f"{plan.name}.{method.name.value}: the driver branch must broadcast exactly once",
+            block[sends[1]] if len(sends) > 1 else method,
+        )
+    send_at = sends[0]
+    plan.send_stmt = block[send_at]
+    small = cstutil.single_small(block[send_at])
+    call = small.value if isinstance(small, cst.Expr) else None
+    payload = cstutil.broadcast_payload(call) if isinstance(call, cst.Call) else None
+    if not isinstance(payload, cst.Name):
+        raise Refusal(
+            "MIG105",
+            path,
+            f"{plan.name}.{method.name.value}: the driver broadcast is not "
+            f"`{fn}(<dict variable>, ...)` on its own line",
+            block[send_at],
+        )
+    var = payload.value
+    literal_at = None
+    for index in range(send_at - 1, -1, -1):
+        value = assigned_value(block[index], var)
+        if value is not None:
+            literal_at = index
+            if not isinstance(value, cst.Dict):
+                raise Refusal(
+                    "MIG105",
+                    path,
+                    f"{plan.name}.{method.name.value}: `{var}` is not built from a dict literal",
+                    block[index],
+                )
+            plan.literal = value
+            plan.literal_stmt = block[index]
+            break
+    if literal_at is None or plan.literal is None:
+        raise Refusal(
+            "MIG102",
+            path,
+            f"{plan.name}.{method.name.value}: cannot trace `{var}` to a dict literal",
+            block[send_at],
+        )
+    plan.dict_var = var
+    plan.driver_before = block[:literal_at]
+    plan.mutations = block[literal_at + 1 : send_at]
+    plan.driver_after = block[send_at + 1 :]
+    for statement in plan.mutations:
+        if not is_mutation(statement, var):
+            raise Refusal(
+                "MIG105",
+                path,
+                f"{plan.name}.{method.name.value}: `{cstutil.code(statement).strip()}` "
+                f"between the dict and the broadcast",
+                statement,
+            )
+    for statement in plan.driver_after:
+        if var in cstutil.loaded(statement):
+            raise Refusal(
+                "MIG105",
+                path,
+                f"{plan.name}.{method.name.value}: `{var}` is used after the broadcast",
+                statement,
+            )
+    plan.keys = []
+    for element in plan.literal.elements:
+        if not isinstance(element, cst.DictElement) or cstutil.string_value(element.key) is None:
+            raise Refusal(
+                "MIG102",
+                path,
+                f"{plan.name}.{method.name.value}: a dict entry without a literal string key",
+                element,
+            )
+        plan.keys.append(cstutil.string_value(element.key) or "")
+    for statement in plan.mutations:
+        key = subscript_key(statement, var)
+        if key is not None:
+            plan.keys.append(key)
