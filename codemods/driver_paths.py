@@ -14,7 +14,7 @@ import libcst as cst
 
 from codemods import cstutil
 
-Path_ = Literal["both", "driver", "nondriver"]
+DriverPath = Literal["both", "driver", "non-driver"]
 
 
 @dataclass(frozen=True)
@@ -22,22 +22,22 @@ class Located:
     """A statement with its path and the chain of blocks that lead to it."""
 
     statement: cst.CSTNode
-    path: Path_
+    path: DriverPath
     #: (block statements, index of the next link) from the function body down
     chain: tuple[tuple[tuple[cst.BaseStatement, ...], int], ...]
 
 
-def _other(path: Path_) -> Path_:
-    return "nondriver" if path == "driver" else "driver" if path == "nondriver" else "both"
+def _other(path: DriverPath) -> DriverPath:
+    return "non-driver" if path == "driver" else "driver" if path == "non-driver" else "both"
 
 
-def _function_path(func: cst.FunctionDef, flag: str) -> Path_:
+def _function_path(func: cst.FunctionDef, flag: str) -> DriverPath:
     for statement in cstutil.body_of(func.body)[:2]:
         small = cstutil.single_small(statement)
         if isinstance(small, cst.Assert):
             test = cstutil.flag_test(small.test, flag)
             if test is not None:
-                return "driver" if test else "nondriver"
+                return "driver" if test else "non-driver"
     return "both"
 
 
@@ -47,7 +47,7 @@ def locate(func: cst.FunctionDef, flag: str) -> list[Located]:
 
     def walk(
         block: tuple[cst.BaseStatement, ...],
-        path: Path_,
+        path: DriverPath,
         chain: tuple[tuple[tuple[cst.BaseStatement, ...], int], ...],
     ) -> None:
         current = path
@@ -60,7 +60,7 @@ def locate(func: cst.FunctionDef, flag: str) -> list[Located]:
                     walk(tuple(cstutil.body_of(statement.body)), current, here)
                     _walk_else(statement.orelse, current, here)
                     continue
-                when_true: Path_ = "driver" if test else "nondriver"
+                when_true: DriverPath = "driver" if test else "non-driver"
                 if current in ("both", when_true):
                     walk(tuple(cstutil.body_of(statement.body)), when_true, here)
                 if current in ("both", _other(when_true)) and statement.orelse is not None:
@@ -73,7 +73,7 @@ def locate(func: cst.FunctionDef, flag: str) -> list[Located]:
 
     def _walk_else(
         orelse: cst.If | cst.Else | None,
-        path: Path_,
+        path: DriverPath,
         chain: tuple[tuple[tuple[cst.BaseStatement, ...], int], ...],
     ) -> None:
         if orelse is None:

@@ -58,7 +58,7 @@ class RunnerPlan:
     receive_var: str = ""
     #: ``assert <received dict> is not None`` right after the receive (not moved)
     receive_checks: list[cst.BaseStatement] = field(default_factory=list)
-    nondriver: list[cst.BaseStatement] = field(default_factory=list)
+    non_driver: list[cst.BaseStatement] = field(default_factory=list)
     uses_attn_backend: bool = False
     keys: list[str] = field(default_factory=list)
     dropped: list[DroppedKey] = field(default_factory=list)

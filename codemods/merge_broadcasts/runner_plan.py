@@ -6,7 +6,7 @@ import libcst as cst
 
 from codemods import cstutil
 from codemods.merge_broadcasts.runner_model import FieldPlan, RunnerPlan, is_docstring
-from codemods.merge_broadcasts.runner_receive import plan_nondriver
+from codemods.merge_broadcasts.runner_receive import plan_non_driver
 from codemods.merge_broadcasts.runner_statements import (
     assigned_value,
     is_mutation,
@@ -109,16 +109,16 @@ def plan_legacy_method(plan: RunnerPlan, method: cst.FunctionDef, contract: Cont
             )
     annotations = _tuple_annotations(method, len(names))
     _plan_driver(plan, method, driver_block, names, contract)
-    plan_nondriver(plan, method, other_block, names, contract)
-    tainted = tainted_names(plan.receive_var, plan.nondriver)
+    plan_non_driver(plan, method, other_block, names, contract)
+    tainted = tainted_names(plan.receive_var, plan.non_driver)
     plan.fields = [
         FieldPlan(name, annotation, driver_only=name not in tainted)
         for name, annotation in zip(names, annotations, strict=True)
     ]
     driver_bound = cstutil.bound_in([*plan.prologue, *plan.driver_before, *plan.driver_after])
-    nondriver_bound = cstutil.bound_in([*plan.prologue, *plan.nondriver])
+    non_driver_bound = cstutil.bound_in([*plan.prologue, *plan.non_driver])
     for name in names:
-        if name not in driver_bound or name not in nondriver_bound:
+        if name not in driver_bound or name not in non_driver_bound:
             side = "driver" if name not in driver_bound else "non-driver"
             raise Refusal(
                 "MIG105",

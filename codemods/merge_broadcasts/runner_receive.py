@@ -16,7 +16,7 @@ from codemods.results import DroppedKey
 from runnercheck.contract import Contract
 
 
-def plan_nondriver(
+def plan_non_driver(
     plan: RunnerPlan,
     method: cst.FunctionDef,
     block: list[cst.BaseStatement],
@@ -51,8 +51,8 @@ def plan_nondriver(
     # Optional result; the input's classmethod gets a dict, so the check stays behind.
     while rest and is_not_none_assert(rest[0], var):
         plan.receive_checks.append(rest.pop(0))
-    plan.nondriver = rest
-    for statement in plan.nondriver:
+    plan.non_driver = rest
+    for statement in plan.non_driver:
         if cstutil.contains(statement, lambda n: cstutil.is_broadcast(n, fn)):
             raise Refusal(
                 "MIG101",
@@ -61,7 +61,7 @@ def plan_nondriver(
                 statement,
             )
     # runner state read on the non-driver path
-    for statement in [*plan.prologue, *plan.nondriver]:
+    for statement in [*plan.prologue, *plan.non_driver]:
         attrs = {
             n.attr.value  # type: ignore[attr-defined]
             for n in cstutil.find_all(statement, lambda n: cstutil.is_self_attr(n))
@@ -81,7 +81,7 @@ def plan_nondriver(
         if ATTN_BACKEND in attrs:
             plan.uses_attn_backend = True
     # keys read by name, and the spread
-    consumed, spreads, other = _receive_uses(plan.nondriver, var)
+    consumed, spreads, other = _receive_uses(plan.non_driver, var)
     if other:
         raise Refusal(
             "MIG102",
@@ -212,7 +212,7 @@ def _redundant(
     if key in consumed or len(spreads) != 1:
         return None
     spread = spreads[0]
-    rebuilt = spread_target(plan.nondriver, spread)
+    rebuilt = spread_target(plan.non_driver, spread)
     if rebuilt is None or rebuilt not in fields:
         return None
     merged = None

@@ -98,7 +98,7 @@ def _fill_as_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDef:
 
 def _fill_from_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDef:
     statements: list[cst.BaseStatement] = []
-    for statement in [*plan.prologue, *plan.nondriver]:
+    for statement in [*plan.prologue, *plan.non_driver]:
         moved = _renamed(statement, plan.receive_var)
         statements.append(cast(cst.BaseStatement, moved.visit(_SelfAttnBackend())))
     body = list(cstutil.body_of(method.body))

@@ -54,7 +54,7 @@ class WorkerPlan:
     recv_guarded: bool = False
     # runner call sites
     driver_site: BroadcastCall | None = None
-    nondriver_site: BroadcastCall | None = None
+    non_driver_site: BroadcastCall | None = None
 
 
 def is_pure(node: cst.BaseExpression) -> bool:

@@ -88,7 +88,7 @@ def plan_worker(
     recv_func, recv_call = receives[0]
     send_at = site_at(located[id(send_func)], send_call)
     recv_at = site_at(located[id(recv_func)], recv_call)
-    if send_at.path != "driver" or recv_at.path != "nondriver":
+    if send_at.path != "driver" or recv_at.path != "non-driver":
         raise Refusal(
             "MIG105",
             path,
@@ -97,7 +97,7 @@ def plan_worker(
             send_call,
         )
     driver_sites = [s for s in sites if s.where.path in ("driver", "both")]
-    other_sites = [s for s in sites if s.where.path in ("nondriver", "both")]
+    other_sites = [s for s in sites if s.where.path in ("non-driver", "both")]
     if len(driver_sites) != 1 or len(other_sites) != 1:
         raise Refusal(
             "MIG105",
@@ -106,7 +106,7 @@ def plan_worker(
             "once on the driver path and once on the non-driver path",
             sites[0].call if sites else plan.cdef,
         )
-    plan.driver_site, plan.nondriver_site = driver_sites[0], other_sites[0]
+    plan.driver_site, plan.non_driver_site = driver_sites[0], other_sites[0]
     for call_site in sites:
         if not call_site.call.args or call_site.call.args[0].keyword is not None:
             raise Refusal(
@@ -130,7 +130,7 @@ def plan_worker(
         id(send_func): send_func,
         id(recv_func): recv_func,
         id(plan.driver_site.func): plan.driver_site.func,
-        id(plan.nondriver_site.func): plan.nondriver_site.func,
+        id(plan.non_driver_site.func): plan.non_driver_site.func,
     }.values():
         used = {n.value for group in cstutil.name_uses(func) for n in group}
         for name in (WORKER_INPUT, MODEL_INPUT):

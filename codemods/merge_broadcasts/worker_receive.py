@@ -47,7 +47,7 @@ def plan_receive(plan: WorkerPlan, func: cst.FunctionDef, at: Located, contract:
             anchor = nxt
             plan.recv_guarded = True
     plan.recv_anchor = anchor
-    site = plan.nondriver_site
+    site = plan.non_driver_site
     assert site is not None
     if site.func is not func:
         raise Refusal(

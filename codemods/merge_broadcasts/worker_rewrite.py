@@ -55,7 +55,7 @@ def needs_optional(plan: WorkerPlan) -> bool:
 def rewrite_worker(plan: WorkerPlan, contract: Contract) -> cst.ClassDef:
     """The worker class with one broadcast per step."""
     assert plan.send is not None and plan.literal_stmt is not None
-    assert plan.driver_site is not None and plan.nondriver_site is not None
+    assert plan.driver_site is not None and plan.non_driver_site is not None
     attr = plan.runner_attr
     ri = f"self.{attr}"
     replace: dict[int, cst.CSTNode] = {}
@@ -98,7 +98,7 @@ def rewrite_worker(plan: WorkerPlan, contract: Contract) -> cst.ClassDef:
     assert plan.recv_anchor is not None
     inserts_after[id(plan.recv_anchor)] = pop
     make_input = f"{MODEL_INPUT} = {ri}.{contract.make_input_method}({plan.recv_var})\n"
-    nd = plan.nondriver_site
+    nd = plan.non_driver_site
     if nd.where.path == "both":
         # Past the driver split the received dict is Optional again for a type checker;
         # on the non-driver path the guard after the receive has already left when it
