@@ -175,6 +175,8 @@ class DictReader:
 
     def _read_assign(self, target: ast.expr, value: ast.expr) -> None:
         if isinstance(target, ast.Name):
+            if isinstance(value, ast.Call):
+                self.facts.assigned_calls[target.id] = dotted(value.func)
             bad = bad_value(value, self.self_name, self.imports)
             if bad is not None:
                 self.bad_locals[target.id] = bad
@@ -260,6 +262,9 @@ class DictReader:
                 index,
                 tuple(r[0] for r in reads),
                 tuple(r[1] for r in reads),
+                tuple(
+                    dotted(a) if isinstance(a, (ast.Name, ast.Attribute)) else "" for a in call.args
+                ),
             )
 
         for index, arg in enumerate(call.args):

@@ -95,6 +95,7 @@ class FunctionReader(DictReader, StepReader):
         self.noted: set[int] = set()
         self.nodes: list[ast.AST] = []
         self.nested: list[ast.AST] = []
+        self.param_names = frozenset(self.params)
 
     def read(self) -> FunctionFacts:
         self.facts.steps = self._steps(self.node.body)
@@ -104,7 +105,19 @@ class FunctionReader(DictReader, StepReader):
             self.facts.return_annotation = str_const(returns) or ast.unparse(returns)
         if self.node.name == self.contract.as_dict_method:
             self.facts.literal_dict = literal_dict(self.node.body)
+        self.facts.constant_return = constant_return(self.node.body)
         return self.facts
+
+
+def constant_return(body: list[ast.stmt]) -> str | None:
+    """``repr`` of ``CONST`` when the body is only ``return CONST`` (after a docstring)."""
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) == 1 and isinstance(body[0], ast.Return):
+        value = body[0].value
+        if isinstance(value, ast.Constant):
+            return repr(value.value)
+    return None
 
 
 def literal_dict(body: list[ast.stmt]) -> LiteralDictFacts | None:

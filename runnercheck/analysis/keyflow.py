@@ -11,8 +11,8 @@ from runnercheck.analysis.hierarchy import MethodRef
 from runnercheck.analysis.model import (
     ClassFacts,
     DictFacts,
-    FieldFacts,
     FunctionFacts,
+    HelperCall,
     KeyFacts,
     ModuleFacts,
 )
@@ -180,6 +180,18 @@ class KeyFlow(Roles):
             return None, 0
         return self.resolve_function(callee, ref.func.path), 0
 
+    def _fields_named(self, call: HelperCall, from_path: str) -> set[str]:
+        """The dataclass fields of the classes passed to a helper that pops keys it
+        computes (``_init_frozen_model_input_from_tensor_dict(ModelInputForGPU, d)``
+        pops the fields of that class)."""
+        out: set[str] = set()
+        for name in call.arg_names:
+            klass = self.resolve_class(name, from_path) if name else None
+            fields = self.dataclass_fields(klass) if klass is not None else None
+            if fields is not None:
+                out |= set(fields)
+        return out
+
     # -------------------------------------------------------- receivers
     def receivers(self, cls: ClassFacts) -> list[Receiver]:
         """``target(**tensor_dict)`` calls in the ``from_broadcasted_tensor_dict`` of ``cls``."""
@@ -220,28 +232,12 @@ class KeyFlow(Roles):
                 if param is not None:
                     receiver.popped |= set(param.pops)
                     receiver.dynamic_pop |= param.dynamic_pop
+                    if param.dynamic_pop:
+                        receiver.popped |= self._fields_named(call, func.path)
             out.append(receiver)
         return out
 
     # ------------------------------------------------- fields and copies
-    def unbroadcast_fields(self, cls: ClassFacts) -> list[FieldFacts]:
-        """Own dataclass fields of ``cls`` that its broadcast dict never carries and
-        that are not declared driver-only (RC103; the ``driver-only`` codemod marks
-        exactly these). Empty when ``cls`` is no broadcast input or its dict cannot be
-        read completely."""
-        if not cls.is_dataclass or not cls.fields:
-            return []
-        produced = self.produced(cls)
-        if produced is None or produced.all_fields or produced.unknown_parent:
-            return []
-        return [
-            fld
-            for fld in cls.fields
-            if fld.name not in produced.keys
-            and fld.name not in produced.fields
-            and not self.is_driver_only(cls, fld)
-        ]
-
     def reads_unknown_parent(self, cls: ClassFacts) -> bool:
         """A dataclass whose broadcast dict calls ``super()`` into a base outside the
         analysed files: which fields it carries cannot be told."""

@@ -199,6 +199,8 @@ class HelperCall:
     arg_fields: tuple[tuple[str, ...], ...]
     #: Per positional argument: the function parameters it reads.
     arg_params: tuple[tuple[int, ...], ...]
+    #: Per positional argument: its dotted name (``"ModelInputForGPU"``), or "".
+    arg_names: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -280,6 +282,13 @@ class FunctionFacts:
     calls: tuple[CallSite, ...] = ()
     #: The return annotation as written (a string annotation without its quotes).
     return_annotation: str | None = None
+    #: Attributes read on each parameter (``model_input.input_tokens`` ->
+    #: ``{"model_input": ("input_tokens",)}``), in evaluation order.
+    param_attrs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: ``name = callee(...)`` assignments of the body: local name -> the last callee.
+    assigned_calls: dict[str, str] = field(default_factory=dict)
+    #: ``repr`` of the constant when the body (after a docstring) is only ``return CONST``.
+    constant_return: str | None = None
     #: The literal-dict shape of the body (read for the contract's dict method only).
     literal_dict: LiteralDictFacts | None = None
 

@@ -31,14 +31,19 @@ MRO, methods, fields), :mod:`~runnercheck.analysis.roles` (workers, runners, pai
 from __future__ import annotations
 
 from runnercheck.analysis.hierarchy import MethodRef, module_parts
-from runnercheck.analysis.keyflow import KeyFlow, Produced, Receiver
-from runnercheck.analysis.stepwalk import ROLES, ZERO, BroadcastSite, PathCount, Reached, StepWalk
+from runnercheck.analysis.keyflow import Produced, Receiver
+from runnercheck.analysis.merged import Leak, MergedStep, Origin
+from runnercheck.analysis.stepwalk import ROLES, ZERO, BroadcastSite, PathCount, Reached
+from runnercheck.analysis.uses import Uses
 
 __all__ = [
     "ROLES",
     "ZERO",
     "BroadcastSite",
+    "Leak",
+    "MergedStep",
     "MethodRef",
+    "Origin",
     "PathCount",
     "Produced",
     "Project",
@@ -48,5 +53,5 @@ __all__ = [
 ]
 
 
-class Project(KeyFlow, StepWalk):
+class Project(Uses):
     """Every question about the meaning of a set of modules, answered from their facts."""

@@ -51,6 +51,8 @@ class StepReader:
     contract: Contract
     nodes: list[ast.AST]
     nested: list[ast.AST]
+    #: Every positional parameter but ``self``/``cls``.
+    param_names: frozenset[str]
 
     def _call_steps(self, node: ast.AST, out: list[Step]) -> None:
         """Calls in ``node`` in evaluation order (arguments before the call); every node
@@ -59,7 +61,12 @@ class StepReader:
         if kind in _LEAVES:
             return
         if kind is ast.Attribute:
-            self._call_steps(node.value, out)  # type: ignore[attr-defined]
+            value = node.value  # type: ignore[attr-defined]
+            if isinstance(value, ast.Name) and value.id in self.param_names:
+                read = self.facts.param_attrs.get(value.id, ())
+                if node.attr not in read:  # type: ignore[attr-defined]
+                    self.facts.param_attrs[value.id] = (*read, node.attr)  # type: ignore[attr-defined]
+            self._call_steps(value, out)
             return
         if kind in _RECORDED:
             self.nodes.append(node)

@@ -37,7 +37,10 @@ SKIP_DIRS = frozenset(
 
 @dataclass
 class CheckResult:
+    #: Errors: what fails the run.
     findings: list[Finding] = field(default_factory=list)
+    #: Notes: true to a rule's letter, without a runtime consequence (``--show-notes``).
+    notes: list[Finding] = field(default_factory=list)
     #: Python files found under the given paths (after excludes).
     files_seen: int = 0
     #: Files parsed and analysed (the others were skipped by the prefilter).
@@ -52,12 +55,14 @@ class CheckResult:
 
     @property
     def exit_code(self) -> int:
-        """1 when anything is reported (syntax and internal errors are findings too)."""
+        """1 when an error is reported (syntax and internal errors are errors too); notes
+        alone exit 0."""
         return 1 if self.findings else 0
 
     def summary(self) -> dict[str, int]:
         return {
             "findings": len(self.findings),
+            "notes": len(self.notes),
             "files_seen": self.files_seen,
             "files_parsed": self.files_parsed,
             "files_skipped": self.files_skipped,
@@ -275,7 +280,8 @@ def check_outcomes(
             result.suppressed += 1
             continue
         kept.append(finding)
-    result.findings = kept
+    result.findings = [f for f in kept if not f.is_note]
+    result.notes = [f for f in kept if f.is_note]
     return result
 
 

@@ -18,7 +18,7 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/runnercheck/"
 
 
-def summary_line(result: CheckResult) -> str:
+def summary_line(result: CheckResult, show_notes: bool = False) -> str:
     seen = "file" if result.files_seen == 1 else "files"
     counts = (
         f"{result.files_seen} {seen} seen, {result.files_parsed} parsed, "
@@ -29,6 +29,11 @@ def summary_line(result: CheckResult) -> str:
     if result.partner_files:
         noun = "file" if result.partner_files == 1 else "files"
         counts += f", {result.partner_files} imported {noun} read for context"
+    if result.notes:
+        noun = "note" if len(result.notes) == 1 else "notes"
+        counts += f", {len(result.notes)} {noun}"
+        if not show_notes:
+            counts += " (--show-notes)"
     if not result.findings:
         return f"No findings ({counts})."
     files = len({f.path for f in result.findings})
@@ -37,29 +42,33 @@ def summary_line(result: CheckResult) -> str:
     return f"Found {len(result.findings)} {noun} in {files} {in_files} ({counts})."
 
 
-def print_text(result: CheckResult, console: Console) -> None:
-    """One ``path:line:col: CODE message`` line per finding, then a summary line."""
-    for finding in result.findings:
+def print_text(result: CheckResult, console: Console, show_notes: bool = False) -> None:
+    """One ``path:line:col: CODE message`` line per finding (and per note with
+    ``show_notes``), then a summary line."""
+    shown = sorted([*result.findings, *result.notes]) if show_notes else result.findings
+    for finding in shown:
         if console.is_terminal:
             line = Text()
             line.append(f"{finding.path}:{finding.line}:{finding.col}:", style="bold")
-            line.append(" ")
-            line.append(finding.code, style="bold red" if finding.code < "RC100" else "red")
+            line.append(" note: " if finding.is_note else " ")
+            style = "cyan" if finding.is_note else "bold red" if finding.code < "RC100" else "red"
+            line.append(finding.code, style=style)
             line.append(f" {finding.message}")
             console.print(line)
         else:
             console.file.write(finding.as_text() + "\n")
     if console.is_terminal:
         style = "bold green" if not result.findings else "bold"
-        console.print(Text(summary_line(result), style=style))
+        console.print(Text(summary_line(result, show_notes), style=style))
     else:
-        console.file.write(summary_line(result) + "\n")
+        console.file.write(summary_line(result, show_notes) + "\n")
 
 
 def as_json(result: CheckResult) -> dict[str, Any]:
     return {
         "version": __version__,
         "findings": [finding_json(f) for f in result.findings],
+        "notes": [finding_json(f) for f in result.notes],
         "summary": result.summary(),
     }
 
@@ -90,13 +99,13 @@ def as_sarif(result: CheckResult) -> dict[str, Any]:
     rules = list(RULES)
     index = {rule.code: i for i, rule in enumerate(rules)}
     results = []
-    for finding in result.findings:
+    for finding in sorted([*result.findings, *result.notes]):
         uri = Path(finding.path).as_posix()
         results.append(
             {
                 "ruleId": finding.code,
                 "ruleIndex": index[finding.code],
-                "level": "error",
+                "level": finding.severity,
                 "message": {"text": finding.message},
                 "locations": [
                     {
@@ -128,10 +137,10 @@ def as_sarif(result: CheckResult) -> dict[str, Any]:
     }
 
 
-def render(result: CheckResult, fmt: str, console: Console) -> None:
+def render(result: CheckResult, fmt: str, console: Console, show_notes: bool = False) -> None:
     if fmt == "json":
         print(json.dumps(as_json(result), indent=2))
     elif fmt == "sarif":
         print(json.dumps(as_sarif(result), indent=2))
     else:
-        print_text(result, console)
+        print_text(result, console, show_notes)

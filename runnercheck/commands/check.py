@@ -14,8 +14,8 @@ from pathlib import Path
 
 HELP = "check sources for broadcast-contract bugs (fast, syntactic)"
 EPILOG = (
-    "exit status: 0 no findings, 1 findings (or a file that could not be analysed), "
-    "2 usage or input error"
+    "exit status: 0 no errors (notes never fail the run), 1 errors (or a file that could "
+    "not be analysed), 2 usage or input error"
 )
 
 
@@ -49,6 +49,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="parse files in N processes (0: one per CPU)",
     )
+    parser.add_argument(
+        "--show-notes",
+        action="store_true",
+        help="also print notes: findings without a runtime consequence (they never fail the run)",
+    )
     parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")
 
 
@@ -78,5 +83,5 @@ def run(args: argparse.Namespace) -> int:
         exclude=args.exclude,
         root=root,
     )
-    render(result, args.format, make_console())
+    render(result, args.format, make_console(), args.show_notes)
     return result.exit_code

@@ -12,6 +12,7 @@ from runnercheck.analysis.project import Project
 from runnercheck.catalog import Rule, central
 from runnercheck.check.rules import (
     collective_in_prepare,
+    merged_dict_leak,
     missing_contract_method,
     paired_broadcast,
     parent_dict_drift,
@@ -32,6 +33,7 @@ CHECKS: tuple[CheckRule, ...] = (
     paired_broadcast.CHECK,
     missing_contract_method.CHECK,
     unpicklable_broadcast_value.CHECK,
+    merged_dict_leak.CHECK,
 )
 
 #: Every code ``runnercheck check`` reports: its own errors (RC001, RC002) and its rules.

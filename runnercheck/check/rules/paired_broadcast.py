@@ -151,7 +151,8 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
             subject = cls.name if runner is None else f"{cls.name} and {runner.name}"
             finding = _finding(project, subject, counts, runner)
             if finding is not None:
-                yield finding
+                silent = project.silent_worker(cls)
+                yield finding if silent is None else finding.as_note(silent)
     elif project.is_runner(cls) and cls not in project.paired_runners():
         finding = _finding(project, cls.name, project.broadcasts_per_step(cls), cls)
         if finding is not None:

@@ -58,7 +58,7 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
     for call in func.calls:
         if call.callee in own and not call.nested:
             receiver = call.callee.rsplit(".", 1)[0]
-            yield Finding(
+            finding = Finding(
                 func.path,
                 call.line,
                 call.col,
@@ -66,6 +66,10 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
                 f"{cls.name}.{name} calls itself on `{receiver}`: infinite recursion "
                 "on every non-driver rank",
             )
+            unreachable = project.unreachable_input(cls)
+            if unreachable is not None:
+                finding = finding.as_note(unreachable)
+            yield finding
 
 
 CHECK = CheckRule(RULE, check_class=check_class)

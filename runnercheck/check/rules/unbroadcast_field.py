@@ -57,12 +57,19 @@ class ModelInput:
 
 
 def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
-    """A dataclass field whose value never reaches the broadcast dict."""
+    """A dataclass field whose value never reaches the broadcast dict: an error when a
+    runner that builds the class reads the field on the path every rank runs, a note
+    otherwise (read by the driver alone, or by nothing the analysis sees)."""
     as_dict = project.contract.as_dict_method
-    for fld in project.unbroadcast_fields(cls):
-        produced = project.produced(cls)
-        assert produced is not None
-        yield Finding(
+    fields = project.unbroadcast_fields(cls)
+    if not fields:
+        return
+    produced = project.produced(cls)
+    assert produced is not None
+    reads = project.every_rank_reads(cls)
+    unreachable = project.unreachable_input(cls)
+    for fld in fields:
+        finding = Finding(
             cls.path,
             fld.line,
             fld.col,
@@ -71,6 +78,15 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
             f"{produced.method.owner.name}.{as_dict} and not declared driver-only: "
             "non-driver ranks see its default",
         )
+        if unreachable is not None:
+            finding = finding.as_note(unreachable)
+        elif reads is None:
+            finding = finding.as_note("no runner in the analysed files builds this class")
+        elif fld.name not in reads:
+            finding = finding.as_note(
+                "no runner that builds it reads the field in execute_model: declare it driver-only"
+            )
+        yield finding
 
 
 CHECK = CheckRule(RULE, check_class=check_class)

@@ -1,0 +1,140 @@
+"""Uses and reachability: what decides whether a finding breaks something at run time.
+
+* Which input classes a runner builds (:meth:`Uses.runner_inputs`), and which of their
+  attributes the runner reads on the path every rank runs (:meth:`Uses.every_rank_reads`):
+  ``execute_model`` and the runner methods it calls, never ``prepare_model_input``
+  (the driver's alone). A field no rank but the driver reads is harmless when it is not
+  broadcast.
+* Workers whose broadcast code cannot run (:meth:`Uses.never_broadcasts`): a
+  ``do_metadata_broadcast`` that is constantly ``False`` (single-rank backends), and
+  the input classes only such workers rebuild (:meth:`Uses.unreachable_input`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from runnercheck.analysis.hierarchy import MethodRef
+from runnercheck.analysis.merged import MergedDicts
+from runnercheck.analysis.model import ClassFacts, ModuleFacts
+from runnercheck.analysis.stepwalk import flatten_calls
+from runnercheck.analysis.syntax import last_name
+from runnercheck.contract import VLLM, Contract
+
+#: The worker property that says whether a step broadcasts at all.
+BROADCAST_SWITCH = "do_metadata_broadcast"
+
+
+class Uses(MergedDicts):
+    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
+        super().__init__(modules, contract)
+        self._inputs: dict[int, list[ClassFacts]] = {}
+        self._reads: dict[int, set[str]] = {}
+
+    # ------------------------------------------------------------ inputs
+    def runner_inputs(self, runner: ClassFacts) -> list[ClassFacts]:
+        """The input classes ``runner`` builds: its type argument (``ModelRunnerBase[T]``
+        along its MRO) and what its ``make_model_input_...`` rebuilds."""
+        cached = self._inputs.get(id(runner))
+        if cached is not None:
+            return cached
+        found: list[ClassFacts] = []
+        for klass in self.mro(runner):
+            for args in klass.base_args:
+                for name in args:
+                    target = self.resolve_class(name, klass.path)
+                    if target is not None and self.produced(target) is not None:
+                        found.append(target)
+        ref = self.resolve_method(runner, self.contract.make_input_method)
+        if ref is not None:
+            for facts in ref.func.dicts.values():
+                for call in facts.helpers:
+                    if last_name(call.callee) == self.contract.from_dict_method:
+                        target = self._input_class(runner, ref, call.callee)
+                        if target is not None:
+                            found.append(target)
+        unique = list({id(c): c for c in found}.values())
+        self._inputs[id(runner)] = unique
+        return unique
+
+    def runners_of(self, cls: ClassFacts) -> list[ClassFacts]:
+        """Runners that build ``cls``, a subclass of it, or one of its bases."""
+        family = {id(k) for k in self.mro(cls)}
+        out: list[ClassFacts] = []
+        for runner in self.runners():
+            for built in self.runner_inputs(runner):
+                if id(built) in family or cls in self.mro(built):
+                    out.append(runner)
+                    break
+        return out
+
+    # ------------------------------------------------------------- reads
+    def every_rank_reads(self, cls: ClassFacts) -> set[str] | None:
+        """Attributes of a ``cls`` instance the runners that build it read on the path
+        every rank runs; None when no runner in the analysed files builds it."""
+        cached = self._reads.get(id(cls))
+        if cached is not None:
+            return cached
+        runners = self.runners_of(cls)
+        if not runners:
+            return None
+        out: set[str] = set()
+        for runner in runners:
+            out |= self._runner_reads(runner)
+        self._reads[id(cls)] = out
+        return out
+
+    def _runner_reads(self, runner: ClassFacts) -> set[str]:
+        """Attributes read on the input parameter of ``execute_model`` and of the runner
+        methods it calls (following ``self.*`` calls)."""
+        execute = self.resolve_method(runner, self.contract.execute_method)
+        if execute is None or len(execute.func.params) < 2:
+            return set()
+        name = execute.func.params[1]
+        out: set[str] = set()
+        seen: set[int] = set()
+        todo: list[MethodRef] = [execute]
+        while todo:
+            ref = todo.pop()
+            if id(ref.func) in seen:
+                continue
+            seen.add(id(ref.func))
+            out.update(ref.func.param_attrs.get(name, ()))
+            for step in flatten_calls(ref.func.steps):
+                parts = step.callee.split(".")
+                if len(parts) == 2 and parts[0] == "self":
+                    if parts[1] == self.contract.prepare_input_method:
+                        continue
+                    target = self.resolve_method(runner, parts[1])
+                    if target is not None:
+                        todo.append(target)
+        return out
+
+    # ------------------------------------------------------ reachability
+    def never_broadcasts(self, worker: ClassFacts) -> bool:
+        """The worker's ``do_metadata_broadcast`` is constantly ``False``."""
+        ref = self.resolve_method(worker, BROADCAST_SWITCH)
+        return ref is not None and ref.func.constant_return == "False"
+
+    def unreachable_input(self, cls: ClassFacts) -> str | None:
+        """Why no rank ever rebuilds ``cls`` from a broadcast (every worker whose runner
+        builds it never broadcasts), or None."""
+        runners = self.runners_of(cls)
+        if not runners:
+            return None
+        workers = [
+            worker
+            for worker in self.workers()
+            if not self.is_abstract(worker)
+            and any(r in runners for rs in self.runner_candidates(worker).values() for r in rs)
+        ]
+        if not workers or not all(self.never_broadcasts(w) for w in workers):
+            return None
+        names = ", ".join(sorted({w.name for w in workers}))
+        return f"only {names} rebuild it, and their {BROADCAST_SWITCH} is always False"
+
+    def silent_worker(self, worker: ClassFacts) -> str | None:
+        """Why the worker's broadcast code never runs, or None."""
+        if self.never_broadcasts(worker):
+            return f"{worker.name}.{BROADCAST_SWITCH} is always False: it never broadcasts"
+        return None
