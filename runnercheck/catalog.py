@@ -34,6 +34,520 @@ class Rule:
     runnable: bool = True
 
 
+def _variant(text: str, *edits: tuple[str, str]) -> str:
+    """``text`` with each ``old`` (present exactly once) replaced by ``new``: one example
+    made from another (a bad one from a good one, or the fix of a bad one), so the source
+    shows exactly what differs between them."""
+    for old, new in edits:
+        if text.count(old) != 1:
+            raise ValueError(f"catalog example edit does not match exactly once: {old!r}")
+        text = text.replace(old, new)
+    return text
+
+
+# ----------------------------------------------------- examples: the mypy plugin
+# They import the contract's bases from ``vllm.worker.model_runner_base`` (vLLM 0.5.1).
+
+_RC201_BAD = """\
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from vllm.worker.model_runner_base import ModelRunnerBase, ModelRunnerInputBase
+
+
+@dataclass(frozen=True)
+class ModelInputForCPU(ModelRunnerInputBase):
+    input_tokens: Optional[List[int]] = None
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        return {"input_tokens": self.input_tokens}
+
+    @staticmethod
+    def from_broadcasted_tensor_dict(
+        tensor_dict: Dict[str, Any], attn_backend: Any = None
+    ) -> "ModelInputForCPU":
+        return ModelInputForCPU(**tensor_dict)
+
+
+class CPUModelRunner(ModelRunnerBase[ModelInputForCPU]):
+    def make_model_input_from_broadcasted_tensor_dict(
+        self, tensor_dict: Dict[str, Any]
+    ) -> ModelInputForCPU:
+        return ModelInputForCPU.from_broadcasted_tensor_dict(tensor_dict)
+"""
+_RC201_GOOD = _variant(
+    _RC201_BAD,
+    ("List, Optional\n", "List, Optional, Self\n"),
+    ("    @staticmethod\n", "    @classmethod\n"),
+    ("        tensor_dict: Dict", "        cls, tensor_dict: Dict"),
+    (
+        '    ) -> "ModelInputForCPU":\n        return ModelInputForCPU(**tensor_dict)',
+        "    ) -> Self:\n        return cls(**tensor_dict)",
+    ),
+)
+
+_RC202_BAD = """\
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from vllm.worker.model_runner_base import ModelRunnerInputBase
+
+
+@dataclass(frozen=True)
+class ModelInputForGPU(ModelRunnerInputBase):
+    input_tokens: Optional[List[int]] = None
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        return {"input_tokens": self.input_tokens}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(
+        cls, tensor_dict: Dict[str, Any], attn_backend: Any = None
+    ) -> "ModelInputForGPU":
+        return ModelInputForGPU(**tensor_dict)
+
+
+@dataclass(frozen=True)
+class ModelInputForGPUWithSamplingMetadata(ModelInputForGPU):
+    selected_token_indices: Optional[List[int]] = None
+"""
+_RC202_GOOD = _variant(
+    _RC202_BAD,
+    ("List, Optional\n", "List, Optional, Self\n"),
+    (
+        '    ) -> "ModelInputForGPU":\n        return ModelInputForGPU(**tensor_dict)',
+        "    ) -> Self:\n        return cls(**tensor_dict)",
+    ),
+)
+
+#: An input class that keeps the contract (the runner examples' ``T``).
+_GPU_INPUT = """\
+@dataclass(frozen=True)
+class ModelInputForGPU(ModelRunnerInputBase):
+    input_tokens: Optional[List[int]] = None
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        return {"input_tokens": self.input_tokens}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(
+        cls, tensor_dict: Dict[str, Any], attn_backend: Any = None
+    ) -> Self:
+        return cls(**tensor_dict)
+"""
+_LOOSE_HEADER = """\
+from dataclasses import dataclass
+from typing import Any, Dict, Generic, List, Optional, Self, TypeVar
+
+from vllm.worker.model_runner_base import ModelRunnerInputBase
+
+TModelInputForGPU = TypeVar("TModelInputForGPU", bound=ModelRunnerInputBase)
+
+
+"""
+
+_RC203_BAD = (
+    _LOOSE_HEADER
+    + _GPU_INPUT
+    + """
+
+class GPUModelRunnerBase(Generic[TModelInputForGPU]):
+    \"\"\"Shared GPU runner code, annotated with the input base class only.\"\"\"
+
+    def prepare_model_input(self, seq_group_metadata_list: List[Any]) -> ModelRunnerInputBase:
+        raise NotImplementedError
+
+
+class ModelRunner(GPUModelRunnerBase[ModelInputForGPU]):
+    def prepare_model_input(self, seq_group_metadata_list: List[Any]) -> ModelRunnerInputBase:
+        return ModelInputForGPU(input_tokens=[s.token for s in seq_group_metadata_list])
+"""
+)
+_RC203_GOOD = _variant(
+    _RC203_BAD,
+    (
+        "List[Any]) -> ModelRunnerInputBase:\n        return",
+        "List[Any]) -> ModelInputForGPU:\n        return",
+    ),
+)
+
+_RC204_BAD = (
+    _LOOSE_HEADER
+    + _GPU_INPUT
+    + """
+
+@dataclass(frozen=True)
+class ModelInputForGPUWithSamplingMetadata(ModelInputForGPU):
+    selected_token_indices: Optional[List[int]] = None
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        tensor_dict = super().as_broadcastable_tensor_dict()
+        tensor_dict["selected_token_indices"] = self.selected_token_indices
+        return tensor_dict
+
+
+class GPUModelRunnerBase(Generic[TModelInputForGPU]):
+    \"\"\"Shared GPU runner code, annotated loosely.\"\"\"
+
+    def execute_model(self, model_input: Any, kv_caches: Optional[List[Any]]) -> Any:
+        raise NotImplementedError
+
+
+class ModelRunner(GPUModelRunnerBase[ModelInputForGPU]):
+    def execute_model(
+        self, model_input: ModelInputForGPUWithSamplingMetadata, kv_caches: Optional[List[Any]]
+    ) -> Optional[List[int]]:
+        return model_input.selected_token_indices
+"""
+)
+_RC204_GOOD = _variant(
+    _RC204_BAD,
+    (
+        "class ModelRunner(GPUModelRunnerBase[ModelInputForGPU]):",
+        "class ModelRunner(GPUModelRunnerBase[ModelInputForGPUWithSamplingMetadata]):",
+    ),
+)
+
+_RC205_BAD = """\
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Self, Type
+
+from vllm.worker.model_runner_base import ModelRunnerInputBase
+
+
+class AttentionBackend:
+    \"\"\"Chosen by each rank for its own device.\"\"\"
+
+
+@dataclass(frozen=True)
+class ModelInputForGPU(ModelRunnerInputBase):
+    input_tokens: Optional[List[int]] = None
+    attn_backend: Optional[Type[AttentionBackend]] = None
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        return {"input_tokens": self.input_tokens, "attn_backend": self.attn_backend}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(
+        cls, tensor_dict: Dict[str, Any], attn_backend: Any = None
+    ) -> Self:
+        return cls(**tensor_dict)
+"""
+_RC205_GOOD = _variant(
+    _RC205_BAD,
+    (', "attn_backend": self.attn_backend}', "}"),
+    ("return cls(**tensor_dict)", "return cls(**tensor_dict, attn_backend=attn_backend)"),
+)
+
+# ------------------------------------------------------ examples: migrate's reasons
+# A legacy (vLLM 0.5.0) worker and runner that each broadcast once per step; migrate
+# merges them into one broadcast. Each reason's bad example breaks this pair in one way.
+
+_LEGACY_RUNNER = """\
+# file: model_runner.py
+from typing import Any, List, Optional, Tuple
+
+import torch
+
+from vllm.distributed import broadcast_tensor_dict
+
+
+class ModelRunner:
+    def __init__(self, model: Any, is_driver_worker: bool = False) -> None:
+        self.model = model
+        self.is_driver_worker = is_driver_worker
+
+    def prepare_input_tensors(
+        self, seq_group_metadata_list: Optional[List[Any]]
+    ) -> Tuple[torch.Tensor, torch.Tensor]:
+        if self.is_driver_worker:
+            assert seq_group_metadata_list is not None
+            input_tokens = torch.tensor([s.token for s in seq_group_metadata_list])
+            input_positions = torch.tensor([s.position for s in seq_group_metadata_list])
+            metadata_dict = {"input_tokens": input_tokens, "input_positions": input_positions}
+            broadcast_tensor_dict(metadata_dict, src=0)
+        else:
+            metadata_dict = broadcast_tensor_dict(src=0)
+            input_tokens = metadata_dict.pop("input_tokens")
+            input_positions = metadata_dict.pop("input_positions")
+        return (input_tokens, input_positions)
+
+    def execute_model(
+        self, seq_group_metadata_list: Optional[List[Any]], kv_caches: List[torch.Tensor]
+    ) -> Optional[torch.Tensor]:
+        input_tokens, input_positions = self.prepare_input_tensors(seq_group_metadata_list)
+        return self.model(input_tokens, input_positions, kv_caches)
+"""
+_LEGACY_WORKER = """\
+# file: worker.py
+from typing import Any, Dict, List, Optional
+
+import torch
+
+from vllm.distributed import broadcast_tensor_dict
+
+from model_runner import ModelRunner
+
+
+class Worker:
+    def __init__(self, model: Any, is_driver_worker: bool = False) -> None:
+        self.is_driver_worker = is_driver_worker
+        self.model_runner = ModelRunner(model, is_driver_worker)
+        self.gpu_cache: List[torch.Tensor] = []
+
+    def execute_model(self, seq_group_metadata_list: Optional[List[Any]] = None) -> List[Any]:
+        if self.is_driver_worker:
+            assert seq_group_metadata_list is not None
+            num_seq_groups = len(seq_group_metadata_list)
+            data: Dict[str, Any] = {"num_seq_groups": num_seq_groups}
+            broadcast_tensor_dict(data, src=0)
+        else:
+            data = broadcast_tensor_dict(src=0)
+            num_seq_groups = data["num_seq_groups"]
+        if num_seq_groups == 0:
+            return []
+        output = self.model_runner.execute_model(seq_group_metadata_list, self.gpu_cache)
+        return [output]
+"""
+#: The pair as migrate accepts it (the fixed version of most bad examples below).
+_LEGACY_PAIR = _LEGACY_RUNNER + _LEGACY_WORKER
+_RUNNER_DICT = '            metadata_dict = {"input_tokens": input_tokens, "input_positions": input_positions}\n'
+_RUNNER_RETURN = "        return (input_tokens, input_positions)\n"
+_RECEIVE_POSITIONS = '            input_positions = metadata_dict.pop("input_positions")\n'
+
+_MIG001_GOOD = """\
+from typing import Any, Dict
+
+
+class ModelInput:
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        return {"input_tokens": self.input_tokens, "input_positions": self.input_positions}
+"""
+_MIG001_BAD = _variant(_MIG001_GOOD, ("self.input_positions}", "self.input_positions"))
+
+_MIG101_BAD = _variant(
+    _LEGACY_PAIR,
+    (
+        _RUNNER_DICT + "            broadcast_tensor_dict(metadata_dict, src=0)\n",
+        '            metadata_dict = {"input_tokens": input_tokens}\n'
+        "            broadcast_tensor_dict(metadata_dict, src=0)\n"
+        '            broadcast_tensor_dict({"input_positions": input_positions}, src=0)\n',
+    ),
+    (
+        _RECEIVE_POSITIONS,
+        '            input_positions = broadcast_tensor_dict(src=0)["input_positions"]\n',
+    ),
+)
+_MIG102_BAD = _variant(
+    _LEGACY_PAIR,
+    (
+        _RUNNER_DICT,
+        "            metadata_dict = {\n"
+        '                "input_tokens": input_tokens,\n'
+        '                "input_positions": input_positions,\n'
+        '                "num_seqs": len(seq_group_metadata_list),\n'
+        "            }\n",
+    ),
+)
+_MIG103_BAD = _variant(
+    _LEGACY_WORKER,
+    ("from model_runner import", "from vllm.worker.model_runner import"),
+)
+_LOGGED_PAIR = _variant(
+    _LEGACY_PAIR,
+    (
+        "broadcast_tensor_dict\n\n\nclass ModelRunner:",
+        "broadcast_tensor_dict\nfrom vllm.logger import init_logger\n\n"
+        "logger = init_logger(__name__)\n\n\nclass ModelRunner:",
+    ),
+)
+_LOG = '        logger.debug("prepared %d tokens", len(input_tokens))\n'
+_MIG105_BAD = _variant(_LOGGED_PAIR, (_RUNNER_RETURN, _LOG + _RUNNER_RETURN))
+_MIG105_GOOD = _variant(_LOGGED_PAIR, (_RUNNER_DICT, "    " + _LOG + _RUNNER_DICT))
+_MIG106_BAD = _variant(
+    _LEGACY_PAIR,
+    (
+        _RECEIVE_POSITIONS,
+        '            input_positions = metadata_dict.pop("input_positions").to(self.device)\n',
+    ),
+)
+_MIG107_BAD = _variant(
+    _LEGACY_PAIR,
+    ("-> Tuple[torch.Tensor, torch.Tensor]:", "-> Tuple[torch.Tensor, int]:"),
+    (
+        "            input_positions = torch.tensor([s.position for s in seq_group_metadata_list])\n",
+        "            num_seq_groups = len(seq_group_metadata_list)\n",
+    ),
+    (
+        _RUNNER_DICT,
+        '            metadata_dict = {"input_tokens": input_tokens, "num_seq_groups": num_seq_groups}\n',
+    ),
+    (_RECEIVE_POSITIONS, '            num_seq_groups = metadata_dict.pop("num_seq_groups")\n'),
+    (_RUNNER_RETURN, "        return (input_tokens, num_seq_groups)\n"),
+    (
+        "        input_tokens, input_positions = self.prepare_input_tensors(seq_group_metadata_list)\n"
+        "        return self.model(input_tokens, input_positions, kv_caches)\n",
+        "        input_tokens, num_seq_groups = self.prepare_input_tensors(seq_group_metadata_list)\n"
+        "        return self.model(input_tokens, kv_caches)[:num_seq_groups]\n",
+    ),
+)
+_MIG107_GOOD = _variant(
+    _MIG107_BAD,
+    (
+        'input_tokens, "num_seq_groups": num_seq_groups}',
+        'input_tokens, "num_seqs": num_seq_groups}',
+    ),
+    ('metadata_dict.pop("num_seq_groups")', 'metadata_dict.pop("num_seqs")'),
+)
+_MIG108_BAD = _variant(
+    _LEGACY_PAIR,
+    (
+        "\n\nclass ModelRunner:",
+        "\n#: What prepare_input_tensors returns.\n"
+        "ModelRunnerInput = Tuple[torch.Tensor, torch.Tensor]\n\n\nclass ModelRunner:",
+    ),
+    ("    ) -> Tuple[torch.Tensor, torch.Tensor]:\n", "    ) -> ModelRunnerInput:\n"),
+)
+_MIG109_BAD = _variant(
+    _LEGACY_PAIR,
+    (
+        "        return self.model(input_tokens, input_positions, kv_caches)\n",
+        "        return self.model(input_tokens, input_positions, kv_caches)\n\n"
+        "    def profile_run(self, seq_group_metadata_list: List[Any]) -> None:\n"
+        "        self.prepare_input_tensors(seq_group_metadata_list)\n",
+    ),
+)
+
+_MIG201_GOOD = """\
+# file: model_input.py
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+import torch
+
+
+@dataclass(frozen=True)
+class ModelInputForGPU:
+    input_tokens: Optional[torch.Tensor] = None
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        tensor_dict = {"input_tokens": self.input_tokens}
+        return tensor_dict
+# file: xpu_model_input.py
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+import torch
+
+from model_input import ModelInputForGPU
+
+
+@dataclass(frozen=True)
+class ModelInputForXPU(ModelInputForGPU):
+    selected_token_indices: Optional[torch.Tensor] = None
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        tensor_dict = super().as_broadcastable_tensor_dict()
+        tensor_dict["selected_token_indices"] = self.selected_token_indices
+        return tensor_dict
+"""
+_MIG201_BAD = _variant(
+    _MIG201_GOOD.partition("# file: xpu_model_input.py\n")[2],
+    ("from model_input import", "from vllm.worker.model_runner import"),
+)
+
+_MIG202_BAD = """\
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+import torch
+
+from vllm.attention import AttentionMetadata
+from vllm.worker.model_runner_base import _add_attn_metadata_broadcastable_dict
+
+
+@dataclass(frozen=True)
+class ModelInputForGPU:
+    input_tokens: Optional[torch.Tensor] = None
+    attn_metadata: Optional[AttentionMetadata] = None
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        tensor_dict = {"input_tokens": self.input_tokens}
+        _add_attn_metadata_broadcastable_dict(tensor_dict, self.attn_metadata)
+        return tensor_dict
+
+
+@dataclass(frozen=True)
+class ModelInputForGPUWithSamplingMetadata(ModelInputForGPU):
+    selected_token_indices: Optional[torch.Tensor] = None
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        tensor_dict = {
+            "input_tokens": self.input_tokens,
+            "selected_token_indices": self.selected_token_indices,
+        }
+        _add_attn_metadata_broadcastable_dict(tensor_dict, self.attn_metadata)
+        return tensor_dict
+"""
+_MIG202_GOOD = _variant(
+    _MIG202_BAD,
+    (
+        "        tensor_dict = {\n"
+        '            "input_tokens": self.input_tokens,\n'
+        '            "selected_token_indices": self.selected_token_indices,\n'
+        "        }\n"
+        "        _add_attn_metadata_broadcastable_dict(tensor_dict, self.attn_metadata)\n",
+        '        tensor_dict = {"input_tokens": self.input_tokens}\n'
+        "        _add_attn_metadata_broadcastable_dict(tensor_dict, self.attn_metadata)\n"
+        '        tensor_dict["selected_token_indices"] = self.selected_token_indices\n',
+    ),
+)
+
+_MIG203_BAD = """\
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+import torch
+
+from vllm.model_executor.pooling_metadata import PoolingMetadata
+
+
+@dataclass(frozen=True)
+class ModelInputForGPU:
+    input_tokens: Optional[torch.Tensor] = None
+    input_positions: Optional[torch.Tensor] = None
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        tensor_dict = {
+            "input_tokens": self.input_tokens,
+            "input_positions": self.input_positions,
+        }
+        return tensor_dict
+
+
+@dataclass(frozen=True)
+class ModelInputForGPUWithPoolingMetadata(ModelInputForGPU):
+    pooling_metadata: Optional[PoolingMetadata] = None
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        tensor_dict = {
+            "input_tokens": self.input_tokens,
+            "pooling_metadata": self.pooling_metadata,
+        }
+        return tensor_dict
+"""
+_MIG203_GOOD = _variant(
+    _MIG203_BAD,
+    (
+        '            "input_tokens": self.input_tokens,\n'
+        '            "pooling_metadata": self.pooling_metadata,\n',
+        '            "input_tokens": self.input_tokens,\n'
+        '            "input_positions": self.input_positions,\n'
+        '            "pooling_metadata": self.pooling_metadata,\n',
+    ),
+)
+
+
 _CENTRAL: tuple[Rule, ...] = (
     Rule(
         code="RC001",
@@ -66,13 +580,8 @@ def prepare_model_input(self, seq_group_metadata_list):
         tool="mypy",
         summary="A runner's input type does not satisfy the broadcastable protocol.",
         why="The runner's `T` (or its bound) must provide the instance method `as_broadcastable_tensor_dict()` (no required argument, returns a dict) and the classmethod `from_broadcasted_tensor_dict(tensor_dict, ...)` (the dict as its one required argument), or non-driver ranks cannot rebuild it. Reported at the runner, naming the member and why; a `T` outside the base's bound is mypy's [type-var].",
-        bad="""\
-class ModelRunner(ModelRunnerBase[ModelInput]): ...
-# ModelInput.from_broadcasted_tensor_dict is an instance method""",
-        good="""\
-@classmethod
-def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None) -> Self: ...""",
-        runnable=False,
+        bad=_RC201_BAD,
+        good=_RC201_GOOD,
     ),
     Rule(
         code="RC202",
@@ -80,15 +589,8 @@ def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None) -> Self: .
         tool="mypy",
         summary="`from_broadcasted_tensor_dict` is declared to return, or builds, a fixed class instead of `Self` / `cls(...)`.",
         why="Subclasses inherit a classmethod typed to return the parent, so every caller needs `cast()`; building `ModelInput(...)` instead of `cls(...)` also loses the subclass at run time. Checked on every class that defines the classmethod.",
-        bad="""\
-@classmethod
-def from_broadcasted_tensor_dict(cls, d) -> 'ModelInput':
-    return ModelInput(**d)""",
-        good="""\
-@classmethod
-def from_broadcasted_tensor_dict(cls, d) -> Self:
-    return cls(**d)""",
-        runnable=False,
+        bad=_RC202_BAD,
+        good=_RC202_GOOD,
     ),
     Rule(
         code="RC203",
@@ -96,11 +598,8 @@ def from_broadcasted_tensor_dict(cls, d) -> Self:
         tool="mypy",
         summary="A runner's `prepare_model_input`/`make_model_input_...` does not return its `T`.",
         why="The worker passes what these return to `execute_model(model_input: T)`; a looser return type (e.g. the input base class) hides a mismatch plain mypy accepts when the base's annotation is loose too. Overrides mypy already rejects are its [override].",
-        bad="""\
-class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
-    def prepare_model_input(self, seqs) -> ModelRunnerInputBase: ...""",
-        good="    def prepare_model_input(self, seqs) -> ModelInputForGPU: ...",
-        runnable=False,
+        bad=_RC203_BAD,
+        good=_RC203_GOOD,
     ),
     Rule(
         code="RC204",
@@ -108,9 +607,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="mypy",
         summary="`execute_model`'s `model_input` parameter does not accept the runner's `T`.",
         why="The worker calls `execute_model` with what `prepare_model_input` produced; a parameter typed for another input class is a latent AttributeError (reported where plain mypy accepts the override, e.g. when the base takes `Any`).",
-        bad="def execute_model(self, model_input: CPUModelInput, kv_caches): ...  # T is GPU",
-        good="def execute_model(self, model_input: ModelInputForGPU, kv_caches): ...",
-        runnable=False,
+        bad=_RC204_BAD,
+        good=_RC204_GOOD,
     ),
     Rule(
         code="RC205",
@@ -118,9 +616,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="mypy",
         summary="A value in the broadcast dict has a type that cannot be broadcast.",
         why="Broadcast values must be tensors (torch, numpy), numbers, str, bytes, bool, None, enum members, or containers, dataclasses, msgspec Structs, named tuples and typed dicts of these (plus `broadcastable_types`); functions, classes and other objects fail to pickle or arrive as a different object.",
-        bad="return {'stream': torch.cuda.current_stream()}",
-        good="return {'input_tokens': self.input_tokens}",
-        runnable=False,
+        bad=_RC205_BAD,
+        good=_RC205_GOOD,
     ),
     Rule(
         code="RC206",
@@ -198,9 +695,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="The file does not parse; it was skipped.",
         why="migrate reads meaning with the same parser as check; a file Python cannot parse is reported and left alone, never guessed at.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_MIG001_BAD,
+        good=_MIG001_GOOD,
     ),
     Rule(
         code="MIG002",
@@ -228,9 +724,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="A broadcast the planner does not recognise.",
         why="The merged shape has exactly one broadcast per step; a broadcast the planner cannot place (a second one in the runner, one outside the driver/non-driver split) would be lost or duplicated.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_MIG101_BAD,
+        good=_LEGACY_PAIR,
     ),
     Rule(
         code="MIG102",
@@ -238,9 +733,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="A broadcast key whose value or use cannot be traced.",
         why="Every broadcast key must become a field of the new input class with a traceable value; a key whose value or use cannot be traced could change what non-driver ranks compute.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_MIG102_BAD,
+        good=_LEGACY_PAIR,
     ),
     Rule(
         code="MIG103",
@@ -248,9 +742,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="A runner the worker drives cannot be found.",
         why="The worker and every runner it drives are rewritten together; a runner outside the given paths would keep the old calling convention.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_MIG103_BAD,
+        good=_LEGACY_PAIR,
     ),
     Rule(
         code="MIG104",
@@ -258,9 +751,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="A runner broadcasts but no worker that drives it was found.",
         why="A runner that broadcasts but that no worker drives cannot be merged into a worker's broadcast.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_LEGACY_RUNNER,
+        good=_LEGACY_PAIR,
     ),
     Rule(
         code="MIG105",
@@ -268,9 +760,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="A method does not have the driver/non-driver shape.",
         why="The rewrite moves the driver's and the non-driver's code into new methods; a method without the recognised driver/non-driver shape cannot be split safely.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_MIG105_BAD,
+        good=_MIG105_GOOD,
     ),
     Rule(
         code="MIG106",
@@ -278,9 +769,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="The non-driver path reads runner state other than the attention backend.",
         why="Non-driver ranks rebuild the input from the broadcast dict alone; state the non-driver path reads from the runner would be missing there.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_MIG106_BAD,
+        good=_LEGACY_PAIR,
     ),
     Rule(
         code="MIG107",
@@ -288,9 +778,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="The worker and a runner broadcast the same key.",
         why="The worker's and the runner's keys travel in one dict after the merge; the same key from both would overwrite one value.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_MIG107_BAD,
+        good=_MIG107_GOOD,
     ),
     Rule(
         code="MIG108",
@@ -298,19 +787,17 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="A name the merged shape needs is already used.",
         why="The merged shape adds classes, methods and a base module; a name already in use would be shadowed.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_MIG108_BAD,
+        good=_LEGACY_PAIR,
     ),
     Rule(
         code="MIG109",
         name="unmigrated-caller",
         tool="migrate",
-        summary="Code outside the group calls a method whose signature changes.",
-        why="The runner's prepare and execute methods change signature; callers outside the group would break.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        summary="The runner calls its legacy input method outside `execute_model`.",
+        why="The legacy input method becomes `prepare_model_input` (driver) and `make_model_input_from_broadcasted_tensor_dict` (other ranks), and only `execute_model` is rewritten to call them; any other caller (a profiling or warm-up run) would be left calling a method that no longer exists.",
+        bad=_MIG109_BAD,
+        good=_LEGACY_PAIR,
     ),
     Rule(
         code="MIG110",
@@ -338,9 +825,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="The parent class needed by a single-class codemod is not in the given paths.",
         why="The codemod needs the parent's broadcast dict to know which fields travel; it does not guess when the parent is not in the given paths.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_MIG201_BAD,
+        good=_MIG201_GOOD,
     ),
     Rule(
         code="MIG202",
@@ -348,9 +834,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="The rewrite would change which value wins for a key.",
         why="super() runs the parent's statements first; when the child adds keys before them, or reorders them, the merged dict would change.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_MIG202_BAD,
+        good=_MIG202_GOOD,
     ),
     Rule(
         code="MIG203",
@@ -358,9 +843,8 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         tool="migrate",
         summary="A subclass dict re-lists only part of its parent's keys; calling super() would change what it broadcasts.",
         why="A partial copy of the parent's keys has already drifted; calling super() would start broadcasting keys the subclass dropped.",
-        bad="(see summary)",
-        good="(see summary)",
-        runnable=False,
+        bad=_MIG203_BAD,
+        good=_MIG203_GOOD,
     ),
 )
 
