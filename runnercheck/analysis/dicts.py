@@ -40,6 +40,25 @@ def call_site(node: ast.Call, nested: bool = False) -> CallSite:
     )
 
 
+#: Methods that change a container in place.
+_MUTATORS = frozenset(
+    {"append", "extend", "insert", "clear", "update", "pop", "popitem", "remove", "add"}
+)
+
+
+def _mutated_param_attr(func: ast.expr, params: dict[str, int]) -> tuple[str, str] | None:
+    """``param.attr.append`` (a mutator called on a parameter's attribute) -> (param, attr)."""
+    if (
+        isinstance(func, ast.Attribute)
+        and func.attr in _MUTATORS
+        and isinstance(func.value, ast.Attribute)
+        and isinstance(func.value.value, ast.Name)
+        and func.value.value.id in params
+    ):
+        return func.value.value.id, func.value.attr
+    return None
+
+
 class DictReader:
     """The dict-reading half of a function reader (see :mod:`runnercheck.analysis.extract`)."""
 
@@ -173,7 +192,18 @@ class DictReader:
             )
         return False
 
+    def _note_write(self, param: str, attr: str) -> None:
+        written = self.facts.param_writes.get(param, ())
+        if attr not in written:
+            self.facts.param_writes[param] = (*written, attr)
+
     def _read_assign(self, target: ast.expr, value: ast.expr) -> None:
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and target.value.id in self.params
+        ):
+            self._note_write(target.value.id, target.attr)
         if isinstance(target, ast.Name):
             if isinstance(value, ast.Call):
                 self.facts.assigned_calls[target.id] = dotted(value.func)
@@ -308,6 +338,9 @@ class DictReader:
                         self.facts.dicts[node.value.id].reads.add(key)
             elif isinstance(node, ast.Call):
                 self.calls.append(call_site(node))
+                mutated = _mutated_param_attr(node.func, self.params)
+                if mutated is not None:
+                    self._note_write(*mutated)
                 if id(node) not in self.noted:
                     self._note_call(node)
             elif isinstance(node, ast.Return) and node.value is not None:

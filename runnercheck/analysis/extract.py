@@ -16,6 +16,7 @@ from runnercheck.analysis.model import (
     FunctionFacts,
     LiteralDictFacts,
     ModuleFacts,
+    Role,
     SyntaxErrorFacts,
 )
 from runnercheck.analysis.recognise import is_driver_only_marker
@@ -96,6 +97,7 @@ class FunctionReader(DictReader, StepReader):
         self.nodes: list[ast.AST] = []
         self.nested: list[ast.AST] = []
         self.param_names = frozenset(self.params)
+        self.role: Role | None = None
 
     def read(self) -> FunctionFacts:
         self.facts.steps = self._steps(self.node.body)

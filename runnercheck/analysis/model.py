@@ -282,9 +282,13 @@ class FunctionFacts:
     calls: tuple[CallSite, ...] = ()
     #: The return annotation as written (a string annotation without its quotes).
     return_annotation: str | None = None
-    #: Attributes read on each parameter (``model_input.input_tokens`` ->
-    #: ``{"model_input": ("input_tokens",)}``), in evaluation order.
+    #: Attributes read on each parameter where a non-driver rank may run
+    #: (``model_input.input_tokens`` -> ``{"model_input": ("input_tokens",)}``), in
+    #: evaluation order; reads only the driver reaches are left out.
     param_attrs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Attributes of each parameter the body assigns or mutates in place
+    #: (``model_input.cached_outputs.append(...)``, ``model_input.x = ...``).
+    param_writes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: ``name = callee(...)`` assignments of the body: local name -> the last callee.
     assigned_calls: dict[str, str] = field(default_factory=dict)
     #: ``repr`` of the constant when the body (after a docstring) is only ``return CONST``.

@@ -12,6 +12,7 @@ from runnercheck.analysis.model import (
     ExitStep,
     FunctionFacts,
     LoopStep,
+    Role,
     RoleAssertStep,
     Step,
     TryStep,
@@ -42,6 +43,11 @@ _RECORDED = frozenset(
 )
 
 
+def _exits(body: list[ast.stmt]) -> bool:
+    """The block always leaves the function (its last statement returns or raises)."""
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
 class StepReader:
     """The control-flow half of a function reader (see :mod:`runnercheck.analysis.extract`)."""
 
@@ -53,6 +59,8 @@ class StepReader:
     nested: list[ast.AST]
     #: Every positional parameter but ``self``/``cls``.
     param_names: frozenset[str]
+    #: Which ranks run the statement being read (None: every rank).
+    role: Role | None
 
     def _call_steps(self, node: ast.AST, out: list[Step]) -> None:
         """Calls in ``node`` in evaluation order (arguments before the call); every node
@@ -62,7 +70,11 @@ class StepReader:
             return
         if kind is ast.Attribute:
             value = node.value  # type: ignore[attr-defined]
-            if isinstance(value, ast.Name) and value.id in self.param_names:
+            if (
+                isinstance(value, ast.Name)
+                and value.id in self.param_names
+                and self.role != "driver"
+            ):
                 read = self.facts.param_attrs.get(value.id, ())
                 if node.attr not in read:  # type: ignore[attr-defined]
                     self.facts.param_attrs[value.id] = (*read, node.attr)  # type: ignore[attr-defined]
@@ -115,21 +127,27 @@ class StepReader:
                 self._call_steps(value, out)
 
     def _steps(self, body: list[ast.stmt]) -> tuple[Step, ...]:
+        """The skeleton of a block. ``self.role`` follows which ranks run the statement
+        being read (None: every rank): inside a branch on the driver flag, and after
+        ``if not self.is_driver_worker: return`` or ``assert self.is_driver_worker``."""
         out: list[Step] = []
         flag = self.contract.driver_flag
+        outer = self.role
         for stmt in body:
             if isinstance(stmt, ast.If):
                 self._call_steps(stmt.test, out)
                 then_role, else_role = role_of(stmt.test, flag)
-                out.append(
-                    BranchStep(
-                        stmt.lineno,
-                        then_role,
-                        else_role,
-                        self._steps(stmt.body),
-                        self._steps(stmt.orelse),
-                    )
-                )
+                here = self.role
+                self.role = then_role or here
+                then_steps = self._steps(stmt.body)
+                self.role = else_role or here
+                else_steps = self._steps(stmt.orelse)
+                self.role = here
+                out.append(BranchStep(stmt.lineno, then_role, else_role, then_steps, else_steps))
+                if else_role is not None and _exits(stmt.body) and not stmt.orelse:
+                    self.role = else_role
+                elif then_role is not None and stmt.orelse and _exits(stmt.orelse):
+                    self.role = then_role
             elif isinstance(stmt, (ast.For, ast.AsyncFor)):
                 self._call_steps(stmt.iter, out)
                 out.append(LoopStep(stmt.lineno, self._steps(stmt.body), self._steps(stmt.orelse)))
@@ -173,10 +191,12 @@ class StepReader:
                 role, _ = role_of(stmt.test, flag)
                 if role is not None:
                     out.append(RoleAssertStep(stmt.lineno, role))
+                    self.role = role
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.nested.append(stmt)
             else:
                 self._call_steps(stmt, out)
+        self.role = outer
         return tuple(out)
 
     def self_attrs(self, out: dict[str, tuple[str, ...]]) -> None:

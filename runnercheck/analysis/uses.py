@@ -16,8 +16,18 @@ from collections.abc import Iterable
 
 from runnercheck.analysis.hierarchy import MethodRef
 from runnercheck.analysis.merged import MergedDicts
-from runnercheck.analysis.model import ClassFacts, ModuleFacts
-from runnercheck.analysis.stepwalk import flatten_calls
+from runnercheck.analysis.model import (
+    BranchStep,
+    CallStep,
+    ClassFacts,
+    ExitStep,
+    LoopStep,
+    ModuleFacts,
+    Role,
+    RoleAssertStep,
+    Step,
+    TryStep,
+)
 from runnercheck.analysis.syntax import last_name
 from runnercheck.contract import VLLM, Contract
 
@@ -58,12 +68,12 @@ class Uses(MergedDicts):
         return unique
 
     def runners_of(self, cls: ClassFacts) -> list[ClassFacts]:
-        """Runners that build ``cls``, a subclass of it, or one of its bases."""
-        family = {id(k) for k in self.mro(cls)}
+        """Runners that build ``cls`` or a subclass of it (one that builds a base of it
+        never sees its fields)."""
         out: list[ClassFacts] = []
         for runner in self.runners():
             for built in self.runner_inputs(runner):
-                if id(built) in family or cls in self.mro(built):
+                if cls in self.mro(built):
                     out.append(runner)
                     break
         return out
@@ -86,12 +96,17 @@ class Uses(MergedDicts):
 
     def _runner_reads(self, runner: ClassFacts) -> set[str]:
         """Attributes read on the input parameter of ``execute_model`` and of the runner
-        methods it calls (following ``self.*`` calls)."""
+        methods it calls on a non-driver rank's path (following ``self.*`` calls), less
+        those each rank writes itself (local state, not a missing broadcast). A runner
+        whose ``execute_model`` raises on non-driver ranks runs on one rank only."""
         execute = self.resolve_method(runner, self.contract.execute_method)
         if execute is None or len(execute.func.params) < 2:
             return set()
+        if raises_for(execute.func.steps, "non-driver"):
+            return set()  # it declares that it runs on one rank only
         name = execute.func.params[1]
         out: set[str] = set()
+        written: set[str] = set()
         seen: set[int] = set()
         todo: list[MethodRef] = [execute]
         while todo:
@@ -100,7 +115,8 @@ class Uses(MergedDicts):
                 continue
             seen.add(id(ref.func))
             out.update(ref.func.param_attrs.get(name, ()))
-            for step in flatten_calls(ref.func.steps):
+            written.update(ref.func.param_writes.get(name, ()))
+            for step in calls_on_path(ref.func.steps, "non-driver")[0]:
                 parts = step.callee.split(".")
                 if len(parts) == 2 and parts[0] == "self":
                     if parts[1] == self.contract.prepare_input_method:
@@ -108,7 +124,7 @@ class Uses(MergedDicts):
                     target = self.resolve_method(runner, parts[1])
                     if target is not None:
                         todo.append(target)
-        return out
+        return out - written
 
     # ------------------------------------------------------ reachability
     def never_broadcasts(self, worker: ClassFacts) -> bool:
@@ -138,3 +154,54 @@ class Uses(MergedDicts):
         if self.never_broadcasts(worker):
             return f"{worker.name}.{BROADCAST_SWITCH} is always False: it never broadcasts"
         return None
+
+
+def calls_on_path(steps: tuple[Step, ...], role: Role) -> tuple[list[CallStep], bool]:
+    """The calls a rank of ``role`` may reach in ``steps``, and whether it may fall
+    through the block (a branch for the other role, an exit or a role assertion for
+    the other role ends its path)."""
+    out: list[CallStep] = []
+    for step in steps:
+        if isinstance(step, CallStep):
+            out.append(step)
+        elif isinstance(step, BranchStep):
+            falls = False
+            for branch_role, block in ((step.then_role, step.body), (step.else_role, step.orelse)):
+                if branch_role in (None, role):
+                    calls, through = calls_on_path(block, role)
+                    out += calls
+                    falls = falls or through
+            if not falls:
+                return out, False
+        elif isinstance(step, LoopStep):
+            out += calls_on_path(step.body, role)[0] + calls_on_path(step.orelse, role)[0]
+        elif isinstance(step, TryStep):
+            for block in (step.body, *step.handlers, step.orelse, step.finalbody):
+                out += calls_on_path(block, role)[0]
+        elif isinstance(step, ExitStep):
+            return out, False
+        elif isinstance(step, RoleAssertStep) and step.role != role:
+            return out, False
+    return out, True
+
+
+def raises_for(steps: tuple[Step, ...], role: Role) -> bool:
+    """Some branch taken only by ranks of ``role`` raises (``if not
+    self.is_driver_worker: raise ...``), at any depth."""
+    for step in steps:
+        if isinstance(step, BranchStep):
+            for branch_role, block in ((step.then_role, step.body), (step.else_role, step.orelse)):
+                if branch_role == role and any(
+                    isinstance(s, ExitStep) and s.kind == "raise" for s in block
+                ):
+                    return True
+            if raises_for(step.body, role) or raises_for(step.orelse, role):
+                return True
+        elif isinstance(step, LoopStep):
+            if raises_for(step.body, role) or raises_for(step.orelse, role):
+                return True
+        elif isinstance(step, TryStep):
+            blocks = (step.body, *step.handlers, step.orelse, step.finalbody)
+            if any(raises_for(block, role) for block in blocks):
+                return True
+    return False

@@ -92,7 +92,9 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
         f"{cls.name}.{as_dict} re-lists {len(relisted)} "
         f"{'key' if len(relisted) == 1 else 'keys'} of {parent_name} instead "
         "of calling super(); the copy drifts when the parent changes",
-    )
+    ).as_note("the copy sends what the parent sends today")
+    reads = project.every_rank_reads(cls)
+    unreachable = project.unreachable_input(cls)
     fields = project.dataclass_fields(cls) or {}
     dropped = [k for k in parent.keys if k not in produced.keys]
     # fields the parent sends through helpers (attention metadata, ...)
@@ -104,13 +106,20 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
     for key in dropped:
         if key in fields and project.is_driver_only(cls, fields[key][1]):
             continue
-        yield Finding(
+        finding = Finding(
             own.path,
             own.line,
             own.col,
             RULE.code,
             f"{cls.name}.{as_dict} drops {key!r}, which {parent_name} broadcasts",
         )
+        if unreachable is not None:
+            finding = finding.as_note(unreachable)
+        elif reads is None or key not in reads:
+            finding = finding.as_note(
+                "no runner that builds it reads the key on a non-driver rank's path"
+            )
+        yield finding
 
 
 CHECK = CheckRule(RULE, check_class=check_class)

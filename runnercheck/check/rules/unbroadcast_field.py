@@ -15,10 +15,15 @@ RULE = Rule(
     name="unbroadcast-field",
     tool="check",
     summary="A dataclass field is neither broadcast nor declared driver-only.",
-    why="Non-driver ranks silently see the field's default (usually None) and compute something different from the driver.",
+    why="Non-driver ranks silently see the field's default (usually None) and compute something "
+    "different from the driver. An error when a runner that builds the class reads the field on "
+    "the path every rank runs (execute_model and what it calls); a note when only the driver "
+    "reads it, or nothing does: declare it driver-only.",
     bad="""\
 from dataclasses import dataclass
 from typing import Optional
+
+from vllm.worker.model_runner_base import ModelRunnerBase
 
 
 @dataclass(frozen=True)
@@ -32,26 +37,43 @@ class ModelInput:
     @classmethod
     def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
         return cls(**tensor_dict)
+
+class ModelRunner(ModelRunnerBase[ModelInput]):
+    def make_model_input_from_broadcasted_tensor_dict(self, tensor_dict):
+        return ModelInput.from_broadcasted_tensor_dict(tensor_dict)
+
+    def execute_model(self, model_input, kv_caches):
+        if model_input.lora_mapping is not None:
+            self.set_active_loras(model_input.lora_mapping)
+        return self.model(model_input.input_tokens, kv_caches)
 """,
     good="""\
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
+
+from vllm.worker.model_runner_base import ModelRunnerBase
 
 
 @dataclass(frozen=True)
 class ModelInput:
     input_tokens: list
-    # read by the driver only, when it samples
-    seq_lens: Optional[list] = field(
-        default=None, metadata={"runnercheck": "driver-only"}
-    )
+    lora_mapping: Optional[object] = None
 
     def as_broadcastable_tensor_dict(self):
-        return {"input_tokens": self.input_tokens}
+        return {"input_tokens": self.input_tokens, "lora_mapping": self.lora_mapping}
 
     @classmethod
     def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
         return cls(**tensor_dict)
+
+class ModelRunner(ModelRunnerBase[ModelInput]):
+    def make_model_input_from_broadcasted_tensor_dict(self, tensor_dict):
+        return ModelInput.from_broadcasted_tensor_dict(tensor_dict)
+
+    def execute_model(self, model_input, kv_caches):
+        if model_input.lora_mapping is not None:
+            self.set_active_loras(model_input.lora_mapping)
+        return self.model(model_input.input_tokens, kv_caches)
 """,
 )
 
@@ -80,6 +102,8 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
         )
         if unreachable is not None:
             finding = finding.as_note(unreachable)
+        elif "Callable" in fld.annotation:
+            finding = finding.as_note("a callable cannot be broadcast; it is the driver's own")
         elif reads is None:
             finding = finding.as_note("no runner in the analysed files builds this class")
         elif fld.name not in reads:
