@@ -146,8 +146,11 @@ class Uses(MergedDicts):
         ]
         if not workers or not all(self.never_broadcasts(w) for w in workers):
             return None
-        names = ", ".join(sorted({w.name for w in workers}))
-        return f"only {names} rebuild it, and their {BROADCAST_SWITCH} is always False"
+        names = sorted({w.name for w in workers})
+        if len(names) == 1:
+            return f"only {names[0]} rebuilds it, and its {BROADCAST_SWITCH} is always False"
+        listed = ", ".join(names)
+        return f"only {listed} rebuild it, and their {BROADCAST_SWITCH} is always False"
 
     def silent_worker(self, worker: ClassFacts) -> str | None:
         """Why the worker's broadcast code never runs, or None."""

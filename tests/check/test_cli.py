@@ -101,10 +101,16 @@ def test_config_from_pyproject_driver_only_exclude_ignore(run: Run) -> None:
 
 
 def test_config_file_option_replaces_pyproject(run: Run) -> None:
-    result = run("--config", rel(CLI / "config" / "other.toml"), rel(CLI / "config" / "pkg"))
-    codes = [line.split()[1] for line in result.finding_lines]
-    # select = ["RC104"]; the parse error in the no longer excluded file is still reported
+    args = ("--show-notes", "--config", rel(CLI / "config" / "other.toml"))
+    result = run(*args, rel(CLI / "config" / "pkg"))
+    codes = [
+        line.split(": ", 1)[1].removeprefix("note: ").split()[0] for line in result.finding_lines
+    ]
+    # select = ["RC104"] (a copy that still sends what its parent sends is a note); the
+    # parse error in the no longer excluded file is still reported
     assert codes == ["RC104", "RC001"]
+    assert ": note: RC104 " in result.finding_lines[0]
+    assert result.code == 1
 
 
 def test_exclude_option(run: Run) -> None:
@@ -124,13 +130,14 @@ def test_bad_config_is_one_line_exit_2(run: Run, tmp_path: Path) -> None:
 
 
 def test_prefilter_skips_files_and_reads_subclasses(run: Run) -> None:
-    result = run(rel(CLI / "prefilter"))
+    result = run("--show-notes", rel(CLI / "prefilter"))
     assert result.finding_lines == [
-        "tests/check/fixtures/cli/prefilter/pooling.py:11:5: RC103 field 'pooling_metadata' of "
-        "ModelInputForGPUWithPooling is not broadcast by ModelInputForGPU.as_broadcastable_tensor_dict "
-        "and not declared driver-only: non-driver ranks see its default"
+        "tests/check/fixtures/cli/prefilter/pooling.py:11:5: note: RC103 field 'pooling_metadata' "
+        "of ModelInputForGPUWithPooling is not broadcast by "
+        "ModelInputForGPU.as_broadcastable_tensor_dict and not declared driver-only: non-driver "
+        "ranks see its default (note: no runner in the analysed files builds this class)"
     ]
-    assert result.summary.endswith("(3 files seen, 2 parsed, 1 skipped by the prefilter).")
+    assert result.summary.endswith("(3 files seen, 2 parsed, 1 skipped by the prefilter, 1 note).")
 
 
 def test_parallel_output_equals_serial(run: Run) -> None:
@@ -146,6 +153,7 @@ def test_json_output(run: Run) -> None:
     data = json.loads(result.out)
     assert data["summary"] == {
         "findings": 3,
+        "notes": 0,
         "files_seen": 2,
         "files_parsed": 2,
         "files_skipped": 0,
@@ -156,12 +164,14 @@ def test_json_output(run: Run) -> None:
     first = data["findings"][0]
     assert first == {
         "path": "tests/check/fixtures/unbroadcast-field/bad.py",
-        "line": 12,
+        "line": 13,
         "col": 5,
         "code": "RC103",
         "message": first["message"],
+        "severity": "error",
         "name": "unbroadcast-field",
     }
+    assert data["notes"] == []
     assert result.code == 1
 
 

@@ -62,10 +62,13 @@ def _required(project: Project, cls: ClassFacts) -> dict[str, str]:
             required.setdefault(name, klass.name)
     unresolved = project.unresolved_bases(cls)
     contract = project.contract
-    for base in contract.worker_bases:
-        if base in unresolved:
-            for name in contract.worker_methods:
-                required.setdefault(name, base)
+    # outside the analysed files, a base is known by its name alone: the worker methods
+    # belong to the most derived configured worker base (vLLM's
+    # LocalOrDistributedWorkerBase), not to every class named like a worker base
+    step_base = contract.worker_bases[-1] if contract.worker_bases else None
+    if step_base is not None and step_base in unresolved:
+        for name in contract.worker_methods:
+            required.setdefault(name, step_base)
     for base in contract.runner_bases:
         if base in unresolved:
             for name in contract.runner_methods:

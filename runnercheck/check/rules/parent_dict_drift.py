@@ -15,9 +15,13 @@ RULE = Rule(
     name="parent-dict-drift",
     tool="check",
     summary="A subclass re-lists its parent's broadcast keys instead of calling `super()`.",
-    why="The copy drifts: a key later added to the parent is never broadcast by the subclass, and one the subclass dropped goes unnoticed.",
+    why="The copy drifts: a key later added to the parent is never broadcast by the subclass, and "
+    "one the subclass dropped goes unnoticed. An error when the copy already drops a key that a "
+    "runner building the subclass reads on a non-driver rank's path; the copy itself is a note.",
     bad="""\
 from dataclasses import dataclass
+
+from vllm.worker.model_runner_base import ModelRunnerBase
 
 
 @dataclass(frozen=True)
@@ -38,9 +42,23 @@ class PoolingModelInput(ModelInput):
 
     def as_broadcastable_tensor_dict(self):
         return {"input_tokens": self.input_tokens, "pooling": self.pooling}
+
+class PoolingModelRunner(ModelRunnerBase[PoolingModelInput]):
+    def prepare_model_input(self, seq_group_metadata_list):
+        return self._prepare(seq_group_metadata_list)
+
+    def make_model_input_from_broadcasted_tensor_dict(self, tensor_dict):
+        return PoolingModelInput.from_broadcasted_tensor_dict(tensor_dict)
+
+    def execute_model(self, model_input, kv_caches):
+        positions = model_input.input_positions
+        hidden = self.model(model_input.input_tokens, positions, kv_caches)
+        return self.pool(hidden, model_input.pooling)
 """,
     good="""\
 from dataclasses import dataclass
+
+from vllm.worker.model_runner_base import ModelRunnerBase
 
 
 @dataclass(frozen=True)
@@ -63,6 +81,19 @@ class PoolingModelInput(ModelInput):
         tensor_dict = super().as_broadcastable_tensor_dict()
         tensor_dict["pooling"] = self.pooling
         return tensor_dict
+
+
+class PoolingModelRunner(ModelRunnerBase[PoolingModelInput]):
+    def prepare_model_input(self, seq_group_metadata_list):
+        return self._prepare(seq_group_metadata_list)
+
+    def make_model_input_from_broadcasted_tensor_dict(self, tensor_dict):
+        return PoolingModelInput.from_broadcasted_tensor_dict(tensor_dict)
+
+    def execute_model(self, model_input, kv_caches):
+        positions = model_input.input_positions
+        hidden = self.model(model_input.input_tokens, positions, kv_caches)
+        return self.pool(hidden, model_input.pooling)
 """,
 )
 

@@ -39,6 +39,9 @@ class ModelInput:
         return cls(**tensor_dict)
 
 class ModelRunner(ModelRunnerBase[ModelInput]):
+    def prepare_model_input(self, seq_group_metadata_list):
+        return self._prepare(seq_group_metadata_list)
+
     def make_model_input_from_broadcasted_tensor_dict(self, tensor_dict):
         return ModelInput.from_broadcasted_tensor_dict(tensor_dict)
 
@@ -67,6 +70,9 @@ class ModelInput:
         return cls(**tensor_dict)
 
 class ModelRunner(ModelRunnerBase[ModelInput]):
+    def prepare_model_input(self, seq_group_metadata_list):
+        return self._prepare(seq_group_metadata_list)
+
     def make_model_input_from_broadcasted_tensor_dict(self, tensor_dict):
         return ModelInput.from_broadcasted_tensor_dict(tensor_dict)
 
