@@ -212,18 +212,23 @@ class StepWalk(Roles):
     # ------------------------------------------------------- collectives
     def collectives_reachable(self, cls: ClassFacts, method: str) -> list[Reached]:
         """Every collective call reachable from ``cls.method`` through ``self``/``cls``/
-        ``super()`` calls (any path, any role)."""
+        ``super()`` calls and module-level helpers (any path, any role)."""
         ref = self.resolve_method(cls, method)
         if ref is None:
             return []
         found: list[Reached] = []
-        seen: set[tuple[int, str]] = set()
+        seen: set[int] = set()
 
         def visit(current: MethodRef, chain: tuple[str, ...]) -> None:
-            key = (id(current.owner), current.func.name)
-            if key in seen:
+            if id(current.func) in seen:
                 return
-            seen.add(key)
+            seen.add(id(current.func))
+            for call in current.func.calls:
+                if call.nested or "." in call.callee.split("(", 1)[0].replace("?", ""):
+                    continue  # module-level helpers called by their bare name
+                helper = self.resolve_function(call.callee, current.func.path)
+                if helper is not None:
+                    visit(MethodRef(current.owner, helper), (*chain, helper.qualname))
             for step in flatten_calls(current.func.steps):
                 if step.collective is not None:
                     site = BroadcastSite(
