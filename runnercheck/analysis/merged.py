@@ -50,6 +50,8 @@ class Origin:
     part: str
     #: Where a part that rebuilt itself read the key without popping it, if it did.
     read_without_pop: tuple[str, int] | None = None
+    #: Merged in by the driver's step besides the parts (``part`` is that step).
+    extra: bool = False
 
 
 @dataclass(frozen=True)
@@ -190,10 +192,10 @@ class MergedDicts(KeyFlow, StepWalk):
         out: dict[str, Origin] = {}
         where = ref.func.qualname
         for key, kf in send.keys.items():
-            out[key] = Origin(key, kf.path, kf.line, where)
+            out[key] = Origin(key, kf.path, kf.line, where, extra=True)
         for name in send.merges:
             for kf in self._dict_keys(worker, ref, name):
-                out.setdefault(kf.key, Origin(kf.key, kf.path, kf.line, where))
+                out.setdefault(kf.key, Origin(kf.key, kf.path, kf.line, where, extra=True))
         return out
 
     def _dict_keys(self, worker: ClassFacts, ref: MethodRef, name: str) -> list[KeyFacts]:

@@ -223,8 +223,13 @@ class StepWalk(Roles):
             if id(current.func) in seen:
                 return
             seen.add(id(current.func))
+            collectives = {
+                (s.line, s.col) for s in flatten_calls(current.func.steps) if s.collective
+            }
             for call in current.func.calls:
-                if call.nested or "." in call.callee.split("(", 1)[0].replace("?", ""):
+                if call.nested or (call.line, call.col) in collectives:
+                    continue
+                if "." in call.callee.split("(", 1)[0].replace("?", ""):
                     continue  # module-level helpers called by their bare name
                 helper = self.resolve_function(call.callee, current.func.path)
                 if helper is not None:

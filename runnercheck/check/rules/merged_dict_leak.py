@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import PurePath
 
-from runnercheck.analysis.model import ClassFacts
+from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.project import Leak, Project
 from runnercheck.catalog import Rule
 from runnercheck.check.rules.base import CheckRule
@@ -160,30 +160,52 @@ def _where(path: str, line: int) -> str:
     return f"{PurePath(path).name}:{line}"
 
 
-def message(leak: Leak) -> str:
-    origin = leak.origin
-    how = f"added by {origin.part} at {_where(origin.path, origin.line)}"
+def _groups(project: Project) -> dict[tuple[str, str, int], list[Leak]]:
+    """Leaks by root cause: the key and where it is added."""
+    out: dict[tuple[str, str, int], list[Leak]] = {}
+    for step in project.merged_steps():
+        for leak in step.leaks:
+            origin = leak.origin
+            group = out.setdefault((origin.key, origin.path, origin.line), [])
+            if not any(other.target is leak.target for other in group):
+                group.append(leak)
+    return out
+
+
+def message(leaks: list[Leak]) -> str:
+    origin = leaks[0].origin
+    where = _where(origin.path, origin.line)
+    how = (
+        f"added at {where}, merged in by {origin.part}"
+        if origin.extra
+        else f"added by {origin.part} at {where}"
+    )
     if origin.read_without_pop is not None:
         how += f", read without pop at {_where(*origin.read_without_pop)}"
-    runner = f" for {leak.runner.name}" if leak.runner is not None else ""
+    targets = ", ".join(
+        f"`{leak.target.name}(**...)` at {_where(leak.path, leak.line)}"
+        for leak in sorted(leaks, key=lambda lk: (lk.path, lk.line))
+    )
     return (
-        f"key {origin.key!r} of the merged broadcast ({how}) reaches "
-        f"`{leak.target.name}(**...)` in {leak.step}{runner}, which does not accept it: "
-        "TypeError on every non-driver rank"
+        f"key {origin.key!r} of the merged broadcast ({how}) is still in the dict when "
+        f"{leaks[0].step} rebuilds the next part: {targets} does not accept it, a TypeError "
+        "on every non-driver rank"
     )
 
 
-def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
-    """Each leak into ``cls(**d)``, once per key and call site."""
-    seen: set[tuple[str, int]] = set()
-    for step in project.merged_steps():
-        for leak in step.leaks:
-            if leak.target is not cls or (leak.origin.key, leak.line) in seen:
-                continue
-            seen.add((leak.origin.key, leak.line))
-            finding = Finding(leak.path, leak.line, leak.col, RULE.code, message(leak))
-            silent = project.silent_worker(leak.worker)
-            yield finding if silent is None else finding.as_note(silent)
+def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
+    """One finding per leaked key and where it enters the dict, placed where the fix
+    belongs: the read that should pop it, else where it is added."""
+    for leaks in _groups(project).values():
+        origin = leaks[0].origin
+        path, line = origin.read_without_pop or (origin.path, origin.line)
+        if path != module.path:
+            continue
+        finding = Finding(path, line, 1, RULE.code, message(leaks))
+        silent = [project.silent_worker(leak.worker) for leak in leaks]
+        if all(silent):
+            finding = finding.as_note(str(silent[0]))
+        yield finding
 
 
-CHECK = CheckRule(RULE, check_class=check_class)
+CHECK = CheckRule(RULE, check_module=check_module)
