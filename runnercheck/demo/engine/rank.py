@@ -29,6 +29,10 @@ from runnercheck.demo.engine.workload import Request, request_stream
 
 
 def _build_worker(rank: int, spec: EngineSpec, init_method: str) -> Any:
+    if spec.device == "cuda":
+        if not torch.cuda.is_available():
+            raise EngineRunError("device cuda: torch sees no CUDA device")
+        torch.cuda.set_device(rank % torch.cuda.device_count())
     package = load_engine_package(spec.shape, spec.engine_dir)
     worker_cls = load_worker_class(package, spec.worker_path())
     model_config, parallel_config, scheduler_config, device_config, cache_config, lora_config = (
