@@ -1,0 +1,416 @@
+"""The GPU check in one run: install what is missing, run the GPU tests and the GPU
+benchmark, write one JSON and a log, print one verdict line.
+
+Runs with the interpreter that holds torch (on the GPU machine: the preinstalled
+``python3`` and its CUDA torch) and the standard library alone; every part is a child
+process of that interpreter with the working tree on ``PYTHONPATH``:
+
+1. ``install``: ``pip install --prefix`` into a temporary folder of whatever
+   :mod:`benchmarks.gpu_requirements` lists and the interpreter lacks, from the
+   wheelhouse alone when there is one (``--no-index``; pip's configuration and
+   ``PIP_*`` variables are left out, so nothing else is reached), else from the index.
+   torch is never installed: the interpreter's own satisfies ``torch>=2.2``.
+2. ``environment``: python, torch, CUDA, the GPU, NCCL.
+3. ``tests``: pytest on the GPU tests (tests/gpu, tests/fuzz/test_cuda.py) and on
+   tests/fuzz/test_without_static_tools.py; on a GPU machine with
+   ``RUNNERCHECK_REQUIRE_CUDA=1`` (a missing GPU is an error, not a skip). A rehearsal
+   selects the tests marked ``gpu`` alone (every file is still collected): they must
+   all skip for want of CUDA; the CPU tests of those files run in the main suite.
+4. ``benchmark``: benchmarks/bench_gpu.py.
+
+Each part has a hard timeout (its cap, and never past the whole run's budget); a part
+that fails or times out does not stop the next one. ``--rehearse``: the same on a
+machine without a GPU (CUDA tests skip and must say so; the benchmark runs ``--quick``
+on the CPU); benchmarks/gpu_check.sh makes the environment for it.
+
+The JSON (``gpu_check.json``), the log (``gpu_check.log``) and pytest's JUnit XML
+(``gpu_tests.xml``) go to ``--out DIR``, else ``$OUT``, else ``./gpu-check-out``.
+Exit status: 0 when the verdict is PASS, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import platform
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.gpu_requirements import needed  # noqa: E402
+
+#: Seconds the whole run may take (the GPU machine's check must end within 8 minutes).
+BUDGET = 450.0
+#: Each part's own cap in seconds.
+CAPS = {"install": 90.0, "environment": 60.0, "tests": 240.0, "benchmark": 150.0}
+TESTS = ["tests/gpu", "tests/fuzz/test_cuda.py", "tests/fuzz/test_without_static_tools.py"]
+#: What the skip reason of a test that needs a GPU says.
+NO_CUDA = "no CUDA device"
+
+PROBE = r"""
+import json, platform, sys
+import torch
+info = {"python": platform.python_version(), "executable": sys.executable,
+        "torch": torch.__version__, "torch_cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(), "device_count": torch.cuda.device_count()}
+if info["cuda_available"]:
+    props = torch.cuda.get_device_properties(0)
+    info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1),
+                capability=".".join(map(str, torch.cuda.get_device_capability(0))),
+                nccl=".".join(map(str, torch.cuda.nccl.version())),
+                fp8=[str(d) for d in (getattr(torch, "float8_e4m3fn", None),
+                                      getattr(torch, "float8_e5m2", None)) if d is not None])
+print(json.dumps(info))
+"""
+
+
+class Log:
+    """Lines to stdout and to the log file."""
+
+    def __init__(self, path: Path) -> None:
+        self.file: TextIO = path.open("a", encoding="utf-8")
+
+    def __call__(self, line: str) -> None:
+        print(line, flush=True)
+        self.file.write(line + "\n")
+        self.file.flush()
+
+
+@dataclass
+class Part:
+    name: str
+    status: str = "not run"
+    seconds: float = 0.0
+    timeout_s: float = 0.0
+    exit_code: int | None = None
+    output: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "seconds": round(self.seconds, 1),
+            "timeout_s": round(self.timeout_s),
+            "exit_code": self.exit_code,
+        }
+
+
+class Runner:
+    def __init__(self, log: Log, budget: float, env: dict[str, str]) -> None:
+        self.log = log
+        self.deadline = time.monotonic() + budget
+        self.env = env
+        self.parts: dict[str, Part] = {}
+
+    def run(self, name: str, command: list[str], env: dict[str, str] | None = None) -> Part:
+        """Run ``command`` in its own session, its output streamed to the log; killed
+        with every process it started when its time is up."""
+        part = self.parts[name] = Part(name)
+        part.timeout_s = max(0.0, min(CAPS[name], self.deadline - time.monotonic()))
+        if part.timeout_s < 5:
+            part.status = "skipped: the run's time budget is spent"
+            self.log(f"== {name}: {part.status}")
+            return part
+        shown = " ".join(a if "\n" not in a else "<script>" for a in command)
+        self.log(f"== {name} (at most {part.timeout_s:.0f} s): {shown}")
+        start = time.monotonic()
+        proc = subprocess.Popen(
+            command,
+            cwd=REPO,
+            env=env or self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+        assert proc.stdout is not None
+        reader = threading.Thread(target=self._relay, args=(proc.stdout, part), daemon=True)
+        reader.start()
+        try:
+            part.exit_code = proc.wait(timeout=part.timeout_s)
+            part.status = "ok" if part.exit_code == 0 else f"failed (exit {part.exit_code})"
+        except subprocess.TimeoutExpired:
+            _kill_session(proc)
+            part.status = f"timed out after {part.timeout_s:.0f} s"
+        reader.join(timeout=5)
+        part.seconds = time.monotonic() - start
+        self.log(f"== {name}: {part.status} in {part.seconds:.1f} s")
+        return part
+
+    def _relay(self, stream: TextIO, part: Part) -> None:
+        for line in stream:
+            line = line.rstrip("\n")
+            part.output.append(line)
+            self.log(f"   {line}")
+
+
+def _kill_session(proc: subprocess.Popen[str]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=5)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+
+
+# ------------------------------------------------------------------ install
+
+
+def pip_env() -> dict[str, str]:
+    """The environment for an offline pip: no configuration files, no PIP_* settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=os.devnull, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    return env
+
+
+def install_command(python: str, site: Path, wheelhouse: Path | None) -> list[str]:
+    command = [python, "-m", "pip", "install", "--prefix", str(site), "--no-warn-script-location"]
+    command += ["--only-binary=:all:", "--progress-bar", "off"]
+    if wheelhouse is not None:
+        command += ["--no-index", "--find-links", str(wheelhouse)]
+    return command + needed()
+
+
+def site_packages(site: Path) -> list[Path]:
+    """Where ``pip install --prefix`` put packages (the scheme differs between Pythons)."""
+    found = {p for name in ("site-packages", "dist-packages") for p in site.rglob(name)}
+    return sorted(p for p in found if p.is_dir())
+
+
+def installed(output: list[str]) -> list[str]:
+    for line in output:
+        if line.strip().startswith("Successfully installed "):
+            return line.split("Successfully installed ", 1)[1].split()
+    return []
+
+
+# ------------------------------------------------------------------ tests
+
+
+def parse_junit(path: Path) -> dict[str, Any]:
+    """Counts and every test case's outcome, message and recorded properties."""
+    if not path.is_file():
+        return {"error": f"{path.name} was not written"}
+    try:
+        root = ET.parse(path).getroot()
+    except ET.ParseError as exc:
+        return {"error": f"{path.name}: {exc}"}
+    cases = []
+    counts = {"passed": 0, "failed": 0, "errors": 0, "skipped": 0}
+    for case in root.iter("testcase"):
+        outcome, message = "passed", ""
+        for child, name in (("failure", "failed"), ("error", "errors"), ("skipped", "skipped")):
+            element = case.find(child)
+            if element is not None:
+                outcome, message = name, element.get("message", "")
+                break
+        counts[outcome] += 1
+        properties = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+        entry: dict[str, Any] = {
+            "test": f"{case.get('classname', '')}::{case.get('name', '')}",
+            "outcome": outcome,
+            "seconds": round(float(case.get("time", "0") or 0), 2),
+        }
+        if message:
+            entry["message"] = message.splitlines()[0][:300] if message.strip() else ""
+        if properties:
+            entry["properties"] = properties
+        cases.append(entry)
+    return {**counts, "cases": cases}
+
+
+def pytest_command(python: str, junit: Path, rehearse: bool) -> list[str]:
+    command = [python, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider"]
+    if rehearse:
+        command += ["-m", "gpu"]
+    command += ["-o", "junit_family=xunit1", "--junitxml", str(junit)]
+    command += ["-W", "ignore::pytest.PytestConfigWarning"]
+    plugins = importlib.metadata.entry_points(group="pytest11")
+    if not any(ep.value.startswith("runnercheck.") for ep in plugins):
+        command += ["-p", "runnercheck.pytest_plugin"]  # runnercheck is not installed
+    return command + TESTS
+
+
+# ------------------------------------------------------------------ verdict
+
+
+def verdict(summary: dict[str, Any], rehearse: bool) -> tuple[bool, str]:
+    problems = []
+    parts = summary["parts"]
+    for name, part in parts.items():
+        if part["status"] != "ok":
+            problems.append(f"{name}: {part['status']}")
+    tests = summary.get("tests", {})
+    if "error" in tests:
+        problems.append(f"tests: {tests['error']}")
+    failed = [c["test"] for c in tests.get("cases", []) if c["outcome"] in ("failed", "errors")]
+    if failed:
+        problems.append(f"{len(failed)} tests failed ({', '.join(failed[:3])})")
+    cases = tests.get("cases")
+    skips = [c for c in cases or [] if c["outcome"] == "skipped"]
+    if rehearse:
+        if cases is not None and not skips:
+            problems.append("no GPU test was collected")
+        other = [c["test"] for c in skips if "CUDA" not in c.get("message", "")]
+        if other or (cases is not None and tests.get("passed", 0)):
+            problems.append(f"tests ran or skipped for another reason than no GPU: {other}")
+    else:
+        if cases is not None and tests.get("passed", 0) == 0:
+            problems.append("no test passed")
+        no_cuda = [c for c in skips if NO_CUDA in c.get("message", "")]
+        if no_cuda:
+            problems.append(f"{len(no_cuda)} tests skipped for want of a GPU")
+    if not rehearse and not summary.get("environment", {}).get("cuda_available"):
+        problems.append("torch sees no CUDA device")
+    ok = not problems
+    head = "GPU CHECK REHEARSAL" if rehearse else "GPU CHECK"
+    if not ok:
+        return False, f"{head} FAIL: " + "; ".join(problems)
+    if rehearse:
+        wheels = summary.get("install", {}).get("installed", [])
+        figures = [
+            f"offline install of {len(wheels)} distributions",
+            f"{len(skips)} GPU tests collected and skipped (no GPU)",
+            "benchmark logic ran (--quick on the CPU: no figures)",
+        ]
+        return True, f"{head} PASS: " + ", ".join(figures)
+    figures = [f"{tests.get('passed', 0)} tests passed"]
+    if skips:
+        reasons = sorted({c.get("message", "") for c in skips})
+        figures.append(f"{len(skips)} skipped ({'; '.join(reasons)})")
+    bench = summary.get("benchmark", {})
+    decode = bench.get("step_dict", {}).get("decode", {}).get("two_over_one")
+    if decode:
+        figures.append(
+            f"two broadcasts/one merged {decode['median']:.2f}x "
+            f"({decode['min']:.2f}-{decode['max']:.2f}, decode step)"
+        )
+    for rt in bench.get("round_trips", []):
+        rate = rt["round_trips_per_s"]["median"]
+        figures.append(
+            f"fuzz {rate:.0f} round trips/s ({rt['device']}, world size {rt['world_size']})"
+        )
+    return True, f"{head} PASS: " + ", ".join(figures)
+
+
+# ------------------------------------------------------------------ main
+
+
+def out_dir(given: Path | None) -> Path:
+    if given is not None:
+        return given
+    if os.environ.get("OUT"):
+        return Path(os.environ["OUT"])
+    return Path("gpu-check-out")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=None, help="folder for the JSON and log")
+    parser.add_argument(
+        "--wheelhouse", type=Path, default=REPO / ".whl", help="wheels to install from"
+    )
+    parser.add_argument("--rehearse", action="store_true", help="no GPU: CUDA parts skip")
+    parser.add_argument("--budget", type=float, default=BUDGET, help="seconds for the whole run")
+    args = parser.parse_args(argv)
+    out = out_dir(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    log = Log(out / "gpu_check.log")
+    started = time.monotonic()
+    python = sys.executable
+    wheelhouse = args.wheelhouse if any(args.wheelhouse.glob("*.whl")) else None
+    if args.rehearse and wheelhouse is None:
+        parser.error(f"--rehearse installs from a wheelhouse; {args.wheelhouse} has no wheels")
+    summary: dict[str, Any] = {
+        "mode": "rehearsal" if args.rehearse else "gpu",
+        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "repo": str(REPO),
+    }
+    log(f"runnercheck GPU check ({summary['mode']}), python {python}, output in {out}")
+    with tempfile.TemporaryDirectory(prefix="runnercheck-gpu-site-") as tmp:
+        site = Path(tmp)
+        runner = Runner(log, args.budget, dict(os.environ))
+        part = runner.run("install", install_command(python, site, wheelhouse), pip_env())
+        summary["install"] = {
+            "from": str(wheelhouse) if wheelhouse else "the package index",
+            "offline": wheelhouse is not None,
+            "requirements": needed(),
+            "installed": installed(part.output),
+        }
+        paths = [str(REPO), *map(str, site_packages(site))]
+        old = os.environ.get("PYTHONPATH")
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths + ([old] if old else [])))
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        env["PYTHONUNBUFFERED"] = "1"
+        if not args.rehearse:
+            env["RUNNERCHECK_REQUIRE_CUDA"] = "1"
+        runner.env = env
+        if shutil.which("nvidia-smi"):
+            smi = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            summary["nvidia_smi"] = smi.stdout.strip().splitlines()[-1:] if smi.stdout else []
+        part = runner.run("environment", [python, "-c", PROBE])
+        summary["environment"] = _last_json(part.output)
+        has_cuda = bool(summary["environment"].get("cuda_available"))
+        if args.rehearse or has_cuda:
+            junit = out / "gpu_tests.xml"
+            junit.unlink(missing_ok=True)
+            runner.run("tests", pytest_command(python, junit, args.rehearse))
+            summary["tests"] = parse_junit(junit)
+            bench_json = out / "gpu_bench.json"
+            bench_json.unlink(missing_ok=True)
+            device = "cpu" if args.rehearse else "cuda"
+            command = [python, "benchmarks/bench_gpu.py", "--device", device]
+            command += ["--json", str(bench_json)] + (["--quick"] if args.rehearse else [])
+            runner.run("benchmark", command)
+            if bench_json.is_file():
+                summary["benchmark"] = json.loads(bench_json.read_text())
+        else:
+            log("== tests and benchmark not run: torch sees no CUDA device")
+        summary["parts"] = {name: p.as_json() for name, p in runner.parts.items()}
+    summary["seconds"] = round(time.monotonic() - started, 1)
+    ok, line = verdict(summary, args.rehearse)
+    summary["verdict"] = line
+    (out / "gpu_check.json").write_text(json.dumps(summary, indent=2) + "\n")
+    log(f"{line} ({summary['seconds']:.0f} s; {out / 'gpu_check.json'})")
+    return 0 if ok else 1
+
+
+def _last_json(lines: list[str]) -> dict[str, Any]:
+    for line in reversed(lines):
+        if line.startswith("{"):
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(value, dict):
+                return value
+    return {}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
