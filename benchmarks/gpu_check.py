@@ -5,11 +5,14 @@ Runs with the interpreter that holds torch (on the GPU machine: the preinstalled
 ``python3`` and its CUDA torch) and the standard library alone; every part is a child
 process of that interpreter with the working tree on ``PYTHONPATH``:
 
-1. ``install``: ``pip install --prefix`` into a temporary folder of whatever
-   :mod:`benchmarks.gpu_requirements` lists and the interpreter lacks, from the
-   wheelhouse alone when there is one (``--no-index``; pip's configuration and
+1. ``install``: of what :mod:`benchmarks.gpu_requirements` lists, whatever the
+   interpreter does not meet is installed with its dependencies by ``pip install
+   --target`` into a temporary folder put on ``PYTHONPATH``: the interpreter's own
+   environment is never changed (not even an old version of a dependency uninstalled).
+   From the wheelhouse alone when there is one (``--no-index``; pip's configuration and
    ``PIP_*`` variables are left out, so nothing else is reached), else from the index.
-   torch is never installed: the interpreter's own satisfies ``torch>=2.2``.
+   torch is never installed: without a torch that meets the requirement the check
+   stops and says which interpreter to use.
 2. ``environment``: python, torch, CUDA, the GPU, NCCL.
 3. ``tests``: pytest on the GPU tests (tests/gpu, tests/fuzz/test_cuda.py) and on
    tests/fuzz/test_without_static_tools.py; on a GPU machine with
@@ -52,7 +55,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.gpu_requirements import needed  # noqa: E402
+from benchmarks.gpu_requirements import needed, requirement_name, unsatisfied  # noqa: E402
 
 #: Seconds the whole run may take (the GPU machine's check must end within 8 minutes).
 BUDGET = 450.0
@@ -182,18 +185,18 @@ def pip_env() -> dict[str, str]:
     return env
 
 
-def install_command(python: str, site: Path, wheelhouse: Path | None) -> list[str]:
-    command = [python, "-m", "pip", "install", "--prefix", str(site), "--no-warn-script-location"]
+#: Never installed by the check: it must be the interpreter's own (CUDA) build.
+OWN = frozenset({"torch"})
+
+
+def install_command(
+    python: str, site: Path, wheelhouse: Path | None, requirements: list[str]
+) -> list[str]:
+    command = [python, "-m", "pip", "install", "--target", str(site), "--no-warn-script-location"]
     command += ["--only-binary=:all:", "--progress-bar", "off"]
     if wheelhouse is not None:
         command += ["--no-index", "--find-links", str(wheelhouse)]
-    return command + needed()
-
-
-def site_packages(site: Path) -> list[Path]:
-    """Where ``pip install --prefix`` put packages (the scheme differs between Pythons)."""
-    found = {p for name in ("site-packages", "dist-packages") for p in site.rglob(name)}
-    return sorted(p for p in found if p.is_dir())
+    return command + requirements
 
 
 def installed(output: list[str]) -> list[str]:
@@ -255,6 +258,8 @@ def pytest_command(python: str, junit: Path, rehearse: bool) -> list[str]:
 
 def verdict(summary: dict[str, Any], rehearse: bool) -> tuple[bool, str]:
     problems = []
+    if "error" in summary.get("install", {}):
+        problems.append(summary["install"]["error"])
     parts = summary["parts"]
     for name, part in parts.items():
         if part["status"] != "ok":
@@ -350,14 +355,27 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="runnercheck-gpu-site-") as tmp:
         site = Path(tmp)
         runner = Runner(log, args.budget, dict(os.environ))
-        part = runner.run("install", install_command(python, site, wheelhouse), pip_env())
+        lacking = unsatisfied(needed())
+        own = [r for r in lacking if requirement_name(r) in OWN]
         summary["install"] = {
             "from": str(wheelhouse) if wheelhouse else "the package index",
             "offline": wheelhouse is not None,
             "requirements": needed(),
-            "installed": installed(part.output),
+            "lacking": lacking,
+            "installed": [],
         }
-        paths = [str(REPO), *map(str, site_packages(site))]
+        if own:
+            log(f"== {python} lacks {', '.join(own)}: run with PYTHON=<the python with CUDA torch>")
+            summary["install"]["error"] = f"{python} lacks {', '.join(own)}"
+            return finish(summary, out, log, started, args.rehearse)
+        if lacking:
+            command = install_command(python, site, wheelhouse, lacking)
+            part = runner.run("install", command, pip_env())
+            summary["install"]["installed"] = installed(part.output)
+        else:
+            runner.parts["install"] = Part("install", status="ok")
+            log("== install: nothing lacking")
+        paths = [str(REPO), str(site)]
         old = os.environ.get("PYTHONPATH")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths + ([old] if old else [])))
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -392,8 +410,14 @@ def main(argv: list[str] | None = None) -> int:
         else:
             log("== tests and benchmark not run: torch sees no CUDA device")
         summary["parts"] = {name: p.as_json() for name, p in runner.parts.items()}
+    return finish(summary, out, log, started, args.rehearse)
+
+
+def finish(summary: dict[str, Any], out: Path, log: Log, started: float, rehearse: bool) -> int:
+    """Write the JSON, print the verdict; the exit status."""
+    summary.setdefault("parts", {})
     summary["seconds"] = round(time.monotonic() - started, 1)
-    ok, line = verdict(summary, args.rehearse)
+    ok, line = verdict(summary, rehearse)
     summary["verdict"] = line
     (out / "gpu_check.json").write_text(json.dumps(summary, indent=2) + "\n")
     log(f"{line} ({summary['seconds']:.0f} s; {out / 'gpu_check.json'})")

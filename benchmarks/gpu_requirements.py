@@ -19,6 +19,8 @@ Usage (prints one requirement a line)::
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.metadata
 import re
 import subprocess
 import sys
@@ -89,6 +91,27 @@ def present_of(python: str) -> set[str]:
 
 def missing(requirements: list[str], present: set[str]) -> list[str]:
     return [r for r in requirements if requirement_name(r) not in present]
+
+
+def unsatisfied(requirements: list[str]) -> list[str]:
+    """The requirements this interpreter does not meet (absent, or another version)."""
+    try:
+        module = importlib.import_module("packaging.requirements")
+    except ImportError:  # pip's own copy, wherever pip is
+        module = importlib.import_module("pip._vendor.packaging.requirements")
+    parse = module.Requirement
+
+    result = []
+    for text in requirements:
+        requirement = parse(text)
+        try:
+            version = importlib.metadata.version(requirement.name)
+        except importlib.metadata.PackageNotFoundError:
+            result.append(text)
+            continue
+        if not requirement.specifier.contains(version, prereleases=True):
+            result.append(text)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from benchmarks import gpu_check
-from benchmarks.gpu_requirements import missing, needed, read_list, requirement_name
+from benchmarks.gpu_requirements import (
+    missing,
+    needed,
+    read_list,
+    requirement_name,
+    unsatisfied,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,10 +62,17 @@ def test_offline_install_reaches_only_the_wheelhouse(monkeypatch: pytest.MonkeyP
         "PIP_DISABLE_PIP_VERSION_CHECK",
     }
     assert env["PIP_CONFIG_FILE"] == os.devnull
-    command = gpu_check.install_command("py", Path("/site"), Path("/wheels"))
+    command = gpu_check.install_command("py", Path("/site"), Path("/wheels"), ["pydantic>=2"])
     assert command[command.index("--find-links") + 1] == "/wheels"
-    assert "--no-index" in command and "--prefix" in command
-    assert "--no-index" not in gpu_check.install_command("py", Path("/site"), None)
+    assert command[command.index("--target") + 1] == "/site"
+    assert "--no-index" in command and command[-1] == "pydantic>=2"
+    assert "--no-index" not in gpu_check.install_command("py", Path("/site"), None, [])
+
+
+def test_unsatisfied_names_what_is_absent_or_too_old() -> None:
+    assert unsatisfied(needed()) == []  # this environment has everything
+    wanted = ["torch>=999", "numpy>=1.0", "surely-not-installed-dist>=1"]
+    assert unsatisfied(wanted) == ["torch>=999", "surely-not-installed-dist>=1"]
 
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?>
@@ -176,7 +189,8 @@ def test_gpu_mode_without_a_gpu_fails_early_and_says_why(tmp_path: Path) -> None
     assert report["mode"] == "gpu" and report["verdict"] in last
     assert set(report["parts"]) == {"install", "environment"}
     assert report["parts"]["install"]["status"] == "ok"
-    assert report["install"]["offline"] is False and report["install"]["installed"] == []
+    assert report["install"]["offline"] is False
+    assert report["install"]["lacking"] == report["install"]["installed"] == []
     assert report["environment"]["cuda_available"] is False
     log = (tmp_path / "out" / "gpu_check.log").read_text()
     assert "tests and benchmark not run: torch sees no CUDA device" in log
