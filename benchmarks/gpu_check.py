@@ -46,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,13 +72,19 @@ import torch
 info = {"python": platform.python_version(), "executable": sys.executable,
         "torch": torch.__version__, "torch_cuda": torch.version.cuda,
         "cuda_available": torch.cuda.is_available(), "device_count": torch.cuda.device_count()}
-if info["cuda_available"]:
-    props = torch.cuda.get_device_properties(0)
-    info.update(gpu=props.name, gpu_memory_gib=round(props.total_memory / 2**30, 1),
-                capability=".".join(map(str, torch.cuda.get_device_capability(0))),
-                nccl=".".join(map(str, torch.cuda.nccl.version())),
-                fp8=[str(d) for d in (getattr(torch, "float8_e4m3fn", None),
-                                      getattr(torch, "float8_e5m2", None)) if d is not None])
+print(json.dumps(info), flush=True)
+extras = {
+    "gpu": lambda: torch.cuda.get_device_name(0),
+    "gpu_memory_gib": lambda: round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1),
+    "capability": lambda: ".".join(map(str, torch.cuda.get_device_capability(0))),
+    "nccl": lambda: str(torch.cuda.nccl.version()),
+    "fp8": lambda: [n for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)],
+}
+for key, read in extras.items() if info["cuda_available"] else ():
+    try:
+        info[key] = read()
+    except Exception as exc:
+        info[key] = f"unknown ({type(exc).__name__}: {exc})"
 print(json.dumps(info))
 """
 
@@ -131,16 +138,21 @@ class Runner:
         shown = " ".join(a if "\n" not in a else "<script>" for a in command)
         self.log(f"== {name} (at most {part.timeout_s:.0f} s): {shown}")
         start = time.monotonic()
-        proc = subprocess.Popen(
-            command,
-            cwd=REPO,
-            env=env or self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            errors="replace",
-            start_new_session=True,
-        )
+        try:
+            proc = subprocess.Popen(
+                command,
+                cwd=REPO,
+                env=env or self.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                errors="replace",
+                start_new_session=True,
+            )
+        except OSError as exc:
+            part.status = f"failed to start: {exc}"
+            self.log(f"== {name}: {part.status}")
+            return part
         assert proc.stdout is not None
         reader = threading.Thread(target=self._relay, args=(proc.stdout, part), daemon=True)
         reader.start()
@@ -257,7 +269,7 @@ def pytest_command(python: str, junit: Path, rehearse: bool) -> list[str]:
 
 
 def verdict(summary: dict[str, Any], rehearse: bool) -> tuple[bool, str]:
-    problems = []
+    problems = [summary["error"]] if "error" in summary else []
     if "error" in summary.get("install", {}):
         problems.append(summary["install"]["error"])
     parts = summary["parts"]
@@ -342,8 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     log = Log(out / "gpu_check.log")
     started = time.monotonic()
     python = sys.executable
-    wheelhouse = args.wheelhouse if any(args.wheelhouse.glob("*.whl")) else None
-    if args.rehearse and wheelhouse is None:
+    if args.rehearse and not any(args.wheelhouse.glob("*.whl")):
         parser.error(f"--rehearse installs from a wheelhouse; {args.wheelhouse} has no wheels")
     summary: dict[str, Any] = {
         "mode": "rehearsal" if args.rehearse else "gpu",
@@ -352,65 +363,68 @@ def main(argv: list[str] | None = None) -> int:
         "repo": str(REPO),
     }
     log(f"runnercheck GPU check ({summary['mode']}), python {python}, output in {out}")
-    with tempfile.TemporaryDirectory(prefix="runnercheck-gpu-site-") as tmp:
-        site = Path(tmp)
-        runner = Runner(log, args.budget, dict(os.environ))
-        lacking = unsatisfied(needed())
-        own = [r for r in lacking if requirement_name(r) in OWN]
-        summary["install"] = {
-            "from": str(wheelhouse) if wheelhouse else "the package index",
-            "offline": wheelhouse is not None,
-            "requirements": needed(),
-            "lacking": lacking,
-            "installed": [],
-        }
-        if own:
-            log(f"== {python} lacks {', '.join(own)}: run with PYTHON=<the python with CUDA torch>")
-            summary["install"]["error"] = f"{python} lacks {', '.join(own)}"
-            return finish(summary, out, log, started, args.rehearse)
-        if lacking:
-            command = install_command(python, site, wheelhouse, lacking)
-            part = runner.run("install", command, pip_env())
-            summary["install"]["installed"] = installed(part.output)
-        else:
-            runner.parts["install"] = Part("install", status="ok")
-            log("== install: nothing lacking")
-        paths = [str(REPO), str(site)]
-        old = os.environ.get("PYTHONPATH")
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths + ([old] if old else [])))
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        env["PYTHONUNBUFFERED"] = "1"
-        if not args.rehearse:
-            env["RUNNERCHECK_REQUIRE_CUDA"] = "1"
-        runner.env = env
-        if shutil.which("nvidia-smi"):
-            smi = subprocess.run(
-                ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
-            summary["nvidia_smi"] = smi.stdout.strip().splitlines()[-1:] if smi.stdout else []
-        part = runner.run("environment", [python, "-c", PROBE])
-        summary["environment"] = _last_json(part.output)
-        has_cuda = bool(summary["environment"].get("cuda_available"))
-        if args.rehearse or has_cuda:
-            junit = out / "gpu_tests.xml"
-            junit.unlink(missing_ok=True)
-            runner.run("tests", pytest_command(python, junit, args.rehearse))
-            summary["tests"] = parse_junit(junit)
-            bench_json = out / "gpu_bench.json"
-            bench_json.unlink(missing_ok=True)
-            device = "cpu" if args.rehearse else "cuda"
-            command = [python, "benchmarks/bench_gpu.py", "--device", device]
-            command += ["--json", str(bench_json)] + (["--quick"] if args.rehearse else [])
-            runner.run("benchmark", command)
-            if bench_json.is_file():
-                summary["benchmark"] = json.loads(bench_json.read_text())
-        else:
-            log("== tests and benchmark not run: torch sees no CUDA device")
-        summary["parts"] = {name: p.as_json() for name, p in runner.parts.items()}
+    runner = Runner(log, args.budget, dict(os.environ))
+    try:
+        with tempfile.TemporaryDirectory(prefix="runnercheck-gpu-site-") as tmp:
+            check(args, Path(tmp), out, runner, summary)
+    except Exception as exc:  # reported in the JSON and the verdict, never lost
+        log("".join(traceback.format_exception(exc)).rstrip())
+        summary["error"] = f"the check itself failed: {type(exc).__name__}: {exc}"
+    summary["parts"] = {name: p.as_json() for name, p in runner.parts.items()}
     return finish(summary, out, log, started, args.rehearse)
+
+
+def check(
+    args: argparse.Namespace, site: Path, out: Path, runner: Runner, summary: dict[str, Any]
+) -> None:
+    """Install, then run the parts; everything found goes into ``summary``."""
+    log, python = runner.log, sys.executable
+    wheelhouse = args.wheelhouse if any(args.wheelhouse.glob("*.whl")) else None
+    lacking = unsatisfied(needed())
+    own = [r for r in lacking if requirement_name(r) in OWN]
+    summary["install"] = {
+        "from": str(wheelhouse) if wheelhouse else "the package index",
+        "offline": wheelhouse is not None,
+        "requirements": needed(),
+        "lacking": lacking,
+        "installed": [],
+    }
+    if own:
+        log(f"== {python} lacks {', '.join(own)}: run with PYTHON=<the python with CUDA torch>")
+        summary["install"]["error"] = f"{python} lacks {', '.join(own)}"
+        return
+    if lacking:
+        part = runner.run("install", install_command(python, site, wheelhouse, lacking), pip_env())
+        summary["install"]["installed"] = installed(part.output)
+    else:
+        runner.parts["install"] = Part("install", status="ok")
+        log("== install: nothing lacking")
+    old = os.environ.get("PYTHONPATH")
+    paths = [str(REPO), str(site), *([old] if old else [])]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(paths), PYTHONUNBUFFERED="1")
+    env.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    if not args.rehearse:
+        env["RUNNERCHECK_REQUIRE_CUDA"] = "1"
+    runner.env = env
+    summary["nvidia_smi"] = nvidia_smi()
+    part = runner.run("environment", [python, "-c", PROBE])
+    summary["environment"] = _last_json(part.output)
+    if not (args.rehearse or summary["environment"].get("cuda_available")):
+        log("== tests and benchmark not run: torch sees no CUDA device")
+        return
+    junit = out / "gpu_tests.xml"
+    junit.unlink(missing_ok=True)
+    runner.run("tests", pytest_command(python, junit, args.rehearse))
+    summary["tests"] = parse_junit(junit)
+    bench_json = out / "gpu_bench.json"
+    bench_json.unlink(missing_ok=True)
+    command = [python, "benchmarks/bench_gpu.py", "--json", str(bench_json)]
+    command += ["--device", "cpu", "--quick"] if args.rehearse else ["--device", "cuda"]
+    runner.run("benchmark", command)
+    try:
+        summary["benchmark"] = json.loads(bench_json.read_text())
+    except (OSError, ValueError) as exc:
+        summary["benchmark"] = {"error": f"{bench_json.name}: {exc}"}
 
 
 def finish(summary: dict[str, Any], out: Path, log: Log, started: float, rehearse: bool) -> int:
@@ -422,6 +436,18 @@ def finish(summary: dict[str, Any], out: Path, log: Log, started: float, rehears
     (out / "gpu_check.json").write_text(json.dumps(summary, indent=2) + "\n")
     log(f"{line} ({summary['seconds']:.0f} s; {out / 'gpu_check.json'})")
     return 0 if ok else 1
+
+
+def nvidia_smi() -> str:
+    """The GPU's name, driver and memory as nvidia-smi tells them ('' without it)."""
+    if not shutil.which("nvidia-smi"):
+        return ""
+    query = ["--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"]
+    try:
+        proc = subprocess.run(["nvidia-smi", *query], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"nvidia-smi failed: {exc}"
+    return proc.stdout.strip() or proc.stderr.strip()
 
 
 def _last_json(lines: list[str]) -> dict[str, Any]:

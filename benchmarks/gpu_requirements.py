@@ -25,6 +25,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -94,22 +95,25 @@ def missing(requirements: list[str], present: set[str]) -> list[str]:
 
 
 def unsatisfied(requirements: list[str]) -> list[str]:
-    """The requirements this interpreter does not meet (absent, or another version)."""
+    """The requirements this interpreter does not meet: absent, or another version (the
+    version is checked where ``packaging`` or pip's copy of it can be imported)."""
     try:
-        module = importlib.import_module("packaging.requirements")
-    except ImportError:  # pip's own copy, wherever pip is
-        module = importlib.import_module("pip._vendor.packaging.requirements")
-    parse = module.Requirement
-
+        module: Any = importlib.import_module("packaging.requirements")
+    except ImportError:
+        try:  # pip's own copy, wherever pip is
+            module = importlib.import_module("pip._vendor.packaging.requirements")
+        except ImportError:
+            module = None
     result = []
     for text in requirements:
-        requirement = parse(text)
         try:
-            version = importlib.metadata.version(requirement.name)
+            version = importlib.metadata.version(requirement_name(text))
         except importlib.metadata.PackageNotFoundError:
             result.append(text)
             continue
-        if not requirement.specifier.contains(version, prereleases=True):
+        if module is not None and not module.Requirement(text).specifier.contains(
+            version, prereleases=True
+        ):
             result.append(text)
     return result
 

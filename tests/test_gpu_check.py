@@ -194,3 +194,22 @@ def test_gpu_mode_without_a_gpu_fails_early_and_says_why(tmp_path: Path) -> None
     assert report["environment"]["cuda_available"] is False
     log = (tmp_path / "out" / "gpu_check.log").read_text()
     assert "tests and benchmark not run: torch sees no CUDA device" in log
+
+
+def test_an_interpreter_without_torch_is_named(tmp_path: Path) -> None:
+    """The check never installs torch: it stops and says which interpreter to use."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "v")], check=True)
+    python = tmp_path / "v" / "bin" / "python"
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [str(python), "benchmarks/gpu_check.py", "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "run with PYTHON=<the python with CUDA torch>" in proc.stdout
+    report = json.loads((out / "gpu_check.json").read_text())
+    assert report["verdict"].startswith(f"GPU CHECK FAIL: {python} lacks torch>=2.2")
+    assert report["parts"] == {}
