@@ -205,7 +205,7 @@ def _rank(rank: int, store: str, device: str, counts: Counts, out: str) -> None:
     dist.destroy_process_group()
 
 
-def bench_step_dict(device: str, counts: Counts, timeout: float = 240.0) -> dict[str, Any]:
+def bench_step_dict(device: str, counts: Counts, timeout: float = 100.0) -> dict[str, Any]:
     import multiprocessing
 
     ctx = multiprocessing.get_context("spawn")
@@ -218,15 +218,18 @@ def bench_step_dict(device: str, counts: Counts, timeout: float = 240.0) -> dict
         for proc in procs:
             proc.start()
         deadline = time.monotonic() + timeout
-        for proc in procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
+        # a rank that fails ends the run at once: its peer would wait for it
+        while time.monotonic() < deadline and any(p.is_alive() for p in procs):
+            if any(p.exitcode not in (None, 0) for p in procs):
+                break
+            time.sleep(0.1)
         for proc in procs:
             if proc.is_alive():
                 proc.kill()
-                proc.join()
+            proc.join()
         codes = [proc.exitcode for proc in procs]
         if codes != [0, 0] or not os.path.exists(out):
-            raise RuntimeError(f"step-dict ranks ended with exit codes {codes}")
+            raise RuntimeError(f"step-dict ranks ended with exit codes {codes} (0 = done)")
         with open(out, encoding="utf-8") as handle:
             raw = json.load(handle)
     result: dict[str, Any] = {}
@@ -314,7 +317,43 @@ def main(argv: list[str] | None = None) -> int:
         if not torch.cuda.is_available():
             parser.error("--device cuda: torch sees no CUDA device")
     figures: dict[str, Any] = {"quick": args.quick}
-    figures["step_dict"] = step = bench_step_dict(args.device, counts)
+    failed = False
+    try:
+        figures["step_dict"] = step = bench_step_dict(args.device, counts)
+    except Exception as exc:  # the other figures still come
+        failed = True
+        figures["step_dict"] = {"error": f"{type(exc).__name__}: {exc}"}
+        print(f"engine step dict: failed: {figures['step_dict']['error']}")
+    else:
+        print_step_dict(step)
+    runs = [(args.device, 1), (args.device, 2)]
+    if args.device != "cpu":
+        runs.append(("cpu", 2))
+    figures["round_trips"] = []
+    for device, world_size in runs:
+        try:
+            rt = bench_round_trips(device, world_size, counts)
+        except Exception as exc:
+            failed = True
+            error = f"{type(exc).__name__}: {exc}"
+            figures["round_trips"].append(
+                {"device": device, "world_size": world_size, "error": error}
+            )
+            print(f"fuzz round trips, {device}, world size {world_size}: failed: {error}")
+            continue
+        figures["round_trips"].append(rt)
+        rate = rt["round_trips_per_s"]
+        print(
+            f"fuzz round trips, {device}, world size {world_size} ({rt['transport']}): "
+            f"{rate['median']:.0f}/s (min {rate['min']:.0f}, max {rate['max']:.0f}; "
+            f"{counts.reps} runs of {counts.examples} examples); split {rt['time_split']}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    return 1 if failed else 0
+
+
+def print_step_dict(step: dict[str, Any]) -> None:
     print(f"engine step dict, {step['transport']}; {step['measures']}:")
     for kind in WARM_STEPS:
         data, ratio = step[kind], step[kind]["two_over_one"]
@@ -327,22 +366,6 @@ def main(argv: list[str] | None = None) -> int:
             f"{ratio['median']:.2f}x (min {ratio['min']:.2f}, max {ratio['max']:.2f}; "
             f"{step['block_pairs']} block pairs of {step['steps_per_block']} steps)"
         )
-    runs = [(args.device, 1), (args.device, 2)]
-    if args.device != "cpu":
-        runs.append(("cpu", 2))
-    figures["round_trips"] = []
-    for device, world_size in runs:
-        rt = bench_round_trips(device, world_size, counts)
-        figures["round_trips"].append(rt)
-        rate = rt["round_trips_per_s"]
-        print(
-            f"fuzz round trips, {device}, world size {world_size} ({rt['transport']}): "
-            f"{rate['median']:.0f}/s (min {rate['min']:.0f}, max {rate['max']:.0f}; "
-            f"{counts.reps} runs of {counts.examples} examples); split {rt['time_split']}"
-        )
-    if args.json:
-        args.json.write_text(json.dumps(figures, indent=2))
-    return 0
 
 
 if __name__ == "__main__":

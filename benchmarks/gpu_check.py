@@ -322,6 +322,8 @@ def verdict(summary: dict[str, Any], rehearse: bool) -> tuple[bool, str]:
             f"({decode['min']:.2f}-{decode['max']:.2f}, decode step)"
         )
     for rt in bench.get("round_trips", []):
+        if "round_trips_per_s" not in rt:
+            continue
         rate = rt["round_trips_per_s"]["median"]
         figures.append(
             f"fuzz {rate:.0f} round trips/s ({rt['device']}, world size {rt['world_size']})"
