@@ -1,47 +1,62 @@
 #!/usr/bin/env bash
-# GPU check of `runnercheck fuzz`, ready to run as one command on a machine with one
-# CUDA GPU (or more), in under 8 minutes:
+# The GPU check of runnercheck, as one command on a machine with a CUDA GPU:
 #
-#   bash benchmarks/gpu_check.sh          # logs in $OUT if set, else in a temp directory
+#   bash benchmarks/gpu_check.sh [--out DIR] [--wheelhouse DIR]
 #
-# What it exercises on ONE GPU (NCCL refuses two ranks on the same device):
-#   * world size 2, --device cuda: CUDA tensors generated on rank 0's GPU go through the
-#     reference broadcast over gloo (host copies), are rebuilt as CUDA tensors on rank 1
-#     and compared with their device type (tests/fuzz/test_cuda.py);
-#   * world size 1 on NCCL: an NCCL communicator is built and every dtype is broadcast
-#     through it (the dtype probe), then inputs round-trip on that rank;
-#   * with 2+ GPUs, world size 2 on NCCL as well;
-#   * the round-trip benchmark with --device cuda (benchmarks/bench_fuzz.py).
-# The tests fail instead of skipping when torch sees no CUDA device.
+# It uses the interpreter that already holds CUDA torch ($PYTHON, else python3) as it
+# is: no venv, torch never installed. The working tree goes on PYTHONPATH; whatever the
+# check needs and that interpreter lacks is installed into a temporary folder, from
+# the wheelhouse (default .whl/, made by scripts/gpu_wheelhouse.sh on a machine with
+# the package index) without any network, or from the package index when there is no
+# wheelhouse. Then the GPU tests and the GPU benchmark run, each under a hard timeout,
+# all within 8 minutes; benchmarks/gpu_check.py says what each part does. Output:
+# DIR (else $OUT, else ./gpu-check-out) gets gpu_check.json, gpu_check.log,
+# gpu_tests.xml and gpu_bench.json; the last line printed is the verdict.
+#
+#   bash benchmarks/gpu_check.sh --rehearse [--out DIR]
+#
+# The same on a machine without a GPU (CI runs it): a fresh venv holding only what the
+# GPU machine has (torch, numpy, hypothesis, pytest, rich; torch is the CPU build that
+# constraints.txt pins), a wheelhouse built by scripts/gpu_wheelhouse.sh for that venv,
+# then the check with --no-index installs from it; CUDA tests skip and say so, and the
+# benchmark runs --quick on the CPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LOGS="${OUT:-$(mktemp -d -t runnercheck-gpu-XXXXXX)}"
-mkdir -p "$LOGS"
-VENV="${GPU_CHECK_VENV:-${TMPDIR:-/tmp}/runnercheck-gpu-venv}"
-exec > >(tee "$LOGS/gpu_check.log") 2>&1
 
-echo "== machine"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv || echo "nvidia-smi not found"
+OUT_DIR=""
+WHEELHOUSE=""
+REHEARSE=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT_DIR="$2"; shift 2 ;;
+    --wheelhouse) WHEELHOUSE="$2"; shift 2 ;;
+    --rehearse) REHEARSE=1; shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+OUT_DIR="${OUT_DIR:-${OUT:-gpu-check-out}}"
+mkdir -p "$OUT_DIR"
+OUT_DIR="$(cd "$OUT_DIR" && pwd)"
+: > "$OUT_DIR/gpu_check.log"
 
-echo "== venv $VENV (system site packages: a CUDA torch already installed is reused)"
-if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv --system-site-packages "$VENV"
+if [ "$REHEARSE" = 0 ]; then
+  PY="${PYTHON:-python3}"
+  exec "$PY" benchmarks/gpu_check.py --out "$OUT_DIR" --wheelhouse "${WHEELHOUSE:-.whl}"
 fi
-PY="$VENV/bin/python"
-if ! "$PY" -c 'import sys, torch; sys.exit(0 if torch.version.cuda and torch.cuda.is_available() else 1)' 2>/dev/null; then
-  echo "installing a CUDA build of torch from the package index"
-  "$PY" -m pip install --quiet "torch>=2.2"
-fi
-# the project's constraints, except torch (they pin the CPU build)
-grep -v -i '^torch' constraints.txt > "$LOGS/constraints-gpu.txt"
-"$PY" -m pip install --quiet -c "$LOGS/constraints-gpu.txt" -e '.[dev]'
-"$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count())'
 
-echo "== CUDA/NCCL tests"
-RUNNERCHECK_REQUIRE_CUDA=1 timeout 300 "$PY" -m pytest -q -rs -p no:cacheprovider \
-  tests/fuzz/test_cuda.py tests/test_broadcast.py --junitxml "$LOGS/gpu_tests.xml"
-
-echo "== round-trip benchmark on CUDA"
-timeout 150 "$PY" benchmarks/bench_fuzz.py --device cuda --examples 200 --reps 3 \
-  --json "$LOGS/bench_fuzz_cuda.json"
-echo "== done: logs in $LOGS"
+# ---- rehearsal: an interpreter with only what the GPU machine has
+WORK="$(mktemp -d -t runnercheck-gpu-rehearsal-XXXXXX)"
+trap 'rm -rf "$WORK"' EXIT
+started=$(date +%s)
+{
+  echo "== rehearsal venv $WORK/venv: torch (CPU build), numpy, hypothesis, pytest, rich"
+  python3 -m venv "$WORK/venv"
+  "$WORK/venv/bin/python" -m pip install --quiet --no-compile --disable-pip-version-check \
+    -c constraints.txt torch numpy hypothesis pytest rich
+  echo "== wheelhouse for that venv (with the package index)"
+  bash scripts/gpu_wheelhouse.sh --python "$WORK/venv/bin/python" --dest "$WORK/wheelhouse"
+  echo "== rehearsal set up in $(( $(date +%s) - started )) s"
+} 2>&1 | grep -v "is ignored: it is neither a file nor a directory" | tee -a "$OUT_DIR/gpu_check.log"
+"$WORK/venv/bin/python" benchmarks/gpu_check.py --rehearse --out "$OUT_DIR" \
+  --wheelhouse "$WORK/wheelhouse"

@@ -8,7 +8,6 @@ turns the skip into a failure."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pytest
@@ -17,17 +16,9 @@ import torch
 from runnercheck.config import Config
 from runnercheck.fuzz import FuzzOptions, LocalGroup, Target, fuzz
 from tests.fuzz.fixtures import defects, good
+from tests.gpu.cuda import needs_cuda
 
-REQUIRED = os.environ.get("RUNNERCHECK_REQUIRE_CUDA") == "1"
-HAS_CUDA = torch.cuda.is_available()
-
-if REQUIRED and not HAS_CUDA:
-    raise RuntimeError("RUNNERCHECK_REQUIRE_CUDA=1 but torch sees no CUDA device")
-
-pytestmark = [
-    pytest.mark.gpu,
-    pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device: the CUDA/NCCL path needs one"),
-]
+pytestmark = [pytest.mark.gpu, needs_cuda]
 
 
 def _run(group: Any, cls: type, examples: int = 40, **options: Any) -> Any:

@@ -19,7 +19,11 @@ from typing import Any, Dict, Optional
 
 from runnercheck.demo.engine.loader import SHAPES, EngineLoadError, check_engine, shape_source_dir
 
+#: Where an engine can run.
+DEVICES = ("cpu", "cuda")
+
 __all__ = [
+    "DEVICES",
     "SHAPES",
     "EngineLoadError",
     "EngineRunError",
@@ -54,6 +58,7 @@ def run_engine(
     embedding: bool = False,
     timeout_s: float = 60.0,
     warmup_steps: int = 0,
+    device: str = "cpu",
 ) -> Dict[str, Any]:
     """Run the engine on ``tp`` processes for ``steps`` steps and return its figures:
     ``tokens_sha256``, ``broadcasts_per_step`` (mean, counted on the driver),
@@ -62,7 +67,9 @@ def run_engine(
     The first ``warmup_steps`` steps run (and count in the tokens and broadcasts) but are
     left out of ``tokens_per_s`` and ``step_time_s``.
 
-    ``engine_dir`` runs the package in that directory instead of a built-in shape.
+    ``device`` (``cpu`` or ``cuda``) is where the model, its KV cache and the step's
+    tensors live (the ``cpu`` worker always runs on the CPU). ``engine_dir`` runs the
+    package in that directory instead of a built-in shape.
     ``worker`` is ``default`` (``worker:Worker``), ``cpu`` (``cpu_worker:CPUWorker``) or
     any ``module:Class`` of the package. Raises :class:`EngineRunError` (one-line message
     naming the failing rank) when any rank fails, and :class:`EngineLoadError` on a bad
@@ -76,6 +83,10 @@ def run_engine(
         raise ValueError(f"steps must be >= 1, got {steps}")
     if not 0 <= warmup_steps < steps:
         raise ValueError(f"warmup_steps must be in [0, steps), got {warmup_steps}")
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device != "cpu" and worker == "cpu":
+        raise ValueError(f"the cpu worker runs on the CPU only, not on {device}")
     spec = EngineSpec(
         shape=shape,
         engine_dir=engine_dir,
@@ -86,6 +97,7 @@ def run_engine(
         embedding=embedding,
         timeout_s=timeout_s,
         warmup_steps=warmup_steps,
+        device=device,
     )
     outcome = launch(spec)
     error = first_error(outcome)
@@ -100,6 +112,7 @@ def run_engine(
         steps=steps,
         seed=seed,
         embedding=embedding,
+        device=device,
         non_drivers=[outcome[rank][1] for rank in range(1, tp)],
     )
     return result

@@ -5,7 +5,7 @@ import json
 import sys
 from typing import List, Optional
 
-from runnercheck.demo.engine import SHAPES, EngineLoadError, run_engine
+from runnercheck.demo.engine import DEVICES, SHAPES, EngineLoadError, run_engine
 
 PROG = "python -m runnercheck.demo.engine"
 
@@ -31,6 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="default (worker:Worker), cpu (cpu_worker:CPUWorker) or module:Class",
     )
     parser.add_argument("--embedding", action="store_true", help="run as an embedding model")
+    parser.add_argument(
+        "--device", choices=DEVICES, default="cpu", help="where the model runs (default cpu)"
+    )
     parser.add_argument(
         "--timeout", type=float, default=60.0, help="seconds for rendezvous and each collective"
     )
@@ -64,6 +67,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             embedding=args.embedding,
             timeout_s=args.timeout,
             warmup_steps=args.warmup_steps,
+            device=args.device,
         )
     except (EngineLoadError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -75,7 +79,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(json.dumps(result, sort_keys=True))
         return 0
     stats = result["scheduler"]
-    print(f"engine      {result['engine_dir'] or result['shape']} (tp={result['tp']})")
+    where = f"tp={result['tp']}, {result['device']}"
+    print(f"engine      {result['engine_dir'] or result['shape']} ({where})")
     print(f"steps       {result['steps']}")
     print(f"tokens      {result['num_tokens']}  sha256 {result['tokens_sha256']}")
     if result["embeddings_sha256"]:

@@ -97,8 +97,8 @@ def paged_attention(
         q = query[start:end]
         context = seq_len - (end - start)
         scores = torch.einsum("qhd,khd->hqk", q, keys) * scale
-        q_pos = torch.arange(end - start).unsqueeze(1) + context
-        k_pos = torch.arange(seq_len).unsqueeze(0)
+        q_pos = torch.arange(end - start, device=query.device).unsqueeze(1) + context
+        k_pos = torch.arange(seq_len, device=query.device).unsqueeze(0)
         scores = scores.masked_fill(k_pos > q_pos, float("-inf"))
         out[start:end] = torch.einsum("hqk,khd->qhd", scores.softmax(dim=-1), values)
     return out

@@ -71,7 +71,7 @@ def collect_batch(
     return batch
 
 
-def make_block_tables_tensor(block_tables: List[List[int]]) -> torch.Tensor:
+def make_block_tables_tensor(block_tables: List[List[int]], device: str = "cpu") -> torch.Tensor:
     width = max((len(table) for table in block_tables), default=0)
     padded = [table + [0] * (width - len(table)) for table in block_tables]
-    return torch.tensor(padded, dtype=torch.long).view(len(block_tables), width)
+    return torch.tensor(padded, dtype=torch.long, device=device).view(len(block_tables), width)

@@ -55,6 +55,8 @@ class EngineSpec:
     threads_per_rank: int = 1
     #: Steps run first and left out of ``tokens_per_s`` and ``step_time_s``.
     warmup_steps: int = 0
+    #: Where the model, its KV cache and the step's tensors live: ``cpu`` or ``cuda``.
+    device: str = "cpu"
 
     def worker_path(self) -> str:
         return WORKERS.get(self.worker, self.worker)
@@ -86,7 +88,7 @@ class EngineSpec:
             model_config,
             parallel_config,
             SchedulerConfig(max_num_seqs=self.max_num_seqs),
-            DeviceConfig(),
+            DeviceConfig(self.device),
             cache_config,
             lora_config,
         )

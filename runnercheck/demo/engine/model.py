@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from runnercheck.demo.engine.attention import TinyAttentionMetadata, paged_attention
-from runnercheck.demo.engine.config import LoRAConfig, ModelConfig
+from runnercheck.demo.engine.config import DeviceConfig, LoRAConfig, ModelConfig
 from runnercheck.demo.engine.lora import LoRAMapping, LoRARequest
 from runnercheck.demo.engine.parallel import (
     get_tensor_model_parallel_rank,
@@ -174,7 +174,9 @@ class TinyDecoderForCausalLM(nn.Module):
         if unknown:
             raise ValueError(f"LoRA mapping uses adapters {sorted(unknown)} that are not active")
         self.active_loras = ids
-        self.active_lora_index = torch.tensor(mapping.index_mapping, dtype=torch.long)
+        self.active_lora_index = torch.tensor(
+            mapping.index_mapping, dtype=torch.long, device=self.lora_biases.device
+        )
 
     def forward(
         self,
@@ -212,9 +214,14 @@ class TinyDecoderForCausalLM(nn.Module):
 
 
 def get_model(
-    model_config: ModelConfig, lora_config: Optional[LoRAConfig] = None
+    model_config: ModelConfig,
+    lora_config: Optional[LoRAConfig] = None,
+    device_config: Optional[DeviceConfig] = None,
 ) -> TinyDecoderForCausalLM:
-    """Build the model for this rank (call after joining the process group)."""
+    """Build the model for this rank (call after joining the process group). The weights
+    are drawn on the CPU, so every device gets the same values, then moved to the device."""
     model = TinyDecoderForCausalLM(model_config, lora_config)
+    if device_config is not None:
+        model.to(device_config.device_type)
     model.eval()
     return model

@@ -24,7 +24,10 @@ def last_token_pool(hidden_states: torch.Tensor, pooling_metadata: PoolingMetada
     """The (normalised) hidden state of every prompt's last token."""
     assert pooling_metadata.prompt_lens is not None
     assert pooling_metadata.seq_groups is not None
-    ends = torch.tensor(pooling_metadata.prompt_lens, dtype=torch.long).cumsum(0) - 1
+    prompt_lens = torch.tensor(
+        pooling_metadata.prompt_lens, dtype=torch.long, device=hidden_states.device
+    )
+    ends = prompt_lens.cumsum(0) - 1
     pooled = hidden_states[ends]
     outputs: List[EmbeddingSequenceGroupOutput] = []
     for row, (_, params) in zip(pooled, pooling_metadata.seq_groups, strict=True):

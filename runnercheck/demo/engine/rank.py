@@ -29,6 +29,10 @@ from runnercheck.demo.engine.workload import Request, request_stream
 
 
 def _build_worker(rank: int, spec: EngineSpec, init_method: str) -> Any:
+    if spec.device == "cuda":
+        if not torch.cuda.is_available():
+            raise EngineRunError("device cuda: torch sees no CUDA device")
+        torch.cuda.set_device(rank % torch.cuda.device_count())
     package = load_engine_package(spec.shape, spec.engine_dir)
     worker_cls = load_worker_class(package, spec.worker_path())
     model_config, parallel_config, scheduler_config, device_config, cache_config, lora_config = (
@@ -73,7 +77,7 @@ def _schedule(spec: EngineSpec, scheduler: Scheduler, step: int) -> ExecuteModel
     return scheduler.schedule()
 
 
-def _tokens_digest(scheduler: Scheduler) -> Tuple[str, Optional[str], int]:
+def _tokens_digest(scheduler: Scheduler) -> Tuple[str, Optional[str], int, List[Any]]:
     outputs: List[Any] = []
     embeddings: List[Any] = []
     for group in scheduler.all_groups():
@@ -85,7 +89,7 @@ def _tokens_digest(scheduler: Scheduler) -> Tuple[str, Optional[str], int]:
     if embeddings:
         embedding_digest = hashlib.sha256(json.dumps(embeddings).encode()).hexdigest()
     num = sum(len(tokens_) for _, seqs in outputs for tokens_ in seqs)
-    return tokens, embedding_digest, num
+    return tokens, embedding_digest, num, outputs
 
 
 def _drive(worker: Any, spec: EngineSpec) -> Dict[str, Any]:
@@ -115,12 +119,14 @@ def _drive(worker: Any, spec: EngineSpec) -> Dict[str, Any]:
                 step_walls.append(time.perf_counter() - started)
                 timed_tokens += new_tokens
     worker.execute_model(None)  # stop the other ranks' execution loops
-    tokens_sha256, embeddings_sha256, num_tokens = _tokens_digest(scheduler)
+    tokens_sha256, embeddings_sha256, num_tokens, token_ids = _tokens_digest(scheduler)
     timed = sum(step_walls)
     return {
         "tokens_sha256": tokens_sha256,
         "embeddings_sha256": embeddings_sha256,
         "num_tokens": num_tokens,
+        #: ``[request_id, [output token ids of each sequence]]`` per request, in order.
+        "token_ids": token_ids,
         "warmup_steps": spec.warmup_steps,
         "tokens_per_s": timed_tokens / timed if timed > 0 else 0.0,
         "step_time_s": statistics.median(execute_times) if execute_times else 0.0,

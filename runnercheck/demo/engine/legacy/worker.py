@@ -99,7 +99,9 @@ class Worker(WorkerBase):
 
     def _init_cache_engine(self) -> None:
         assert self.cache_config.num_gpu_blocks is not None
-        self.cache_engine = CacheEngine(self.cache_config, self.model_config, self.parallel_config)
+        self.cache_engine = CacheEngine(
+            self.cache_config, self.model_config, self.parallel_config, self.device_config
+        )
         self.gpu_cache = self.cache_engine.gpu_cache
 
     def cache_swap(

@@ -154,7 +154,7 @@ class GPUModelRunnerBase(ModelRunnerBase[TModelInputForGPU]):
         self.model: TinyDecoderForCausalLM  # Set after load_model
 
     def load_model(self) -> None:
-        self.model = get_model(self.model_config, self.lora_config)
+        self.model = get_model(self.model_config, self.lora_config, self.device_config)
 
     def _prepare_model_input_tensors(
         self,
@@ -190,7 +190,7 @@ class GPUModelRunnerBase(ModelRunnerBase[TModelInputForGPU]):
             query_lens_tensor.shape[0] + 1, dtype=torch.int32, device=self.device
         )
         torch.cumsum(query_lens_tensor, dim=0, dtype=query_start_loc.dtype, out=query_start_loc[1:])
-        block_tables = make_block_tables_tensor(batch.block_tables)
+        block_tables = make_block_tables_tensor(batch.block_tables, self.device)
 
         attn_metadata = self.attn_backend.make_metadata(
             num_prefills=batch.num_prefills,

@@ -101,7 +101,9 @@ class Worker(LocalOrDistributedWorkerBase):
     def _init_cache_engine(self) -> None:
         assert self.cache_config.num_gpu_blocks is not None
         self.cache_engine = [
-            CacheEngine(self.cache_config, self.model_config, self.parallel_config)
+            CacheEngine(
+                self.cache_config, self.model_config, self.parallel_config, self.device_config
+            )
         ]
         self.gpu_cache = [engine.gpu_cache for engine in self.cache_engine]
 
