@@ -77,7 +77,12 @@ def config_from_mapping(
     keys, e.g. ``[runnercheck]`` of a mypy ini file); errors name ``source`` and the key."""
     if not table:
         return Config()
-    from pydantic import TypeAdapter, ValidationError  # only when there is something to check
+    try:  # only when there is something to check
+        from pydantic import TypeAdapter, ValidationError
+    except ImportError:
+        raise ConfigError(
+            f"{source}: reading {section} needs pydantic (pip install pydantic)"
+        ) from None
 
     try:
         return TypeAdapter(Config).validate_python(dict(table))
