@@ -346,13 +346,13 @@ def _run_group(group: Group) -> TaskResult:
     trees: dict[Path, tuple[ast.Module, str]] = {}
     for path, module in merged.modules.items():
         applied: list[str] = []
-        module, code, tree = finish(module, merged.used_before[path])
+        module, code, tree = finish(path, module, merged.used_before[path])
         if str(path) in single:
             # classes of the original file may want the single-class codemods too
             module, applied = _single_codemods(state, path, module, sub_refusals, group.label)
             if applied:
                 code = module.code
-                tree = ast.parse(code)
+                tree = verify.parse(path, code)
         new = code.encode(modules[path].encoding)
         if new != state.sources[path]:
             changes[path] = FileChange(path, state.sources[path], new, [MERGE, *applied])

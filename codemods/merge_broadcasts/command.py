@@ -53,7 +53,7 @@ class MergeBroadcastsCommand(VisitorBasedCodemodCommand):
                     "use `runnercheck migrate`"
                 )
                 continue
-            tree, _, _ = finish(result.modules[path], result.used_before[path])
+            tree, _, _ = finish(path, result.modules[path], result.used_before[path])
             modules = {path: tree}
             project = self._project(path, tree.code)
         return tree

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import cstutil, imports, templates
+from codemods import cstutil, imports, templates, verify
 from codemods.merge_broadcasts.groups import plan_group
 from codemods.merge_broadcasts.runner_model import RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import (
@@ -243,19 +243,21 @@ def rewrite_group(
     return result
 
 
-def finish(module: cst.Module, used_before: set[str]) -> tuple[cst.Module, str, ast.Module]:
+def finish(
+    path: Path, module: cst.Module, used_before: set[str]
+) -> tuple[cst.Module, str, ast.Module]:
     """The final module, its text and its ``ast``: imports that the rewrite made
     unused (read before, not any more: the broadcast function in a runner,
     ``Tuple``) are dropped. Whether a name is still read is decided on the
     ``ast`` of the generated text (cheap); the text is generated again only
     when an import goes."""
     code = module.code
-    tree = ast.parse(code)
+    tree = verify.parse(path, code)
     unused = used_before - loaded_names(tree)
     if not unused:
         return module, code, tree
     module, code = imports.remove_names(module, code, unused)
-    return module, code, ast.parse(code)
+    return module, code, verify.parse(path, code)
 
 
 def merge(
