@@ -54,6 +54,7 @@ def run_engine(
     embedding: bool = False,
     timeout_s: float = 60.0,
     warmup_steps: int = 0,
+    num_speculative_tokens: int = 0,
 ) -> Dict[str, Any]:
     """Run the engine on ``tp`` processes for ``steps`` steps and return its figures:
     ``tokens_sha256``, ``broadcasts_per_step`` (mean, counted on the driver),
@@ -66,7 +67,11 @@ def run_engine(
     ``worker`` is ``default`` (``worker:Worker``), ``cpu`` (``cpu_worker:CPUWorker``) or
     any ``module:Class`` of the package. Raises :class:`EngineRunError` (one-line message
     naming the failing rank) when any rank fails, and :class:`EngineLoadError` on a bad
-    shape or directory."""
+    shape or directory.
+
+    ``num_speculative_tokens > 0`` runs the merged shape with speculative decoding
+    (:mod:`runnercheck.demo.engine.spec_decode`): the result's ``acceptance_rate`` says how
+    many draft tokens the scorer accepted."""
     from runnercheck.demo.engine.launcher import EngineRunError, EngineSpec, first_error, launch
 
     check_engine(shape, engine_dir, worker)
@@ -76,6 +81,13 @@ def run_engine(
         raise ValueError(f"steps must be >= 1, got {steps}")
     if not 0 <= warmup_steps < steps:
         raise ValueError(f"warmup_steps must be in [0, steps), got {warmup_steps}")
+    if num_speculative_tokens:
+        if not 1 <= num_speculative_tokens <= 8:
+            raise ValueError(
+                f"num_speculative_tokens must be in [1, 8], got {num_speculative_tokens}"
+            )
+        if shape != "merged" or engine_dir is not None or worker != "default" or embedding:
+            raise ValueError("speculative decoding runs on the merged shape's default worker only")
     spec = EngineSpec(
         shape=shape,
         engine_dir=engine_dir,
@@ -86,6 +98,9 @@ def run_engine(
         embedding=embedding,
         timeout_s=timeout_s,
         warmup_steps=warmup_steps,
+        num_speculative_tokens=num_speculative_tokens,
+        # Room for every sequence and its lookahead slots: a speculative run never swaps.
+        num_gpu_blocks=128 if num_speculative_tokens else 40,
     )
     outcome = launch(spec)
     error = first_error(outcome)
@@ -100,6 +115,7 @@ def run_engine(
         steps=steps,
         seed=seed,
         embedding=embedding,
+        num_speculative_tokens=num_speculative_tokens,
         non_drivers=[outcome[rank][1] for rank in range(1, tp)],
     )
     return result

@@ -55,6 +55,8 @@ class EngineSpec:
     threads_per_rank: int = 1
     #: Steps run first and left out of ``tokens_per_s`` and ``step_time_s``.
     warmup_steps: int = 0
+    #: Speculative decoding with this many draft tokens per step (0: off; merged shape).
+    num_speculative_tokens: int = 0
 
     def worker_path(self) -> str:
         return WORKERS.get(self.worker, self.worker)
