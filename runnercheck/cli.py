@@ -17,7 +17,7 @@ from runnercheck import __version__
 from runnercheck.errors import EXIT_USAGE, RunnerCheckError
 
 #: Subcommands in the order ``--help`` lists them; each is ``runnercheck.commands.<name>``.
-COMMANDS = ("check", "migrate", "fuzz", "demo", "rules", "config")
+COMMANDS = ("check", "migrate", "fuzz", "trace", "demo", "rules", "config")
 
 EPILOG = "exit status: 0 clean, 1 findings or files changed, 2 usage or input error"
 
