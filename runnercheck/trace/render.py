@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -89,15 +90,26 @@ def _render_world(world: WorldReport, console: Console, per_step: bool) -> None:
     console.print(methods)
     if per_step:
         table = Table(show_edge=True)
-        for name in ("step", "broadcasts", "collectives", "bytes", "broadcast call sites"):
-            table.add_column(name, justify="left" if name.endswith("sites") else "right")
+        for name in ("step", "broadcasts", "collectives", "bytes"):
+            table.add_column(name, justify="right")
+        table.add_column("broadcasts by method")
         for figures in steps.values():
-            sites = ", ".join(call.site for call in figures.broadcast_calls)
             table.add_row(
                 str(figures.step),
                 str(figures.broadcasts),
                 str(figures.collectives),
                 _size(figures.nbytes),
-                sites,
+                _runs(call.method or call.site for call in figures.broadcast_calls),
             )
         console.print(table)
+
+
+def _runs(labels: Iterable[str]) -> str:
+    """``a, 3x b, c`` for ``a, b, b, b, c``."""
+    out: list[list[Any]] = []
+    for label in labels:
+        if out and out[-1][0] == label:
+            out[-1][1] += 1
+        else:
+            out.append([label, 1])
+    return ", ".join(label if n == 1 else f"{n}x {label}" for label, n in out)

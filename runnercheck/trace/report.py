@@ -145,11 +145,15 @@ class WorldReport:
         return method_figures(self.records.get(rank, []))
 
     def ranks_agree(self) -> bool:
-        """Every rank has the driver's broadcasts and collectives per step."""
-        reference = (self.broadcasts_per_step(0), self.collectives_per_step(0))
-        return all(
-            (self.broadcasts_per_step(rank), self.collectives_per_step(rank)) == reference
-            for rank in self.records
+        """Every rank ran the driver's broadcasts and collectives, step by step."""
+
+        def figures(rank: int) -> tuple[list[int], list[int], int]:
+            outside = self.outside_steps(rank).collectives
+            return (self.broadcasts_per_step(rank), self.collectives_per_step(rank), outside)
+
+        reference = figures(0)
+        return len(self.records) == self.size and all(
+            figures(rank) == reference for rank in self.records
         )
 
     def budget(self, max_broadcasts: int) -> BudgetViolation | None:
@@ -227,6 +231,8 @@ class TraceReport:
     max_broadcasts_per_step: int | None = None
     #: Why the run was stopped early, or None when it ended by itself.
     stopped: str | None = None
+    #: Seconds from finding the reason to stop to the end of the run's last process.
+    stop_seconds: float | None = None
     #: Processes of the run still alive after it (should be none).
     left_behind: list[int] = field(default_factory=list)
     #: Every process that recorded collectives.
@@ -256,7 +262,11 @@ class TraceReport:
         if self.budget is not None:
             lines += ["OVER BUDGET " + self.budget.lines()[0], *self.budget.lines()[1:]]
         if self.stopped:
-            lines.append(f"stopped the run: {self.stopped}")
+            after = f" {self.stop_seconds:.1f} s later" if self.stop_seconds is not None else ""
+            lines.append(
+                f"stopped the run: {self.stopped}; every process of it ended{after} "
+                f"(run time {self.seconds:.1f} s)"
+            )
         if self.left_behind:
             lines.append(f"processes left behind: {self.left_behind}")
         if self.returncode not in (0, None) and self.stopped is None:
@@ -270,7 +280,9 @@ class TraceReport:
             "returncode": self.returncode,
             "seconds": round(self.seconds, 3),
             "stopped": self.stopped,
+            "stop_seconds": None if self.stop_seconds is None else round(self.stop_seconds, 3),
             "left_behind": self.left_behind,
+            "pids": self.pids,
             "max_broadcasts_per_step": self.max_broadcasts_per_step,
             "divergence": _divergence_json(self.divergence),
             "hang": None

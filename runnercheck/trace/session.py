@@ -61,6 +61,8 @@ class _Run:
         self.monitor = Monitor(self.directory, options.deadline)
         self.started = time.monotonic()
         self.stopped: str | None = None
+        #: When the reason to stop was found (monotonic seconds).
+        self.detected: float | None = None
         self.hang: Hang | None = None
 
     def environment(self, base: dict[str, str]) -> dict[str, str]:
@@ -87,6 +89,10 @@ class _Run:
         if timeout is not None and time.monotonic() - self.started > timeout:
             return f"the run took more than {timeout:g} s (timeout)"
         return None
+
+    def stop(self, reason: str) -> None:
+        self.stopped = reason
+        self.detected = time.monotonic()
 
     def kill_traced(self) -> None:
         for pid in self.monitor.pids():
@@ -118,6 +124,8 @@ class _Run:
         report.divergence = divergence
         report.hang = self.hang
         report.stopped = self.stopped
+        if self.detected is not None:
+            report.stop_seconds = time.monotonic() - self.detected
         report.pids = self.monitor.pids()
         return report
 
@@ -139,11 +147,11 @@ def trace_command(command: list[str], options: TraceOptions | None = None) -> Tr
             while process.poll() is None:
                 reason = run.step()
                 if reason is not None:
-                    run.stopped = reason
+                    run.stop(reason)
                     break
                 time.sleep(POLL)
         except KeyboardInterrupt:
-            run.stopped = "interrupted"
+            run.stop("interrupted")
             raise
         finally:
             if process.poll() is None or run.stopped is not None:
@@ -206,7 +214,7 @@ class TraceSession:
         while not self._stop.wait(POLL):
             reason = run.step()
             if reason is not None:
-                run.stopped = reason
+                run.stop(reason)
                 run.kill_traced()
                 return
 
