@@ -346,6 +346,11 @@ class Recorder:
         init_method = kwargs.get("init_method", args[1] if len(args) > 1 else None)
         store = kwargs.get("store")
         self._world = self._new_world(_world_key(init_method, store))
+        # Announced at once: a rank that joined but runs no collective yet is known.
+        try:
+            self._current_world()
+        except Exception as exc:
+            self._fail(exc)
 
     def _new_world(self, key: str) -> _World:
         import torch.distributed as dist

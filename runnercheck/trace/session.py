@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from runnercheck.trace.bootstrap import ENV_DIR, ENV_OPTIONS, write_sitecustomize
 from runnercheck.trace.monitor import Hang, Monitor, alive, belongs_to_run
@@ -136,34 +137,55 @@ class _Run:
 
 def trace_command(command: list[str], options: TraceOptions | None = None) -> TraceReport:
     """Run ``command`` (any program: ``python ...``, ``torchrun ...``) with every Python
-    process in it traced; its output goes to this process's stdout and stderr."""
+    process in it traced; its output goes to this process's stdout and stderr.
+
+    Ctrl-C or SIGTERM stops the command (it runs in a session of its own, so nothing
+    else would) and then raises :class:`KeyboardInterrupt`."""
     options = options if options is not None else TraceOptions()
     run = _Run(options)
+    interrupted = threading.Event()
+    previous = _catch_interrupts(interrupted)
     try:
         process = subprocess.Popen(
             command, env=run.environment(dict(os.environ)), start_new_session=True
         )
         try:
-            while process.poll() is None:
+            while process.poll() is None and not interrupted.is_set():
                 reason = run.step()
                 if reason is not None:
                     run.stop(reason)
                     break
                 time.sleep(POLL)
-        except KeyboardInterrupt:
-            run.stop("interrupted")
-            raise
+            if interrupted.is_set():
+                run.stop("interrupted")
         finally:
             if process.poll() is None or run.stopped is not None:
                 _kill_session(process)
                 run.kill_traced()
             returncode = process.wait()
             left = run.wait_gone()
+        if interrupted.is_set():
+            raise KeyboardInterrupt
         report = run.report(command, returncode)
         report.left_behind = left
         return report
     finally:
+        for signum, handler in previous.items():
+            if handler is not None:
+                signal.signal(signum, handler)
         run.cleanup()
+
+
+def _catch_interrupts(flag: threading.Event) -> dict[int, Any]:
+    """In the main thread, let SIGINT and SIGTERM set ``flag`` (checked between polls,
+    so the command is always stopped); returns the previous handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def interrupt(signum: int, frame: Any) -> None:
+        flag.set()
+
+    return {signum: signal.signal(signum, interrupt) for signum in (signal.SIGINT, signal.SIGTERM)}
 
 
 def _kill_session(process: subprocess.Popen[bytes]) -> None:

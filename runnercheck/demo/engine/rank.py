@@ -117,6 +117,9 @@ def _drive(worker: Any, spec: EngineSpec) -> Dict[str, Any]:
             execute_time = time.perf_counter() - t0
             counter.step()
             if spec.num_speculative_tokens:
+                from runnercheck.demo.engine.spec_decode.scheduler import SpecScheduler
+
+                assert isinstance(scheduler, SpecScheduler)
                 new_tokens = scheduler.process_spec_outputs(output)
             else:
                 new_tokens = scheduler.process_outputs(output[0] if output else None)

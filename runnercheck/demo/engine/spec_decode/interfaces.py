@@ -18,7 +18,7 @@ def clone_request(request: ExecuteModelRequest, **changes: object) -> SpecExecut
     """A copy of ``request`` as a :class:`SpecExecuteModelRequest` with ``changes``."""
     values = {field.name: getattr(request, field.name) for field in dataclasses.fields(request)}
     values.update(changes)
-    return SpecExecuteModelRequest(**values)  # type: ignore[arg-type]
+    return SpecExecuteModelRequest(**values)
 
 
 @dataclasses.dataclass

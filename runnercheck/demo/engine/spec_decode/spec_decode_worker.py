@@ -22,6 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from runnercheck.broadcast import broadcast_tensor_dict
+from runnercheck.demo.engine.merged.model_runner_base import StepOutput
 from runnercheck.demo.engine.merged.worker import Worker
 from runnercheck.demo.engine.merged.worker_base import LoraNotSupportedWorkerBase
 from runnercheck.demo.engine.sequence import (
@@ -97,7 +98,7 @@ class SpecDecodeWorker(LoraNotSupportedWorkerBase):
     @torch.inference_mode()
     def execute_model(
         self, execute_model_req: Optional[ExecuteModelRequest] = None
-    ) -> List[SamplerOutput]:
+    ) -> Optional[List[StepOutput]]:
         """Perform speculative decoding on the input batch."""
         if self.rank != self._driver_rank:
             self._run_non_driver_rank()
@@ -137,13 +138,13 @@ class SpecDecodeWorker(LoraNotSupportedWorkerBase):
         while self._run_non_driver_rank():
             pass
 
-    def _run_no_spec(self, execute_model_req: ExecuteModelRequest) -> List[SamplerOutput]:
+    def _run_no_spec(self, execute_model_req: ExecuteModelRequest) -> List[StepOutput]:
         """One step without speculation (prefill): the proposer runs too, so that its
         KV cache holds the prompts."""
         self.proposer_worker.execute_model(execute_model_req)
         sampler_output = self.scorer_worker.execute_model(execute_model_req)
         assert sampler_output is not None
-        return [output for output in sampler_output if isinstance(output, SamplerOutput)]
+        return sampler_output
 
     def _run_non_driver_rank(self) -> bool:
         """Run the proposer and the scorer on a non-driver rank, for speculative and
@@ -165,7 +166,7 @@ class SpecDecodeWorker(LoraNotSupportedWorkerBase):
 
     def _run_speculative_decoding_step(
         self, execute_model_req: ExecuteModelRequest, num_lookahead_slots: int
-    ) -> List[SamplerOutput]:
+    ) -> List[StepOutput]:
         """Propose ``k`` tokens per sequence, score them in one step, keep the accepted
         ones: a list of ``k + 1`` outputs, one token per sequence each (or
         :data:`REJECTED`)."""
@@ -194,8 +195,8 @@ class SpecDecodeWorker(LoraNotSupportedWorkerBase):
     @staticmethod
     def _create_output_sampler_list(
         execute_model_req: ExecuteModelRequest, accepted: List[List[int]], k: int
-    ) -> List[SamplerOutput]:
-        outputs: List[SamplerOutput] = []
+    ) -> List[StepOutput]:
+        outputs: List[StepOutput] = []
         for position in range(k + 1):
             tokens = iter(accepted)
             groups: List[CompletionSequenceGroupOutput] = []
