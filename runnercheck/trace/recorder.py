@@ -256,6 +256,7 @@ class Recorder:
         self._patches: list[tuple[Any, str, Any]] = []
         self._internal_dirs: tuple[str, ...] = ()
         self._failed = False
+        self._fork_hook = False
         o = self.options
         self._steps = frozenset(o.step_methods)
         self._logical = frozenset(o.logical_functions)
@@ -296,7 +297,8 @@ class Recorder:
             original = getattr(dist, name, None)
             if callable(original):
                 self._patch(dist, name, self._wrap_lifecycle(original, hook))
-        if hasattr(os, "register_at_fork"):
+        if not self._fork_hook and hasattr(os, "register_at_fork"):
+            self._fork_hook = True
             os.register_at_fork(after_in_child=self._after_fork)
 
     def uninstall(self) -> None:
