@@ -21,6 +21,7 @@ COMMANDS = {
     "check": "runnercheck.commands.check",
     "migrate": "runnercheck.commands.migrate",
     "fuzz": "runnercheck.commands.fuzz",
+    "trace": "runnercheck.commands.trace",
     "demo": "runnercheck.demo.command",
     "rules": "runnercheck.commands.rules",
     "config": "runnercheck.commands.config",

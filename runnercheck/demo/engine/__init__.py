@@ -59,6 +59,7 @@ def run_engine(
     timeout_s: float = 60.0,
     warmup_steps: int = 0,
     device: str = "cpu",
+    num_speculative_tokens: int = 0,
 ) -> Dict[str, Any]:
     """Run the engine on ``tp`` processes for ``steps`` steps and return its figures:
     ``tokens_sha256``, ``broadcasts_per_step`` (mean, counted on the driver),
@@ -73,7 +74,11 @@ def run_engine(
     ``worker`` is ``default`` (``worker:Worker``), ``cpu`` (``cpu_worker:CPUWorker``) or
     any ``module:Class`` of the package. Raises :class:`EngineRunError` (one-line message
     naming the failing rank) when any rank fails, and :class:`EngineLoadError` on a bad
-    shape or directory."""
+    shape or directory.
+
+    ``num_speculative_tokens > 0`` runs the merged shape with speculative decoding
+    (:mod:`runnercheck.demo.engine.spec_decode`): the result's ``acceptance_rate`` says how
+    many draft tokens the scorer accepted."""
     from runnercheck.demo.engine.launcher import EngineRunError, EngineSpec, first_error, launch
 
     check_engine(shape, engine_dir, worker)
@@ -87,6 +92,13 @@ def run_engine(
         raise ValueError(f"device must be one of {', '.join(DEVICES)}, got {device!r}")
     if device != "cpu" and worker == "cpu":
         raise ValueError(f"the cpu worker runs on the CPU only, not on {device}")
+    if num_speculative_tokens:
+        if not 1 <= num_speculative_tokens <= 8:
+            raise ValueError(
+                f"num_speculative_tokens must be in [1, 8], got {num_speculative_tokens}"
+            )
+        if shape != "merged" or engine_dir is not None or worker != "default" or embedding:
+            raise ValueError("speculative decoding runs on the merged shape's default worker only")
     spec = EngineSpec(
         shape=shape,
         engine_dir=engine_dir,
@@ -98,6 +110,9 @@ def run_engine(
         timeout_s=timeout_s,
         warmup_steps=warmup_steps,
         device=device,
+        num_speculative_tokens=num_speculative_tokens,
+        # Room for every sequence and its lookahead slots: a speculative run never swaps.
+        num_gpu_blocks=128 if num_speculative_tokens else 40,
     )
     outcome = launch(spec)
     error = first_error(outcome)
@@ -113,6 +128,7 @@ def run_engine(
         seed=seed,
         embedding=embedding,
         device=device,
+        num_speculative_tokens=num_speculative_tokens,
         non_drivers=[outcome[rank][1] for rank in range(1, tp)],
     )
     return result

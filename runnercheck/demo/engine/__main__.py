@@ -43,6 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=0,
         help="steps left out of the timing figures (default 0)",
     )
+    parser.add_argument(
+        "--speculative",
+        type=int,
+        default=0,
+        metavar="K",
+        help="speculative decoding with K draft tokens per step (merged shape; default off)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -68,6 +75,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             timeout_s=args.timeout,
             warmup_steps=args.warmup_steps,
             device=args.device,
+            num_speculative_tokens=args.speculative,
         )
     except (EngineLoadError, ValueError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -86,6 +94,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     if result["embeddings_sha256"]:
         print(f"embeddings  sha256 {result['embeddings_sha256']}")
     print(f"broadcasts  {result['broadcasts_per_step']:.2f} per step")
+    if result["num_speculative_tokens"]:
+        print(
+            f"speculative {result['num_speculative_tokens']} draft tokens per step, "
+            f"{result['acceptance_rate']:.0%} accepted"
+        )
     print(f"step time   {result['step_time_s'] * 1e3:.3f} ms (median)")
     print(f"throughput  {result['tokens_per_s']:.1f} tokens/s")
     print(

@@ -57,6 +57,8 @@ class EngineSpec:
     warmup_steps: int = 0
     #: Where the model, its KV cache and the step's tensors live: ``cpu`` or ``cuda``.
     device: str = "cpu"
+    #: Speculative decoding with this many draft tokens per step (0: off; merged shape).
+    num_speculative_tokens: int = 0
 
     def worker_path(self) -> str:
         return WORKERS.get(self.worker, self.worker)

@@ -7,6 +7,7 @@ The outcome, ``(ok, figures or one-line error)``, is pickled to RESULT.
 """
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -34,7 +35,13 @@ def _build_worker(rank: int, spec: EngineSpec, init_method: str) -> Any:
             raise EngineRunError("device cuda: torch sees no CUDA device")
         torch.cuda.set_device(rank % torch.cuda.device_count())
     package = load_engine_package(spec.shape, spec.engine_dir)
-    worker_cls = load_worker_class(package, spec.worker_path())
+    worker_cls: Any = load_worker_class(package, spec.worker_path())
+    if spec.num_speculative_tokens:
+        from runnercheck.demo.engine.spec_decode import create_spec_worker
+
+        worker_cls = functools.partial(
+            create_spec_worker, num_speculative_tokens=spec.num_speculative_tokens
+        )
     model_config, parallel_config, scheduler_config, device_config, cache_config, lora_config = (
         spec.configs()
     )
@@ -93,8 +100,8 @@ def _tokens_digest(scheduler: Scheduler) -> Tuple[str, Optional[str], int, List[
 
 
 def _drive(worker: Any, spec: EngineSpec) -> Dict[str, Any]:
-    model_config, _, scheduler_config, _, cache_config, _ = spec.configs()
-    scheduler = Scheduler(scheduler_config, dataclasses.replace(cache_config), model_config)
+    model_config, _, scheduler_config, _, _, _ = spec.configs()
+    scheduler = _make_scheduler(spec)
     stream: Iterator[Request] = request_stream(spec.seed, model_config, spec.workload())
     execute_times: List[float] = []
     step_walls: List[float] = []
@@ -113,7 +120,13 @@ def _drive(worker: Any, spec: EngineSpec) -> Dict[str, Any]:
                 raise EngineRunError(f"step {step} ({kind}): {_one_line(exc)}") from exc
             execute_time = time.perf_counter() - t0
             counter.step()
-            new_tokens = scheduler.process_outputs(output[0] if output else None)
+            if spec.num_speculative_tokens:
+                from runnercheck.demo.engine.spec_decode.scheduler import SpecScheduler
+
+                assert isinstance(scheduler, SpecScheduler)
+                new_tokens = scheduler.process_spec_outputs(output)
+            else:
+                new_tokens = scheduler.process_outputs(output[0] if output else None)
             if step >= spec.warmup_steps:
                 execute_times.append(execute_time)
                 step_walls.append(time.perf_counter() - started)
@@ -136,7 +149,24 @@ def _drive(worker: Any, spec: EngineSpec) -> Dict[str, Any]:
         "collectives_per_step": statistics.fmean(counter.collectives_per_step or [0]),
         "scheduler": dataclasses.asdict(scheduler.stats),
         "host_blocks_written": _host_blocks_written(worker),
+        "finished_outputs": {
+            group.request_id: [seq.data.output_token_ids for seq in group.seqs]
+            for group in scheduler.finished
+        },
+        "acceptance_rate": getattr(worker, "acceptance_rate", lambda: None)(),
     }
+
+
+def _make_scheduler(spec: EngineSpec) -> Scheduler:
+    model_config, _, scheduler_config, _, cache_config, _ = spec.configs()
+    cache_config = dataclasses.replace(cache_config)
+    if spec.num_speculative_tokens:
+        from runnercheck.demo.engine.spec_decode.scheduler import SpecScheduler
+
+        return SpecScheduler(
+            scheduler_config, cache_config, model_config, spec.num_speculative_tokens
+        )
+    return Scheduler(scheduler_config, cache_config, model_config)
 
 
 def _step_kind(request: ExecuteModelRequest) -> str:
