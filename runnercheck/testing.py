@@ -48,6 +48,9 @@ def assert_roundtrip(
     started :class:`~runnercheck.fuzz.LocalGroup` to reuse (its settings win).
     Returns the :class:`~runnercheck.fuzz.ClassResult`; raises AssertionError with the
     report when a problem is found."""
+    from runnercheck.extras import require_fuzz_extra
+
+    require_fuzz_extra("runnercheck.testing.assert_roundtrip")
     from runnercheck.fuzz import FuzzOptions, Target, fuzz
     from runnercheck.fuzz.targets import is_input_class
 
@@ -82,6 +85,9 @@ class GroupPool:
         self._groups: dict[tuple[int, str, float], Any] = {}
 
     def get(self, world_size: int = 2, device: str = "cpu", deadline: float = 60.0) -> Any:
+        from runnercheck.extras import require_fuzz_extra
+
+        require_fuzz_extra("the roundtrip fixture")
         from runnercheck.fuzz import LocalGroup
         from runnercheck.fuzz.ranks import Settings
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -172,6 +171,8 @@ def _analyse_all(
 ) -> list[FileOutcome]:
     if jobs <= 1 or len(sources) < 8:
         return [analyse_file(s, contract, force) for s in sources]
+    from concurrent.futures import ProcessPoolExecutor  # only for -j: costs start-up time
+
     size = max(1, len(sources) // (jobs * 4))
     chunks = [sources[i : i + size] for i in range(0, len(sources), size)]
     with ProcessPoolExecutor(max_workers=jobs) as pool:

@@ -1,21 +1,28 @@
-"""Output of ``runnercheck check``: text (rich on a TTY), JSON and SARIF 2.1.0."""
+"""Output of ``runnercheck check``: text (rich on a TTY), JSON and SARIF 2.1.0.
+
+rich is imported only to colour a terminal; plain text, JSON and SARIF never load it.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from runnercheck import __version__, catalog
 from runnercheck.check.pipeline import CheckResult
 from runnercheck.check.rules import RULES
 from runnercheck.findings import Finding
 
+if TYPE_CHECKING:
+    from rich.console import Console
+
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-INFORMATION_URI = "https://pypi.org/project/runnercheck/"
+#: The base that relative result URIs are resolved against (``originalUriBaseIds``).
+SRCROOT = "%SRCROOT%"
 
 
 def summary_line(result: CheckResult, show_notes: bool = False) -> str:
@@ -42,26 +49,29 @@ def summary_line(result: CheckResult, show_notes: bool = False) -> str:
     return f"Found {len(result.findings)} {noun} in {files} {in_files} ({counts})."
 
 
-def print_text(result: CheckResult, console: Console, show_notes: bool = False) -> None:
+def print_text(result: CheckResult, console: Console | None, show_notes: bool = False) -> None:
     """One ``path:line:col: CODE message`` line per finding (and per note with
-    ``show_notes``), then a summary line."""
+    ``show_notes``), then a summary line. Without a console (not a colour terminal),
+    plain lines go to stdout."""
     shown = sorted([*result.findings, *result.notes]) if show_notes else result.findings
+    if console is None or not console.is_terminal:
+        out = console.file if console is not None else sys.stdout
+        for finding in shown:
+            out.write(finding.as_text() + "\n")
+        out.write(summary_line(result, show_notes) + "\n")
+        return
+    from rich.text import Text
+
     for finding in shown:
-        if console.is_terminal:
-            line = Text()
-            line.append(f"{finding.path}:{finding.line}:{finding.col}:", style="bold")
-            line.append(" note: " if finding.is_note else " ")
-            style = "cyan" if finding.is_note else "bold red" if finding.code < "RC100" else "red"
-            line.append(finding.code, style=style)
-            line.append(f" {finding.message}")
-            console.print(line)
-        else:
-            console.file.write(finding.as_text() + "\n")
-    if console.is_terminal:
-        style = "bold green" if not result.findings else "bold"
-        console.print(Text(summary_line(result, show_notes), style=style))
-    else:
-        console.file.write(summary_line(result, show_notes) + "\n")
+        line = Text()
+        line.append(f"{finding.path}:{finding.line}:{finding.col}:", style="bold")
+        line.append(" note: " if finding.is_note else " ")
+        style = "cyan" if finding.is_note else "bold red" if finding.code < "RC100" else "red"
+        line.append(finding.code, style=style)
+        line.append(f" {finding.message}")
+        console.print(line)
+    style = "bold green" if not result.findings else "bold"
+    console.print(Text(summary_line(result, show_notes), style=style))
 
 
 def as_json(result: CheckResult) -> dict[str, Any]:
@@ -95,12 +105,29 @@ def _rule_descriptor(rule: catalog.Rule) -> dict[str, Any]:
     }
 
 
-def as_sarif(result: CheckResult) -> dict[str, Any]:
+def _artifact_location(path: str, base: Path) -> dict[str, str]:
+    """A path under ``base`` as a relative URI on ``%SRCROOT%``; any other as a file URI."""
+    absolute = Path(os.path.normpath(base / path))
+    try:
+        relative = absolute.relative_to(base)
+    except ValueError:
+        return {"uri": absolute.as_uri()}
+    return {"uri": quote(relative.as_posix()), "uriBaseId": SRCROOT}
+
+
+def _base_uri(base: Path) -> str:
+    uri = base.as_uri()
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def as_sarif(result: CheckResult, base: Path | None = None) -> dict[str, Any]:
+    """The SARIF 2.1.0 log. ``base`` (default: the working directory) is what relative
+    finding paths are relative to; it becomes ``originalUriBaseIds["%SRCROOT%"]``."""
+    root = Path(os.path.abspath(base if base is not None else Path.cwd()))
     rules = list(RULES)
     index = {rule.code: i for i, rule in enumerate(rules)}
     results = []
     for finding in sorted([*result.findings, *result.notes]):
-        uri = Path(finding.path).as_posix()
         results.append(
             {
                 "ruleId": finding.code,
@@ -110,7 +137,7 @@ def as_sarif(result: CheckResult) -> dict[str, Any]:
                 "locations": [
                     {
                         "physicalLocation": {
-                            "artifactLocation": {"uri": uri},
+                            "artifactLocation": _artifact_location(finding.path, root),
                             "region": {"startLine": finding.line, "startColumn": finding.col},
                         }
                     }
@@ -126,10 +153,10 @@ def as_sarif(result: CheckResult) -> dict[str, Any]:
                     "driver": {
                         "name": "runnercheck",
                         "version": __version__,
-                        "informationUri": INFORMATION_URI,
                         "rules": [_rule_descriptor(rule) for rule in rules],
                     }
                 },
+                "originalUriBaseIds": {SRCROOT: {"uri": _base_uri(root)}},
                 "results": results,
                 "properties": {"summary": result.summary()},
             }
@@ -137,10 +164,16 @@ def as_sarif(result: CheckResult) -> dict[str, Any]:
     }
 
 
-def render(result: CheckResult, fmt: str, console: Console, show_notes: bool = False) -> None:
+def render(
+    result: CheckResult,
+    fmt: str,
+    console: Console | None,
+    show_notes: bool = False,
+    base: Path | None = None,
+) -> None:
     if fmt == "json":
         print(json.dumps(as_json(result), indent=2))
     elif fmt == "sarif":
-        print(json.dumps(as_sarif(result), indent=2))
+        print(json.dumps(as_sarif(result, base), indent=2))
     else:
         print_text(result, console, show_notes)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 HELP = "check sources for broadcast-contract bugs (fast, syntactic)"
@@ -61,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from runnercheck.check.pipeline import check_paths
     from runnercheck.check.report import render
     from runnercheck.config import find_pyproject, load_config
-    from runnercheck.console import make_console
+    from runnercheck.console import is_color_terminal, make_console
     from runnercheck.errors import UsageError
 
     if args.jobs < 0:
@@ -83,5 +84,7 @@ def run(args: argparse.Namespace) -> int:
         exclude=args.exclude,
         root=root,
     )
-    render(result, args.format, make_console(), args.show_notes)
+    # rich only for colour on a terminal: plain text, JSON and SARIF never import it
+    console = make_console() if args.format == "text" and is_color_terminal(sys.stdout) else None
+    render(result, args.format, console, args.show_notes, base=Path.cwd())
     return result.exit_code

@@ -6,8 +6,6 @@ import argparse
 import json
 from pathlib import Path
 
-from runnercheck.config import config_as_dict, find_pyproject, load_config
-
 HELP = "show the effective [tool.runnercheck] configuration for a path"
 
 
@@ -17,6 +15,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from runnercheck.config import config_as_dict, find_pyproject, load_config
+
     config = load_config(args.path, args.config)
     source = args.config or find_pyproject(args.path)
     print(

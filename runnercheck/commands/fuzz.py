@@ -74,6 +74,9 @@ def load_object(spec: str, what: str) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from runnercheck.extras import require_fuzz_extra
+
+    require_fuzz_extra("runnercheck fuzz")
     from runnercheck.config import load_config
     from runnercheck.fuzz import FuzzOptions, fuzz, resolve_all
     from runnercheck.fuzz.group import run_receiver, torchrun_rank

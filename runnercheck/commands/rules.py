@@ -8,7 +8,6 @@ import json
 from runnercheck import catalog
 from runnercheck.catalog import Rule
 from runnercheck.check.rules import RULES as CHECK_RULES
-from runnercheck.console import make_console
 from runnercheck.errors import UsageError
 
 HELP = "list the rules, or show one rule's documentation"
@@ -36,6 +35,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from runnercheck.console import make_console
+
     console = make_console()
     if args.code is None:
         if args.format == "json":

@@ -33,6 +33,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from runnercheck.extras import require_fuzz_extra
+
+    require_fuzz_extra("runnercheck demo")
     from runnercheck.console import make_console
     from runnercheck.demo.story import DemoOptions, StageResult, run_demo
 

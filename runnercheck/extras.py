@@ -1,0 +1,29 @@
+"""Optional dependencies: which extra a command needs, and the one line that says so."""
+
+from __future__ import annotations
+
+import importlib.util
+
+from runnercheck.errors import RunnerCheckError
+
+#: The packages of the ``fuzz`` extra (``pip install 'runnercheck[fuzz]'``).
+FUZZ_PACKAGES = ("torch", "numpy", "hypothesis")
+
+
+class MissingExtraError(RunnerCheckError):
+    """A command needs an optional dependency that is not installed."""
+
+
+def missing(packages: tuple[str, ...] = FUZZ_PACKAGES) -> list[str]:
+    """The packages of ``packages`` that cannot be found (none is imported)."""
+    return [name for name in packages if importlib.util.find_spec(name) is None]
+
+
+def require_fuzz_extra(what: str) -> None:
+    """Raise one line naming the extra when torch, numpy or hypothesis is missing."""
+    absent = missing()
+    if absent:
+        raise MissingExtraError(
+            f"{what} needs the fuzz extra ({', '.join(absent)} not installed): "
+            "pip install 'runnercheck[fuzz]'"
+        )
