@@ -180,6 +180,7 @@ def test_sarif_output(run: Run) -> None:
     sarif = json.loads(result.out)
     assert sarif["version"] == "2.1.0"
     (sarif_run,) = sarif["runs"]
+    assert sarif_run["originalUriBaseIds"] == {"%SRCROOT%": {"uri": REPO.as_uri() + "/"}}
     rules = sarif_run["tool"]["driver"]["rules"]
     assert [r["id"] for r in rules] == [r.code for r in RULES]
     rc101 = catalog.lookup(RULES, "RC101")
@@ -193,7 +194,10 @@ def test_sarif_output(run: Run) -> None:
     assert rules[results[0]["ruleIndex"]]["id"] == "RC101"
     location = results[0]["locations"][0]["physicalLocation"]
     assert location == {
-        "artifactLocation": {"uri": "tests/check/fixtures/recursive-from-dict/bad.py"},
+        "artifactLocation": {
+            "uri": "tests/check/fixtures/recursive-from-dict/bad.py",
+            "uriBaseId": "%SRCROOT%",
+        },
         "region": {"startLine": 22, "startColumn": 16},
     }
 
