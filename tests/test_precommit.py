@@ -1,5 +1,7 @@
-"""The shipped pre-commit hooks, through real `pre-commit`, on a repository holding the
-legacy engine: they fail with the findings, and pass once `runnercheck migrate` ran."""
+"""The shipped pre-commit hooks, through real `pre-commit`, with the configuration of
+docs/examples/pre-commit-config.yaml (this checkout as the repository, its HEAD as the
+commit), on a repository holding the legacy engine: they fail with the findings, and
+pass once `runnercheck migrate` ran. The hook environment has no torch."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from runnercheck.demo.engine import engine_source_dir
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
+EXAMPLE = REPO / "docs" / "examples" / "pre-commit-config.yaml"
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -40,19 +43,22 @@ def test_hooks_fail_on_legacy_and_pass_after_migrate(tmp_path: Path) -> None:
         project / "engine",
         ignore=shutil.ignore_patterns("__pycache__"),
     )
-    (project / ".pre-commit-config.yaml").write_text(
-        f"repos:\n  - repo: {REPO}\n    rev: {rev}\n    hooks:\n"
-        "      - id: runnercheck-check\n      - id: runnercheck-migrate\n",
-        encoding="utf-8",
+    example = EXAMPLE.read_text(encoding="utf-8")
+    assert example.count("RUNNERCHECK_REPO") == 2 and example.count("RUNNERCHECK_COMMIT") == 2
+    config = example.replace("repo: RUNNERCHECK_REPO", f"repo: {REPO}").replace(
+        "rev: RUNNERCHECK_COMMIT", f"rev: {rev}"
     )
+    (project / ".pre-commit-config.yaml").write_text(config, encoding="utf-8")
+    # the local mypy hook reads the README's configuration
+    (project / "mypy.ini").write_text("[mypy]\nplugins = mypy_plugin\n", encoding="utf-8")
     git(project, "init", "-q")
     git(project, "add", "-A")
     git(project, "commit", "-qm", "legacy engine")
     env = {
         **os.environ,
         "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"),
-        # the hook environment takes the CPU torch on disk, as the README's set-up does
-        "PIP_CONSTRAINT": str(REPO / "constraints.txt"),
+        # the local mypy hook runs in the development environment (`language: system`)
+        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
         "NO_COLOR": "1",
     }
 
@@ -68,10 +74,19 @@ def test_hooks_fail_on_legacy_and_pass_after_migrate(tmp_path: Path) -> None:
 
     before = run_hooks()
     assert before.returncode == 1, before.stdout + before.stderr
+    (hook_python,) = (tmp_path / "pre-commit-home").glob("repo*/py_env-*/bin/python")
+    no_torch = subprocess.run(
+        [str(hook_python), "-c", "import importlib.util as u; print(u.find_spec('torch'))"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert no_torch.stdout.strip() == "None", no_torch.stdout + no_torch.stderr
     assert "runnercheck check....." in before.stdout
     assert before.stdout.count(": RC106 ") == 3
     assert "Found 3 findings in 3 files" in before.stdout
     assert "runnercheck migrate --check" in before.stdout
+    assert "mypy (with the runnercheck plugin)" in before.stdout
 
     migrate = subprocess.run(
         [str(BIN / "runnercheck"), "migrate", "engine"],
@@ -87,3 +102,4 @@ def test_hooks_fail_on_legacy_and_pass_after_migrate(tmp_path: Path) -> None:
     assert after.returncode == 0, after.stdout + after.stderr
     assert "runnercheck check" in after.stdout and "Passed" in after.stdout
     assert "Failed" not in after.stdout
+    assert after.stdout.count("Passed") == 3

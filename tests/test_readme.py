@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -81,3 +82,18 @@ def test_readme_mypy_snippet_on_merged_engine_and_a_broken_variant(tmp_path: Pat
     assert len(lines) == 1, broken.stdout
     assert lines[0].startswith("engine/cpu_model_runner.py:")
     assert lines[0].endswith("[from-dict-fixed-return]")
+
+
+def test_readme_libcst_command_runs_verbatim(tmp_path: Path) -> None:
+    """The README's `python -m libcst.tool codemod ...` line, exactly as written, in a
+    directory of its own: it rewrites the file and needs no formatter."""
+    (line,) = re.findall(r"`(python -m libcst\.tool codemod [^`]*)`", readme())
+    argv = shlex.split(line)
+    assert argv[0] == "python" and argv[-1] == "file.py"
+    single = Path(__file__).resolve().parent / "migrate" / "fixtures" / "single"
+    shutil.copy(single / "self_typed_before.py", tmp_path / "file.py")
+    proc = subprocess.run(
+        [sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "file.py").read_bytes() == (single / "self_typed_after.py").read_bytes()

@@ -1,0 +1,234 @@
+"""runnercheck installed each way the README documents, each in a virtual environment of
+its own, run from outside the repository.
+
+* The base install (``pip install .``, real dependencies from the package index) holds
+  the static tools: ``check`` and ``migrate`` work, torch is absent, and ``fuzz`` and
+  ``demo`` say in one line which extra to install.
+* The demo works under a compat editable install, a standard (PEP 660) editable install
+  and a plain wheel install. These environments reuse this environment's dependencies
+  (a path entry to links of them, runnercheck itself left out) so that only runnercheck
+  is installed, in the mode under test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from runnercheck.demo.engine import engine_source_dir
+
+REPO = Path(__file__).resolve().parent.parent
+SITE = Path(sysconfig.get_paths()["purelib"])
+IGNORE = shutil.ignore_patterns(
+    ".git", ".venv", "__pycache__", "*.pyc", ".*_cache", "build", "dist", "*.egg-info", ".cache"
+)
+FUZZ_LINE = (
+    "runnercheck: error: runnercheck {what} needs the fuzz extra "
+    "(torch, numpy, hypothesis not installed): pip install 'runnercheck[fuzz]'"
+)
+
+
+def run(
+    cmd: list[str], cwd: Path, timeout: float = 600, **env: str
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cmd,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "NO_COLOR": "1", **env},
+    )
+
+
+def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def pip(venv: Path, *args: str) -> None:
+    """This environment's pip, installing into ``venv``."""
+    ok(run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), *args], venv))
+
+
+def venv_site(venv: Path) -> Path:
+    out = ok(
+        run(
+            [
+                str(venv / "bin" / "python"),
+                "-c",
+                "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            ],
+            venv,
+        )
+    ).stdout
+    return Path(out.strip())
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of the project's sources, so builds leave nothing in the repository."""
+    copy = tmp_path_factory.mktemp("src") / "runnercheck"
+    shutil.copytree(REPO, copy, ignore=IGNORE, symlinks=True)
+    return copy
+
+
+@pytest.fixture(scope="module")
+def base_venv(tmp_path_factory: pytest.TempPathFactory, source: Path) -> Path:
+    venv = tmp_path_factory.mktemp("base") / "venv"
+    ok(run([sys.executable, "-m", "venv", "--without-pip", str(venv)], venv.parent))
+    pip(venv, "install", "--quiet", str(source))
+    return venv
+
+
+@pytest.fixture
+def legacy_project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    shutil.copytree(
+        engine_source_dir("legacy"),
+        project / "engine",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    return project
+
+
+@pytest.mark.slow
+def test_base_install_has_the_static_tools_and_no_torch(
+    base_venv: Path, legacy_project: Path
+) -> None:
+    python = str(base_venv / "bin" / "python")
+    for name in ("torch", "numpy", "hypothesis"):
+        probe = run([python, "-c", f"import {name}"], legacy_project)
+        assert probe.returncode == 1 and "ModuleNotFoundError" in probe.stderr
+    for name in ("mypy", "libcst", "pydantic", "rich", "typing_extensions"):
+        ok(run([python, "-c", f"import {name}"], legacy_project))
+
+    tool = str(base_venv / "bin" / "runnercheck")
+    check = run([tool, "check", "engine"], legacy_project)
+    assert check.returncode == 1, check.stderr
+    assert check.stdout.count(": RC106 ") == 3
+    migrate = run([tool, "migrate", "--check", "engine"], legacy_project)
+    assert migrate.returncode == 1, migrate.stderr
+    assert "merge-broadcasts" in migrate.stdout and "Traceback" not in migrate.stderr
+
+    # check's start-up loads none of the heavy packages (plain text, JSON and SARIF)
+    for fmt in ("text", "json", "sarif"):
+        timed = run(
+            [python, "-X", "importtime", "-m", "runnercheck", "check", "--format", fmt, "engine"],
+            legacy_project,
+        )
+        assert timed.returncode == 1
+        modules = {
+            line.split("|")[-1].strip()
+            for line in timed.stderr.splitlines()
+            if line.startswith("import time:")
+        }
+        assert "runnercheck.check.pipeline" in modules
+        heavy = {m.split(".")[0] for m in modules} & {"rich", "pydantic", "libcst", "mypy"}
+        assert heavy == set(), fmt
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["fuzz", "demo"])
+def test_fuzz_and_demo_name_the_extra_without_it(
+    base_venv: Path, legacy_project: Path, command: str
+) -> None:
+    args = ["fuzz", "engine/model_runner.py"] if command == "fuzz" else ["demo"]
+    proc = run([str(base_venv / "bin" / "runnercheck"), *args], legacy_project)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.splitlines() == [FUZZ_LINE.format(what=command)]
+
+
+@pytest.fixture(scope="module")
+def borrowed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Links to this environment's installed packages, runnercheck's own entries left out."""
+    links = tmp_path_factory.mktemp("borrowed")
+    for entry in SITE.iterdir():
+        name = entry.name
+        if name.startswith(("runnercheck", "__editable__")) or name.endswith(".pth"):
+            continue
+        (links / name).symlink_to(entry)
+    return links
+
+
+def mode_venv(root: Path, borrowed: Path) -> Path:
+    venv = root / "venv"
+    ok(run([sys.executable, "-m", "venv", "--without-pip", str(venv)], root))
+    (venv_site(venv) / "borrowed.pth").write_text(f"{borrowed}\n", encoding="utf-8")
+    return venv
+
+
+MODES = {
+    "compat-editable": ["--config-settings", "editable_mode=compat", "-e"],
+    "pep660-editable": ["-e"],
+    "wheel": [],
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", list(MODES))
+def test_demo_under_each_install_mode(
+    mode: str, tmp_path: Path, source: Path, borrowed: Path
+) -> None:
+    venv = mode_venv(tmp_path, borrowed)
+    python = str(venv / "bin" / "python")
+    ok(
+        run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--no-build-isolation",
+                *MODES[mode],
+                str(source),
+            ],
+            tmp_path,
+        )
+    )
+    site = venv_site(venv)
+    where = Path(
+        ok(
+            run([python, "-c", "import runnercheck; print(runnercheck.__file__)"], tmp_path)
+        ).stdout.strip()
+    )
+    if mode == "wheel":
+        assert where.parent == site / "runnercheck"
+        assert (site / "runnercheck" / "demo" / "engine" / "legacy" / "worker.py").is_file()
+    else:
+        assert where.parent == source / "runnercheck"
+        # a path entry that static tools follow, not an import hook they cannot see
+        (pth,) = site.glob("__editable__*runnercheck*.pth")
+        assert pth.read_text(encoding="utf-8").strip() == str(source)
+        assert not list(site.glob("__editable__*finder*.py"))
+
+    demo = run(
+        [
+            str(venv / "bin" / "runnercheck"),
+            "demo",
+            "--json",
+            "--steps",
+            "4",
+            "--repeats",
+            "1",
+            "--examples",
+            "3",
+        ],
+        tmp_path,
+    )
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    report = json.loads(demo.stdout)
+    stages = {stage["name"]: stage for stage in report["stages"]}
+    assert list(stages) == ["check", "migrate", "recheck", "mypy", "fuzz", "engines"]
+    assert all(stage["ok"] for stage in stages.values()), demo.stdout
+    assert stages["mypy"]["details"]["errors"] == []
