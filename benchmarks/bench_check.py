@@ -1,14 +1,20 @@
 """Benchmark ``runnercheck check`` on the whole ``vllm/`` package of a real release.
 
-Three measurements on the same files, in the same run:
+Measurements on the same tree, in the same run:
 
-* the parse floor: read every ``.py`` file and ``ast.parse`` it (in this process);
+* the parse floor of the files ``check`` parses: read and ``ast.parse`` exactly the files
+  that ``runnercheck check`` hands to ``ast.parse`` (found by recording its calls in a
+  warm-up run: the files that pass the byte prefilter and the imported files it reads
+  for context), in this process;
+* the parse floor of the whole tree: read and ``ast.parse`` every ``.py`` file;
 * ``runnercheck check`` through its in-process API (discovery, prefilter, facts, rules);
-  the floor and the check alternate, repetition after repetition, so that both see the
-  same machine state;
+  the two floors and the check alternate, repetition after repetition, so that all see
+  the same machine state;
 * cold ``mypy`` on the same tree (a fresh ``--cache-dir``, ``--ignore-missing-imports
   --follow-imports=silent --no-site-packages`` so that it checks vLLM and not torch),
-  against ``runnercheck check`` run the same way, as a command.
+  against ``runnercheck check`` run the same way, as a command. Both exit codes are
+  checked: mypy must exit 0 or 1 (1: it reported type errors; 2 is a crash or a usage
+  error and stops the benchmark), and the command must exit as the in-process check.
 
 Usage::
 
@@ -30,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -48,16 +55,70 @@ def parse_floor(files: list[Path]) -> int:
     return nodes
 
 
+def files_check_parses(package: Path) -> tuple[list[Path], int]:
+    """The files one ``check_paths([package])`` run parses, and its number of parses."""
+    calls: list[str] = []
+    real_parse = ast.parse
+
+    def recording_parse(source: Any, filename: Any = "<unknown>", *args: Any, **kw: Any) -> Any:
+        calls.append(str(filename))
+        return real_parse(source, filename, *args, **kw)
+
+    ast.parse = recording_parse  # type: ignore[assignment]
+    try:
+        check_paths([package], jobs=1)
+    finally:
+        ast.parse = real_parse
+    files = sorted({Path(name).resolve() for name in calls})
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        raise SystemExit(f"bench_check: parsed something that is not a file: {missing[0]}")
+    return files, len(calls)
+
+
+def run_mypy(package: Path) -> tuple[float, int, int]:
+    """Cold mypy on ``vllm/``: seconds, exit code, error lines. Stops on a crash (exit 2)."""
+    with tempfile.TemporaryDirectory() as cache:
+        cmd = [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--cache-dir",
+            cache,
+            "--ignore-missing-imports",
+            "--follow-imports=silent",
+            "--no-site-packages",
+            "--no-error-summary",
+            "vllm",
+        ]
+        start = time.perf_counter()
+        proc = subprocess.run(
+            cmd, cwd=package.parent, capture_output=True, text=True, timeout=3600, check=False
+        )
+        seconds = time.perf_counter() - start
+    if proc.returncode not in (0, 1):
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise SystemExit(f"bench_check: mypy exited {proc.returncode}: {tail[0]}")
+    errors = sum(1 for line in proc.stdout.splitlines() if ": error:" in line)
+    return seconds, proc.returncode, errors
+
+
 def timed(func: Callable[[], object]) -> float:
     start = time.perf_counter()
     func()
     return time.perf_counter() - start
 
 
-def run_command(cmd: list[str], cwd: Path) -> float:
+def run_command(cmd: list[str], cwd: Path, expected_exit: int) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=3600, check=False)
-    return time.perf_counter() - start
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=3600, check=False)
+    seconds = time.perf_counter() - start
+    if proc.returncode != expected_exit:
+        raise SystemExit(
+            f"bench_check: {' '.join(cmd[2:])} exited {proc.returncode}, not {expected_exit}: "
+            + (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        )
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,64 +131,65 @@ def main(argv: list[str] | None = None) -> int:
 
     package = vllm_package(args.version)
     files = sorted(package.rglob("*.py"))
+    parsed, parse_calls = files_check_parses(package)
     result_holder: list[CheckResult] = []
 
-    def floor() -> None:
+    def floor_all() -> None:
         parse_floor(files)
+
+    def floor_parsed() -> None:
+        parse_floor(parsed)
 
     def check() -> None:
         result_holder.append(check_paths([package], jobs=1))
 
-    floor()
+    floor_all()
+    floor_parsed()
     check()  # warm: imports, page cache
-    floor_times: list[float] = []
-    check_times: list[float] = []
+    times: dict[str, list[float]] = {"parsed": [], "check": [], "all": []}
+    order = [("parsed", floor_parsed), ("check", check), ("all", floor_all)]
     for rep in range(args.reps):
-        if rep % 2 == 0:
-            floor_times.append(timed(floor))
-            check_times.append(timed(check))
-        else:
-            check_times.append(timed(check))
-            floor_times.append(timed(floor))
+        for name, func in order[rep % 3 :] + order[: rep % 3]:  # rotate who goes first
+            times[name].append(timed(func))
     result = result_holder[-1]
-    ratios = [c / f for c, f in zip(check_times, floor_times, strict=True)]
+    check_times = times["check"]
+    over_parsed = [c / f for c, f in zip(check_times, times["parsed"], strict=True)]
+    over_all = [c / f for c, f in zip(check_times, times["all"], strict=True)]
 
     figures: dict[str, object] = {
         "vllm": args.version,
         "files": len(files),
+        "files_check_parses": len(parsed),
+        "check_parse_calls": parse_calls,
         "check_summary": result.summary(),
-        "parse_floor_s": spread(floor_times),
+        "parse_floor_parsed_files_s": spread(times["parsed"]),
+        "parse_floor_all_files_s": spread(times["all"]),
         "check_in_process_s": spread(check_times),
-        "check_over_floor": spread(ratios),
+        "check_over_floor_parsed_files": spread(over_parsed),
+        "check_over_floor_all_files": spread(over_all),
     }
 
     if args.mypy_runs > 0:
         cli_times: list[float] = []
         mypy_times: list[float] = []
+        mypy_exits: list[int] = []
+        mypy_errors: list[int] = []
         for _ in range(args.mypy_runs):
             cli_times.append(
-                run_command([sys.executable, "-m", "runnercheck", "check", "vllm"], package.parent)
-            )
-            with tempfile.TemporaryDirectory() as cache:
-                mypy_times.append(
-                    run_command(
-                        [
-                            sys.executable,
-                            "-m",
-                            "mypy",
-                            "--cache-dir",
-                            cache,
-                            "--ignore-missing-imports",
-                            "--follow-imports=silent",
-                            "--no-site-packages",
-                            "--no-error-summary",
-                            "vllm",
-                        ],
-                        package.parent,
-                    )
+                run_command(
+                    [sys.executable, "-m", "runnercheck", "check", "vllm"],
+                    package.parent,
+                    result.exit_code,
                 )
+            )
+            seconds, code, errors = run_mypy(package)
+            mypy_times.append(seconds)
+            mypy_exits.append(code)
+            mypy_errors.append(errors)
         figures["check_command_s"] = spread(cli_times)
         figures["mypy_cold_s"] = spread(mypy_times)
+        figures["mypy_exit_codes"] = mypy_exits
+        figures["mypy_error_lines"] = mypy_errors
         figures["mypy_over_check_command"] = statistics.median(mypy_times) / statistics.median(
             cli_times
         )
@@ -135,35 +197,36 @@ def main(argv: list[str] | None = None) -> int:
             check_times
         )
 
-    floor_s = figures["parse_floor_s"]
-    check_s = figures["check_in_process_s"]
-    ratio = figures["check_over_floor"]
-    assert isinstance(floor_s, dict) and isinstance(check_s, dict) and isinstance(ratio, dict)
     summary = result.summary()
     print(f"vLLM {args.version}: {len(files)} files under vllm/")
     print(
         f"  check: {summary['files_parsed']} parsed, {summary['files_skipped']} skipped by the "
-        f"prefilter, {summary['findings']} findings"
+        f"prefilter, {summary['partner_files']} read for context, {summary['findings']} findings;"
+        f" ast.parse called {parse_calls} times on {len(parsed)} files"
     )
-    print(
-        f"  parse floor (read + ast.parse, all files): median {floor_s['median']:.3f}s "
-        f"[{floor_s['min']:.3f}-{floor_s['max']:.3f}] over {args.reps} reps"
-    )
-    print(
-        f"  runnercheck check (in-process):           median {check_s['median']:.3f}s "
-        f"[{check_s['min']:.3f}-{check_s['max']:.3f}]"
-    )
-    print(
-        f"  check / floor: median {ratio['median']:.2f}x "
-        f"[{ratio['min']:.2f}-{ratio['max']:.2f}] (target <= 1.5x)"
-    )
+    rows = [
+        (f"parse floor, the {len(parsed)} files check parses", times["parsed"]),
+        (f"parse floor, all {len(files)} files", times["all"]),
+        ("runnercheck check (in-process)", check_times),
+    ]
+    for label, samples in rows:
+        print(
+            f"  {label + ':':<42} median {statistics.median(samples):.3f}s "
+            f"[{min(samples):.3f}-{max(samples):.3f}] over {args.reps} reps"
+        )
+    for label, ratios in (("files it parses", over_parsed), ("whole tree", over_all)):
+        print(
+            f"  check / floor ({label}): median {statistics.median(ratios):.2f}x "
+            f"[{min(ratios):.2f}-{max(ratios):.2f}]"
+        )
     if "mypy_cold_s" in figures:
         mypy_s = figures["mypy_cold_s"]
         cli_s = figures["check_command_s"]
         assert isinstance(mypy_s, dict) and isinstance(cli_s, dict)
         print(
-            f"  cold mypy: median {mypy_s['median']:.2f}s over {args.mypy_runs} run(s); "
-            f"`runnercheck check` command: {cli_s['median']:.2f}s"
+            f"  cold mypy: median {mypy_s['median']:.2f}s over {args.mypy_runs} run(s), exit "
+            f"{mypy_exits} with {mypy_errors} error lines; `runnercheck check` command: "
+            f"{cli_s['median']:.2f}s"
         )
         print(
             f"  mypy / check: {figures['mypy_over_check_command']:.1f}x as commands, "
