@@ -1,8 +1,10 @@
 """runnercheck installed each way the README documents, each in a virtual environment of
 its own, run from outside the repository.
 
-* The base install (``pip install .``, real dependencies from the package index) holds
-  the static tools: ``check`` and ``migrate`` work, torch is absent, and ``fuzz`` and
+* The base install (docs/examples/github-actions.yml's ``pip install "runnercheck @
+  git+...@COMMIT"`` with this checkout and its HEAD, or ``pip install .`` of the sources
+  where there is no git history; real dependencies from the package index) holds the
+  static tools: ``check`` and ``migrate`` work, torch is absent, and ``fuzz`` and
   ``demo`` say in one line which extra to install.
 * The demo works under a compat editable install, a standard (PEP 660) editable install
   and a plain wheel install. These environments reuse this environment's dependencies
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -80,11 +83,25 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return copy
 
 
+def ci_example_requirement() -> str:
+    """The CI example's requirement, naming this checkout and its HEAD commit."""
+    text = (REPO / "docs" / "examples" / "github-actions.yml").read_text(encoding="utf-8")
+    (template,) = re.findall(r'RUNNERCHECK: "([^"]+)"', text)
+    assert 'pip install "$RUNNERCHECK"' in text
+    head = ok(run(["git", "rev-parse", "HEAD"], REPO)).stdout.strip()
+    requirement = template.replace("RUNNERCHECK_REPO", REPO.as_uri()).replace(
+        "RUNNERCHECK_COMMIT", head
+    )
+    assert requirement == f"runnercheck @ git+{REPO.as_uri()}@{head}"
+    return requirement
+
+
 @pytest.fixture(scope="module")
 def base_venv(tmp_path_factory: pytest.TempPathFactory, source: Path) -> Path:
     venv = tmp_path_factory.mktemp("base") / "venv"
     ok(run([sys.executable, "-m", "venv", "--without-pip", str(venv)], venv.parent))
-    pip(venv, "install", "--quiet", str(source))
+    has_history = (REPO / ".git").exists() and shutil.which("git") is not None
+    pip(venv, "install", "--quiet", ci_example_requirement() if has_history else str(source))
     return venv
 
 
