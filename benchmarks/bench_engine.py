@@ -1,8 +1,10 @@
-"""Benchmark the demo engine: legacy (two broadcasts per step) against merged (one).
+"""Benchmark the demo engine: legacy (two broadcasts per step) against one broadcast.
 
-Both shapes run the same model, scheduler and seeded workload at ``--tp 2`` (gloo on
-loopback). Repetitions alternate (legacy, merged), (merged, legacy), ... so that both
-see the same machine state; every repetition pair gives one ratio merged/legacy of
+Three engines run the same model, scheduler and seeded workload at ``--tp 2`` (gloo on
+loopback): ``legacy``, the hand-written ``merged`` shape, and ``migrated``, what
+``runnercheck migrate`` makes of a copy of ``legacy`` in this run. Every repetition runs
+all three, the one that goes first rotating, so that all see the same machine state;
+every repetition gives one ratio against legacy, for merged and for migrated, of
 
 * ``step_time_s``: the median time of ``worker.execute_model`` over the timed steps
   (what the merge changes: the broadcasts), and
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,8 +36,18 @@ if str(REPO) not in sys.path:
 
 from benchmarks.common import spread  # noqa: E402
 from runnercheck.demo.engine import run_engine  # noqa: E402
+from runnercheck.demo.story import DemoOptions, prepare_workspace, stage_migrate  # noqa: E402
 
-SHAPES = ("legacy", "merged")
+SHAPES = ("legacy", "merged", "migrated")
+
+
+def migrated_copy(root: Path) -> Path:
+    """``runnercheck migrate`` (the demo's migrate stage) on a copy of the legacy engine."""
+    workspace = prepare_workspace(root)
+    result = stage_migrate(workspace, DemoOptions())
+    if not result.ok:
+        raise SystemExit(f"bench_engine: migrate failed: {result.summary}")
+    return workspace.migrated
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -49,37 +62,41 @@ def main(argv: list[str] | None = None) -> int:
     if args.reps < 1 or args.steps <= args.warmup_steps or args.tp < 1:
         parser.error("need --reps >= 1, --steps > --warmup-steps and --tp >= 1")
 
+    with tempfile.TemporaryDirectory(prefix="bench-engine-") as tmp:
+        return measure(args, migrated_copy(Path(tmp)))
+
+
+def measure(args: argparse.Namespace, migrated: Path) -> int:
     started = time.perf_counter()
     runs: dict[str, list[dict[str, Any]]] = {shape: [] for shape in SHAPES}
     for rep in range(args.reps):
-        order = SHAPES if rep % 2 == 0 else tuple(reversed(SHAPES))
-        for shape in order:
+        first = rep % len(SHAPES)
+        for shape in SHAPES[first:] + SHAPES[:first]:
             result = run_engine(
-                shape,
+                None if shape == "migrated" else shape,
                 tp=args.tp,
                 steps=args.steps,
                 seed=args.seed,
                 warmup_steps=args.warmup_steps,
+                engine_dir=str(migrated) if shape == "migrated" else None,
             )
             runs[shape].append(result)
             print(
-                f"rep {rep + 1}/{args.reps} {shape:6s} step {result['step_time_s'] * 1e3:7.3f} ms"
+                f"rep {rep + 1}/{args.reps} {shape:8s} step {result['step_time_s'] * 1e3:7.3f} ms"
                 f"  {result['tokens_per_s']:8.1f} tokens/s",
                 flush=True,
             )
 
     hashes = {run["tokens_sha256"] for shape in SHAPES for run in runs[shape]}
     if len(hashes) != 1:
-        print("error: the shapes generated different tokens", file=sys.stderr)
+        print("error: the engines generated different tokens", file=sys.stderr)
         return 1
-    step_ratio = [
-        merged["step_time_s"] / legacy["step_time_s"]
-        for legacy, merged in zip(runs["legacy"], runs["merged"], strict=True)
-    ]
-    throughput_ratio = [
-        merged["tokens_per_s"] / legacy["tokens_per_s"]
-        for legacy, merged in zip(runs["legacy"], runs["merged"], strict=True)
-    ]
+
+    def ratios(shape: str, key: str) -> dict[str, float]:
+        return spread(
+            [new[key] / old[key] for old, new in zip(runs["legacy"], runs[shape], strict=True)]
+        )
+
     figures: dict[str, Any] = {
         "benchmark": "engine",
         "tp": args.tp,
@@ -98,32 +115,36 @@ def main(argv: list[str] | None = None) -> int:
             }
             for shape in SHAPES
         },
-        "ratio_merged_over_legacy": {
-            "step_time": spread(step_ratio),
-            "tokens_per_s": spread(throughput_ratio),
+        "ratio_over_legacy": {
+            shape: {
+                "step_time": ratios(shape, "step_time_s"),
+                "tokens_per_s": ratios(shape, "tokens_per_s"),
+            }
+            for shape in ("merged", "migrated")
         },
     }
 
     print()
     print(
         f"engine, tp={args.tp}, {args.steps} steps ({args.warmup_steps} untimed), "
-        f"{args.reps} interleaved runs per shape, identical tokens"
+        f"{args.reps} interleaved runs per engine, identical tokens"
     )
     for shape in SHAPES:
         s = figures["shapes"][shape]
         print(
-            f"  {shape:6s}  {s['broadcasts_per_step']:.2f} broadcasts/step, "
+            f"  {shape:8s}  {s['broadcasts_per_step']:.2f} broadcasts/step, "
             f"{s['collectives_per_step']:.2f} collectives/step, step "
             f"{s['step_time_s']['median'] * 1e3:.3f} ms "
             f"[{s['step_time_s']['min'] * 1e3:.3f}, {s['step_time_s']['max'] * 1e3:.3f}], "
             f"{s['tokens_per_s']['median']:.1f} tokens/s"
         )
-    for name, label in (("step_time", "step time"), ("tokens_per_s", "tokens/s")):
-        r = figures["ratio_merged_over_legacy"][name]
-        print(
-            f"  merged/legacy {label:9s} median {r['median']:.3f}  "
-            f"(min {r['min']:.3f}, max {r['max']:.3f})"
-        )
+    for shape in ("merged", "migrated"):
+        for name, label in (("step_time", "step time"), ("tokens_per_s", "tokens/s")):
+            r = figures["ratio_over_legacy"][shape][name]
+            print(
+                f"  {shape}/legacy {label:9s} median {r['median']:.3f}  "
+                f"(min {r['min']:.3f}, max {r['max']:.3f})"
+            )
     print(f"  wall time {figures['wall_s']:.1f} s")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")

@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -259,3 +260,53 @@ def test_demo_under_each_install_mode(
     assert list(stages) == ["check", "migrate", "recheck", "mypy", "fuzz", "engines"]
     assert all(stage["ok"] for stage in stages.values()), demo.stdout
     assert stages["mypy"]["details"]["errors"] == []
+
+
+def fake_torch_index(root: Path) -> str:
+    """A package index that serves one torch wheel, versioned 2.13.0+cpu.fake: a later
+    version than any real 2.13.0 build, so pip takes it only from this index."""
+    version = "2.13.0+cpu.fake"
+    wheel = root / f"torch-{version}-py3-none-any.whl"
+    info = f"torch-{version}.dist-info"
+    files = {
+        "torch/__init__.py": f'__version__ = "{version}"\n',
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: torch\nVersion: {version}\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+        record = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+        archive.writestr(f"{info}/RECORD", record)
+    page = root / "simple" / "torch" / "index.html"
+    page.parent.mkdir(parents=True)
+    page.write_text(f'<a href="{wheel.as_uri()}">{wheel.name}</a>\n', encoding="utf-8")
+    return (root / "simple").as_uri() + "/"
+
+
+@pytest.mark.slow
+def test_setup_takes_torch_from_runnercheck_torch_index(tmp_path: Path, borrowed: Path) -> None:
+    """scripts/setup.sh with RUNNERCHECK_TORCH_INDEX installs torch from that index (the
+    rest is already there: this environment's packages, torch left out)."""
+    no_torch = tmp_path / "borrowed"
+    no_torch.mkdir()
+    for link in borrowed.iterdir():
+        if not link.name.startswith("torch"):
+            (no_torch / link.name).symlink_to(link.resolve())
+    venv = mode_venv(tmp_path, no_torch)
+    index = fake_torch_index(tmp_path)
+    setup = run(
+        ["bash", str(REPO / "scripts" / "setup.sh")],
+        tmp_path,
+        RUNNERCHECK_VENV=str(venv),
+        RUNNERCHECK_TORCH_INDEX=index,
+    )
+    assert setup.returncode == 0, setup.stdout + setup.stderr
+    python = str(venv / "bin" / "python")
+    probe = "import importlib.metadata as m, torch; print(m.version('torch'), torch.__file__)"
+    version, where = ok(run([python, "-c", probe], tmp_path)).stdout.split()
+    assert version == "2.13.0+cpu.fake"
+    assert Path(where).is_relative_to(venv)
+    tool = ok(run([python, "-c", "import runnercheck; print(runnercheck.__file__)"], tmp_path))
+    assert Path(tool.stdout.strip()) == REPO / "runnercheck" / "__init__.py"
