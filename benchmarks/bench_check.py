@@ -10,6 +10,8 @@ Measurements on the same tree, in the same run:
 * ``runnercheck check`` through its in-process API (discovery, prefilter, facts, rules);
   the two floors and the check alternate, repetition after repetition, so that all see
   the same machine state;
+* start-up: ``runnercheck check`` on one empty file, as a command, against the bare
+  interpreter (``python -c pass``), alternating;
 * cold ``mypy`` on the same tree (a fresh ``--cache-dir``, ``--ignore-missing-imports
   --follow-imports=silent --no-site-packages`` so that it checks vLLM and not torch),
   against ``runnercheck check`` run the same way, as a command. Both exit codes are
@@ -121,11 +123,33 @@ def run_command(cmd: list[str], cwd: Path, expected_exit: int) -> float:
     return seconds
 
 
+def startup(runs: int) -> dict[str, object]:
+    """``runnercheck check EMPTY.py`` against ``python -c pass``, as commands, alternating."""
+    bare: list[float] = []
+    check: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        empty = Path(tmp) / "empty.py"
+        empty.write_text("", encoding="utf-8")
+        for _ in range(runs):
+            bare.append(run_command([sys.executable, "-c", "pass"], Path(tmp), 0))
+            check.append(
+                run_command(
+                    [sys.executable, "-m", "runnercheck", "check", "empty.py"], Path(tmp), 0
+                )
+            )
+    return {
+        "python_c_pass_s": spread(bare),
+        "check_empty_file_s": spread(check),
+        "check_start_up_s": statistics.median(check) - statistics.median(bare),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", default="0.6.0", help="vLLM release (default 0.6.0)")
     parser.add_argument("--reps", type=int, default=9, help="interleaved repetitions")
     parser.add_argument("--mypy-runs", type=int, default=1, help="cold mypy runs (0: skip)")
+    parser.add_argument("--startup-runs", type=int, default=15, help="start-up runs (0: skip)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
 
@@ -168,6 +192,9 @@ def main(argv: list[str] | None = None) -> int:
         "check_over_floor_parsed_files": spread(over_parsed),
         "check_over_floor_all_files": spread(over_all),
     }
+
+    if args.startup_runs > 0:
+        figures["startup"] = startup(args.startup_runs)
 
     if args.mypy_runs > 0:
         cli_times: list[float] = []
@@ -218,6 +245,14 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"  check / floor ({label}): median {statistics.median(ratios):.2f}x "
             f"[{min(ratios):.2f}-{max(ratios):.2f}]"
+        )
+    if "startup" in figures:
+        up = figures["startup"]
+        assert isinstance(up, dict)
+        print(
+            f"  start-up: `runnercheck check empty.py` {up['check_empty_file_s']['median']:.3f}s, "
+            f"`python -c pass` {up['python_c_pass_s']['median']:.3f}s: runnercheck's own "
+            f"{up['check_start_up_s']:.3f}s (medians of {args.startup_runs})"
         )
     if "mypy_cold_s" in figures:
         mypy_s = figures["mypy_cold_s"]
