@@ -128,6 +128,16 @@ def test_base_install_has_the_static_tools_and_no_torch(
     for name in ("mypy", "libcst", "pydantic", "rich", "typing_extensions"):
         ok(run([python, "-c", f"import {name}"], legacy_project))
 
+    helper = run(
+        [python, "-c", "from runnercheck.testing import assert_roundtrip; assert_roundtrip(int)"],
+        legacy_project,
+    )
+    assert helper.returncode == 1
+    assert helper.stderr.splitlines()[-1] == (
+        "runnercheck.extras.MissingExtraError: runnercheck.testing.assert_roundtrip needs the "
+        "fuzz extra (torch, numpy, hypothesis not installed): pip install 'runnercheck[fuzz]'"
+    )
+
     tool = str(base_venv / "bin" / "runnercheck")
     check = run([tool, "check", "engine"], legacy_project)
     assert check.returncode == 1, check.stderr
