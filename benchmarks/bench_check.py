@@ -11,7 +11,7 @@ Measurements on the same tree, in the same run:
   the two floors and the check alternate, repetition after repetition, so that all see
   the same machine state;
 * start-up: ``runnercheck check`` on one empty file, as a command, against the bare
-  interpreter (``python -c pass``), alternating;
+  interpreter (``python -c pass``), alternating, in wall time and in CPU time;
 * cold ``mypy`` on the same tree (a fresh ``--cache-dir``, ``--ignore-missing-imports
   --follow-imports=silent --no-site-packages`` so that it checks vLLM and not torch),
   against ``runnercheck check`` run the same way, as a command. Both exit codes are
@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -123,24 +124,34 @@ def run_command(cmd: list[str], cwd: Path, expected_exit: int) -> float:
     return seconds
 
 
+def child_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def startup(runs: int) -> dict[str, object]:
-    """``runnercheck check EMPTY.py`` against ``python -c pass``, as commands, alternating."""
-    bare: list[float] = []
-    check: list[float] = []
+    """``runnercheck check EMPTY.py`` against ``python -c pass``, as commands, alternating:
+    wall time and CPU time (user + system; less disturbed by other jobs on the machine)."""
+    wall: dict[str, list[float]] = {"bare": [], "check": []}
+    cpu: dict[str, list[float]] = {"bare": [], "check": []}
+    commands = {
+        "bare": [sys.executable, "-c", "pass"],
+        "check": [sys.executable, "-m", "runnercheck", "check", "empty.py"],
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        empty = Path(tmp) / "empty.py"
-        empty.write_text("", encoding="utf-8")
+        (Path(tmp) / "empty.py").write_text("", encoding="utf-8")
         for _ in range(runs):
-            bare.append(run_command([sys.executable, "-c", "pass"], Path(tmp), 0))
-            check.append(
-                run_command(
-                    [sys.executable, "-m", "runnercheck", "check", "empty.py"], Path(tmp), 0
-                )
-            )
+            for name, cmd in commands.items():
+                before = child_cpu()
+                wall[name].append(run_command(cmd, Path(tmp), 0))
+                cpu[name].append(child_cpu() - before)
     return {
-        "python_c_pass_s": spread(bare),
-        "check_empty_file_s": spread(check),
-        "check_start_up_s": statistics.median(check) - statistics.median(bare),
+        "python_c_pass_s": spread(wall["bare"]),
+        "check_empty_file_s": spread(wall["check"]),
+        "python_c_pass_cpu_s": spread(cpu["bare"]),
+        "check_empty_file_cpu_s": spread(cpu["check"]),
+        "check_start_up_s": statistics.median(wall["check"]) - statistics.median(wall["bare"]),
+        "check_start_up_cpu_s": statistics.median(cpu["check"]) - statistics.median(cpu["bare"]),
     }
 
 
@@ -249,11 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     if "startup" in figures:
         up = figures["startup"]
         assert isinstance(up, dict)
-        print(
-            f"  start-up: `runnercheck check empty.py` {up['check_empty_file_s']['median']:.3f}s, "
-            f"`python -c pass` {up['python_c_pass_s']['median']:.3f}s: runnercheck's own "
-            f"{up['check_start_up_s']:.3f}s (medians of {args.startup_runs})"
-        )
+        for kind, suffix in (("wall", ""), ("CPU", "_cpu")):
+            print(
+                f"  start-up ({kind}): `runnercheck check empty.py` "
+                f"{up['check_empty_file' + suffix + '_s']['median']:.3f}s, `python -c pass` "
+                f"{up['python_c_pass' + suffix + '_s']['median']:.3f}s: runnercheck's own "
+                f"{up['check_start_up' + suffix + '_s']:.3f}s (medians of {args.startup_runs})"
+            )
     if "mypy_cold_s" in figures:
         mypy_s = figures["mypy_cold_s"]
         cli_s = figures["check_command_s"]
