@@ -13,7 +13,7 @@ from codemods.pipeline import migrate
 from runnercheck.check import check_paths
 from runnercheck.config import Config
 
-INPUT = '''\
+INPUT = """\
 import dataclasses
 from dataclasses import dataclass, field
 from typing import List, Optional
@@ -32,7 +32,7 @@ class ModelInput:
     @classmethod
     def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
         return cls(**tensor_dict)
-'''
+"""
 MARKERS = 'DRIVER_ONLY = {"runnercheck": "driver-only"}\n'
 
 #: form -> (imports, module-level constant, the field's value, config driver_only)
