@@ -78,9 +78,18 @@ def venv_site(venv: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of the project's sources, so builds leave nothing in the repository."""
+    """A copy of the project's sources (what git does not ignore, where there is git), so
+    that builds leave nothing in the repository."""
     copy = tmp_path_factory.mktemp("src") / "runnercheck"
-    shutil.copytree(REPO, copy, ignore=IGNORE, symlinks=True)
+    listed = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], REPO)
+    if listed.returncode != 0:
+        shutil.copytree(REPO, copy, ignore=IGNORE, symlinks=True)
+        return copy
+    for name in filter(None, listed.stdout.split("\0")):
+        source_file = REPO / name
+        if source_file.is_file():
+            (copy / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source_file, copy / name)
     return copy
 
 
