@@ -19,9 +19,10 @@ def missing(packages: tuple[str, ...] = FUZZ_PACKAGES) -> list[str]:
     return [name for name in packages if importlib.util.find_spec(name) is None]
 
 
-def require_fuzz_extra(what: str) -> None:
-    """Raise one line naming the extra when torch, numpy or hypothesis is missing."""
-    absent = missing()
+def require_fuzz_extra(what: str, packages: tuple[str, ...] = FUZZ_PACKAGES) -> None:
+    """Raise one line naming the fuzz extra when one of ``packages`` (by default all of
+    the extra's: torch, numpy, hypothesis) is missing."""
+    absent = missing(packages)
     if absent:
         raise MissingExtraError(
             f"{what} needs the fuzz extra ({', '.join(absent)} not installed): "

@@ -4,8 +4,8 @@ its own, run from outside the repository.
 * The base install (docs/examples/github-actions.yml's ``pip install "runnercheck @
   git+...@COMMIT"`` with this checkout and its HEAD, or ``pip install .`` of the sources
   where there is no git history; real dependencies from the package index) holds the
-  static tools: ``check`` and ``migrate`` work, torch is absent, and ``fuzz`` and
-  ``demo`` say in one line which extra to install.
+  static tools: ``check`` and ``migrate`` work, torch is absent, and ``fuzz``,
+  ``demo`` and ``trace`` say in one line which extra to install.
 * The demo works under a compat editable install, a standard (PEP 660) editable install
   and a plain wheel install. These environments reuse this environment's dependencies
   (a path entry to links of them, runnercheck itself left out) so that only runnercheck
@@ -35,7 +35,7 @@ IGNORE = shutil.ignore_patterns(
 )
 FUZZ_LINE = (
     "runnercheck: error: runnercheck {what} needs the fuzz extra "
-    "(torch, numpy, hypothesis not installed): pip install 'runnercheck[fuzz]'"
+    "({absent} not installed): pip install 'runnercheck[fuzz]'"
 )
 
 
@@ -172,16 +172,23 @@ def test_base_install_has_the_static_tools_and_no_torch(
         assert heavy == set(), fmt
 
 
+COMMANDS_NEEDING_THE_EXTRA = {
+    "fuzz": (["fuzz", "engine/model_runner.py"], "torch, numpy, hypothesis"),
+    "demo": (["demo"], "torch, numpy, hypothesis"),
+    "trace": (["trace", "--", "python", "-c", "pass"], "torch"),
+}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("command", ["fuzz", "demo"])
-def test_fuzz_and_demo_name_the_extra_without_it(
+@pytest.mark.parametrize("command", list(COMMANDS_NEEDING_THE_EXTRA))
+def test_commands_that_need_torch_name_the_extra_without_it(
     base_venv: Path, legacy_project: Path, command: str
 ) -> None:
-    args = ["fuzz", "engine/model_runner.py"] if command == "fuzz" else ["demo"]
+    args, absent = COMMANDS_NEEDING_THE_EXTRA[command]
     proc = run([str(base_venv / "bin" / "runnercheck"), *args], legacy_project)
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr.splitlines() == [FUZZ_LINE.format(what=command)]
+    assert proc.stderr.splitlines() == [FUZZ_LINE.format(what=command, absent=absent)]
 
 
 @pytest.fixture(scope="module")

@@ -68,7 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from runnercheck.extras import require_fuzz_extra
 
-    require_fuzz_extra("runnercheck trace")
+    require_fuzz_extra("runnercheck trace", ("torch",))
     from runnercheck.config import load_config
     from runnercheck.console import make_console
     from runnercheck.trace import RecorderOptions, TraceOptions, trace_command
