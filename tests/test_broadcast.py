@@ -31,7 +31,7 @@ def sample() -> dict[str, Any]:
     }
 
 
-def _worker(rank: int, port: int, queue: Any) -> None:
+def _worker(rank: int, port: int, queue: Any, received: Any) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
     try:
@@ -50,6 +50,9 @@ def _worker(rank: int, port: int, queue: Any) -> None:
                 counter.collectives,
             )
         )
+        # tensors travel through the queue as shared memory this process serves: stay
+        # until the parent has them
+        received.wait(timeout=120)
     finally:
         dist.destroy_process_group()
 
@@ -57,8 +60,9 @@ def _worker(rank: int, port: int, queue: Any) -> None:
 def test_round_trip_over_gloo() -> None:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
+    received = ctx.Event()
     port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, port, queue)) for r in range(2)]
+    procs = [ctx.Process(target=_worker, args=(r, port, queue, received)) for r in range(2)]
     for p in procs:
         p.start()
     try:
@@ -67,6 +71,7 @@ def test_round_trip_over_gloo() -> None:
             rank, top, nested, per_step, collectives = queue.get(timeout=120)
             results[rank] = (top, nested, per_step, collectives)
     finally:
+        received.set()
         for p in procs:
             p.join(timeout=30)
             if p.is_alive():
