@@ -31,9 +31,11 @@ from codemods.discover import Group, Index, Note, find_groups, module_facts
 from codemods.merge_broadcasts import GroupResult, finish, merge
 from codemods.refusal import Refusal
 from codemods.source import SkippedPath, collect, read_all, within_roots
+from runnercheck import deep
 from runnercheck.check.facts import ModuleFacts
 from runnercheck.check.project import Project
 from runnercheck.config import Config
+from runnercheck.jobs import worker_count
 
 MERGE = "merge-broadcasts"
 SINGLE = ("self-return", "driver-only", "super-dict")
@@ -56,6 +58,8 @@ class FileChange:
     old: bytes | None
     new: bytes
     codemods: list[str] = field(default_factory=list)
+    #: The group (label) the change belongs to; "" for a file changed alone.
+    group: str = ""
 
 
 @dataclass
@@ -78,6 +82,8 @@ class MigrateResult:
     notes: list[Note] = field(default_factory=list)
     groups: list[GroupResult] = field(default_factory=list)
     skipped: list[SkippedPath] = field(default_factory=list)
+    #: Journals of interrupted runs met below the given paths (see runnercheck.journal).
+    journals: list[Path] = field(default_factory=list)
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per codemod: files changed, refused, unchanged (of the files seen)."""
@@ -350,7 +356,9 @@ def _run_group(group: Group) -> TaskResult:
                 tree = ast.parse(code)
         new = code.encode(modules[path].encoding)
         if new != state.sources[path]:
-            changes[path] = FileChange(path, state.sources[path], new, [MERGE, *applied])
+            changes[path] = FileChange(
+                path, state.sources[path], new, [MERGE, *applied], group.label
+            )
             trees[path] = (tree, code)
     for path, text in merged.sources.items():
         if not within_roots(path, state.roots):
@@ -367,7 +375,7 @@ def _run_group(group: Group) -> TaskResult:
                 )
             )
             return result
-        changes[path] = FileChange(path, None, text.encode("utf-8"), [MERGE])
+        changes[path] = FileChange(path, None, text.encode("utf-8"), [MERGE], group.label)
     failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
         result.refusals.append(failed)
@@ -415,42 +423,51 @@ def migrate(
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
 ) -> MigrateResult:
-    """Plan, rewrite and verify; nothing is written (see :mod:`codemods.write`)."""
+    """Plan, rewrite and verify; nothing is written (see :mod:`codemods.transaction`)."""
     global _STATE
+    if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
+        return deep.call(migrate, paths, select, config, jobs, progress)
     config = config or Config()
     select = tuple(name for name in CODEMODS if name in select)
     collected = collect(paths)
     result = MigrateResult(collected.roots, select, skipped=list(collected.skipped))
+    result.journals = list(collected.journals)
     result.files_seen = len(collected.files)
     wanted = needles(config, select)
     sources: dict[Path, bytes] = {}
-    for path, data in read_all(collected.files):
+    for path, data in read_all(collected.files, config.max_file_size):
         if isinstance(data, OSError):
-            result.refusals.append(
-                Refused("parse", "MIG002", path, 0, f"cannot read: {data.strerror}")
-            )
+            result.refusals.append(Refused("parse", "MIG002", path, 0, str(data)))
             continue
         if not any(needle in data for needle in wanted):
             continue
         try:
-            ast.parse(data, filename=str(path))
+            too_deep = deep.too_deep(ast.parse(data, filename=str(path)))
         except SyntaxError as exc:
             result.refusals.append(
                 Refused("parse", "MIG001", path, exc.lineno or 0, f"does not parse: {exc.msg}")
             )
             continue
         except (ValueError, RecursionError, MemoryError) as exc:
-            result.refusals.append(Refused("parse", "MIG001", path, 0, f"does not parse: {exc}"))
+            message = f"does not parse: {deep.describe(exc)}"
+            result.refusals.append(Refused("parse", "MIG001", path, 0, message))
+            continue
+        if too_deep is not None:
+            result.refusals.append(Refused("parse", "MIG001", path, 0, too_deep))
             continue
         sources[path] = data
     result.files_parsed = len(sources)
     for skip in collected.skipped:
-        result.refusals.append(Refused("parse", skip.code, skip.path, 0, skip.message))
+        if skip.note:
+            result.notes.append(Note(skip.path, 0, "note", skip.message))
+        else:
+            result.refusals.append(Refused("parse", skip.code, skip.path, 0, skip.message))
     state = _make_state(sources, config, select, collected.roots)
     groups: list[Group] = []
     if MERGE in select:
         facts = [state.old_facts(p) for p in state.index.modules]
-        groups, result.notes = find_groups(state.index, Project(facts, config.contract()))
+        groups, found = find_groups(state.index, Project(facts, config.contract()))
+        result.notes += found
     in_groups = {p for g in groups for p in g.files}
     single_needles = (config.as_dict_method.encode(), config.from_dict_method.encode())
     files = [
@@ -463,14 +480,15 @@ def migrate(
     total = len(groups) + len(files)
     done = 0
     outcomes: list[TaskResult] = []
-    if jobs > 1 and total > 1:
+    workers = worker_count(jobs, total)
+    if workers > 1:
         with ProcessPoolExecutor(
-            max_workers=min(jobs, total),
+            max_workers=workers,
             initializer=_init_worker,
             initargs=(sources, config, select, collected.roots),
         ) as pool:
-            futures = [pool.submit(run_group, g) for g in groups]
-            futures += [pool.submit(run_file, p) for p in files]
+            futures = [pool.submit(deep.call, run_group, g) for g in groups]
+            futures += [pool.submit(deep.call, run_file, p) for p in files]
             for future in as_completed(futures):
                 outcomes.append(future.result())
                 done += 1
@@ -498,6 +516,8 @@ def migrate(
         for path, change in outcome.changes.items():
             if path in result.changes:
                 existing = result.changes[path]
+                if existing.new == change.new and change.group not in existing.group.split(" + "):
+                    existing.group = f"{existing.group} + {change.group}"
                 if existing.new != change.new:
                     result.refusals.append(
                         Refused(

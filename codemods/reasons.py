@@ -21,6 +21,22 @@ REASONS: tuple[Reason, ...] = (
     Reason("MIG001", "syntax-error", "the file does not parse; it was skipped"),
     Reason("MIG002", "unreadable", "the file cannot be read or decoded; it was skipped"),
     Reason("MIG003", "symlink-outside", "a symbolic link points outside the given paths; skipped"),
+    Reason("MIG004", "read-only", "a file of the group is read-only (--force rewrites it)"),
+    Reason(
+        "MIG005",
+        "changed-on-disk",
+        "a file of the group changed while the run planned or wrote it; the group is as it was",
+    ),
+    Reason(
+        "MIG006",
+        "write-failed",
+        "a file of the group could not be written; the group was put back as it was",
+    ),
+    Reason(
+        "MIG007",
+        "half-applied",
+        "an interrupted run left the group half-applied (`migrate` rolls it back)",
+    ),
     Reason("MIG101", "extra-broadcast", "a broadcast the planner does not recognise"),
     Reason("MIG102", "untraceable-key", "a broadcast key whose value or use cannot be traced"),
     Reason("MIG103", "missing-runner", "a runner the worker drives cannot be found"),

@@ -48,6 +48,18 @@ RULES: tuple[Rule, ...] = (
         good="(no such finding)",
     ),
     Rule(
+        code="RC003",
+        name="half-applied-migration",
+        engine="check",
+        summary="An interrupted `runnercheck migrate` left a worker/runner group half-applied.",
+        why="Some files of the group are in the merged shape and some are not: every file "
+        "compiles, but the old worker calls the new runner with the old arguments and fails "
+        "at run time. `runnercheck migrate --recover` puts the old contents back.",
+        bad="# worker.py still calls execute_model(seq_group_metadata_list, kv_caches)\n"
+        "# model_runner.py already defines execute_model(model_input, kv_caches)",
+        good="# both files old, or both files migrated",
+    ),
+    Rule(
         code="RC101",
         name="recursive-from-dict",
         engine="check",

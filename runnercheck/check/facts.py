@@ -95,6 +95,7 @@ from runnercheck.contract import (
     VLLM,
     Contract,
 )
+from runnercheck.deep import describe
 
 Role = Literal["driver", "non-driver"]
 
@@ -1260,9 +1261,7 @@ def extract_source(source: str | bytes, path: str, contract: Contract = VLLM) ->
     except ValueError as exc:  # e.g. null bytes
         return ModuleFacts(path=path, syntax_error=SyntaxErrorFacts(1, 1, str(exc)))
     except (RecursionError, MemoryError) as exc:  # nesting deeper than Python itself accepts
-        return ModuleFacts(
-            path=path, syntax_error=SyntaxErrorFacts(1, 1, f"too deeply nested ({exc})")
-        )
+        return ModuleFacts(path=path, syntax_error=SyntaxErrorFacts(1, 1, describe(exc)))
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
     return extract_tree(tree, path, text, contract)
 

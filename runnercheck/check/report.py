@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,7 @@ def as_json(result: CheckResult) -> dict[str, Any]:
     return {
         "version": __version__,
         "findings": [f.as_json() for f in result.findings],
+        "notes": result.notes,
         "summary": result.summary(),
     }
 
@@ -122,6 +124,8 @@ def as_sarif(result: CheckResult) -> dict[str, Any]:
 
 
 def render(result: CheckResult, fmt: str, console: Console) -> None:
+    for note in result.notes:  # on stderr: the findings on stdout stay machine-readable
+        print(note, file=sys.stderr)
     if fmt == "json":
         print(json.dumps(as_json(result), indent=2))
     elif fmt == "sarif":
