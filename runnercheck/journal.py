@@ -42,6 +42,9 @@ from runnercheck.files import DEFAULT_MAX_FILE_SIZE, JOURNAL_NAME, ReadError, re
 FORMAT = "runnercheck-migrate-journal"
 VERSION = 1
 MANIFEST = "manifest.json"
+#: One line per step of the run, appended as it goes (see :attr:`Journal.steps`).
+PROGRESS = "progress"
+STEPS = ("start", "done", "undo", "undone")
 
 State = Literal["old", "new", "partial", "changed"]
 
@@ -69,6 +72,9 @@ class Journal:
     entries: list[Entry] = field(default_factory=list)
     pid: int = 0
     started: str = ""
+    #: The last step the run recorded for each entry (by index): ``start`` (about to be
+    #: written), ``done``, ``undo`` (about to be put back), ``undone``.
+    steps: dict[int, str] = field(default_factory=dict)
 
 
 def journal_dir(root: Path) -> Path:
@@ -125,9 +131,23 @@ def load(directory: Path) -> Journal:
             journal.entries.append(
                 Entry(path, str(item["group"]), old, new, None if mode is None else int(mode))
             )
+        journal.steps = _steps(directory, len(journal.entries))
         return journal
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise JournalError(f"{directory}: unreadable migrate journal ({exc})") from None
+
+
+def _steps(directory: Path, count: int) -> dict[int, str]:
+    try:
+        text = read_source(directory / PROGRESS, DEFAULT_MAX_FILE_SIZE).decode("ascii", "replace")
+    except ReadError:
+        return {}
+    steps: dict[int, str] = {}
+    for line in text.splitlines():  # a last line cut short by a crash is ignored
+        verb, _, index = line.partition(" ")
+        if verb in STEPS and index.isdigit() and int(index) < count:
+            steps[int(index)] = verb
+    return steps
 
 
 def _blob(directory: Path, name: str, expected: str) -> bytes:
@@ -139,30 +159,45 @@ def _blob(directory: Path, name: str, expected: str) -> bytes:
     return data
 
 
-def state_of(entry: Entry, limit: int = DEFAULT_MAX_FILE_SIZE) -> State:
-    """Where ``entry``'s file stands now."""
+#: ``step`` when the run's steps are not known (any write may have been under way).
+UNKNOWN = "unknown"
+
+
+def state_of(entry: Entry, step: str | None = UNKNOWN, limit: int = DEFAULT_MAX_FILE_SIZE) -> State:
+    """Where ``entry``'s file stands now; ``step``: the last step the run recorded for it."""
     try:
         current: bytes | None = read_source(entry.path, max(limit, len(entry.new) * 2 + 1))
     except ReadError:
         if os.path.lexists(entry.path):
             return "changed"
         current = None
-    return classify(entry, current)
+    return classify(entry, current, step)
 
 
-def classify(entry: Entry, current: bytes | None) -> State:
-    """Where a file holding ``current`` stands (None: the file does not exist)."""
+def classify(entry: Entry, current: bytes | None, step: str | None = UNKNOWN) -> State:
+    """Where a file holding ``current`` stands (None: the file does not exist).
+
+    ``partial`` only while the run was writing the file (``step`` ``start`` or ``undo``):
+    a file it had not started, or had finished, cannot hold a write of its cut short."""
     if current is None:
         return "old" if entry.old is None else "changed"
     if current == entry.new:
         return "new"
     if entry.old is not None and current == entry.old:
         return "old"
+    if step not in ("start", "undo", UNKNOWN):
+        return "changed"
     old = entry.old or b""
-    common = _common_prefix(current, entry.new)
-    if current == entry.new[:common] + old[common:]:
+    if _torn(current, entry.new, old) or (entry.old is not None and _torn(current, old, entry.new)):
         return "partial"
     return "changed"
+
+
+def _torn(current: bytes, written: bytes, under: bytes) -> bool:
+    """True when ``current`` is ``written`` cut short over ``under``: a write of
+    ``written`` in place of ``under`` (at offset 0, truncating last) that stopped midway."""
+    common = _common_prefix(current, written)
+    return current == written[:common] + under[common:]
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
@@ -205,12 +240,41 @@ class GroupState:
         )
 
 
+Decision = Literal["back", "forward", "person"]
+
+
+def state(journal: Journal, index: int) -> State:
+    """The state of the journal's ``index``-th file, knowing the run's steps."""
+    return state_of(journal.entries[index], journal.steps.get(index))
+
+
+def decide(journal: Journal, group: str) -> tuple[Decision, str]:
+    """How to recover one group, and why when a person must decide.
+
+    ``back`` (put every file's old contents back) unless a file was edited after the
+    crash: then ``back`` still when every edited file is one the run had not written
+    (or had put back), ``forward`` (write the new contents into the files not yet
+    written) when every edited file is one the run had finished writing, and
+    ``person`` otherwise (an edited file the run was writing, or edits of both kinds)."""
+    indices = [i for i, entry in enumerate(journal.entries) if entry.group == group]
+    edited = [i for i in indices if state(journal, i) == "changed"]
+    if not edited:
+        return "back", ""
+    steps = [journal.steps.get(i) for i in edited]
+    shown = ", ".join(_shown(journal.entries[i].path) for i in edited)
+    if all(step in (None, "undone") for step in steps):
+        return "back", ""
+    if all(step == "done" for step in steps):
+        return "forward", ""
+    return "person", f"{shown} changed since, while or after the run wrote it"
+
+
 def groups(journal: Journal) -> list[GroupState]:
     """Every group of the journal with its files' states."""
     by_group: dict[str, dict[Path, State]] = {}
     created = frozenset(entry.path for entry in journal.entries if entry.old is None)
-    for entry in journal.entries:
-        by_group.setdefault(entry.group, {})[entry.path] = state_of(entry)
+    for index, entry in enumerate(journal.entries):
+        by_group.setdefault(entry.group, {})[entry.path] = state(journal, index)
     return [GroupState(name, states, created) for name, states in by_group.items()]
 
 

@@ -244,8 +244,14 @@ def receive(conn: Any) -> Any:
 
 
 def _quiet_and_traceable(log_path: str) -> Any:
-    """Send this process's output to its log, dump stacks there on SIGUSR1, ignore Ctrl-C
-    (the parent reaps us), and die with the parent where the OS allows."""
+    """Lead a process group of our own (so that a kill on a deadline takes the processes
+    user code started too), send this process's output to its log, dump stacks there on
+    SIGUSR1, ignore Ctrl-C (the parent reaps us), and die with the parent where the OS
+    allows."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
     log = open(log_path, "a", buffering=1)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)

@@ -51,10 +51,22 @@ def _import(module_name: str) -> ModuleType:
         if exc.name and module_name.startswith(exc.name):
             raise UsageError(f"cannot import module {module_name!r}: no such module") from None
         raise UsageError(f"cannot import module {module_name!r}: {exc}") from None
+    except SystemExit as exc:  # the module called sys.exit() (or exit()) while imported
+        raise UsageError(
+            f"cannot import module {module_name!r}: it exited with status {_status(exc)} "
+            "while being imported"
+        ) from None
     except Exception as exc:
         raise UsageError(
             f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
         ) from None
+
+
+def _status(exc: SystemExit) -> str:
+    code = exc.code
+    if code is None:
+        return "0"
+    return str(code) if isinstance(code, int) else f"1 ({code})"
 
 
 def _module_name_for(path: Path) -> tuple[str, Path]:
