@@ -95,7 +95,7 @@ def _read_all(fd: int, limit: int) -> bytes:
         chunks.append(chunk)
         offset += len(chunk)
         if offset > limit:
-            raise Conflict("grew larger than planned")
+            raise Conflict("changed on disk during the migration")
 
 
 def _write_all(fd: int, data: bytes) -> None:

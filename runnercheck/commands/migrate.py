@@ -112,13 +112,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codemods import report, transaction
-    from codemods.discover import Note
-    from codemods.pipeline import Refused
+    from codemods import recovery
     from codemods.source import collect
-    from codemods.write import Change
-    from runnercheck import journal
-    from runnercheck.config import load_config
     from runnercheck.console import make_console
     from runnercheck.files import check_arguments
     from runnercheck.jobs import requested
@@ -129,16 +124,24 @@ def run(args: argparse.Namespace) -> int:
     roots = [Path(os.path.realpath(raw)) for raw in args.paths]
     out = make_console()
     if args.recover:
-        lines = transaction.recover(roots, collect(args.paths).journals)
+        lines = recovery.recover(roots, collect(args.paths).journals)
         for line in lines or [f"{args.paths[0]}: nothing to recover"]:
             out.print(line, markup=False, highlight=False)
         return 0
+
+    from codemods import report, transaction
+    from codemods.discover import Note
+    from codemods.pipeline import Refused
+    from codemods.write import Change
+    from runnercheck import journal
+    from runnercheck.config import load_config
+
     config = load_config(Path(args.paths[0]), args.config)
     mode = "diff" if args.diff else "check" if args.check else "write"
     err = make_console(stderr=True)
     recovered: list[str] = []
     if mode == "write":  # first put back what an interrupted run left, then plan
-        recovered = transaction.recover(roots, collect(args.paths).journals)
+        recovered = recovery.recover(roots, collect(args.paths).journals)
     result = _run_with_progress(args.paths, select, config, jobs, err)
     written: list[Path] = []
     if mode != "write":
