@@ -449,7 +449,7 @@ def migrate(
             )
             continue
         except (ValueError, RecursionError, MemoryError) as exc:
-            message = f"does not parse: {deep.describe(exc)}"
+            message = f"does not parse: {deep.parse_failure(exc)}"
             result.refusals.append(Refused("parse", "MIG001", path, 0, message))
             continue
         if too_deep is not None:

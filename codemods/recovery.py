@@ -32,6 +32,7 @@ from codemods.source import within_roots
 from codemods.write import Conflict, create, remove_created, replace_contents
 from runnercheck import journal as jr
 from runnercheck.errors import RunnerCheckError
+from runnercheck.files import JOURNAL_NAME
 
 
 class Unrecoverable(RunnerCheckError):
@@ -178,5 +179,15 @@ def recover(
     """Recover whatever interrupted runs left under (or above) ``roots``; one line per
     journal. :class:`Unrecoverable` when a person must decide."""
     tree = tree_root(roots)
+    met = list(met)
+    if not jr.find([tree], met) and not _staging_left(tree):
+        return []  # nothing to do: no lock taken (the tree may be read-only to us)
     with deferred_signals(), jr.TreeLock(tree, lock_timeout):
         return recover_all(tree, roots, met)
+
+
+def _staging_left(tree: Path) -> bool:
+    try:
+        return any(name.startswith(JOURNAL_NAME + ".") for name in os.listdir(tree))
+    except OSError:
+        return False

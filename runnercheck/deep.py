@@ -124,3 +124,10 @@ def describe(exc: BaseException) -> str:
         return "out of memory while analysing it (MemoryError)"
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def parse_failure(exc: BaseException) -> str:
+    """Why Python's own parser gave up on a file (it raises these for deep nesting)."""
+    if isinstance(exc, (RecursionError, MemoryError)):
+        return f"nested too deeply for Python's parser ({type(exc).__name__})"
+    return describe(exc)

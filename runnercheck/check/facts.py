@@ -95,7 +95,7 @@ from runnercheck.contract import (
     VLLM,
     Contract,
 )
-from runnercheck.deep import describe
+from runnercheck.deep import parse_failure
 
 Role = Literal["driver", "non-driver"]
 
@@ -349,17 +349,40 @@ class ModuleFacts:
 # ------------------------------------------------------------------ helpers
 
 
+_DOTTED = "_runnercheck_dotted"
+
+
 def dotted(node: ast.expr) -> str:
-    """``self.model_runner.execute_model`` -> that string; calls become ``name()``."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{dotted(node.value)}.{node.attr}"
-    if isinstance(node, ast.Call):
-        return f"{dotted(node.func)}()"
-    if isinstance(node, ast.Subscript):
-        return dotted(node.value)
-    return "?"
+    """``self.model_runner.execute_model`` -> that string; calls become ``name()``.
+
+    Iterative, and remembered on each node of the chain (the trees are only read), so
+    that a chain of N calls costs N steps, not N * N / 2."""
+    chain: list[ast.expr] = []
+    current: ast.expr = node
+    while True:
+        known = getattr(current, _DOTTED, None)
+        if known is not None:
+            text = known
+            break
+        if isinstance(current, ast.Name):
+            text = current.id
+            break
+        if isinstance(current, (ast.Attribute, ast.Subscript)):
+            chain.append(current)
+            current = current.value
+        elif isinstance(current, ast.Call):
+            chain.append(current)
+            current = current.func
+        else:
+            text = "?"
+            break
+    for item in reversed(chain):
+        if isinstance(item, ast.Attribute):
+            text = f"{text}.{item.attr}"
+        elif isinstance(item, ast.Call):
+            text = f"{text}()"
+        setattr(item, _DOTTED, text)
+    return text
 
 
 def last_name(callee: str) -> str:
@@ -1261,7 +1284,7 @@ def extract_source(source: str | bytes, path: str, contract: Contract = VLLM) ->
     except ValueError as exc:  # e.g. null bytes
         return ModuleFacts(path=path, syntax_error=SyntaxErrorFacts(1, 1, str(exc)))
     except (RecursionError, MemoryError) as exc:  # nesting deeper than Python itself accepts
-        return ModuleFacts(path=path, syntax_error=SyntaxErrorFacts(1, 1, describe(exc)))
+        return ModuleFacts(path=path, syntax_error=SyntaxErrorFacts(1, 1, parse_failure(exc)))
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
     return extract_tree(tree, path, text, contract)
 
