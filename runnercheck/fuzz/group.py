@@ -19,7 +19,6 @@ import atexit
 import itertools
 import multiprocessing
 import os
-import pickle
 import re
 import signal
 import tempfile
@@ -160,7 +159,7 @@ class LocalGroup:
     def start_job(self, job: Job) -> list[RankError]:
         self.start()
         try:
-            ranks.send(self._conns[0], ("job", pickle.dumps(job)))
+            ranks.send(self._conns[0], ("job", ranks.pack_job(job)))
         except (OSError, ValueError) as exc:
             self._lost(f"rank 0 is gone ({exc})", 0)
         deadline = time.monotonic() + self.settings.deadline + GRACE
@@ -493,7 +492,7 @@ class EnvGroup:
     def start_job(self, job: Job) -> list[RankError]:
         joined = self._joined
         assert joined is not None
-        errors = ranks.start_job(joined, pickle.dumps(job))
+        errors = ranks.start_job(joined, ranks.pack_job(job))
         if any(e.desync for e in errors):
             raise GroupLost("ranks did not take the job: " + "; ".join(e.text() for e in errors))
         return errors

@@ -145,12 +145,19 @@ def start_job(joined: Joined, job_bytes: bytes) -> list[RankError]:
     return errors
 
 
+def pack_job(job: Job) -> bytes:
+    """A job as sent to the ranks: its ``sys_path`` first, so that a rank can import the
+    class's module before unpickling the class."""
+    return pickle.dumps((job.sys_path, pickle.dumps(job)))
+
+
 def _load_job(joined: Joined, job_bytes: bytes) -> RankError | None:
     try:
-        job = pickle.loads(job_bytes)
-        for entry in job.sys_path:
+        sys_path, inner = pickle.loads(job_bytes)
+        for entry in sys_path:  # before the class is unpickled: it may live there
             if entry not in sys.path:
                 sys.path.insert(0, entry)
+        job = pickle.loads(inner)
         joined.job = job
         joined.job_error = None
         return None
