@@ -133,6 +133,7 @@ def main() -> int:
             "kinds": dict(tally.kinds),
             "killed": tally.killed,
             "edited": tally.edited,
+            "half_applied_by_the_kill": tally.half_applied,
             "recovered": tally.recovered,
             "person": tally.person,
             "lost_edits": tally.lost_edits,

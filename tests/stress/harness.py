@@ -120,6 +120,8 @@ class RunResult:
     leftovers: int = 0
     person: bool = False
     recovered: bool = False
+    #: The kill left a unit half-applied (before recovery).
+    half_applied: bool = False
     detail: str = ""
 
     @property
@@ -203,12 +205,26 @@ def one_run(
     if editor is not None:
         editor.join(timeout=120)
     result = RunResult(kind, killed, edit is not None and edit.done)
+    result.half_applied = _half_applied(plan)
     code, text = _recover(plan, kind == "cli")
     result.recovered = "recovered" in text
     result.person = code == 2 and "put the files right" in text
     result.detail = text
     _judge(plan, edit, result)
     return result
+
+
+def _half_applied(plan: Plan) -> bool:
+    """True when a unit holds old and new (or cut-short) files: what the kill left."""
+    by_path = {c.path: c for c in plan.changes}
+    for unit in plan.units:
+        kinds = set()
+        for path in unit:
+            current = path.read_bytes() if path.exists() else None
+            kinds.add("old" if current == by_path[path].old else "other")
+        if len(kinds) > 1:
+            return True
+    return False
 
 
 def _judge(plan: Plan, edit: Edit | None, result: RunResult) -> None:
@@ -246,6 +262,7 @@ class Tally:
     killed: int = 0
     edited: int = 0
     recovered: int = 0
+    half_applied: int = 0
     person: int = 0
     lost_edits: int = 0
     mixed_units: int = 0
@@ -262,6 +279,7 @@ class Tally:
         self.killed += result.killed
         self.edited += result.edited
         self.recovered += result.recovered
+        self.half_applied += result.half_applied
         self.person += result.person
         self.lost_edits += result.lost_edits
         self.mixed_units += result.mixed_units
@@ -276,7 +294,8 @@ class Tally:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items()))
         return (
             f"{self.runs} runs ({kinds}): {self.killed} killed, {self.edited} edited during "
-            f"the run, {self.recovered} recovered, {self.person} left for a person; "
+            f"the run, {self.half_applied} left half-applied by the kill, {self.recovered} "
+            f"recovered, {self.person} left for a person; "
             f"lost edits {self.lost_edits}, mixed groups {self.mixed_units}, files neither "
             f"old nor new {self.foreign_files}, leftovers {self.leftovers}"
         )
