@@ -50,7 +50,9 @@ unless --force, and a group an interrupted run left half-applied is rolled back
 by the next run (reported as MIG007 by --check and --diff).
 
 exit status: 0 nothing to change, 1 files changed (or, with --check/--diff, would
-change) or something was refused, 2 usage or input error"""
+change) or something was refused, 2 usage or input error, or an interrupted run
+left files that a person has to put right (one line says where every version is);
+--recover: 0 recovered or nothing to recover, 2 as above"""
 CODEMODS = ("merge-broadcasts", "self-return", "driver-only", "super-dict")
 
 
