@@ -175,13 +175,16 @@ def _write_unit(
             if change.old is None:
                 progress.record("start", number)
                 create(change.path, change.new, checkpoint)
+                progress.record("done", number)
             else:
                 expected = change.old
 
                 def verified(name: str, number: int = number) -> None:
+                    if name == "written":  # logged while the lease still holds editors off
+                        progress.record("done", number)
+                    checkpoint(name)
                     if name == "verified":  # re-read and as planned: the write begins
                         progress.record("start", number)
-                    checkpoint(name)
 
                 replace_contents(
                     change.path,
@@ -192,7 +195,6 @@ def _write_unit(
                     verified,
                 )
             done.append(change)
-            progress.record("done", number)
     except BaseException as exc:
         _undo(done, unit, index, progress)
         if isinstance(exc, (Conflict, OSError)):

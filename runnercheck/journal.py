@@ -248,24 +248,46 @@ def state(journal: Journal, index: int) -> State:
     return state_of(journal.entries[index], journal.steps.get(index))
 
 
+def _base(journal: Journal, index: int) -> Literal["old", "new"] | None:
+    """What an edited file was edited from: ``old`` when the run had not written it
+    (or had put it back), ``new`` when it had finished writing it; for a file it was
+    writing, what the file still starts with (an edit appended after the crash), if
+    either."""
+    step = journal.steps.get(index)
+    if step in (None, "undone"):
+        return "old"
+    if step == "done":
+        return "new"
+    entry = journal.entries[index]
+    try:
+        current = read_source(entry.path, max(DEFAULT_MAX_FILE_SIZE, len(entry.new) * 2 + 1))
+    except ReadError:
+        return None
+    if current.startswith(entry.new):
+        return "new"
+    if entry.old is not None and current.startswith(entry.old):
+        return "old"
+    return None
+
+
 def decide(journal: Journal, group: str) -> tuple[Decision, str]:
     """How to recover one group, and why when a person must decide.
 
     ``back`` (put every file's old contents back) unless a file was edited after the
-    crash: then ``back`` still when every edited file is one the run had not written
-    (or had put back), ``forward`` (write the new contents into the files not yet
-    written) when every edited file is one the run had finished writing, and
-    ``person`` otherwise (an edited file the run was writing, or edits of both kinds)."""
+    crash: then ``back`` still when every edited file was edited from its old contents
+    (see :func:`_base`), ``forward`` (write the new contents into the files that do
+    not hold them yet) when every edited file was edited from its new contents, and
+    ``person`` otherwise (an edit of a file cut short, or edits of both kinds)."""
     indices = [i for i, entry in enumerate(journal.entries) if entry.group == group]
     edited = [i for i in indices if state(journal, i) == "changed"]
     if not edited:
         return "back", ""
-    steps = [journal.steps.get(i) for i in edited]
-    shown = ", ".join(_shown(journal.entries[i].path) for i in edited)
-    if all(step in (None, "undone") for step in steps):
+    bases = {_base(journal, i) for i in edited}
+    if bases == {"old"}:
         return "back", ""
-    if all(step == "done" for step in steps):
+    if bases == {"new"}:
         return "forward", ""
+    shown = ", ".join(_shown(journal.entries[i].path) for i in edited)
     return "person", f"{shown} changed since, while or after the run wrote it"
 
 

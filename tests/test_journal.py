@@ -61,9 +61,14 @@ def test_recovery_decisions(tmp_path: Path) -> None:
     c.write_bytes(b"old c.py")
     a.write_bytes(b"new a.py # edited")  # finished, then edited: forward keeps the edit
     assert jr.decide(found, "G") == ("forward", "")
-    b.write_bytes(b"new b # edited")  # the file being written was edited: a person
+    b.write_bytes(b"new b.py # appended")  # being written, then an edit on its new contents
+    assert jr.decide(found, "G") == ("forward", "")
+    b.write_bytes(b"new b # edited")  # being written, cut short, then edited: a person
     decision, why = jr.decide(found, "G")
     assert decision == "person" and "b.py" in why
+    b.write_bytes(b"new b.py")
+    c.write_bytes(b"old c.py # edited")  # edits from new (a.py) and from old (c.py)
+    assert jr.decide(found, "G")[0] == "person"
 
 
 def test_the_lock_excludes_nested_trees_but_not_siblings(tmp_path: Path) -> None:

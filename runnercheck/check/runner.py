@@ -319,6 +319,7 @@ def check_paths(
         on_disk,
         needles(contract),
         contract,
+        limit,
     )
     result = check_outcomes(outcomes, contract, select_codes, ignore_codes, context)
     found, result.notes = walk_findings(walked, paths)

@@ -19,6 +19,7 @@ from types import ModuleType
 
 from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
+from runnercheck.files import walk
 
 
 @dataclass(frozen=True)
@@ -123,7 +124,8 @@ def resolve(spec: str, contract: Contract) -> list[Target]:
 def _resolve_path(path: Path, contract: Contract) -> list[Target]:
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
-    files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    # the walker check and migrate use: regular files only (importing a FIFO would hang)
+    files = sorted(source.path for source in walk([path]).files)
     found: list[Target] = []
     for file in files:
         module_name, root = _module_name_for(file)

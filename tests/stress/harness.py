@@ -205,7 +205,7 @@ def one_run(
     if editor is not None:
         editor.join(timeout=120)
     result = RunResult(kind, killed, edit is not None and edit.done)
-    result.half_applied = _half_applied(plan)
+    result.half_applied = _half_applied(plan, edit)
     code, text = _recover(plan, kind == "cli")
     result.recovered = "recovered" in text
     result.person = code == 2 and "put the files right" in text
@@ -214,13 +214,15 @@ def one_run(
     return result
 
 
-def _half_applied(plan: Plan) -> bool:
+def _half_applied(plan: Plan, edit: Edit | None) -> bool:
     """True when a unit holds old and new (or cut-short) files: what the kill left."""
     by_path = {c.path: c for c in plan.changes}
     for unit in plan.units:
         kinds = set()
         for path in unit:
             current = path.read_bytes() if path.exists() else None
+            if current is not None and edit is not None and edit.done and path == edit.path:
+                current = current.replace(edit.line, b"", 1)
             kinds.add("old" if current == by_path[path].old else "other")
         if len(kinds) > 1:
             return True

@@ -215,20 +215,20 @@ def test_edits_after_a_crash_are_kept_and_the_group_ends_whole(plan: Plan) -> No
     assert all((p.read_bytes() if p.exists() else None) == by_path[p].old for p in order[:-1])
 
 
-def test_an_edit_to_the_file_being_written_stops_for_a_person(plan: Plan) -> None:
-    _kill_at(plan, "verified", 2)  # the second file: verified, its write started
+def test_edits_of_both_kinds_after_a_crash_stop_for_a_person(plan: Plan) -> None:
+    """One file edited from its new contents, another from its old ones: neither way
+    keeps both edits and makes the group whole, so nothing is touched."""
+    _kill_at(plan, "file", 2)  # the first file written, the others not yet
     order = plan.units[0]
-    second = order[1]
+    for path in (order[0], order[-1]):
+        with open(path, "ab") as handle:
+            handle.write(b"# edited after the crash\n")
     before = {p: p.read_bytes() for p in order if p.exists()}
-    with open(second, "ab") as handle:
-        handle.write(b"# edited after the crash\n")
-    edited = second.read_bytes()
     result = cli("migrate", str(plan.root))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "put the files right, then delete that directory" in lines[0]
-    assert second.read_bytes() == edited
-    assert all(p.read_bytes() == before[p] for p in order if p != second and p in before)
+    assert {p: p.read_bytes() for p in order if p.exists()} == before
     assert (plan.root / JOURNAL_NAME / "old").is_dir()
     checked = cli("check", str(plan.root))
     assert " RC003 " in checked.stdout and "edited since" in checked.stdout
