@@ -8,15 +8,17 @@ recovered group by group, under the tree lock, by the next ``runnercheck migrate
   byte, and its mode; a file the run created is removed. The run that recovers then
   plans again from a consistent tree and writes the group anew, re-verified: the
   journal's new contents were checked against the old tree only.
-- **forward**, only when a file the run had finished writing was edited after the
-  crash: its edit is kept and the group's other files get their new contents (they
-  still hold exactly the old or a cut-short write, so the plan is still valid).
-- a **person** decides when an edited file is one the run was writing, or when both
-  kinds of edits meet in one group: nothing is touched, the journal stays (its
-  ``old/`` and ``new/`` hold every version) and the run stops with one line.
+- **forward**, only when the files edited after the crash were edited from their new
+  contents (the run had finished writing them, or an edit was appended to the new
+  contents): the edits are kept and the group's other files get their new contents
+  (they still hold exactly the old contents or a cut-short write, so the plan holds).
+- a **person** decides when an edit was made on a write cut short, or when edits from
+  old and from new contents meet in one group: nothing is touched, the journal stays
+  (its ``old/`` and ``new/`` hold every version) and the run stops with one line.
 
-A file the run had not touched (or had put back) that was edited since keeps its edit
-either way. Which files the run was writing comes from the journal's progress log.
+An edited file is never written by recovery: only the other files of its group are.
+What the run had written comes from the journal's progress log
+(:func:`runnercheck.journal.decide`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from codemods.write import Conflict, create, remove_created, replace_contents
 from runnercheck import journal as jr
 from runnercheck.errors import RunnerCheckError
 from runnercheck.files import JOURNAL_NAME
+from runnercheck.treelock import TreeLock
 
 
 class Unrecoverable(RunnerCheckError):
@@ -182,7 +185,7 @@ def recover(
     met = list(met)
     if not jr.find([tree], met) and not _staging_left(tree):
         return []  # nothing to do: no lock taken (the tree may be read-only to us)
-    with deferred_signals(), jr.TreeLock(tree, lock_timeout):
+    with deferred_signals(), TreeLock(tree, lock_timeout):
         return recover_all(tree, roots, met)
 
 

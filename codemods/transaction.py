@@ -2,7 +2,7 @@
 
 A run's changes are split into *units*: the files of one group, joined with every
 other group that changes one of the same files (a shared ``model_runner_base.py``),
-or one file changed alone. Under the tree lock (:class:`runnercheck.journal.TreeLock`)
+or one file changed alone. Under the tree lock (:class:`runnercheck.treelock.TreeLock`)
 :func:`commit`
 
 1. recovers what an interrupted run left (:mod:`codemods.recovery`) and removes the
@@ -41,6 +41,7 @@ from codemods.write import Change, Conflict, create, fsync_dir, replace_contents
 from codemods.write import writable as is_writable
 from runnercheck import journal as jr
 from runnercheck.files import ReadError, read_source
+from runnercheck.treelock import TreeLock
 
 __all__ = ["Outcome", "Refused", "Unrecoverable", "commit", "recover", "units"]
 
@@ -239,7 +240,7 @@ def commit(
     if not planned:
         return outcome
     tree = tree_root(roots)
-    with deferred_signals(), jr.TreeLock(tree, lock_timeout):
+    with deferred_signals(), TreeLock(tree, lock_timeout):
         outcome.recovered = recover_all(tree, roots, met)
         ready: list[list[Change]] = []
         for unit in planned:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from runnercheck import journal as jr
+from runnercheck.treelock import LockBusy, TreeLock, locked
 
 
 def entry(old: bytes | None, new: bytes) -> jr.Entry:
@@ -77,12 +78,12 @@ def test_the_lock_excludes_nested_trees_but_not_siblings(tmp_path: Path) -> None
     sibling = tmp_path / "other"
     child.mkdir(parents=True)
     sibling.mkdir()
-    with jr.TreeLock(parent):
-        assert jr.locked(parent)
-        with pytest.raises(jr.LockBusy, match="another `runnercheck migrate`"):
-            jr.TreeLock(child, timeout=0.2).acquire()
-        with jr.TreeLock(sibling, timeout=0.2):
+    with TreeLock(parent):
+        assert locked(parent)
+        with pytest.raises(LockBusy, match="another `runnercheck migrate`"):
+            TreeLock(child, timeout=0.2).acquire()
+        with TreeLock(sibling, timeout=0.2):
             pass
-    assert not jr.locked(parent)
-    with jr.TreeLock(child), pytest.raises(jr.LockBusy):
-        jr.TreeLock(parent, timeout=0.2).acquire()
+    assert not locked(parent)
+    with TreeLock(child), pytest.raises(LockBusy):
+        TreeLock(parent, timeout=0.2).acquire()
