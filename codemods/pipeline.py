@@ -29,12 +29,14 @@ from codemods import registry, verify
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import SkippedPath, collect, read_all, within_roots
-from runnercheck.analysis.extract import extract_source
+from runnercheck import deep
+from runnercheck.analysis.extract import extract_tree
 from runnercheck.analysis.groups import Group, Note, find_groups
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
 from runnercheck.config import Config
+from runnercheck.jobs import worker_count
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -59,6 +61,8 @@ class FileChange:
     old: bytes | None
     new: bytes
     codemods: list[str] = field(default_factory=list)
+    #: The group (label) the change belongs to; "" for a file changed alone.
+    group: str = ""
 
 
 @dataclass
@@ -81,6 +85,8 @@ class MigrateResult:
     notes: list[Note] = field(default_factory=list)
     groups: list[GroupResult] = field(default_factory=list)
     skipped: list[SkippedPath] = field(default_factory=list)
+    #: Journals of interrupted runs met below the given paths (see runnercheck.journal).
+    journals: list[Path] = field(default_factory=list)
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per codemod: files changed, refused, unchanged (of the files seen)."""
@@ -355,7 +361,9 @@ def _run_group(group: Group) -> TaskResult:
                 tree = verify.parse(path, code)
         new = code.encode(modules[path].encoding)
         if new != state.sources[path]:
-            changes[path] = FileChange(path, state.sources[path], new, [MERGE, *applied])
+            changes[path] = FileChange(
+                path, state.sources[path], new, [MERGE, *applied], group.label
+            )
             trees[path] = (tree, code)
     for path, text in merged.sources.items():
         if not within_roots(path, state.roots):
@@ -372,7 +380,7 @@ def _run_group(group: Group) -> TaskResult:
                 )
             )
             return result
-        changes[path] = FileChange(path, None, text.encode("utf-8"), [MERGE])
+        changes[path] = FileChange(path, None, text.encode("utf-8"), [MERGE], group.label)
     failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
         result.refusals.append(failed)
@@ -424,55 +432,72 @@ def migrate(
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
 ) -> MigrateResult:
-    """Plan, rewrite and verify; nothing is written (see :mod:`codemods.write`)."""
+    """Plan, rewrite and verify; nothing is written (see :mod:`codemods.transaction`)."""
     global _STATE
+    if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
+        return deep.call(migrate, paths, select, config, jobs, progress)
     config = config or Config()
     select = tuple(name for name in CODEMODS if name in select)
     collected = collect(paths)
     result = MigrateResult(collected.roots, select, skipped=list(collected.skipped))
+    result.journals = list(collected.journals)
     result.files_seen = len(collected.files)
     contract = config.contract()
     read: dict[Path, bytes] = {}
-    for path, data in read_all(collected.files):
+    for path, data in read_all(collected.files, config.max_file_size):
         if isinstance(data, OSError):
-            result.refusals.append(
-                Refused("parse", "MIG002", path, 0, f"cannot read: {data.strerror}")
-            )
+            result.refusals.append(Refused("parse", "MIG002", path, 0, str(data)))
             continue
         read[path] = data
     sources: dict[Path, bytes] = {}
     facts: dict[Path, ModuleFacts] = {}
     for path in select_sources(read, contract, runners=MERGE in select):
         data = read[path]
-        module_facts = extract_source(data, str(path), contract, names=True)
-        error = module_facts.syntax_error
-        if error is not None:
-            message = f"does not parse: {error.message}"
-            result.refusals.append(Refused("parse", "MIG001", path, error.line, message))
+        try:
+            tree = ast.parse(data, filename=str(path))
+        except SyntaxError as exc:
+            result.refusals.append(
+                Refused("parse", "MIG001", path, exc.lineno or 0, f"does not parse: {exc.msg}")
+            )
             continue
+        except (ValueError, RecursionError, MemoryError) as exc:
+            message = f"does not parse: {deep.parse_failure(exc)}"
+            result.refusals.append(Refused("parse", "MIG001", path, 0, message))
+            continue
+        too_deep = deep.too_deep(tree)
+        if too_deep is not None:
+            result.refusals.append(Refused("parse", "MIG001", path, 0, too_deep))
+            continue
+        text = data.decode("utf-8", "replace")
+        module_facts = extract_tree(tree, str(path), text, contract, names=True)
         sources[path] = data
         facts[path] = module_facts
     result.files_parsed = len(sources)
     for skip in collected.skipped:
-        result.refusals.append(Refused("parse", skip.code, skip.path, 0, skip.message))
+        if skip.note:
+            result.notes.append(Note(skip.path, 0, "note", skip.message))
+        else:
+            result.refusals.append(Refused("parse", skip.code, skip.path, 0, skip.message))
     state = _State(sources, facts, config, select, collected.roots)
     groups: list[Group] = []
     if MERGE in select:
-        groups, result.notes = find_groups(state.project)
+        groups, found = find_groups(state.project)
+        result.notes += found
     in_groups = {p for g in groups for p in g.files}
     single = single_targets(state.project, select)
     files = [p for p in sources if p not in in_groups and str(p) in single]
     total = len(groups) + len(files)
     done = 0
     outcomes: list[TaskResult] = []
-    if jobs > 1 and total > 1:
+    workers = worker_count(jobs, total)
+    if workers > 1:
         with ProcessPoolExecutor(
-            max_workers=min(jobs, total),
+            max_workers=workers,
             initializer=_init_worker,
             initargs=(sources, facts, config, select, collected.roots),
         ) as pool:
-            futures = [pool.submit(run_group, g) for g in groups]
-            futures += [pool.submit(run_file, p) for p in files]
+            futures = [pool.submit(deep.call, run_group, g) for g in groups]
+            futures += [pool.submit(deep.call, run_file, p) for p in files]
             for future in as_completed(futures):
                 outcomes.append(future.result())
                 done += 1
@@ -500,6 +525,8 @@ def migrate(
         for path, change in outcome.changes.items():
             if path in result.changes:
                 existing = result.changes[path]
+                if existing.new == change.new and change.group not in existing.group.split(" + "):
+                    existing.group = f"{existing.group} + {change.group}"
                 if existing.new != change.new:
                     result.refusals.append(
                         Refused(

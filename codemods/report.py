@@ -39,10 +39,13 @@ def unified_diff(result: MigrateResult) -> str:
     return text if not text or text.endswith("\n") else text + "\n"
 
 
+def where(path: Path, line: int) -> str:
+    """``path:line``, or ``path`` alone when there is no line (a whole file)."""
+    return f"{display(path)}:{line}" if line > 0 else display(path)
+
+
 def refusal_lines(result: MigrateResult) -> list[str]:
-    return [
-        f"{display(r.path)}:{r.line}: {r.code} [{r.codemod}] {r.message}" for r in result.refusals
-    ]
+    return [f"{where(r.path, r.line)}: {r.code} [{r.codemod}] {r.message}" for r in result.refusals]
 
 
 def detail_lines(result: MigrateResult) -> list[str]:
@@ -73,7 +76,7 @@ def detail_lines(result: MigrateResult) -> list[str]:
                     f"non-driver reads them only through `{constructor}(**...)`)"
                 )
     for note in result.notes:
-        lines.append(f"{display(note.path)}:{note.line}: {note.label}: {note.message}")
+        lines.append(f"{where(note.path, note.line)}: {note.label}: {note.message}")
     return lines
 
 
@@ -100,9 +103,12 @@ def summary_table(result: MigrateResult, console: Console, mode: str) -> None:
     )
 
 
-def as_json(result: MigrateResult, mode: str, written: list[Path]) -> dict[str, Any]:
+def as_json(
+    result: MigrateResult, mode: str, written: list[Path], recovered: list[str] | None = None
+) -> dict[str, Any]:
     return {
         "mode": mode,
+        "recovered": recovered or [],
         "files_seen": result.files_seen,
         "files_parsed": result.files_parsed,
         "changes": [

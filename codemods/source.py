@@ -1,8 +1,11 @@
 """The files a migration reads: collected under the given paths, read as bytes.
 
-Nothing here imports or executes the code it reads. Symbolic links are never
-followed: a link inside the given paths is skipped (its target, when it is
-inside them too, is visited on its own); a link pointing outside is reported.
+Nothing here imports or executes the code it reads. The walk is
+:func:`runnercheck.files.walk` (the one ``check`` uses too) in its ``migrate`` form:
+symbolic links are never followed (a link inside the given paths is skipped, its
+target, when inside them too, is visited on its own; a link pointing outside is
+reported), hidden directories are skipped, only regular files are read, and a file
+larger than ``max_file_size`` is reported instead of read.
 """
 
 from __future__ import annotations
@@ -12,12 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from runnercheck.errors import UsageError
-
-#: Directories never descended into.
-SKIP_DIRS = frozenset(
-    {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", "node_modules"}
-)
+from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source, walk
 
 
 @dataclass(frozen=True)
@@ -25,6 +23,8 @@ class SkippedPath:
     path: Path
     code: str
     message: str
+    #: True: only a note (nothing that could be migrated was hidden by it).
+    note: bool = False
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,8 @@ class Collected:
     roots: tuple[Path, ...]
     files: tuple[Path, ...]
     skipped: tuple[SkippedPath, ...]
+    #: Journals of interrupted runs met below the given paths.
+    journals: tuple[Path, ...] = ()
 
 
 def _inside(path: Path, roots: Iterable[Path]) -> bool:
@@ -42,52 +44,25 @@ def collect(paths: Iterable[str | os.PathLike[str]]) -> Collected:
     """Every ``*.py`` file under ``paths`` (files or directories), sorted, no links.
 
     Raises :class:`UsageError` for a path that does not exist."""
-    roots: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if not path.exists():
-            raise UsageError(f"{raw}: no such file or directory")
-        roots.append(Path(os.path.realpath(path)))
-    files: set[Path] = set()
-    skipped: list[SkippedPath] = []
-    for root in roots:
-        if root.is_file():
-            files.add(root)
-            continue
-        for directory, dirnames, filenames in os.walk(root, followlinks=False):
-            here = Path(directory)
-            keep = []
-            for name in sorted(dirnames):
-                child = here / name
-                if child.is_symlink():
-                    _note_link(child, roots, skipped)
-                elif name not in SKIP_DIRS and not name.startswith("."):
-                    keep.append(name)
-            dirnames[:] = keep
-            for name in filenames:
-                if not name.endswith(".py"):
-                    continue
-                child = here / name
-                if child.is_symlink():
-                    _note_link(child, roots, skipped)
-                else:
-                    files.add(child)
-    return Collected(tuple(roots), tuple(sorted(files)), tuple(skipped))
+    walked = walk(paths, links="inside", skip_hidden=True)
+    skipped = []
+    for problem in walked.problems:
+        code = "MIG003" if problem.kind == "link-outside" else "MIG002"
+        path = Path(os.path.abspath(problem.path))
+        note = not problem.hides_source and problem.kind != "link-outside"
+        skipped.append(SkippedPath(path, code, problem.message, note))
+    files = tuple(sorted({source.real for source in walked.files}))
+    return Collected(walked.roots, files, tuple(skipped), tuple(walked.journals))
 
 
-def _note_link(link: Path, roots: list[Path], skipped: list[SkippedPath]) -> None:
-    target = Path(os.path.realpath(link))
-    if not _inside(target, roots):
-        skipped.append(
-            SkippedPath(link, "MIG003", f"symbolic link to {target} (outside the given paths)")
-        )
-
-
-def read_all(files: Iterable[Path]) -> Iterator[tuple[Path, bytes | OSError]]:
+def read_all(
+    files: Iterable[Path], limit: int = DEFAULT_MAX_FILE_SIZE
+) -> Iterator[tuple[Path, bytes | OSError]]:
+    """Each file's bytes, or the :class:`ReadError` that says why it was not read."""
     for path in files:
         try:
-            yield path, path.read_bytes()
-        except OSError as exc:
+            yield path, read_source(path, limit)
+        except ReadError as exc:
             yield path, exc
 
 

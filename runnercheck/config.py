@@ -13,6 +13,7 @@ match vLLM. Unknown keys and wrong types are errors that name the file and key::
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -21,6 +22,7 @@ from typing import Any
 
 from runnercheck.contract import Contract
 from runnercheck.errors import ConfigError
+from runnercheck.files import DEFAULT_MAX_FILE_SIZE, read_source
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,6 +47,8 @@ class Config(Contract):
     #: ``fuzz``: Hypothesis strategies for opaque types or fields, as
     #: ``{"TypeName or Class.field": "module:function_returning_a_strategy"}``.
     fuzz_strategies: dict[str, str] = field(default_factory=dict)
+    #: ``check`` and ``migrate``: files larger than this many bytes are reported, not read.
+    max_file_size: int = DEFAULT_MAX_FILE_SIZE
 
     def contract(self) -> Contract:
         """The contract names alone (what the analyses need)."""
@@ -53,21 +57,71 @@ class Config(Contract):
 
 def find_pyproject(start: Path) -> Path | None:
     """The nearest ``pyproject.toml`` at or above ``start`` (a file or directory)."""
-    start = start.resolve()
-    here = start if start.is_dir() else start.parent
+    start = Path(os.path.realpath(start))
+    here = start if os.path.isdir(start) else start.parent
     for directory in (here, *here.parents):
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
+        if os.path.isfile(candidate):  # False, not an error, in a directory we cannot read
             return candidate
     return None
 
 
+#: What a pydantic error type expects, in TOML's words.
+_EXPECTED = {
+    "tuple_type": "an array of strings",
+    "list_type": "an array of strings",
+    "string_type": "a string",
+    "dict_type": "a table of strings",
+    "int_type": "an integer",
+    "int_parsing": "an integer",
+    "int_from_float": "an integer",
+}
+
+
+def toml_type(value: Any) -> str:
+    """What a TOML value is, in TOML's words."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a float"
+    return f"a {type(value).__name__}"
+
+
+def _location(loc: Any) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
 def _describe(error: Mapping[str, Any]) -> str:
-    loc = ".".join(str(part) for part in error.get("loc", ()))
+    loc = _location(error.get("loc", ()))
     kind = error.get("type", "")
     if kind in ("extra_forbidden", "unexpected_keyword_argument"):
         return f"unknown key {loc!r}"
+    expected = _EXPECTED.get(kind)
+    if expected is not None:
+        return f"key {loc!r}: expected {expected}, got {toml_type(error.get('input'))}"
     return f"key {loc!r}: {error.get('msg', 'invalid value')}"
+
+
+def _check_values(table: Mapping[str, Any], config: Config, source: str, section: str) -> Config:
+    """What the types alone do not say: ``max_file_size`` is a positive integer."""
+    size = table.get("max_file_size", config.max_file_size)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ConfigError(
+            f"{source}: {section} key 'max_file_size': expected a positive integer (bytes), "
+            f"got {size!r}"
+        )
+    return config
 
 
 def config_from_mapping(
@@ -85,20 +139,21 @@ def config_from_mapping(
         ) from None
 
     try:
-        return TypeAdapter(Config).validate_python(dict(table))
+        config = TypeAdapter(Config).validate_python(dict(table))
     except ValidationError as exc:
         first = exc.errors()[0]
         more = len(exc.errors()) - 1
         suffix = f" (and {more} more)" if more else ""
         raise ConfigError(f"{source}: {section} {_describe(first)}{suffix}") from None
+    return _check_values(table, config, source, section)
 
 
 def load_config_file(path: Path) -> Config:
     """Read ``[tool.runnercheck]`` from one TOML file (missing table: defaults)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_source(path).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = str(exc).removeprefix("cannot read: ")
         raise ConfigError(f"{path}: cannot read configuration: {reason}") from None
     try:
         data = tomllib.loads(text)

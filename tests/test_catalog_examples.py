@@ -18,8 +18,13 @@ from tests.mypy_plugin.mypy_run import mypy
 ILLUSTRATIVE = {
     "RC002": "an internal error of the checker",
     "RC206": "an internal error of the plugin",
+    "RC003": "a half-applied migration: the state of a journal, not of source text",
     "MIG002": "a file that cannot be read: no source text can hold it",
     "MIG003": "a symbolic link: no source text can hold it",
+    "MIG004": "a read-only file: a file mode, not source text",
+    "MIG005": "a file changed during the run: a race, not source text",
+    "MIG006": "a write that fails: the file system, not source text",
+    "MIG007": "a run killed while writing: a journal, not source text",
     "MIG110": "a rewrite that fails verification is a bug of the codemods",
     "MIG199": "an internal error of the planner",
 }

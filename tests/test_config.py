@@ -54,7 +54,27 @@ def test_driver_only_metadata_marker() -> None:
         ("[tool.runnercheck]\nbogus = 1\n", "[tool.runnercheck] unknown key 'bogus'"),
         (
             "[tool.runnercheck]\nbroadcast_function = 3\n",
-            "[tool.runnercheck] key 'broadcast_function': Input should be a valid string",
+            "[tool.runnercheck] key 'broadcast_function': expected a string, got an integer",
+        ),
+        (
+            '[tool.runnercheck]\nexclude = "tests/*"\n',
+            "[tool.runnercheck] key 'exclude': expected an array of strings, got a string",
+        ),
+        (
+            "[tool.runnercheck]\nexclude = [1]\n",
+            "[tool.runnercheck] key 'exclude[0]': expected a string, got an integer",
+        ),
+        (
+            "[tool.runnercheck]\nfuzz_strategies = []\n",
+            "[tool.runnercheck] key 'fuzz_strategies': expected a table of strings, got an array",
+        ),
+        (
+            "[tool.runnercheck]\nmax_file_size = 0\n",
+            "[tool.runnercheck] key 'max_file_size': expected a positive integer (bytes), got 0",
+        ),
+        (
+            '[tool.runnercheck]\nmax_file_size = "1"\n',
+            "[tool.runnercheck] key 'max_file_size': expected a positive integer (bytes), got '1'",
         ),
         ("[tool.runnercheck\nx = 1\n", "invalid TOML"),
     ],

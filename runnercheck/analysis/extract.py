@@ -36,6 +36,7 @@ from runnercheck.analysis.syntax import (
     top_level_names,
 )
 from runnercheck.contract import VLLM, Contract
+from runnercheck.deep import parse_failure
 
 _DICT_ANNOTATION = re.compile(r"\b(Dict|dict|Mapping|MutableMapping)\b")
 
@@ -304,9 +305,7 @@ def extract_source(
     except ValueError as exc:  # e.g. null bytes
         return ModuleFacts(path=path, syntax_error=SyntaxErrorFacts(1, 1, str(exc)))
     except (RecursionError, MemoryError) as exc:  # nesting deeper than Python itself accepts
-        return ModuleFacts(
-            path=path, syntax_error=SyntaxErrorFacts(1, 1, f"too deeply nested ({exc})")
-        )
+        return ModuleFacts(path=path, syntax_error=SyntaxErrorFacts(1, 1, parse_failure(exc)))
     text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
     return extract_tree(tree, path, text, contract, names)
 

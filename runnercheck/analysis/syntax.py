@@ -12,17 +12,40 @@ import re
 _SUPPRESS = re.compile(r"#\s*runnercheck:\s*ignore(?:\[([^\]]*)\])?", re.IGNORECASE)
 
 
+_DOTTED = "_runnercheck_dotted"
+
+
 def dotted(node: ast.expr) -> str:
-    """``self.model_runner.execute_model`` -> that string; calls become ``name()``."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return f"{dotted(node.value)}.{node.attr}"
-    if isinstance(node, ast.Call):
-        return f"{dotted(node.func)}()"
-    if isinstance(node, ast.Subscript):
-        return dotted(node.value)
-    return "?"
+    """``self.model_runner.execute_model`` -> that string; calls become ``name()``.
+
+    Iterative, and remembered on each node of the chain (the trees are only read), so
+    that a chain of N calls costs N steps, not N * N / 2."""
+    chain: list[ast.expr] = []
+    current: ast.expr = node
+    while True:
+        known = getattr(current, _DOTTED, None)
+        if known is not None:
+            text = known
+            break
+        if isinstance(current, ast.Name):
+            text = current.id
+            break
+        if isinstance(current, (ast.Attribute, ast.Subscript)):
+            chain.append(current)
+            current = current.value
+        elif isinstance(current, ast.Call):
+            chain.append(current)
+            current = current.func
+        else:
+            text = "?"
+            break
+    for item in reversed(chain):
+        if isinstance(item, ast.Attribute):
+            text = f"{text}.{item.attr}"
+        elif isinstance(item, ast.Call):
+            text = f"{text}()"
+        setattr(item, _DOTTED, text)
+    return text
 
 
 def last_name(callee: str) -> str:

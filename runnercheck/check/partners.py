@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.contract import Contract
+from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source
 
 #: How far up from a file an absolute import's top-level package is looked for.
 MAX_LEVELS = 8
@@ -86,6 +87,7 @@ def read_partners(
     known: set[str],
     wanted: tuple[bytes, ...],
     contract: Contract,
+    limit: int = DEFAULT_MAX_FILE_SIZE,
 ) -> list[ModuleFacts]:
     """Facts of the files imported (transitively) by ``modules`` (absolute path, facts)
     that are not in ``known`` (absolute normalised paths, updated) and that the
@@ -103,9 +105,8 @@ def read_partners(
                 continue
             known.add(found)
             try:
-                with open(found, "rb") as handle:
-                    data = handle.read()
-            except OSError:
+                data = read_source(found, limit)
+            except ReadError:  # context only: a FIFO, a huge or unreadable file adds nothing
                 continue
             if not any(needle in data for needle in wanted):
                 continue

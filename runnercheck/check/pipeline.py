@@ -10,28 +10,25 @@ in it is not reported either.
 
 from __future__ import annotations
 
-import fnmatch
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runnercheck import catalog
+from runnercheck import catalog, deep
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.prefilter import class_bases, might_matter, needles, subclass_rounds
 from runnercheck.analysis.project import Project
+from runnercheck.check.discovery import SourceFile, discover_walk, walk_findings
 from runnercheck.check.partners import read_partners
 from runnercheck.check.rules import RULES, run_rules
 from runnercheck.config import Config
 from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
+from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source
 from runnercheck.findings import Finding
-
-#: Directories never descended into.
-SKIP_DIRS = frozenset(
-    {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".nox", ".mypy_cache"}
-)
+from runnercheck.jobs import worker_count
 
 
 @dataclass
@@ -51,6 +48,8 @@ class CheckResult:
     files_failed: int = 0
     #: Files outside the given paths read for context (modules the checked files import).
     partner_files: int = 0
+    #: Things skipped that cannot hide a finding (a FIFO, a looping link), one line each.
+    walk_notes: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -71,27 +70,7 @@ class CheckResult:
         }
 
 
-@dataclass(frozen=True)
-class SourceFile:
-    path: Path
-    #: The path as findings show it (relative when the argument was relative).
-    display: str
-
-
 # --------------------------------------------------------------- discovery
-
-
-def _excluded(display: str, relative: str, patterns: Sequence[str]) -> bool:
-    parts = Path(display).parts
-    for pattern in patterns:
-        pattern = pattern.rstrip("/")
-        if fnmatch.fnmatch(display, pattern) or fnmatch.fnmatch(relative, pattern):
-            return True
-        if "/" not in pattern and any(fnmatch.fnmatch(part, pattern) for part in parts):
-            return True
-        if fnmatch.fnmatch(display, f"{pattern}/*") or fnmatch.fnmatch(relative, f"{pattern}/*"):
-            return True
-    return False
 
 
 def discover(
@@ -100,34 +79,7 @@ def discover(
     """Python files under ``paths`` (directories recursively), minus ``exclude`` globs.
 
     Raises :class:`UsageError` naming the first path that does not exist."""
-    found: dict[Path, SourceFile] = {}
-    root = (root or Path.cwd()).resolve()
-
-    def add(path: Path, display: str) -> None:
-        resolved = path.resolve()
-        try:
-            relative = resolved.relative_to(root).as_posix()
-        except ValueError:
-            relative = display
-        if resolved not in found and not _excluded(display, relative, exclude):
-            found[resolved] = SourceFile(path, display)
-
-    for raw in paths:
-        path = Path(raw)
-        if not path.exists():
-            raise UsageError(f"{raw}: no such file or directory")
-        if path.is_file():
-            add(path, str(raw))
-            continue
-        for dirpath, dirnames, filenames in os.walk(path):
-            dirnames[:] = sorted(
-                d for d in dirnames if d not in SKIP_DIRS and not d.endswith(".egg-info")
-            )
-            for name in sorted(filenames):
-                if name.endswith((".py", ".pyi")):
-                    full = Path(dirpath) / name
-                    add(full, full.as_posix() if not path.is_absolute() else str(full))
-    return list(found.values())
+    return discover_walk(paths, exclude, root)[0]
 
 
 # ----------------------------------------------------------------- analysis
@@ -146,37 +98,52 @@ class FileOutcome:
     error_code: str = "RC002"
 
 
-def analyse_file(source: SourceFile, contract: Contract, force: bool = False) -> FileOutcome:
+def analyse_file(
+    source: SourceFile,
+    contract: Contract,
+    force: bool = False,
+    limit: int = DEFAULT_MAX_FILE_SIZE,
+) -> FileOutcome:
     """Read one file and extract its facts, or say why it was skipped or failed."""
     try:
-        data = source.path.read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        return FileOutcome(source.display, error=f"cannot read: {reason}", error_code="RC001")
+        data = read_source(source.path, limit)
+    except ReadError as exc:
+        return FileOutcome(source.display, error=str(exc), error_code="RC001")
     try:
         if not force and not might_matter(data, needles(contract)):
             return FileOutcome(source.display, skipped_bases=class_bases(data))
         facts = extract_source(data, source.display, contract)
         return FileOutcome(source.display, facts=facts, path=source.path)
     except Exception as exc:  # an internal error is reported for this file only
-        return FileOutcome(source.display, error=f"internal error: {type(exc).__name__}: {exc}")
+        return FileOutcome(source.display, error=f"internal error: {deep.describe(exc)}")
 
 
-def _analyse_chunk(chunk: list[SourceFile], contract: Contract, force: bool) -> list[FileOutcome]:
-    return [analyse_file(source, contract, force) for source in chunk]
+def _analyse_chunk(
+    chunk: list[SourceFile], contract: Contract, force: bool, limit: int = DEFAULT_MAX_FILE_SIZE
+) -> list[FileOutcome]:
+    """A chunk of files, in a thread that can walk deeply nested code (runnercheck.deep)."""
+    return deep.call(lambda: [analyse_file(s, contract, force, limit) for s in chunk])
 
 
 def _analyse_all(
-    sources: list[SourceFile], contract: Contract, jobs: int, force: bool = False
+    sources: list[SourceFile],
+    contract: Contract,
+    jobs: int,
+    force: bool = False,
+    limit: int = DEFAULT_MAX_FILE_SIZE,
 ) -> list[FileOutcome]:
-    if jobs <= 1 or len(sources) < 8:
-        return [analyse_file(s, contract, force) for s in sources]
+    workers = worker_count(jobs, len(sources) // 4)
+    if workers <= 1 or len(sources) < 8:
+        return _analyse_chunk(sources, contract, force, limit)
     from concurrent.futures import ProcessPoolExecutor  # only for -j: costs start-up time
 
-    size = max(1, len(sources) // (jobs * 4))
+    size = max(1, len(sources) // (workers * 4))
     chunks = [sources[i : i + size] for i in range(0, len(sources), size)]
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        results = pool.map(_analyse_chunk, chunks, [contract] * len(chunks), [force] * len(chunks))
+    count = len(chunks)
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        results = pool.map(
+            _analyse_chunk, chunks, [contract] * count, [force] * count, [limit] * count
+        )
         return [outcome for chunk in results for outcome in chunk]
 
 
@@ -212,7 +179,7 @@ def parse_codes(values: Iterable[str], option: str) -> set[str]:
 
 #: Reported whatever ``select`` says (a file that was not analysed may hide anything);
 #: only an explicit ``ignore`` hides them.
-ALWAYS_SELECTED = frozenset({"RC001", "RC002"})
+ALWAYS_SELECTED = frozenset({"RC001", "RC002", "RC003"})
 
 
 def _selected(code: str, select: set[str], ignore: set[str]) -> bool:
@@ -300,15 +267,16 @@ def check_paths(
     contract = config.contract()
     select_codes = parse_codes(select, "--select") or parse_codes(config.select, "select")
     ignore_codes = parse_codes(ignore, "--ignore") | parse_codes(config.ignore, "ignore")
-    sources = discover(paths, (*config.exclude, *exclude), root)
-    outcomes = _analyse_all(sources, contract, jobs)
+    sources, walked = discover_walk(paths, (*config.exclude, *exclude), root)
+    limit = config.max_file_size
+    outcomes = _analyse_all(sources, contract, jobs, limit=limit)
     # later rounds: skipped files defining a subclass of a class found so far
     by_display = {s.display: s for s in sources}
     skipped = {i: o.skipped_bases for i, o in enumerate(outcomes) if o.skipped_bases is not None}
 
     def read(indices: list[int]) -> list[str]:
         redone = _analyse_all(
-            [by_display[outcomes[i].display] for i in indices], contract, jobs, True
+            [by_display[outcomes[i].display] for i in indices], contract, jobs, True, limit
         )
         for index, outcome in zip(indices, redone, strict=True):
             outcomes[index] = outcome
@@ -323,8 +291,13 @@ def check_paths(
         on_disk,
         needles(contract),
         contract,
+        limit,
     )
-    return check_outcomes(outcomes, contract, select_codes, ignore_codes, context)
+    result = check_outcomes(outcomes, contract, select_codes, ignore_codes, context)
+    found, result.walk_notes = walk_findings(walked, paths)
+    found = [f for f in found if _selected(f.code, select_codes, ignore_codes)]
+    result.findings = sorted(set(result.findings) | set(found))
+    return result
 
 
 def check_sources(

@@ -79,6 +79,7 @@ def as_json(result: CheckResult) -> dict[str, Any]:
         "version": __version__,
         "findings": [finding_json(f) for f in result.findings],
         "notes": [finding_json(f) for f in result.notes],
+        "skipped": result.walk_notes,
         "summary": result.summary(),
     }
 
@@ -171,6 +172,8 @@ def render(
     show_notes: bool = False,
     base: Path | None = None,
 ) -> None:
+    for note in result.walk_notes:  # on stderr: the findings on stdout stay machine-readable
+        print(note, file=sys.stderr)
     if fmt == "json":
         print(json.dumps(as_json(result), indent=2))
     elif fmt == "sarif":

@@ -9,7 +9,6 @@ its line.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -48,7 +47,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="parse files in N processes (0: one per CPU)",
+        help="parse files in N processes (0: one per CPU; never more than the CPUs or the files)",
     )
     parser.add_argument(
         "--show-notes",
@@ -63,14 +62,11 @@ def run(args: argparse.Namespace) -> int:
     from runnercheck.check.report import render
     from runnercheck.config import find_pyproject, load_config
     from runnercheck.console import is_color_terminal, make_console
-    from runnercheck.errors import UsageError
+    from runnercheck.files import check_arguments
+    from runnercheck.jobs import requested
 
-    if args.jobs < 0:
-        raise UsageError(f"-j/--jobs must be 0 or more, not {args.jobs}")
-    jobs = args.jobs or os.cpu_count() or 1
-    for raw in args.paths:
-        if not Path(raw).exists():
-            raise UsageError(f"{raw}: no such file or directory")
+    jobs = requested(args.jobs)
+    check_arguments(args.paths)
     first = Path(args.paths[0])
     config = load_config(first, args.config)
     source = args.config if args.config is not None else find_pyproject(first)

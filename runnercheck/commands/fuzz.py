@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -73,20 +75,39 @@ def load_object(spec: str, what: str) -> Any:
     return obj
 
 
+#: Bounds of the numeric options (inclusive).
+WORLD_SIZE = (1, 64)
+EXAMPLES = (1, 1_000_000)
+DEADLINE = (0.1, 86_400)
+SEED = (0, 2**64 - 1)
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Every numeric option finite and within its bounds (one line naming it otherwise)."""
+    checks = (
+        ("--world-size", args.world_size, WORLD_SIZE),
+        ("--examples", args.examples, EXAMPLES),
+        ("--deadline", args.deadline, DEADLINE),
+        ("--seed", args.seed, SEED),
+    )
+    for option, value, (low, high) in checks:
+        if value is None:
+            continue
+        finite = math.isfinite(value) if isinstance(value, float) else True
+        if not finite or not low <= value <= high:
+            unit = " seconds" if option == "--deadline" else ""
+            raise UsageError(f"{option} must be between {low} and {high}{unit}, not {value}")
+
+
 def run(args: argparse.Namespace) -> int:
     from runnercheck.extras import require_fuzz_extra
 
     require_fuzz_extra("runnercheck fuzz")
     from runnercheck.config import load_config
     from runnercheck.fuzz import FuzzOptions, fuzz, resolve_all
-    from runnercheck.fuzz.group import run_receiver, torchrun_rank
+    from runnercheck.fuzz.group import GroupLost, run_receiver, torchrun_rank
 
-    if args.world_size < 1:
-        raise UsageError("--world-size must be at least 1")
-    if args.examples < 1:
-        raise UsageError("--examples must be at least 1")
-    if args.deadline <= 0:
-        raise UsageError("--deadline must be positive")
+    _check_numbers(args)
     if args.device == "cuda":
         import torch
 
@@ -109,7 +130,11 @@ def run(args: argparse.Namespace) -> int:
         options = FuzzOptions(
             **{**options.__dict__, "attn_backend": load_object(args.attn_backend, "--attn-backend")}
         )
-    report = fuzz(targets, options, config)
+    try:
+        report = fuzz(targets, options, config)
+    except GroupLost as lost:  # the ranks could not even start
+        print(f"runnercheck: RC306 the ranks could not start: {lost.message}", file=sys.stderr)
+        return EXIT_FINDINGS
     if args.format == "json":
         print(json.dumps(report.as_json(), indent=2))
     else:

@@ -6,8 +6,10 @@ The codemods (all by default, choose with --select) are listed by --help
 A worker/runner group is planned as a whole: a shape the planner does not
 recognise is refused with a reason code (MIGxxx) and every file of the group
 stays byte-identical. New sources must compile and re-analyse clean with
-`runnercheck check` before anything is written; writes are atomic. The code
-read is never imported or executed.
+`runnercheck check` before anything is written. Each group is written as one
+transaction under a lock on the tree, with a journal that the next run (or
+`--recover`) uses to roll back a group an interrupted run left half-written
+(see codemods.transaction). The code read is never imported or executed.
 """
 
 from __future__ import annotations
@@ -33,10 +35,16 @@ codemods:
 {registry.help_lines()}
 
 A shape the planner does not recognise is refused (MIG1xx/MIG2xx, with file and
-line) and its whole worker/runner group is left byte-identical.
+line) and its whole worker/runner group is left byte-identical. Each group is
+written as one transaction: a file that changed meanwhile (MIG005) or cannot be
+written (MIG006) leaves its group as it was, a read-only file is refused (MIG004)
+unless --force, and a group an interrupted run left half-applied is rolled back
+by the next run (reported as MIG007 by --check and --diff).
 
 exit status: 0 nothing to change, 1 files changed (or, with --check/--diff, would
-change) or something was refused, 2 usage or input error"""
+change) or something was refused, 2 usage or input error, or an interrupted run
+left files that a person has to put right (one line says where every version is);
+--recover: 0 recovered or nothing to recover, 2 as above"""
 CODEMODS = registry.NAMES
 
 
@@ -83,44 +91,82 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         metavar="N",
-        help="rewrite groups in N processes (0: one per CPU)",
+        help="rewrite groups in N processes (0: one per CPU; never more than the CPUs or groups)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="also rewrite read-only files (their mode is kept)"
+    )
+    mode.add_argument(
+        "--recover",
+        action="store_true",
+        help="only roll back what an interrupted run left half-written, then stop",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")
 
 
 def run(args: argparse.Namespace) -> int:
-    from codemods import report
-    from codemods.write import Change, write_changes
-    from runnercheck.config import load_config
+    from codemods import recovery
+    from codemods.source import collect
     from runnercheck.console import make_console
-    from runnercheck.errors import UsageError
+    from runnercheck.files import check_arguments
+    from runnercheck.jobs import requested
 
-    if args.jobs < 0:
-        raise UsageError(f"-j/--jobs must be 0 or more, not {args.jobs}")
-    jobs = args.jobs or os.cpu_count() or 1
+    jobs = requested(args.jobs)
     select = _select(args.select)
-    for raw in args.paths:
-        if not Path(raw).exists():
-            raise UsageError(f"{raw}: no such file or directory")
+    check_arguments(args.paths)
+    roots = [Path(os.path.realpath(raw)) for raw in args.paths]
+    out = make_console()
+    if args.recover:
+        lines = recovery.recover(roots, collect(args.paths).journals)
+        for line in lines or [f"{args.paths[0]}: nothing to recover"]:
+            out.print(line, markup=False, highlight=False)
+        return 0
+
+    from codemods import report, transaction
+    from codemods.pipeline import Refused
+    from codemods.write import Change
+    from runnercheck import journal
+    from runnercheck.analysis.groups import Note
+    from runnercheck.config import load_config
+
     config = load_config(Path(args.paths[0]), args.config)
     mode = "diff" if args.diff else "check" if args.check else "write"
     err = make_console(stderr=True)
+    recovered: list[str] = []
+    if mode == "write":  # first put back what an interrupted run left, then plan
+        recovered = recovery.recover(roots, collect(args.paths).journals)
     result = _run_with_progress(args.paths, select, config, jobs, err)
     written: list[Path] = []
-    if mode == "write" and result.changes:
-        written = write_changes(
-            [Change(c.path, c.old, c.new) for c in result.changes.values()], result.roots
+    if mode != "write":
+        for item in journal.pending(list(result.roots), result.journals):
+            if item.half_applied:
+                result.refusals.append(Refused("write", "MIG007", item.path, 0, item.message))
+            else:
+                result.notes.append(Note(item.path, 0, "note", item.message))
+    elif result.changes:
+        outcome = transaction.commit(
+            [Change(c.path, c.old, c.new, c.group) for c in result.changes.values()],
+            result.roots,
+            force=args.force,
+            met=result.journals,
         )
+        recovered += outcome.recovered
+        written = outcome.written
+        for refused in outcome.refused:
+            for path in refused.paths:
+                result.changes.pop(path, None)
+            result.refusals.append(
+                Refused("write", refused.code, refused.path, 0, refused.message, refused.group)
+            )
     if args.format == "json":
-        print(json.dumps(report.as_json(result, mode, written), indent=2))
+        print(json.dumps(report.as_json(result, mode, written, recovered), indent=2))
     else:
-        out = make_console()
         if mode == "diff":
             sys.stdout.write(report.unified_diff(result))
             sys.stdout.flush()
         info = err if mode == "diff" else out
-        for line in report.refusal_lines(result) + report.detail_lines(result):
+        for line in recovered + report.refusal_lines(result) + report.detail_lines(result):
             info.print(line, markup=False, highlight=False)
         report.summary_table(result, info, mode)
     return 1 if result.changes or result.refusals else 0

@@ -98,14 +98,16 @@ def stage_check(ws: Workspace, options: DemoOptions) -> StageResult:
 def stage_migrate(ws: Workspace, options: DemoOptions) -> StageResult:
     from codemods.pipeline import migrate
     from codemods.registry import NAMES as CODEMODS
-    from codemods.write import Change, write_changes
+    from codemods.transaction import commit
+    from codemods.write import Change
     from runnercheck.config import Config
 
     result = migrate([str(ws.migrated)], CODEMODS, Config(), 1)
-    written = write_changes(
-        [Change(c.path, c.old, c.new) for c in result.changes.values()], result.roots
+    outcome = commit(
+        [Change(c.path, c.old, c.new, c.group) for c in result.changes.values()], result.roots
     )
-    refusals = [str(r) for r in result.refusals]
+    written = outcome.written
+    refusals = [str(r) for r in [*result.refusals, *outcome.refused]]
     names = sorted(str(Path(p).relative_to(ws.migrated)) for p in written)
     return StageResult(
         "migrate",

@@ -6,6 +6,7 @@ Public API: :func:`fuzz` (a whole run), :class:`FuzzOptions`, :func:`register_st
 
 from __future__ import annotations
 
+import math
 import os
 import random
 from collections.abc import Sequence
@@ -51,6 +52,14 @@ class FuzzOptions:
     deadline: float = 60.0
     rendezvous_timeout: float = 120.0
     attn_backend: Any = None
+
+    def __post_init__(self) -> None:
+        if self.world_size < 1 or self.examples < 1:
+            raise ValueError("world_size and examples must be at least 1")
+        for name in ("deadline", "rendezvous_timeout"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number of seconds above 0, not {value}")
 
     def settings(self) -> Settings:
         return Settings(self.world_size, self.device, self.deadline, self.rendezvous_timeout)

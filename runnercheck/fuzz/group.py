@@ -19,7 +19,6 @@ import atexit
 import itertools
 import multiprocessing
 import os
-import pickle
 import re
 import signal
 import tempfile
@@ -160,7 +159,7 @@ class LocalGroup:
     def start_job(self, job: Job) -> list[RankError]:
         self.start()
         try:
-            ranks.send(self._conns[0], ("job", pickle.dumps(job)))
+            ranks.send(self._conns[0], ("job", ranks.pack_job(job)))
         except (OSError, ValueError) as exc:
             self._lost(f"rank 0 is gone ({exc})", 0)
         deadline = time.monotonic() + self.settings.deadline + GRACE
@@ -327,11 +326,54 @@ def _close_all() -> None:
 
 
 def _reap(procs: list[Any]) -> None:
+    """Kill every rank with its whole process group (what user code started in it) and
+    any descendant that left the group, then wait for each rank."""
+    victims: set[int] = set()
     for proc in procs:
+        if proc.pid is not None:
+            victims |= _descendants(proc.pid)
+    for proc in procs:
+        if proc.pid is None:
+            continue
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # each rank leads its own group
+        except OSError:
+            pass
         if proc.is_alive():
             proc.kill()
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
     for proc in procs:
         proc.join(timeout=5)
+
+
+def _descendants(root: int) -> set[int]:
+    """Processes below ``root`` (from /proc; empty where there is none)."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return set()
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(name))
+    found: set[int] = set()
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            if child not in found:
+                found.add(child)
+                stack.append(child)
+    return found
 
 
 def _seconds(value: float) -> Any:
@@ -450,7 +492,7 @@ class EnvGroup:
     def start_job(self, job: Job) -> list[RankError]:
         joined = self._joined
         assert joined is not None
-        errors = ranks.start_job(joined, pickle.dumps(job))
+        errors = ranks.start_job(joined, ranks.pack_job(job))
         if any(e.desync for e in errors):
             raise GroupLost("ranks did not take the job: " + "; ".join(e.text() for e in errors))
         return errors

@@ -145,12 +145,19 @@ def start_job(joined: Joined, job_bytes: bytes) -> list[RankError]:
     return errors
 
 
+def pack_job(job: Job) -> bytes:
+    """A job as sent to the ranks: its ``sys_path`` first, so that a rank can import the
+    class's module before unpickling the class."""
+    return pickle.dumps((job.sys_path, pickle.dumps(job)))
+
+
 def _load_job(joined: Joined, job_bytes: bytes) -> RankError | None:
     try:
-        job = pickle.loads(job_bytes)
-        for entry in job.sys_path:
+        sys_path, inner = pickle.loads(job_bytes)
+        for entry in sys_path:  # before the class is unpickled: it may live there
             if entry not in sys.path:
                 sys.path.insert(0, entry)
+        job = pickle.loads(inner)
         joined.job = job
         joined.job_error = None
         return None
@@ -244,8 +251,14 @@ def receive(conn: Any) -> Any:
 
 
 def _quiet_and_traceable(log_path: str) -> Any:
-    """Send this process's output to its log, dump stacks there on SIGUSR1, ignore Ctrl-C
-    (the parent reaps us), and die with the parent where the OS allows."""
+    """Lead a process group of our own (so that a kill on a deadline takes the processes
+    user code started too), send this process's output to its log, dump stacks there on
+    SIGUSR1, ignore Ctrl-C (the parent reaps us), and die with the parent where the OS
+    allows."""
+    try:
+        os.setpgid(0, 0)
+    except OSError:
+        pass
     log = open(log_path, "a", buffering=1)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)

@@ -19,6 +19,7 @@ from types import ModuleType
 
 from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
+from runnercheck.files import walk
 
 
 @dataclass(frozen=True)
@@ -51,10 +52,22 @@ def _import(module_name: str) -> ModuleType:
         if exc.name and module_name.startswith(exc.name):
             raise UsageError(f"cannot import module {module_name!r}: no such module") from None
         raise UsageError(f"cannot import module {module_name!r}: {exc}") from None
+    except SystemExit as exc:  # the module called sys.exit() (or exit()) while imported
+        raise UsageError(
+            f"cannot import module {module_name!r}: it exited with status {_status(exc)} "
+            "while being imported"
+        ) from None
     except Exception as exc:
         raise UsageError(
             f"cannot import module {module_name!r}: {type(exc).__name__}: {exc}"
         ) from None
+
+
+def _status(exc: SystemExit) -> str:
+    code = exc.code
+    if code is None:
+        return "0"
+    return str(code) if isinstance(code, int) else f"1 ({code})"
 
 
 def _module_name_for(path: Path) -> tuple[str, Path]:
@@ -111,7 +124,8 @@ def resolve(spec: str, contract: Contract) -> list[Target]:
 def _resolve_path(path: Path, contract: Contract) -> list[Target]:
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
-    files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    # the walker check and migrate use: regular files only (importing a FIFO would hang)
+    files = sorted(source.path for source in walk([path]).files)
     found: list[Target] = []
     for file in files:
         module_name, root = _module_name_for(file)

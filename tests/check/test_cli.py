@@ -265,7 +265,7 @@ def test_unreadable_file_is_reported_and_others_checked(run: Run, tmp_path: Path
     (tmp_path / "inputs.py").write_bytes(good.read_bytes())
     result = run(str(tmp_path))
     assert result.finding_lines[0] == (
-        f"{tmp_path}/dangling.py:1:1: RC001 cannot read: No such file or directory"
+        f"{tmp_path}/dangling.py:1:1: RC001 broken symbolic link: not read"
     )
     assert [line.split()[1] for line in result.finding_lines[1:]] == ["RC101", "RC101"]
     assert result.code == 1

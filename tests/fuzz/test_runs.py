@@ -228,7 +228,7 @@ def test_cli_json_and_usage_errors() -> None:
         (["no_such_module_xyz:X"], "cannot import module 'no_such_module_xyz': no such module"),
         (
             ["tests.fuzz.fixtures.good:ModelInput", "--world-size", "0"],
-            "--world-size must be at least 1",
+            "--world-size must be between 1 and 64, not 0",
         ),
         (["tests.fuzz.fixtures.annotated:NeedsStrategy"], "cannot generate NeedsStrategy.handle"),
     ]:

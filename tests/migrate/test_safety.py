@@ -1,5 +1,5 @@
 """Refusals leave whole groups byte-identical; bad files are reported and skipped;
-links are not followed; bytes (encoding, newlines) are kept; writes are atomic."""
+links are not followed; bytes (encoding, newlines) are kept; writes keep the mode."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from codemods.write import Change, WriteError, write_changes
+from codemods.transaction import commit
+from codemods.write import Change
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
 
 REFUSALS = FIXTURES / "refusals"
@@ -82,24 +83,28 @@ def test_untouched_classes_stay_byte_identical(tmp_path: Path, migrate_cli) -> N
     assert runner.read_text().endswith(helper)
 
 
-def test_writes_are_atomic_and_refuse_changed_or_outside_files(tmp_path: Path) -> None:
+def test_writes_keep_the_mode_and_refuse_changed_or_outside_files(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()
     target = root / "a.py"
     target.write_bytes(b"old\n")
     os.chmod(target, 0o640)
-    written = write_changes([Change(target, b"old\n", b"new\n")], [root])
-    assert written == [target] and target.read_bytes() == b"new\n"
+    outcome = commit([Change(target, b"old\n", b"new\n")], [root])
+    assert outcome.written == [target] and target.read_bytes() == b"new\n"
     assert (target.stat().st_mode & 0o777) == 0o640
-    assert [p.name for p in root.iterdir()] == ["a.py"]  # no temporary file left
-    with pytest.raises(WriteError, match="changed on disk"):
-        write_changes([Change(target, b"old\n", b"newer\n")], [root])
+    assert [p.name for p in root.iterdir()] == ["a.py"]  # no journal or temporary file left
+    outcome = commit([Change(target, b"old\n", b"newer\n")], [root])
+    assert outcome.written == [] and [r.code for r in outcome.refused] == ["MIG005"]
+    assert "changed on disk" in outcome.refused[0].message
     outside = tmp_path / "outside.py"
     outside.write_bytes(b"x\n")
-    with pytest.raises(WriteError, match="outside the given paths"):
-        write_changes(
-            [Change(target, b"new\n", b"newest\n"), Change(outside, b"x\n", b"y\n")], [root]
-        )
+    group = [
+        Change(target, b"new\n", b"newest\n", "G"),
+        Change(outside, b"x\n", b"y\n", "G"),
+    ]
+    outcome = commit(group, [root])
+    assert [r.code for r in outcome.refused] == ["MIG003"]
+    assert "outside the given paths" in outcome.refused[0].message
     assert target.read_bytes() == b"new\n" and outside.read_bytes() == b"x\n"
 
 

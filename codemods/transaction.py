@@ -1,0 +1,283 @@
+"""Writing a migration: one transaction per worker/runner group, recoverable after a crash.
+
+A run's changes are split into *units*: the files of one group, joined with every
+other group that changes one of the same files (a shared ``model_runner_base.py``),
+or one file changed alone. Under the tree lock (:class:`runnercheck.treelock.TreeLock`)
+:func:`commit`
+
+1. recovers what an interrupted run left (:mod:`codemods.recovery`) and removes the
+   staging directories a ``kill -9`` may have left;
+2. checks each unit: inside the given paths, no links, no read-only file (unless
+   ``force``), every file still as planned; a unit that fails is refused
+   (MIG003/MIG004/MIG005) and the others go on;
+3. writes the journal (old and new contents of every file, see
+   :mod:`runnercheck.journal` and :mod:`codemods.journal_files`) and makes it visible
+   with one ``rename``;
+4. writes each unit's files in place (:mod:`codemods.write`), re-verifying each file
+   right before its write and logging each step; a unit whose file changed meanwhile
+   or cannot be written gets its old contents back (MIG005/MIG006) and the others go
+   on;
+5. removes the journal.
+
+Only a ``kill -9`` (or a power loss) between 3 and 5 leaves anything behind: the
+journal, and possibly a half-written group, which the next run recovers. SIGINT,
+SIGTERM and SIGHUP take effect between two files: the unit being written gets its old
+contents back, the units written stay, the journal is removed, and the run exits.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codemods.checkpoints import checkpoint, deferred_signals, stop_if_interrupted
+from codemods.journal_files import Progress, retire, write_journal
+from codemods.recovery import Unrecoverable, put_back, recover, recover_all, shown, tree_root
+from codemods.source import within_roots
+from codemods.write import Change, Conflict, create, fsync_dir, replace_contents
+from codemods.write import writable as is_writable
+from runnercheck import journal as jr
+from runnercheck.files import ReadError, read_source
+from runnercheck.treelock import TreeLock
+
+__all__ = ["Outcome", "Refused", "Unrecoverable", "commit", "recover", "units"]
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A unit that was not written (its files are as they were)."""
+
+    path: Path
+    group: str
+    code: str
+    message: str
+    paths: tuple[Path, ...] = ()
+
+
+@dataclass
+class Outcome:
+    written: list[Path] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
+    #: One line per interrupted run that was recovered.
+    recovered: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ units
+
+
+def units(changes: Iterable[Change]) -> list[list[Change]]:
+    """Changes grouped into transactions: a group with every group sharing a file."""
+    changes = list(changes)
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    keys: dict[Path, list[str]] = {}
+    for change in changes:
+        labels = [g for g in change.group.split(" + ") if g] or [f"file:{change.path}"]
+        keys[change.path] = labels
+        for label in labels[1:]:
+            parent[find(label)] = find(labels[0])
+    by_unit: dict[str, list[Change]] = {}
+    for change in changes:
+        by_unit.setdefault(find(keys[change.path][0]), []).append(change)
+    return [sorted(unit, key=lambda c: str(c.path)) for unit in by_unit.values()]
+
+
+def unit_label(unit: Sequence[Change]) -> str:
+    labels: list[str] = []
+    for change in unit:
+        for label in change.group.split(" + ") if change.group else [change.path.name]:
+            if label not in labels:
+                labels.append(label)
+    return " + ".join(labels)
+
+
+def _precheck(unit: Sequence[Change], roots: Sequence[Path], force: bool) -> Refused | None:
+    label = unit_label(unit)
+    paths = tuple(c.path for c in unit)
+    for change in unit:
+        path = change.path
+        if not within_roots(path, roots):
+            message = f"outside the given paths or a symbolic link: {label} left alone"
+            return Refused(path, label, "MIG003", message, paths)
+        if change.old is None:
+            if os.path.lexists(path):
+                message = f"created by someone else since it was planned: {label} left alone"
+                return Refused(path, label, "MIG005", message, paths)
+            continue
+        try:
+            info = os.lstat(path)
+        except OSError as exc:
+            message = f"cannot read: {exc.strerror or exc}: {label} left alone"
+            return Refused(path, label, "MIG005", message, paths)
+        if not stat.S_ISREG(info.st_mode):
+            message = f"no longer a regular file: {label} left alone"
+            return Refused(path, label, "MIG005", message, paths)
+        if not force and (not is_writable(info.st_mode) or not os.access(path, os.W_OK)):
+            mode = stat.S_IMODE(info.st_mode)
+            message = (
+                f"read-only (mode {mode:04o}): {label} left alone (--force rewrites read-only "
+                "files and keeps their mode)"
+            )
+            return Refused(path, label, "MIG004", message, paths)
+        try:
+            current = read_source(path, max(len(change.old), 1) + 1)
+        except ReadError:
+            current = None
+        if current != change.old:
+            message = f"changed on disk since it was planned: {label} left alone"
+            return Refused(path, label, "MIG005", message, paths)
+    return None
+
+
+# ------------------------------------------------------------------ commit
+
+
+def _entries(ready: list[list[Change]]) -> list[jr.Entry]:
+    entries = []
+    for unit in ready:
+        label = unit_label(unit)
+        for change in unit:
+            mode = None
+            if change.old is not None:
+                mode = stat.S_IMODE(os.lstat(change.path).st_mode)
+            entries.append(jr.Entry(change.path, label, change.old, change.new, mode))
+    return entries
+
+
+class _Failed(Exception):
+    """A unit's write failed at ``path`` (its files have their old contents again)."""
+
+    def __init__(self, path: Path, cause: Conflict | OSError) -> None:
+        super().__init__(str(cause))
+        self.path = path
+        self.cause = cause
+
+
+def _write_unit(
+    unit: Sequence[Change], force: bool, index: dict[Path, int], progress: Progress
+) -> None:
+    """Write one unit; on any failure put back what was written and re-raise."""
+    done: list[Change] = []
+    change = unit[0]
+    try:
+        for change in unit:
+            stop_if_interrupted()
+            checkpoint("file")
+            number = index[change.path]
+            if change.old is None:
+                progress.record("start", number)
+                create(change.path, change.new, checkpoint)
+                progress.record("done", number)
+            else:
+                expected = change.old
+
+                def verified(name: str, number: int = number) -> None:
+                    if name == "written":  # logged while the lease still holds editors off
+                        progress.record("done", number)
+                    checkpoint(name)
+                    if name == "verified":  # re-read and as planned: the write begins
+                        progress.record("start", number)
+
+                replace_contents(
+                    change.path,
+                    lambda current, expected=expected: current == expected,  # type: ignore[misc]
+                    change.new,
+                    len(expected) + 1,
+                    force,
+                    verified,
+                )
+            done.append(change)
+    except BaseException as exc:
+        _undo(done, unit, index, progress)
+        if isinstance(exc, (Conflict, OSError)):
+            raise _Failed(change.path, exc) from None
+        raise
+
+
+def _undo(
+    done: list[Change], unit: Sequence[Change], index: dict[Path, int], progress: Progress
+) -> None:
+    label = unit_label(unit)
+    for change in reversed(done):
+        number = index[change.path]
+        try:
+            progress.record("undo", number)
+            put_back(jr.Entry(change.path, label, change.old, change.new))
+            progress.record("undone", number)
+        except (Conflict, OSError) as exc:
+            raise Unrecoverable(
+                f"{shown(change.path)}: cannot put back its old contents ({exc}); "
+                "the journal stays: run `runnercheck migrate --recover` on the tree"
+            ) from None
+
+
+def _refusal(unit: Sequence[Change], path: Path, code: str, reason: str) -> Refused:
+    label = unit_label(unit)
+    message = f"{reason}: {label} left as it was"
+    return Refused(path, label, code, message, tuple(c.path for c in unit))
+
+
+def commit(
+    changes: Iterable[Change],
+    roots: Sequence[Path],
+    force: bool = False,
+    met: Iterable[Path] = (),
+    lock_timeout: float = 30.0,
+) -> Outcome:
+    """Write ``changes`` (see the module docstring); a unit's problem refuses that unit,
+    only a state a person must sort out raises (:class:`Unrecoverable`)."""
+    outcome = Outcome()
+    planned = units(changes)
+    if not planned:
+        return outcome
+    tree = tree_root(roots)
+    with deferred_signals(), TreeLock(tree, lock_timeout):
+        outcome.recovered = recover_all(tree, roots, met)
+        ready: list[list[Change]] = []
+        for unit in planned:
+            refused = _precheck(unit, roots, force)
+            if refused is not None:
+                outcome.refused.append(refused)
+            else:
+                ready.append(unit)
+        if not ready:
+            return outcome
+        entries = _entries(ready)
+        index = {entry.path: number for number, entry in enumerate(entries)}
+        directory = write_journal(tree, entries)
+        progress = Progress(directory)
+        try:
+            for unit in ready:
+                try:
+                    _write_unit(unit, force, index, progress)
+                except _Failed as failed:
+                    cause = failed.cause
+                    if isinstance(cause, Conflict):
+                        refusal = _refusal(unit, failed.path, "MIG005", str(cause))
+                    else:
+                        reason = f"cannot write: {cause.strerror or cause}"
+                        refusal = _refusal(unit, failed.path, "MIG006", reason)
+                    outcome.refused.append(refusal)
+                    continue
+                outcome.written += [c.path for c in unit]
+            for parent in sorted({c.path.parent for u in ready for c in u}):
+                fsync_dir(parent)
+        except Unrecoverable:
+            progress.close()
+            raise  # the journal stays: the next run (or --recover) finishes the job
+        except BaseException:
+            progress.close()  # interrupted between units: what is written stays
+            retire(directory)
+            raise
+        progress.close()
+        retire(directory)
+    return outcome

@@ -1,0 +1,60 @@
+"""What ``check`` reads, and what the walk and ``migrate``'s journal have to say.
+
+The files come from :func:`runnercheck.files.walk` (the walker ``migrate`` uses too).
+What the walk could not read becomes a finding when it may hide source (RC001: an
+unreadable directory or file, a file over ``max_file_size``, an argument that is not
+a regular file) and a note otherwise (a FIFO, socket or device met while walking, a
+symbolic link that loops or dangles). A group that an interrupted ``migrate`` left
+half-applied is RC003, at the first of its files that was written.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from runnercheck import journal
+from runnercheck.files import Walk, walk
+from runnercheck.findings import Finding
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: Path
+    #: The path as findings show it (relative when the argument was relative).
+    display: str
+
+
+def discover_walk(
+    paths: Sequence[str | Path], exclude: Sequence[str] = (), root: Path | None = None
+) -> tuple[list[SourceFile], Walk]:
+    """Python files under ``paths`` (directories recursively), minus ``exclude`` globs,
+    with the walk's problems and the journals it met.
+
+    Raises :class:`UsageError` naming the first path that does not exist."""
+    walked = walk(paths, suffixes=(".py", ".pyi"), exclude=exclude, root=root, links="read")
+    return [SourceFile(s.path, s.display) for s in walked.files], walked
+
+
+def _shown(path: Path) -> str:
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+def walk_findings(walked: Walk, paths: Sequence[str | Path]) -> tuple[list[Finding], list[str]]:
+    """(RC001 and RC003 findings, notes) for a walk over ``paths``."""
+    findings: list[Finding] = []
+    notes: list[str] = []
+    for problem in walked.problems:
+        if problem.hides_source:
+            findings.append(Finding(problem.display, 1, 1, "RC001", problem.message))
+        else:
+            notes.append(f"{problem.display}: note: {problem.message}")
+    for item in journal.pending(paths, walked.journals):
+        if item.half_applied:
+            findings.append(Finding(_shown(item.path), 1, 1, "RC003", item.message))
+        else:
+            notes.append(f"{_shown(item.path)}: note: {item.message}")
+    return findings, notes

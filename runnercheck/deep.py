@@ -1,0 +1,133 @@
+"""Analysing deeply nested code: whatever CPython compiles, the tools analyse.
+
+CPython 3.11 compiles expressions nested about 3,000 levels deep (a chain of 2,990
+``+`` or calls, for instance) under its default recursion limit of 1,000, but a
+recursive walk over such a tree (``ast`` visitors, LibCST's parser, visitors and code
+generator) needs more Python frames than that limit allows. :func:`call` runs a
+function in a thread with a large stack (1 GiB of address space, touched only as
+deep as the code goes) and a raised recursion limit, so those walks finish.
+:func:`nesting` measures a tree's depth without recursion, so that what is deeper
+still than CPython compiles can be refused for that file alone instead of taking a
+long time (LibCST's parse time grows faster than linearly with depth).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+#: Stack size of the analysis thread (address space; pages are used on demand).
+STACK_SIZE = 1 << 30
+#: Recursion limit while an analysis thread runs.
+RECURSION_LIMIT = 30_000
+#: Depth of an ``ast`` tree beyond which CPython 3.11 no longer compiles it under its
+#: default recursion limit (the compiler allows three levels per frame of the limit).
+MAX_NESTING = 3_000
+
+_local = threading.local()
+_lock = threading.Lock()
+_active = 0
+_saved_limit = 0
+
+
+def in_deep_thread() -> bool:
+    return bool(getattr(_local, "deep", False))
+
+
+def call(function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``function(*args, **kwargs)`` in a thread with a large stack and a raised
+    recursion limit; returns its result or raises its exception. Already in such a
+    thread, calls it directly."""
+    if in_deep_thread():
+        return function(*args, **kwargs)
+    outcome: list[Any] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        _local.deep = True
+        try:
+            outcome.append(function(*args, **kwargs))
+        except BaseException as exc:  # handed to the caller's thread
+            failure.append(exc)
+
+    _raise_limit()
+    try:
+        old_size = threading.stack_size()
+        try:
+            threading.stack_size(STACK_SIZE)
+            thread = threading.Thread(target=run, name="runnercheck-analysis", daemon=True)
+        finally:
+            threading.stack_size(old_size)
+        thread.start()
+        thread.join()
+    finally:
+        _restore_limit()
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def _raise_limit() -> None:
+    global _active, _saved_limit
+    with _lock:
+        if _active == 0:
+            _saved_limit = sys.getrecursionlimit()
+            sys.setrecursionlimit(max(_saved_limit, RECURSION_LIMIT))
+        _active += 1
+
+
+def _restore_limit() -> None:
+    global _active
+    with _lock:
+        _active -= 1
+        if _active == 0:
+            sys.setrecursionlimit(_saved_limit)
+
+
+def nesting(tree: ast.AST) -> int:
+    """How many statements and expressions deep ``tree`` nests (the levels CPython's
+    compiler counts against its limit), measured without recursion."""
+    deepest = 0
+    stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (ast.stmt, ast.expr)):
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+        for child in ast.iter_child_nodes(node):
+            stack.append((child, depth))
+    return deepest
+
+
+def too_deep(tree: ast.AST) -> str | None:
+    """Why ``tree`` is not analysed (nested deeper than CPython compiles), or None."""
+    depth = nesting(tree)
+    if depth <= MAX_NESTING:
+        return None
+    return (
+        f"nested {depth} levels deep, deeper than CPython compiles by default "
+        f"({MAX_NESTING}): not analysed"
+    )
+
+
+def describe(exc: BaseException) -> str:
+    """An exception as a reason that is never empty."""
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to analyse (RecursionError)"
+    if isinstance(exc, MemoryError):
+        return "out of memory while analysing it (MemoryError)"
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def parse_failure(exc: BaseException) -> str:
+    """Why Python's own parser gave up on a file (it raises these for deep nesting)."""
+    if isinstance(exc, (RecursionError, MemoryError)):
+        return f"nested too deeply for Python's parser ({type(exc).__name__})"
+    return describe(exc)

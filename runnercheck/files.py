@@ -1,0 +1,387 @@
+"""Finding and reading source files: the one walker ``check`` and ``migrate`` share.
+
+The walk never blocks and never reads without bound:
+
+- only regular files are read: a FIFO, socket or device named ``*.py`` is skipped
+  with a note (opening is non-blocking and the type is checked on the open
+  descriptor, so a file swapped for a FIFO after the walk cannot hang a read);
+- a file larger than ``max_file_size`` (``[tool.runnercheck]``, default 32 MiB,
+  far above any real source file) is not read and is reported;
+- a directory that cannot be listed is reported once, as is a symbolic link that
+  loops or dangles; nothing is skipped silently;
+- directories reached through a symbolic link are never descended into; a linked
+  file is read (``check``) or skipped, and reported when it points outside the
+  given paths (``migrate``, which never writes through a link).
+
+A problem either *hides source* (an unreadable directory or file, a broken link to
+a ``*.py`` file, a file too large, an argument that is not a regular file: ``check``
+reports RC001 and ``migrate`` MIG002) or is a note (a FIFO, socket or device, or a
+symbolic link loop, met while walking).
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from runnercheck.errors import UsageError
+
+#: Directories never descended into.
+SKIP_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        ".venv",
+        "venv",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        "node_modules",
+    }
+)
+#: ``max_file_size`` when the configuration does not set it (bytes).
+DEFAULT_MAX_FILE_SIZE = 32 * 1024 * 1024
+#: Names of ``migrate``'s journal (see :mod:`runnercheck.journal`): never walked into.
+JOURNAL_NAME = ".runnercheck-migrate"
+
+Links = Literal["read", "inside"]
+ProblemKind = Literal[
+    "special",
+    "link-loop",
+    "broken-link",
+    "link-outside",
+    "unreadable-dir",
+    "unreadable",
+    "too-large",
+]
+
+
+@dataclass(frozen=True)
+class Source:
+    #: The path as walked (the argument joined with the names below it).
+    path: Path
+    #: The path as reports show it (relative when the argument was relative).
+    display: str
+    #: The resolved path (no links).
+    real: Path
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: Path
+    display: str
+    kind: ProblemKind
+    message: str
+    #: True when source may be hidden by it (a finding); False for a note.
+    hides_source: bool
+
+
+@dataclass
+class Walk:
+    #: The resolved arguments.
+    roots: tuple[Path, ...]
+    files: list[Source] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    #: Journal directories of an interrupted ``migrate`` met on the way.
+    journals: list[Path] = field(default_factory=list)
+
+
+class ReadError(OSError):
+    """A source that was not read; ``str()`` is the reason, ``kind`` what went wrong."""
+
+    def __init__(self, reason: str, kind: ProblemKind) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.kind = kind
+
+    def __str__(self) -> str:
+        return self.reason
+
+
+# ------------------------------------------------------------------ reading
+
+
+def kind_of(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    return "not a regular file"
+
+
+def too_large(size: int, limit: int) -> str:
+    return f"{size} bytes, more than max_file_size ({limit}): not read"
+
+
+def read_source(path: str | os.PathLike[str], limit: int = DEFAULT_MAX_FILE_SIZE) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; else :class:`ReadError`.
+
+    Never blocks on a FIFO and never reads more than ``limit + 1`` bytes."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        kind: ProblemKind = "link-loop" if exc.errno == errno.ELOOP else "unreadable"
+        raise ReadError(_reason(exc), kind) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ReadError(f"{kind_of(info.st_mode)}, not a regular file: not read", "special")
+        if info.st_size > limit:
+            raise ReadError(too_large(info.st_size, limit), "too-large")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise ReadError(too_large(total, limit), "too-large")
+        return b"".join(chunks)
+    except ReadError:
+        raise
+    except OSError as exc:
+        raise ReadError(_reason(exc), "unreadable") from None
+    finally:
+        os.close(fd)
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "symbolic link loop: not read"
+    text = exc.strerror or type(exc).__name__
+    return f"cannot read: {text}"
+
+
+# ------------------------------------------------------------------ walking
+
+
+def excluded(display: str, relative: str, patterns: Sequence[str]) -> bool:
+    """True when a path matches one of the ``exclude`` globs (see the README)."""
+    parts = Path(display).parts
+    for pattern in patterns:
+        pattern = pattern.rstrip("/")
+        if fnmatch.fnmatch(display, pattern) or fnmatch.fnmatch(relative, pattern):
+            return True
+        if "/" not in pattern and any(fnmatch.fnmatch(part, pattern) for part in parts):
+            return True
+        if fnmatch.fnmatch(display, f"{pattern}/*") or fnmatch.fnmatch(relative, f"{pattern}/*"):
+            return True
+    return False
+
+
+def check_arguments(paths: Iterable[str | os.PathLike[str]]) -> None:
+    """:class:`UsageError` naming the first argument that does not exist at all."""
+    for raw in paths:
+        try:
+            os.lstat(raw)
+        except FileNotFoundError:
+            raise UsageError(f"{os.fspath(raw)}: no such file or directory") from None
+        except OSError:
+            pass  # reported by the walk (e.g. a parent directory that cannot be searched)
+
+
+class _Walker:
+    def __init__(
+        self,
+        suffixes: tuple[str, ...],
+        exclude: Sequence[str],
+        root: Path,
+        links: Links,
+        skip_hidden: bool,
+    ) -> None:
+        self.suffixes = suffixes
+        self.exclude = exclude
+        self.root = root
+        self.links = links
+        self.skip_hidden = skip_hidden
+        self.walk = Walk(())
+        self.seen: set[Path] = set()
+
+    def relative(self, path: Path, display: str) -> str:
+        try:
+            return Path(os.path.abspath(path)).relative_to(self.root).as_posix()
+        except ValueError:
+            return display
+
+    def is_excluded(self, path: Path, display: str) -> bool:
+        return bool(self.exclude) and excluded(display, self.relative(path, display), self.exclude)
+
+    def problem(
+        self, path: Path, display: str, kind: ProblemKind, message: str, hides: bool
+    ) -> None:
+        if not self.is_excluded(path, display):
+            self.walk.problems.append(Problem(path, display, kind, message, hides))
+
+    def add(self, path: Path, display: str, real: Path) -> None:
+        if real in self.seen or self.is_excluded(path, display):
+            return
+        self.seen.add(real)
+        self.walk.files.append(Source(path, display, real))
+
+    # -- one argument
+
+    def argument(self, raw: str | os.PathLike[str]) -> Path | None:
+        path = Path(raw)
+        display = os.fspath(raw)
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT and not os.path.lexists(path):
+                raise UsageError(f"{display}: no such file or directory") from None
+            kind: ProblemKind = "link-loop" if exc.errno == errno.ELOOP else "unreadable"
+            if exc.errno == errno.ENOENT:
+                kind = "broken-link"
+            self.problem(path, display, kind, _stat_reason(exc), True)
+            return None
+        real = Path(os.path.realpath(path))
+        if stat.S_ISDIR(info.st_mode):
+            self.directory(path, display)
+        elif stat.S_ISREG(info.st_mode):
+            self.add(path, display, real)
+        else:
+            message = f"{kind_of(info.st_mode)}, not a regular file: not read"
+            self.problem(path, display, "special", message, True)
+        return real
+
+    # -- a directory tree, iteratively (pre-order, sorted, like os.walk)
+
+    def directory(self, top: Path, top_display: str) -> None:
+        stack: list[tuple[Path, str]] = [(top, top_display)]
+        while stack:
+            here, display = stack.pop()
+            try:
+                with os.scandir(here) as listing:
+                    entries = sorted(listing, key=lambda e: e.name)
+            except OSError as exc:
+                reason = exc.strerror or type(exc).__name__
+                self.problem(
+                    here,
+                    display,
+                    "unreadable-dir",
+                    f"cannot read directory: {reason}; files in it were not read",
+                    True,
+                )
+                continue
+            below: list[tuple[Path, str]] = []
+            for entry in entries:
+                child = here / entry.name
+                child_display = str(child)
+                if entry.name == JOURNAL_NAME or entry.name.startswith(JOURNAL_NAME + "."):
+                    if entry.name == JOURNAL_NAME:
+                        self.walk.journals.append(child)
+                    continue
+                try:
+                    is_link = entry.is_symlink()
+                    is_dir = not is_link and entry.is_dir(follow_symlinks=False)
+                except OSError:
+                    continue
+                if is_link:
+                    self.link(entry, child, child_display)
+                elif is_dir:
+                    if self.keep_dir(entry.name):
+                        below.append((child, child_display))
+                elif entry.name.endswith(self.suffixes):
+                    self.entry_file(entry, child, child_display)
+            stack.extend(reversed(below))
+
+    def keep_dir(self, name: str) -> bool:
+        if name in SKIP_DIRS or name.endswith(".egg-info"):
+            return False
+        return not (self.skip_hidden and name.startswith("."))
+
+    def entry_file(self, entry: os.DirEntry[str], path: Path, display: str) -> None:
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+        except OSError as exc:
+            self.problem(path, display, "unreadable", _stat_reason(exc), True)
+            return
+        if stat.S_ISREG(mode):
+            self.add(path, display, Path(os.path.realpath(path)))
+        else:
+            message = f"{kind_of(mode)}, not a regular file: skipped"
+            self.problem(path, display, "special", message, False)
+
+    def link(self, entry: os.DirEntry[str], path: Path, display: str) -> None:
+        wanted = entry.name.endswith(self.suffixes)
+        try:
+            info = os.stat(path)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                self.problem(path, display, "link-loop", "symbolic link loop: skipped", False)
+            elif wanted:  # a source file that should be there
+                self.problem(path, display, "broken-link", _stat_reason(exc), True)
+            return
+        is_dir = stat.S_ISDIR(info.st_mode)
+        if not wanted and not is_dir:
+            return
+        real = Path(os.path.realpath(path))
+        if self.links == "inside":
+            if not _inside(real, self.walk.roots):
+                self.problem(
+                    path,
+                    display,
+                    "link-outside",
+                    f"symbolic link to {real} (outside the given paths): skipped",
+                    False,
+                )
+            return  # its target, when inside the given paths, is visited on its own
+        if is_dir:
+            return  # never descended into (a link may loop back)
+        if stat.S_ISREG(info.st_mode):
+            self.add(path, display, real)
+        else:
+            message = f"symbolic link to {real}, {kind_of(info.st_mode)}: skipped"
+            self.problem(path, display, "special", message, False)
+
+
+def _stat_reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "symbolic link loop: not read"
+    if exc.errno == errno.ENOENT:
+        return "broken symbolic link: not read"
+    return f"cannot read: {exc.strerror or type(exc).__name__}"
+
+
+def _inside(path: Path, roots: Iterable[Path]) -> bool:
+    return any(path == root or root in path.parents for root in roots)
+
+
+def walk(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    suffixes: tuple[str, ...] = (".py",),
+    exclude: Sequence[str] = (),
+    root: Path | None = None,
+    links: Links = "read",
+    skip_hidden: bool = False,
+) -> Walk:
+    """Source files under ``paths`` (files or directories), in a stable order.
+
+    ``exclude``: globs matched against the displayed path and the path relative to
+    ``root`` (default: the current directory). ``links``: ``"read"`` reads linked
+    files, ``"inside"`` skips every link and reports those pointing outside ``paths``.
+    Raises :class:`UsageError` for an argument that does not exist."""
+    arguments = list(paths)
+    check_arguments(arguments)
+    walker = _Walker(suffixes, exclude, (root or Path.cwd()).resolve(), links, skip_hidden)
+    walker.walk.roots = tuple(Path(os.path.realpath(p)) for p in arguments)
+    for raw in arguments:
+        walker.argument(raw)
+    return walker.walk

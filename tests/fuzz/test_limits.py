@@ -1,0 +1,112 @@
+"""``fuzz`` never ends in a traceback or leaves a process behind: every numeric option
+is bounded, a target that exits while imported is one line, and a deadline takes down
+each rank with every process it started."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from runnercheck.cli import main
+from runnercheck.config import Config
+from runnercheck.fuzz import FuzzOptions, Target, fuzz
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--deadline", "nan"], "--deadline must be between 0.1 and 86400 seconds, not nan"),
+        (["--deadline", "inf"], "--deadline must be between 0.1 and 86400 seconds, not inf"),
+        (["--deadline", "1e-9"], "--deadline must be between 0.1 and 86400 seconds, not 1e-09"),
+        (["--world-size", "1000"], "--world-size must be between 1 and 64, not 1000"),
+        (["--examples", "0"], "--examples must be between 1 and 1000000, not 0"),
+        (["--seed", "-1"], "--seed must be between 0 and 18446744073709551615, not -1"),
+    ],
+)
+def test_numeric_options_are_bounded(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["fuzz", "tests.fuzz.fixtures.good:ModelInput", *args]) == 2
+    assert capsys.readouterr().err == f"runnercheck: error: {message}\n"
+
+
+def test_a_target_that_exits_while_imported_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(5)\n")
+    assert main(["fuzz", str(tmp_path / "exits_on_import.py")]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "runnercheck: error: cannot import module 'exits_on_import': it exited with "
+        "status 5 while being imported\n"
+    )
+
+
+def _state(pid: int) -> str | None:
+    """The process's state letter (Z: a zombie), None when it is gone."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="looks processes up in /proc")
+def test_a_deadline_kills_the_rank_with_the_processes_it_started(tmp_path: Path) -> None:
+    pids = tmp_path / "pids"
+    (tmp_path / "spawns_and_blocks.py").write_text(
+        textwrap.dedent(
+            f"""
+            import subprocess, time
+            from dataclasses import dataclass
+            from typing import Any, Dict
+            from tests.fuzz.fixtures.good import ModelInput
+
+            @dataclass(frozen=True)
+            class SpawnsAndBlocks(ModelInput):
+                @classmethod
+                def from_broadcasted_tensor_dict(
+                    cls, tensor_dict: Dict[str, Any], attn_backend: Any = None
+                ) -> "SpawnsAndBlocks":
+                    if tensor_dict.get("input_tokens") is not None:
+                        child = subprocess.Popen(["sleep", "600"])
+                        with open({str(pids)!r}, "a") as handle:
+                            handle.write(f"{{child.pid}}\\n")
+                        time.sleep(10_000)
+                    return super().from_broadcasted_tensor_dict(tensor_dict, attn_backend)
+            """
+        )
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        cls = importlib.import_module("spawns_and_blocks").SpawnsAndBlocks
+    finally:
+        sys.path.remove(str(tmp_path))
+    target = Target(cls, "spawns_and_blocks:SpawnsAndBlocks", (str(tmp_path),))
+    report = fuzz([target], FuzzOptions(2, "cpu", 5, 1, 2.0), Config())
+    [problem] = report.results[0].problems
+    assert problem.code == "RC306" and "did not finish within the deadline" in problem.message
+    started = [int(line) for line in pids.read_text().split()]
+    assert started
+    deadline = time.monotonic() + 10
+    while any(_state(pid) not in (None, "Z") for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [_state(pid) for pid in started if _state(pid) not in (None, "Z")] == []
+    zombies = [
+        int(entry)
+        for entry in os.listdir("/proc")
+        if entry.isdigit() and _state(int(entry)) == "Z" and _parent(int(entry)) == os.getpid()
+    ]
+    assert zombies == []
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1

@@ -1,0 +1,335 @@
+"""Randomized kill/edit runs of ``migrate``'s writes, and what each must leave.
+
+A run starts from a copy of a tree in its old shape. A writer process commits the
+tree's planned change set (``codemods.transaction.commit``, or the whole ``runnercheck
+migrate`` command in ``cli`` runs) and is killed with SIGKILL: at a random checkpoint
+(``RUNNERCHECK_FAULT=kill:N``), or after a random delay. Meanwhile an editor may
+append a line to a random file of the change set at a random moment, as a person
+saving in an editor would. Then ``runnercheck migrate --recover`` runs, and the run
+checks, with the edit taken out of the file it went into:
+
+- no lost edit: the appended line is in its file;
+- every unit (a worker/runner group, with the groups that share a file) is entirely
+  old or entirely new, never mixed, and every file is byte for byte its old or new
+  contents;
+- nothing is left behind: no journal, no staging directory.
+
+A run whose recovery needs a person (see :mod:`codemods.recovery`) is counted apart;
+it must still have lost nothing and kept the journal.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from codemods import checkpoints
+from codemods.recovery import Unrecoverable, recover
+from codemods.source import collect
+from codemods.transaction import commit, units
+from codemods.write import Change
+from runnercheck.files import JOURNAL_NAME
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Plan:
+    root: Path
+    changes: list[Change]
+    units: list[list[Path]]
+    #: Files under ``root`` before the migration (relative path -> bytes).
+    before: dict[str, bytes]
+    checkpoints: int = 0
+    seconds: float = 0.0
+    #: How long one whole ``runnercheck migrate`` takes (for ``cli`` runs).
+    cli_seconds: float = 4.0
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def reset(plan: Plan) -> None:
+    """Put the tree back to its old shape, byte for byte, with nothing else in it."""
+    for entry in os.listdir(plan.root):
+        path = plan.root / entry
+        if entry.startswith(JOURNAL_NAME) or entry == "__pycache__":
+            shutil.rmtree(path)
+        elif str(entry) not in plan.before and path.is_file():
+            path.unlink()
+    for name, data in plan.before.items():
+        (plan.root / name).write_bytes(data)
+
+
+def make_plan(source: Path, work: Path) -> Plan:
+    """Copy ``source`` to ``work`` and plan its migration (one real commit is timed and
+    its checkpoints counted, then the tree is reset)."""
+    from codemods.pipeline import migrate
+
+    shutil.copytree(source, work, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    result = migrate([str(work)])
+    changes = [Change(c.path, c.old, c.new, c.group) for c in result.changes.values()]
+    plan = Plan(work, changes, [[c.path for c in u] for u in units(changes)], snapshot(work))
+    seen: list[str] = []
+    checkpoints.hook = seen.append
+    try:
+        started = time.perf_counter()
+        outcome = commit(changes, [work])
+        plan.seconds = time.perf_counter() - started
+    finally:
+        checkpoints.hook = None
+    assert not outcome.refused, outcome.refused
+    plan.checkpoints = len(seen)
+    reset(plan)
+    return plan
+
+
+# ------------------------------------------------------------------ one run
+
+
+@dataclass
+class Edit:
+    path: Path
+    line: bytes
+    done: bool = False
+
+
+@dataclass
+class RunResult:
+    kind: str
+    killed: bool
+    edited: bool
+    lost_edits: int = 0
+    mixed_units: int = 0
+    foreign_files: int = 0
+    leftovers: int = 0
+    person: bool = False
+    recovered: bool = False
+    #: The kill left a unit half-applied (before recovery).
+    half_applied: bool = False
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost_edits or self.mixed_units or self.foreign_files or self.leftovers)
+
+
+def _editor(edit: Edit, delay: float) -> threading.Thread:
+    def run() -> None:
+        time.sleep(delay)
+        with open(edit.path, "ab") as handle:  # waits while the writer holds a lease
+            handle.write(edit.line)
+        edit.done = True
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _writer(plan: Plan, kind: str, fault: str, spool: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "RUNNERCHECK_FAULT": fault, "PYTHONDONTWRITEBYTECODE": "1"}
+    if kind == "cli":
+        command = [sys.executable, "-m", "runnercheck", "migrate", str(plan.root)]
+    else:
+        with open(spool, "wb") as handle:
+            pickle.dump((plan.changes, [plan.root]), handle)
+        command = [sys.executable, "-m", "tests.stress.harness", str(spool)]
+    return subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+
+
+def _recover(plan: Plan, cli: bool) -> tuple[int, str]:
+    """``runnercheck migrate --recover`` on the tree: the command itself (``cli``), or
+    the function behind it in this process (the same code, without a start-up)."""
+    if cli:
+        done = subprocess.run(
+            [sys.executable, "-m", "runnercheck", "migrate", "--recover", str(plan.root)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        return done.returncode, (done.stdout + done.stderr).strip()
+    try:
+        return 0, "\n".join(recover([plan.root], collect([plan.root]).journals))
+    except Unrecoverable as exc:
+        return 2, str(exc)
+
+
+def one_run(
+    plan: Plan, rng: random.Random, kind: str, spool: Path, edit_chance: float
+) -> RunResult:
+    """One randomized run (``kind``: ``checkpoint``, ``timed`` or ``cli``)."""
+    reset(plan)
+    fault = ""
+    if kind == "checkpoint":
+        fault = f"kill:{rng.randint(1, plan.checkpoints)}"
+    edit: Edit | None = None
+    if rng.random() < edit_chance:
+        target = rng.choice([c.path for c in plan.changes if c.old is not None])
+        edit = Edit(target, f"# edited during the run {rng.getrandbits(48):x}\n".encode())
+    proc = _writer(plan, kind, fault, spool)
+    window = plan.seconds * 1.3 + 0.01
+    if kind == "cli":
+        window = plan.cli_seconds * 1.1  # planning and writing
+    else:
+        assert proc.stdout is not None
+        proc.stdout.readline()  # "ready": imports done, the commit starts now
+    editor = _editor(edit, rng.uniform(0, window)) if edit is not None else None
+    killed = False
+    if kind in ("timed", "cli"):
+        try:
+            proc.wait(timeout=rng.uniform(0, window))
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=300)
+    killed = proc.returncode == -signal.SIGKILL
+    if proc.stdout is not None:
+        proc.stdout.close()
+    if editor is not None:
+        editor.join(timeout=120)
+    result = RunResult(kind, killed, edit is not None and edit.done)
+    result.half_applied = _half_applied(plan, edit)
+    code, text = _recover(plan, kind == "cli")
+    result.recovered = "recovered" in text
+    result.person = code == 2 and "put the files right" in text
+    result.detail = text
+    _judge(plan, edit, result)
+    return result
+
+
+def _half_applied(plan: Plan, edit: Edit | None) -> bool:
+    """True when a unit holds old and new (or cut-short) files: what the kill left."""
+    by_path = {c.path: c for c in plan.changes}
+    for unit in plan.units:
+        kinds = set()
+        for path in unit:
+            current = path.read_bytes() if path.exists() else None
+            if current is not None and edit is not None and edit.done and path == edit.path:
+                current = current.replace(edit.line, b"", 1)
+            kinds.add("old" if current == by_path[path].old else "other")
+        if len(kinds) > 1:
+            return True
+    return False
+
+
+def _judge(plan: Plan, edit: Edit | None, result: RunResult) -> None:
+    by_path = {c.path: c for c in plan.changes}
+    for unit in plan.units:
+        kinds = set()
+        for path in unit:
+            change = by_path[path]
+            current = path.read_bytes() if path.exists() else None
+            if edit is not None and edit.done and path == edit.path:
+                if current is None or edit.line not in current:
+                    result.lost_edits += 1
+                    continue
+                current = current.replace(edit.line, b"", 1)
+            if current == change.new:
+                kinds.add("new")
+            elif current == change.old:
+                kinds.add("old")
+            else:
+                result.foreign_files += 1
+        if len(kinds) > 1 and not result.person:
+            result.mixed_units += 1
+    left = [e for e in os.listdir(plan.root) if e.startswith(JOURNAL_NAME)]
+    if result.person:
+        if left != [JOURNAL_NAME]:
+            result.leftovers += 1  # the journal must stay for the person
+        result.mixed_units = result.foreign_files = 0
+    elif left:
+        result.leftovers += len(left)
+
+
+@dataclass
+class Tally:
+    runs: int = 0
+    killed: int = 0
+    edited: int = 0
+    recovered: int = 0
+    half_applied: int = 0
+    person: int = 0
+    lost_edits: int = 0
+    mixed_units: int = 0
+    foreign_files: int = 0
+    leftovers: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+    #: What recovery said in the runs left for a person.
+    persons: list[str] = field(default_factory=list)
+
+    def add(self, result: RunResult) -> None:
+        self.runs += 1
+        self.kinds[result.kind] += 1
+        self.killed += result.killed
+        self.edited += result.edited
+        self.recovered += result.recovered
+        self.half_applied += result.half_applied
+        self.person += result.person
+        self.lost_edits += result.lost_edits
+        self.mixed_units += result.mixed_units
+        self.foreign_files += result.foreign_files
+        self.leftovers += result.leftovers
+        if not result.ok:
+            self.failures.append(f"{result.kind}: {result.detail}")
+        if result.person:
+            self.persons.append(f"{result.kind}: {result.detail}")
+
+    def line(self) -> str:
+        kinds = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds.items()))
+        return (
+            f"{self.runs} runs ({kinds}): {self.killed} killed, {self.edited} edited during "
+            f"the run, {self.half_applied} left half-applied by the kill, {self.recovered} "
+            f"recovered, {self.person} left for a person; "
+            f"lost edits {self.lost_edits}, mixed groups {self.mixed_units}, files neither "
+            f"old nor new {self.foreign_files}, leftovers {self.leftovers}"
+        )
+
+
+def write_with_fault(plan: Plan, fault: str) -> int:
+    """Commit the plan in a writer process with ``RUNNERCHECK_FAULT=fault``; its status."""
+    proc = _writer(plan, "checkpoint", fault, plan.root.parent / "plan.pickle")
+    proc.communicate(timeout=300)
+    return proc.returncode
+
+
+def runs(
+    plan: Plan, count: int, seed: int, kinds: tuple[str, ...], edit_chance: float = 0.5
+) -> Tally:
+    rng = random.Random(seed)
+    tally = Tally()
+    spool = plan.root.parent / "plan.pickle"
+    for number in range(count):
+        tally.add(one_run(plan, rng, kinds[number % len(kinds)], spool, edit_chance))
+    reset(plan)
+    return tally
+
+
+def _child(spool: str) -> None:
+    """The writer process: commit a pickled change set."""
+    with open(spool, "rb") as handle:
+        changes, roots = pickle.load(handle)
+    print("ready", flush=True)
+    commit(changes, roots)
+    print("ok", flush=True)
+
+
+if __name__ == "__main__":
+    _child(sys.argv[1])
