@@ -54,6 +54,7 @@ from mypy.server.trigger import make_wildcard_trigger
 from mypy.types import Type
 
 from mypy_plugin import errors, fatal
+from mypy_plugin.broadcastable import BroadcastableTypes
 from mypy_plugin.config import (
     PluginSettings,
     config_fingerprint,
@@ -101,6 +102,9 @@ class RunnercheckPlugin(Plugin):
         #: Input classes per module whose dict values are checked once the module's
         #: function bodies are (mypy checks them after the class statements).
         self._pending_values: dict[str, dict[str, _Pending]] = {}
+        #: Verdicts on types, shared by every class of the run (each type decided once).
+        self._types = BroadcastableTypes(self.settings.broadcastable_types)
+        self._generation: object = None
 
     # --------------------------------------------------------------- mypy hooks
     def report_config_data(self, ctx: ReportConfigContext) -> Any:
@@ -141,12 +145,13 @@ class RunnercheckPlugin(Plugin):
         info = _class_of_init_subclass_call(ctx)
         if info is None:
             return ctx.default_return_type
+        self._same_build(ctx.api)
         reporter = Reporter(ctx.api, self.settings)
         try:
             pending = self._pending_values.setdefault(info.module_name, {})
             pending.pop(info.fullname, None)
             if defines_input_methods(info, self.settings):
-                untyped = InputChecker(info, self.settings, reporter).run()
+                untyped = InputChecker(info, self.settings, reporter, self._types).run()
                 if untyped:
                     pending[info.fullname] = _Pending(ctx.api, info, untyped)
             runner = RunnerChecker(info, self.settings, reporter)
@@ -162,7 +167,8 @@ class RunnercheckPlugin(Plugin):
         try:
             with module_end_scope(api, info):
                 try:
-                    checker = InputChecker(info, self.settings, Reporter(api, self.settings))
+                    reporter = Reporter(api, self.settings)
+                    checker = InputChecker(info, self.settings, reporter, self._types)
                     member = checker.member(self.settings.config.as_dict_method)
                     if member is not None:
                         checker.check_values(member, pending.values)
@@ -170,6 +176,16 @@ class RunnercheckPlugin(Plugin):
                     _report_internal(api, info, exc)
         except Exception:  # pragma: no cover - mypy's internals moved; stay silent
             return
+
+    def _same_build(self, api: CheckerPluginInterface) -> None:
+        """Forget the verdicts on types when a new build starts in the same process
+        (``dmypy`` keeps the plugin between runs and updates classes in place). mypy's
+        error store gets a fresh message map exactly then (``Errors.reset``)."""
+        errors_store = getattr(api, "errors", None)
+        marker = getattr(errors_store, "error_info_map", api)
+        if marker is not self._generation:
+            self._generation = marker
+            self._types.clear()
 
     # ----------------------------------------------------------- dependencies
     def _designates_runner(self, fullname: str) -> bool:

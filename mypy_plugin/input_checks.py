@@ -135,12 +135,21 @@ def _is_cls_bound(signature: CallableType) -> bool:
 class InputChecker:
     """Runs RC202/RC205 on the contract methods ``info`` defines itself."""
 
-    def __init__(self, info: TypeInfo, settings: PluginSettings, reporter: Reporter) -> None:
+    def __init__(
+        self,
+        info: TypeInfo,
+        settings: PluginSettings,
+        reporter: Reporter,
+        types: BroadcastableTypes | None = None,
+    ) -> None:
         self.info = info
         self.settings = settings
         self.config = settings.config
         self.reporter = reporter
-        self.types = BroadcastableTypes(settings.broadcastable_types)
+        #: Shared by every class of a run, so that each type is decided once.
+        self.types = (
+            types if types is not None else BroadcastableTypes(settings.broadcastable_types)
+        )
 
     def run(self) -> list[DictValue]:
         """Run the checks; return the values of ``as_broadcastable_tensor_dict`` that have
@@ -197,15 +206,21 @@ class InputChecker:
             if typ is None:
                 untyped.append(value)
                 continue
-            offender = self.types.offender(typ)
-            if offender is None:
+            found = self.types.offence(typ)
+            if found is None:
                 continue
-            shown, part = self.reporter.fmt(typ), self.reporter.fmt(offender)
-            subject = f"its type {shown}" + ("" if part == shown else f" contains {part}, which")
+            shown, part = self.reporter.fmt(typ), self.reporter.fmt(found.leaf)
+            route = " -> ".join(found.steps())
+            if route:
+                subject = f"its type {shown} contains {part} at {route}, which"
+            elif part != shown:
+                subject = f"its type {shown} contains {part}, which"
+            else:
+                subject = f"its type {shown}"
             self.reporter.error(
                 errors.UNBROADCASTABLE_VALUE,
                 f'Value for {value.label} in the dict of "{member.qualname}" cannot be '
-                f"broadcast: {subject} {_why_not(offender)}",
+                f"broadcast: {subject} {_why_not(found.leaf)}",
                 value.expr,
             )
         return untyped
