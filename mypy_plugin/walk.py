@@ -36,13 +36,16 @@ Leaf = TypeVar("Leaf")
 LeafCo = TypeVar("LeafCo", covariant=True)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Route:
     """Steps from a node down to a bad leaf, as a linked list shared between the
-    verdicts of the nodes along it."""
+    verdicts of the nodes along it (compared by identity: it can be long)."""
 
     step: str
     rest: Route | None
+
+    def __repr__(self) -> str:
+        return f"Route({self.steps()!r})"
 
     def steps(self) -> list[str]:
         out: list[str] = []
