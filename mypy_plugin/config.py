@@ -35,6 +35,7 @@ from runnercheck.errors import ConfigError
 
 #: Section of a mypy ini file that holds the plugin's settings.
 INI_SECTION = "runnercheck"
+_TOML_SECTION = "[tool.runnercheck]"
 #: Default settings (an ini value's type follows its default's).
 DEFAULTS = Config()
 
@@ -49,6 +50,10 @@ class PluginSettings:
     @cached_property
     def runner_bases(self) -> frozenset[str]:
         return frozenset(self.config.runner_bases)
+
+    @cached_property
+    def input_bases(self) -> frozenset[str]:
+        return frozenset(self.config.input_bases)
 
     @cached_property
     def broadcastable_types(self) -> frozenset[str]:
@@ -113,21 +118,54 @@ def _ini_section(path: Path) -> configparser.SectionProxy | None:
 
 def read_settings(config_file: str | None, cwd: Path) -> PluginSettings:
     """The settings for a mypy run in ``cwd`` whose config file is ``config_file``
-    (None: mypy found none)."""
+    (None: mypy found none). An unknown rule in ``select`` or ``ignore`` is an error
+    naming the file, as it is for the CLI: otherwise ``select = RC999`` would turn
+    every rule off and mypy would say "Success"."""
+    config, path, section = _find_config(config_file, cwd)
+    if path is None:
+        return PluginSettings(config, "defaults")
+    check_rule_codes(config, path, section)
+    source = str(path) if section == _TOML_SECTION else f"{path} {section}"
+    return PluginSettings(config, source)
+
+
+def _find_config(config_file: str | None, cwd: Path) -> tuple[Config, Path | None, str]:
+    """The configuration, the file it came from (None: defaults) and its section."""
     if config_file:
         path = Path(config_file)  # as mypy found it: relative to the working directory
         if path.suffix == ".toml":
-            return PluginSettings(load_config_file(path), str(path))
+            return load_config_file(path), path, _TOML_SECTION
         section = _ini_section(path)
         if section is not None:
-            return PluginSettings(_config_from_ini(path, section), f"{path} [{INI_SECTION}]")
+            return _config_from_ini(path, section), path, f"[{INI_SECTION}]"
         beside = path.parent / "pyproject.toml"
         if beside.is_file():
-            return PluginSettings(load_config_file(beside), str(beside))
+            return load_config_file(beside), beside, _TOML_SECTION
     found = find_pyproject(cwd)
     if found is not None:
-        return PluginSettings(load_config_file(found), str(found))
-    return PluginSettings(Config(), "defaults")
+        return load_config_file(found), found, _TOML_SECTION
+    return Config(), None, _TOML_SECTION
+
+
+def check_rule_codes(config: Config, source: Path, section: str) -> None:
+    """Every ``select``/``ignore`` entry names a rule: its code, its name, or a prefix
+    of codes (``RC2``); a ConfigError naming the file ``source`` and the key otherwise."""
+    known = [rule.code for rule in catalog.RULES]
+    for key in ("select", "ignore"):
+        for entry in getattr(config, key):
+            pattern = entry.strip()
+            if not pattern:
+                continue
+            try:
+                catalog.get(pattern)
+                continue
+            except KeyError:
+                pass
+            if not any(code.startswith(pattern.upper()) for code in known):
+                raise ConfigError(
+                    f"{source}: {section} key {key!r}: unknown rule {pattern!r} "
+                    "(see `runnercheck rules`)"
+                )
 
 
 def config_fingerprint(version: str, sources: str, settings: dict[str, Any]) -> str:

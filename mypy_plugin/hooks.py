@@ -10,10 +10,10 @@ statement makes (``TypeChecker.check_init_subclass``), at the class's line and
 inside the class's scope. A method hook on ``__init_subclass__`` therefore runs
 once per class statement with the checker's API; it returns mypy's own result
 unchanged and runs :class:`~mypy_plugin.runner_checks.RunnerChecker` and
-:class:`~mypy_plugin.input_checks.InputChecker` on that class. (mypy skips that
-call for classes with a custom metaclass other than ``ABCMeta``, and for enums,
-named tuples and typed dicts; the plugin checks none of those, nor classes defined
-inside functions.)
+:class:`~mypy_plugin.input_checks.InputChecker` on that class (found as
+:mod:`mypy_plugin.classes` says, also inside functions). The classes that mypy
+makes no such call for (a custom metaclass, even an ``ABCMeta`` subclass; a class
+in a function mypy does not check) are checked when mypy has finished their module.
 
 mypy checks method bodies after the class statements (and ``dmypy`` may re-check a
 module's top level alone), so the values of ``as_broadcastable_tensor_dict`` get
@@ -41,7 +41,8 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from mypy.nodes import CallExpr, MemberExpr, MypyFile, NameExpr, TypeInfo
+from mypy.errors import Errors
+from mypy.nodes import MypyFile, TypeInfo
 from mypy.options import Options
 from mypy.plugin import (
     CheckerPluginInterface,
@@ -55,6 +56,12 @@ from mypy.types import Type
 
 from mypy_plugin import errors, fatal
 from mypy_plugin.broadcastable import BroadcastableTypes
+from mypy_plugin.classes import (
+    checker_for,
+    class_of_init_subclass_call,
+    errors_of_build,
+    module_classes,
+)
 from mypy_plugin.config import (
     PluginSettings,
     config_fingerprint,
@@ -105,6 +112,12 @@ class RunnercheckPlugin(Plugin):
         #: Verdicts on types, shared by every class of the run (each type decided once).
         self._types = BroadcastableTypes(self.settings.broadcastable_types)
         self._generation: object = None
+        #: mypy's error store, from the first hook that shows it (for the classes
+        #: checked after their module, which no hook shows).
+        self._errors: Errors | None = None
+        #: Classes the class hook has seen, and mypy's checker, per module being checked.
+        self._reached: dict[str, set[TypeInfo]] = {}
+        self._checkers: dict[str, CheckerPluginInterface] = {}
 
     # --------------------------------------------------------------- mypy hooks
     def report_config_data(self, ctx: ReportConfigContext) -> Any:
@@ -118,12 +131,19 @@ class RunnercheckPlugin(Plugin):
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
         if self._designates_runner(fullname):
             return self._runner_analyzed
+        if fullname.rsplit(".", 1)[-1] in self.settings.input_bases or (
+            fullname in self.settings.input_bases
+        ):
+            return self._input_analyzed
         return None
 
     def get_additional_indirect_deps(self, file: MypyFile) -> set[str]:
         # mypy calls this once a module is fully type-checked (bodies included), before
         # its error messages are flushed: the moment for the checks that need the
-        # inferred types of expressions in function bodies.
+        # inferred types of expressions in function bodies, and for the classes that
+        # the class hook never saw.
+        self._check_unreached(file)
+        self._checkers.pop(file.fullname, None)
         for pending in self._pending_values.pop(file.fullname, {}).values():
             self._check_values_late(pending)
         deps = self._indirect_deps.pop(file.fullname, set())
@@ -142,25 +162,68 @@ class RunnercheckPlugin(Plugin):
                     code=errors.INTERNAL,
                 )
             return ctx.default_return_type
-        info = _class_of_init_subclass_call(ctx)
+        info = class_of_init_subclass_call(ctx)
         if info is None:
             return ctx.default_return_type
         self._same_build(ctx.api)
-        reporter = Reporter(ctx.api, self.settings)
+        self._errors = getattr(ctx.api, "errors", None) or self._errors
+        self._reached.setdefault(info.module_name, set()).add(info)
+        self._checkers[info.module_name] = ctx.api
+        self._check_class(ctx.api, info)
+        return ctx.default_return_type
+
+    def _check_class(self, api: CheckerPluginInterface, info: TypeInfo) -> None:
+        reporter = Reporter(api, self.settings)
         try:
             pending = self._pending_values.setdefault(info.module_name, {})
             pending.pop(info.fullname, None)
             if defines_input_methods(info, self.settings):
                 untyped = InputChecker(info, self.settings, reporter, self._types).run()
                 if untyped:
-                    pending[info.fullname] = _Pending(ctx.api, info, untyped)
+                    pending[info.fullname] = _Pending(api, info, untyped)
             runner = RunnerChecker(info, self.settings, reporter)
             runner.run()
             if runner.dependencies:
                 self._indirect_deps.setdefault(info.module_name, set()).update(runner.dependencies)
         except Exception as exc:  # never crash mypy: report it and go on
-            _report_internal(ctx.api, info, exc)
-        return ctx.default_return_type
+            _report_internal(api, info, exc)
+
+    def _check_unreached(self, file: MypyFile) -> None:
+        """Check the classes of ``file`` that the class hook did not see (a custom
+        metaclass, a class in a function mypy did not check), now that mypy has
+        finished the module."""
+        reached = self._reached.pop(file.fullname, set())
+        if file.is_stub or (self._errors is not None and file.path in self._errors.ignored_files):
+            return  # mypy reports nothing for this module
+        unreached = [
+            info for info in module_classes(file) if info not in reached and self._concerns(info)
+        ]
+        if not unreached:
+            return
+        api = self._checkers.get(file.fullname)
+        try:
+            if self._errors is None and self._modules is not None:
+                self._errors = errors_of_build(self._modules)
+            errors = self._errors
+            if errors is None or file.path in errors.ignored_files:
+                return  # nowhere to report, or mypy reports nothing for this module
+            if api is None:
+                options = self.options.clone_for_module(file.fullname)
+                if options.ignore_errors:
+                    return
+                api = checker_for(errors, self._modules or {}, options, file, self)
+            self._same_build(api)
+            for info in unreached:
+                with module_end_scope(api, info):
+                    self._check_class(api, info)
+        except Exception:  # pragma: no cover - mypy's internals moved; stay silent
+            return
+
+    def _concerns(self, info: TypeInfo) -> bool:
+        """Whether ``info`` is a runner or defines an input method (the classes checked)."""
+        if defines_input_methods(info, self.settings):
+            return True
+        return bool(info.mro) and runner_base(info, self.settings.runner_bases) is not None
 
     def _check_values_late(self, pending: _Pending) -> None:
         api, info = pending.api, pending.info
@@ -209,7 +272,11 @@ class RunnercheckPlugin(Plugin):
         self._runner_names[fullname] = answer
         return answer
 
+    def _input_analyzed(self, ctx: ClassDefContext) -> None:
+        self._errors = getattr(ctx.api, "errors", None) or self._errors
+
     def _runner_analyzed(self, ctx: ClassDefContext) -> None:
+        self._input_analyzed(ctx)
         info = ctx.cls.info
         try:
             base = runner_base(info, self.settings.runner_bases)
@@ -234,27 +301,3 @@ def _report_internal(api: CheckerPluginInterface, info: TypeInfo, exc: Exception
         info.defn,
         code=errors.INTERNAL,
     )
-
-
-def _class_of_init_subclass_call(ctx: MethodContext) -> TypeInfo | None:
-    """The class whose statement made the implicit ``__init_subclass__`` call that mypy
-    checks, or None for any other call of ``__init_subclass__``."""
-    call = ctx.context
-    if not (
-        isinstance(call, CallExpr)
-        and isinstance(call.callee, MemberExpr)
-        and isinstance(call.callee.expr, NameExpr)
-    ):
-        return None
-    tscope: Any = getattr(ctx.api, "tscope", None)
-    classes = getattr(tscope, "classes", None)
-    if not classes:
-        return None
-    info = classes[-1]
-    if (
-        not isinstance(info, TypeInfo)
-        or call.callee.expr.name != info.name
-        or call.line != info.defn.line
-    ):
-        return None
-    return info

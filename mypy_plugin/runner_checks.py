@@ -138,7 +138,7 @@ class RunnerChecker:
         proper = get_proper_type(t)
         shown = fmt(t)
         if isinstance(proper, TypeVarType):
-            shown += f" (bound {fmt(item)})"
+            shown += f" ({'constraint' if proper.values else 'bound'} {fmt(item)})"
         elif item is not proper:
             shown += f" (item {fmt(item)})"
         return f'Input type {shown} of runner "{self.info.name}"'
