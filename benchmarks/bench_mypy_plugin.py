@@ -1,20 +1,30 @@
-"""Benchmark the mypy plugin: cold mypy with and without it on a real vLLM ``vllm/``.
+"""Benchmark the mypy plugin: mypy with and without it, cold and warm cache, same run.
 
-Each repetition runs mypy twice on the same tree, once with ``plugins = mypy_plugin``
-and once without, each with a fresh ``--cache-dir`` (cold), in alternating order so
-that both see the same machine state. Both wall time and the child's CPU time (user +
-system) are measured; on a shared machine the CPU time is the steadier figure. mypy reads ``vllm/`` with
-``--ignore-missing-imports --follow-imports=silent --no-site-packages`` (vLLM is not
-installed, and torch would otherwise dominate the run). The figure is the ratio of
-the medians (with / without) of the CPU time, with the wall-time ratio beside it; the
-per-repetition ratios give the spread. The run
-also checks that the plugin leaves mypy's own messages unchanged.
+Cases: ``vllm/worker/`` of every merged-shape public vLLM wheel (0.5.1, 0.5.3.post1,
+0.6.0, 0.6.3), and generated worst cases that grow (``benchmarks/plugin_cases.py``):
+recursive aliases with 1..5 recursive branches, unions of 10..1000 dataclass members,
+dataclasses nested 5..50 deep, 10..1000 input classes (with their runners) in one
+module.
+
+Each repetition runs, for each case, mypy with ``plugins = mypy_plugin`` and without,
+in alternating order: a cold run with a fresh ``--cache-dir``, then a warm run on that
+same cache. The child's CPU time (user + system) is measured (steadier than wall time
+on a shared machine; wall time is kept in the JSON). Each figure is the ratio of the
+medians (with / without), with the per-repetition ratios as its spread. For each
+family, the growth from one size to the next is reported beside the growth of the
+size: the plugin's time must grow no faster than the types it walks. The run also
+checks that the plugin leaves mypy's own messages unchanged.
+
+vLLM is not installed: mypy reads ``vllm/worker/`` with ``--ignore-missing-imports
+--follow-imports=silent --no-site-packages`` (torch and friends are ``Any``).
 
 Usage::
 
-    python benchmarks/bench_mypy_plugin.py [--version 0.5.1] [--reps 7] [--json out.json]
+    python benchmarks/bench_mypy_plugin.py            # everything, 5 repetitions
+    python benchmarks/bench_mypy_plugin.py --quick    # 0.6.3 and two sizes a family, 3 reps
+    python benchmarks/bench_mypy_plugin.py --json out.json
 
-The vLLM wheel is downloaded once from the package index and cached (see
+The vLLM wheels are downloaded once from the package index and cached (see
 ``tests/vllm_wheels.py``).
 """
 
@@ -29,6 +39,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,14 +48,39 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks.common import spread  # noqa: E402
+from benchmarks.plugin_cases import CASES, write_case  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
-#: Target: the plugin adds at most this much to a cold run.
+#: Target: the plugin adds at most this much to any run, cold or warm.
 TARGET_OVERHEAD = 0.05
+VERSIONS = ("0.5.1", "0.5.3.post1", "0.6.0", "0.6.3")
+QUICK_VERSIONS = ("0.6.3",)
 PLUGIN_LINE = re.compile(
     r"\[(runner-input-protocol|from-dict-fixed-return|runner-input-covariance|"
     r"execute-input-mismatch|unbroadcastable-value|runnercheck-internal)\]$"
 )
+VLLM_FLAGS = ("--no-site-packages", "--ignore-missing-imports", "--follow-imports=silent")
+
+
+@dataclass
+class Case:
+    """One thing to check: a family (``vllm`` or a generated one) at one size."""
+
+    family: str
+    size: str
+    target: Path
+    flags: tuple[str, ...]
+    #: (with plugin, warm) -> CPU seconds and wall seconds, one per repetition.
+    cpu: dict[tuple[bool, bool], list[float]] = field(default_factory=dict)
+    wall: dict[tuple[bool, bool], list[float]] = field(default_factory=dict)
+    plugin_errors: int = 0
+    same_messages: bool = True
+
+    def ratio(self, warm: bool) -> float:
+        return statistics.median(self.cpu[True, warm]) / statistics.median(self.cpu[False, warm])
+
+    def ratios(self, warm: bool) -> list[float]:
+        return [a / b for a, b in zip(self.cpu[True, warm], self.cpu[False, warm], strict=True)]
 
 
 def child_cpu() -> float:
@@ -51,33 +88,18 @@ def child_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_mypy(package: Path, workdir: Path, with_plugin: bool, rep: int) -> tuple[float, float, str]:
-    """One cold mypy run; (wall seconds, CPU seconds, stdout)."""
-    config = workdir / ("with.ini" if with_plugin else "without.ini")
-    if not config.exists():
-        config.write_text("[mypy]\n" + ("plugins = mypy_plugin\n" if with_plugin else ""))
-    cache = workdir / f"cache-{'with' if with_plugin else 'without'}-{rep}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "mypy",
-        "--config-file",
-        str(config),
-        "--cache-dir",
-        str(cache),
-        "--no-site-packages",
-        "--ignore-missing-imports",
-        "--follow-imports=silent",
-        str(package),
-    ]
+def run_mypy(case: Case, config: Path, cache: Path) -> tuple[float, float, str]:
+    """One mypy run; (CPU seconds, wall seconds, stdout)."""
+    cmd = [sys.executable, "-m", "mypy", "--config-file", str(config), "--cache-dir", str(cache)]
+    cmd += [*case.flags, str(case.target)]
     cpu_before = child_cpu()
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=3600)
+    proc = subprocess.run(cmd, cwd=config.parent, capture_output=True, text=True, timeout=3600)
     elapsed = time.perf_counter() - start
     cpu = child_cpu() - cpu_before
     if proc.returncode not in (0, 1) or proc.stderr:
         raise SystemExit(f"mypy failed ({proc.returncode}): {proc.stderr.strip()[-500:]}")
-    return elapsed, cpu, proc.stdout
+    return cpu, elapsed, proc.stdout
 
 
 def mypy_messages(stdout: str) -> list[str]:
@@ -89,89 +111,158 @@ def mypy_messages(stdout: str) -> list[str]:
     ]
 
 
+def measure(case: Case, workdir: Path, reps: int) -> None:
+    configs = {}
+    for with_plugin in (True, False):
+        config = workdir / ("with.ini" if with_plugin else "without.ini")
+        config.write_text("[mypy]\n" + ("plugins = mypy_plugin\n" if with_plugin else ""))
+        configs[with_plugin] = config
+    for key in ((True, False), (True, True), (False, False), (False, True)):
+        case.cpu[key], case.wall[key] = [], []
+    tag = f"{case.family}-{case.size}"
+    for rep in range(reps):
+        outputs: dict[bool, str] = {}
+        for with_plugin in (True, False) if rep % 2 == 0 else (False, True):
+            cache = workdir / f"cache-{tag}-{with_plugin}-{rep}"
+            for warm in (False, True):
+                cpu, wall, stdout = run_mypy(case, configs[with_plugin], cache)
+                case.cpu[with_plugin, warm].append(cpu)
+                case.wall[with_plugin, warm].append(wall)
+                cold = outputs.get(with_plugin, stdout)
+                if warm and sorted(stdout.splitlines()) != sorted(cold.splitlines()):
+                    raise SystemExit(f"{tag}: the warm run reports other messages than the cold")
+                outputs[with_plugin] = stdout
+        case.same_messages &= mypy_messages(outputs[True]) == mypy_messages(outputs[False])
+        case.plugin_errors = sum(1 for x in outputs[True].splitlines() if PLUGIN_LINE.search(x))
+        print(
+            f"  {tag} rep {rep + 1}/{reps}: cold {case.cpu[True, False][-1]:.2f}s / "
+            f"{case.cpu[False, False][-1]:.2f}s = {case.ratios(False)[-1]:.3f}; warm "
+            f"{case.cpu[True, True][-1]:.2f}s / {case.cpu[False, True][-1]:.2f}s = "
+            f"{case.ratios(True)[-1]:.3f}",
+            flush=True,
+        )
+
+
+def growth(cases: list[Case]) -> list[dict[str, float | str]]:
+    """From each size of a generated family to the next: size factor and time factors."""
+    out: list[dict[str, float | str]] = []
+    for small, large in pairwise(cases):
+        row: dict[str, float | str] = {
+            "family": small.family,
+            "from": small.size,
+            "to": large.size,
+            "size_factor": int(large.size) / int(small.size),
+        }
+        for with_plugin, name in ((False, "plain"), (True, "plugin")):
+            row[f"{name}_cold_factor"] = statistics.median(
+                large.cpu[with_plugin, False]
+            ) / statistics.median(small.cpu[with_plugin, False])
+        out.append(row)
+    return out
+
+
+def summary(case: Case) -> dict[str, object]:
+    result: dict[str, object] = {"family": case.family, "size": case.size}
+    for warm, name in ((False, "cold"), (True, "warm")):
+        result[name] = {
+            "cpu_without_s": spread(case.cpu[False, warm]),
+            "cpu_with_s": spread(case.cpu[True, warm]),
+            "wall_without_s": spread(case.wall[False, warm]),
+            "wall_with_s": spread(case.wall[True, warm]),
+            "ratio_of_medians": case.ratio(warm),
+            "ratio_per_rep": spread(case.ratios(warm)),
+        }
+    result["within_target"] = max(case.ratio(False), case.ratio(True)) <= 1 + TARGET_OVERHEAD
+    result["plugin_errors"] = case.plugin_errors
+    result["mypy_messages_unchanged"] = case.same_messages
+    return result
+
+
+def print_table(cases: list[Case], growths: list[dict[str, float | str]]) -> None:
+    print()
+    print(f"{'case':<22}{'cold plain':>11}{'plugin':>9}{'ratio':>8}{'per rep':>15}", end="")
+    print(f"{'warm plain':>12}{'plugin':>9}{'ratio':>8}{'errors':>8}")
+    for case in cases:
+        label = f"{case.family} {case.size}"
+        print(f"{label:<22}", end="")
+        for warm in (False, True):
+            low, high = min(case.ratios(warm)), max(case.ratios(warm))
+            plain = statistics.median(case.cpu[False, warm])
+            plugin = statistics.median(case.cpu[True, warm])
+            width = 11 if not warm else 12
+            print(f"{plain:>{width}.2f}s{plugin:>8.2f}s{case.ratio(warm):>8.3f}", end="")
+            if not warm:
+                print(f"{f'{low:.2f}..{high:.2f}':>15}", end="")
+        print(f"{case.plugin_errors:>8}")
+    if growths:
+        print()
+        print("growth (cold CPU, median): size factor -> plain factor, plugin factor")
+        for row in growths:
+            print(
+                f"  {row['family']} {row['from']} -> {row['to']}: x{row['size_factor']:g} -> "
+                f"plain x{row['plain_cold_factor']:.2f}, plugin x{row['plugin_cold_factor']:.2f}"
+            )
+    worst = max(cases, key=lambda c: max(c.ratio(False), c.ratio(True)))
+    worst_warm = worst.ratio(True) > worst.ratio(False)
+    ratio = worst.ratio(worst_warm)
+    print(
+        f"\nworst case: {worst.family} {worst.size} ({'warm' if worst_warm else 'cold'}) "
+        f"{ratio:.3f} (overhead {100 * (ratio - 1):+.1f}%); target <= "
+        f"{1 + TARGET_OVERHEAD:.2f}: "
+        f"{'met' if ratio <= 1 + TARGET_OVERHEAD else 'NOT met'} "
+        f"everywhere: {all(summary(c)['within_target'] for c in cases)}"
+    )
+    print(f"mypy's own messages unchanged: {all(c.same_messages for c in cases)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--version", default="0.5.1", help="vLLM release (default 0.5.1)")
-    parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions (>= 3)")
+    parser.add_argument("--quick", action="store_true", help="0.6.3 only, two sizes, 3 reps")
+    parser.add_argument("--reps", type=int, help="interleaved repetitions (default 5; 3 quick)")
+    parser.add_argument("--versions", nargs="*", help="vLLM releases (default: all merged)")
+    parser.add_argument(
+        "--families", nargs="*", choices=sorted(CASES), help="generated families (default all)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args(argv)
-    if args.reps < 3:
+    reps = args.reps if args.reps is not None else (3 if args.quick else 5)
+    if reps < 3:
         parser.error("--reps must be at least 3")
+    versions = (
+        args.versions if args.versions is not None else (QUICK_VERSIONS if args.quick else VERSIONS)
+    )
+    families = args.families if args.families is not None else sorted(CASES)
 
-    package = vllm_package(args.version)
-    files = len(list(package.rglob("*.py")))
-    wall: dict[bool, list[float]] = {True: [], False: []}
-    cpu: dict[bool, list[float]] = {True: [], False: []}
-    cpu_ratios: list[float] = []
-    wall_ratios: list[float] = []
-    plugin_errors: list[str] = []
-    same_messages = True
     with tempfile.TemporaryDirectory(prefix="bench-mypy-plugin-") as tmp:
         workdir = Path(tmp)
-        for rep in range(args.reps):
-            order = (True, False) if rep % 2 == 0 else (False, True)
-            outputs: dict[bool, str] = {}
-            for with_plugin in order:
-                seconds, cpu_seconds, stdout = run_mypy(package, workdir, with_plugin, rep)
-                wall[with_plugin].append(seconds)
-                cpu[with_plugin].append(cpu_seconds)
-                outputs[with_plugin] = stdout
-            cpu_ratios.append(cpu[True][-1] / cpu[False][-1])
-            wall_ratios.append(wall[True][-1] / wall[False][-1])
-            same_messages &= mypy_messages(outputs[True]) == mypy_messages(outputs[False])
-            plugin_errors = [
-                line for line in outputs[True].splitlines() if PLUGIN_LINE.search(line)
-            ]
-            print(
-                f"rep {rep + 1}/{args.reps}: CPU with {cpu[True][-1]:.2f}s / without "
-                f"{cpu[False][-1]:.2f}s = {cpu_ratios[-1]:.3f}; wall with {wall[True][-1]:.2f}s / "
-                f"without {wall[False][-1]:.2f}s = {wall_ratios[-1]:.3f}",
-                flush=True,
-            )
+        cases = [
+            Case("vllm", version, vllm_package(version) / "worker", VLLM_FLAGS)
+            for version in versions
+        ]
+        by_family: dict[str, list[Case]] = {}
+        for family in families:
+            sizes = CASES[family][1] if args.quick else CASES[family][2]
+            for size in sizes:
+                target = write_case(workdir / "projects" / f"{family}-{size}", family, size)
+                case = Case(family, str(size), target, ("--no-site-packages",))
+                by_family.setdefault(family, []).append(case)
+                cases.append(case)
+        print(f"{len(cases)} cases, {reps} interleaved repetitions each", flush=True)
+        for case in cases:
+            measure(case, workdir, reps)
 
-    ratio = statistics.median(cpu[True]) / statistics.median(cpu[False])
-    wall_ratio = statistics.median(wall[True]) / statistics.median(wall[False])
-    result = {
-        "vllm": args.version,
-        "files": files,
-        "reps": args.reps,
-        "cpu_with_plugin_s": spread(cpu[True]),
-        "cpu_without_plugin_s": spread(cpu[False]),
-        "wall_with_plugin_s": spread(wall[True]),
-        "wall_without_plugin_s": spread(wall[False]),
-        "cpu_ratio_of_medians": ratio,
-        "cpu_ratio_per_rep": spread(cpu_ratios),
-        "wall_ratio_of_medians": wall_ratio,
-        "wall_ratio_per_rep": spread(wall_ratios),
-        "target_overhead": TARGET_OVERHEAD,
-        "within_target": ratio <= 1 + TARGET_OVERHEAD,
-        "mypy_messages_unchanged": same_messages,
-        "plugin_errors": len(plugin_errors),
-    }
-    print()
-    print(f"cold mypy on vllm {args.version} vllm/ ({files} files), {args.reps} interleaved reps")
-    for label, times in (("CPU ", cpu), ("wall", wall)):
-        print(
-            f"  {label} without plugin: median {statistics.median(times[False]):.2f}s "
-            f"({min(times[False]):.2f}..{max(times[False]):.2f}); with plugin: median "
-            f"{statistics.median(times[True]):.2f}s ({min(times[True]):.2f}..{max(times[True]):.2f})"
-        )
-    print(
-        f"  CPU ratio of medians {ratio:.3f} (overhead {100 * (ratio - 1):+.1f}%; per rep "
-        f"{min(cpu_ratios):.3f}..{max(cpu_ratios):.3f}); target <= {1 + TARGET_OVERHEAD:.2f}: "
-        f"{'met' if result['within_target'] else 'NOT met'}"
-    )
-    print(
-        f"  wall ratio of medians {wall_ratio:.3f} (per rep "
-        f"{min(wall_ratios):.3f}..{max(wall_ratios):.3f})"
-    )
-    print(
-        f"  plugin errors reported: {len(plugin_errors)}; mypy's own messages unchanged: "
-        f"{same_messages}"
-    )
+    growths = [row for family in families for row in growth(by_family.get(family, []))]
+    print_table(cases, growths)
     if args.json:
+        result = {
+            "reps": reps,
+            "quick": args.quick,
+            "target_overhead": TARGET_OVERHEAD,
+            "cases": [summary(case) for case in cases],
+            "growth": growths,
+        }
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    return 0 if same_messages else 1
+    return 0 if all(case.same_messages for case in cases) else 1
 
 
 if __name__ == "__main__":

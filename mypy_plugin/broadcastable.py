@@ -14,7 +14,6 @@ type is decided once per run, and recursive types cost no more than others.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Final, Literal
 
 from mypy.expandtype import expand_type_by_instance
@@ -125,6 +124,7 @@ class BroadcastableTypes:
         self.leaves = DEFAULT_TYPES | extra
         self._kinds: dict[TypeInfo, ClassKind] = {}
         self._used_type_vars: dict[TypeInfo, list[bool]] = {}
+        self._plans: dict[TypeInfo, list[tuple[str, TypeInfo, Type]]] = {}
         self._walk: Walk[ProperType] = Walk(self._decide)
 
     @property
@@ -135,6 +135,7 @@ class BroadcastableTypes:
     def clear(self) -> None:
         self._kinds.clear()
         self._used_type_vars.clear()
+        self._plans.clear()
         self._walk.clear()
 
     def offence(self, typ: Type) -> Offence | None:
@@ -191,13 +192,19 @@ class BroadcastableTypes:
             return Expand(
                 inst,
                 inst.type,
-                lambda: _fields(inst),
+                lambda: _fields(inst, self._plan(inst.type)),
                 lambda: self._record_arguments(inst),
             )
         assert isinstance(kind, TypeInfo)
         if not inst.args and inst.type is kind:
             return None  # a bare container: its items are Any
         return _expand(inst, _container_items(inst, kind))
+
+    def _plan(self, info: TypeInfo) -> list[tuple[str, TypeInfo, Type]]:
+        plan = self._plans.get(info)
+        if plan is None:
+            plan = self._plans[info] = _field_plan(info)
+        return plan
 
     def _kind(self, info: TypeInfo) -> ClassKind:
         known = self._kinds.get(info)
@@ -224,7 +231,13 @@ class BroadcastableTypes:
         used = self._used_type_vars.get(inst.type)
         if used is None:
             generic = instance_of(inst.type)
-            ids = {tv.id for _, field in _fields(generic) for tv in get_all_type_vars(field)}
+            fields = _fields(generic, self._plan(inst.type))
+            ids = {
+                tv.id
+                for _, field in fields
+                if isinstance(field, Type)
+                for tv in get_all_type_vars(field)
+            }
             used = [tv.id in ids for tv in inst.type.defn.type_vars]
             self._used_type_vars[inst.type] = used
         for index, (arg, wanted) in enumerate(zip(inst.args, used, strict=False)):
@@ -287,16 +300,25 @@ def _field_names(info: TypeInfo) -> list[str]:
     ]
 
 
-def _fields(inst: Instance) -> Iterator[tuple[str, Type]]:
-    """(label, type) of each field of a dataclass or a ``msgspec.Struct``, with the
-    class's type arguments filled in."""
-    info: TypeInfo = inst.type
+def _field_plan(info: TypeInfo) -> list[tuple[str, TypeInfo, Type]]:
+    """(label, declaring class, declared type) of each field of a dataclass or a
+    ``msgspec.Struct``."""
+    plan: list[tuple[str, TypeInfo, Type]] = []
     for name in _field_names(info):
         for owner in info.mro:
             symbol = owner.names.get(name)
             if symbol is None:
                 continue
             if isinstance(symbol.node, Var) and symbol.node.type is not None:
-                mapped = map_instance_to_supertype(inst, owner)
-                yield f'field "{name}"', expand_type_by_instance(symbol.node.type, mapped)
+                plan.append((f'field "{name}"', owner, symbol.node.type))
             break
+    return plan
+
+
+def _fields(inst: Instance, plan: list[tuple[str, TypeInfo, Type]]) -> Children:
+    """(label, type) of each field of ``inst``'s record class, with the class's type
+    arguments filled in."""
+    for label, owner, declared in plan:
+        if owner.type_vars:
+            declared = expand_type_by_instance(declared, map_instance_to_supertype(inst, owner))
+        yield label, declared

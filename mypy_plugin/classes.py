@@ -55,14 +55,18 @@ def class_of_init_subclass_call(ctx: MethodContext) -> TypeInfo | None:
 def module_classes(file: MypyFile) -> Iterator[TypeInfo]:
     """Every class defined by a class statement of ``file``: at the top level, in class
     bodies and in functions (not the types mypy makes up, such as intersections)."""
+    module = file.fullname
     seen: set[int] = set()
-    for _, symbol, _ in file.local_definitions():
-        info = symbol.node
-        if not isinstance(info, TypeInfo) or id(info) in seen:
-            continue
-        seen.add(id(info))
-        if info.module_name == file.fullname and not info.is_newtype and "<" not in info.name:
-            yield info
+    tables = [file.names]
+    while tables:
+        for symbol in tables.pop().values():
+            info = symbol.node
+            if not isinstance(info, TypeInfo) or info.module_name != module or id(info) in seen:
+                continue
+            seen.add(id(info))
+            tables.append(info.names)
+            if not info.is_newtype and "<" not in info.name:
+                yield info
 
 
 def errors_of_build(modules: dict[str, MypyFile]) -> Errors | None:

@@ -175,11 +175,18 @@ def config_fingerprint(version: str, sources: str, settings: dict[str, Any]) -> 
     return f"runnercheck {version} {hashlib.sha256(text.encode()).hexdigest()[:16]}"
 
 
+#: The modules of ``runnercheck`` whose meaning the plugin's results depend on.
+_CORE_MODULES = ("catalog.py", "config.py", "contract.py", "errors.py")
+
+
 def source_digest() -> str:
-    """A digest of the plugin's own source files, so that a changed plugin invalidates
-    mypy's cache (mypy itself only fingerprints the plugin's top-level module)."""
+    """A digest of the plugin's own source files and of the core modules it uses, so
+    that a changed plugin invalidates mypy's cache (mypy itself only fingerprints the
+    plugin's top-level module)."""
     digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    core = Path(catalog.__file__).parent
+    paths = sorted(Path(__file__).parent.glob("*.py")) + [core / name for name in _CORE_MODULES]
+    for path in paths:
         digest.update(path.name.encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]

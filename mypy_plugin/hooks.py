@@ -36,61 +36,29 @@ Cache correctness
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mypy.errors import Errors
 from mypy.nodes import MypyFile, TypeInfo
 from mypy.options import Options
-from mypy.plugin import (
-    CheckerPluginInterface,
-    ClassDefContext,
-    MethodContext,
-    Plugin,
-    ReportConfigContext,
-)
-from mypy.server.trigger import make_wildcard_trigger
+from mypy.plugin import ClassDefContext, MethodContext, Plugin, ReportConfigContext
 from mypy.types import Type
 
-from mypy_plugin import errors, fatal
-from mypy_plugin.broadcastable import BroadcastableTypes
-from mypy_plugin.classes import (
-    checker_for,
-    class_of_init_subclass_call,
-    errors_of_build,
-    module_classes,
-)
+import runnercheck
+from mypy_plugin import errors as _errors  # noqa: F401 - declares the error codes
+from mypy_plugin import fatal
 from mypy_plugin.config import (
     PluginSettings,
     config_fingerprint,
     read_settings,
     source_digest,
 )
-from mypy_plugin.input_checks import DictValue, InputChecker, defines_input_methods
-from mypy_plugin.report import Reporter, module_end_scope
-from mypy_plugin.runner_checks import RunnerChecker
-from mypy_plugin.runner_input import input_classes, input_type, is_named, runner_base
 from runnercheck.errors import ConfigError
 
+if TYPE_CHECKING:
+    from mypy_plugin.session import CheckRun
+
 _INIT_SUBCLASS = ".__init_subclass__"
-
-
-@dataclass(frozen=True)
-class _Pending:
-    """Dict values of an input class to check once its module's bodies are checked."""
-
-    api: CheckerPluginInterface
-    info: TypeInfo
-    values: list[DictValue]
-
-
-def _runnercheck_version() -> str:
-    try:
-        return version("runnercheck")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "unknown"
 
 
 class RunnercheckPlugin(Plugin):
@@ -101,23 +69,19 @@ class RunnercheckPlugin(Plugin):
         except ConfigError as exc:
             fatal(str(exc))
         self._config_data = config_fingerprint(
-            _runnercheck_version(), source_digest(), self.settings.to_data()
+            runnercheck.__version__, source_digest(), self.settings.to_data()
         )
         self._runner_names: dict[str, bool] = {}
-        self._reported_no_scope = False
-        self._indirect_deps: dict[str, set[str]] = {}
-        #: Input classes per module whose dict values are checked once the module's
-        #: function bodies are (mypy checks them after the class statements).
-        self._pending_values: dict[str, dict[str, _Pending]] = {}
-        #: Verdicts on types, shared by every class of the run (each type decided once).
-        self._types = BroadcastableTypes(self.settings.broadcastable_types)
-        self._generation: object = None
-        #: mypy's error store, from the first hook that shows it (for the classes
-        #: checked after their module, which no hook shows).
-        self._errors: Errors | None = None
-        #: Classes the class hook has seen, and mypy's checker, per module being checked.
-        self._reached: dict[str, set[TypeInfo]] = {}
-        self._checkers: dict[str, CheckerPluginInterface] = {}
+        self._checks: CheckRun | None = None
+
+    def checks(self) -> CheckRun:
+        """The run's checks, loaded when mypy first type-checks something (a run that
+        only reads its cache never imports them)."""
+        if self._checks is None:
+            from mypy_plugin.session import CheckRun
+
+            self._checks = CheckRun(self, self.settings)
+        return self._checks
 
     # --------------------------------------------------------------- mypy hooks
     def report_config_data(self, ctx: ReportConfigContext) -> Any:
@@ -139,116 +103,12 @@ class RunnercheckPlugin(Plugin):
 
     def get_additional_indirect_deps(self, file: MypyFile) -> set[str]:
         # mypy calls this once a module is fully type-checked (bodies included), before
-        # its error messages are flushed: the moment for the checks that need the
-        # inferred types of expressions in function bodies, and for the classes that
-        # the class hook never saw.
-        self._check_unreached(file)
-        self._checkers.pop(file.fullname, None)
-        for pending in self._pending_values.pop(file.fullname, {}).values():
-            self._check_values_late(pending)
-        deps = self._indirect_deps.pop(file.fullname, set())
-        deps.discard(file.fullname)
-        return deps
+        # its error messages are flushed.
+        return self.checks().module_done(file)
 
-    # ------------------------------------------------------------- the checks
     def _class_checked(self, ctx: MethodContext) -> Type:
-        if getattr(ctx.api, "tscope", None) is None:
-            if not self._reported_no_scope:
-                self._reported_no_scope = True
-                ctx.api.fail(
-                    "runnercheck plugin internal error: cannot tell which class mypy is "
-                    "checking (its type checker has no tscope); runner checks are off",
-                    ctx.context,
-                    code=errors.INTERNAL,
-                )
-            return ctx.default_return_type
-        info = class_of_init_subclass_call(ctx)
-        if info is None:
-            return ctx.default_return_type
-        self._same_build(ctx.api)
-        self._errors = getattr(ctx.api, "errors", None) or self._errors
-        self._reached.setdefault(info.module_name, set()).add(info)
-        self._checkers[info.module_name] = ctx.api
-        self._check_class(ctx.api, info)
+        self.checks().class_checked(ctx)
         return ctx.default_return_type
-
-    def _check_class(self, api: CheckerPluginInterface, info: TypeInfo) -> None:
-        reporter = Reporter(api, self.settings)
-        try:
-            pending = self._pending_values.setdefault(info.module_name, {})
-            pending.pop(info.fullname, None)
-            if defines_input_methods(info, self.settings):
-                untyped = InputChecker(info, self.settings, reporter, self._types).run()
-                if untyped:
-                    pending[info.fullname] = _Pending(api, info, untyped)
-            runner = RunnerChecker(info, self.settings, reporter)
-            runner.run()
-            if runner.dependencies:
-                self._indirect_deps.setdefault(info.module_name, set()).update(runner.dependencies)
-        except Exception as exc:  # never crash mypy: report it and go on
-            _report_internal(api, info, exc)
-
-    def _check_unreached(self, file: MypyFile) -> None:
-        """Check the classes of ``file`` that the class hook did not see (a custom
-        metaclass, a class in a function mypy did not check), now that mypy has
-        finished the module."""
-        reached = self._reached.pop(file.fullname, set())
-        if file.is_stub or (self._errors is not None and file.path in self._errors.ignored_files):
-            return  # mypy reports nothing for this module
-        unreached = [
-            info for info in module_classes(file) if info not in reached and self._concerns(info)
-        ]
-        if not unreached:
-            return
-        api = self._checkers.get(file.fullname)
-        try:
-            if self._errors is None and self._modules is not None:
-                self._errors = errors_of_build(self._modules)
-            errors = self._errors
-            if errors is None or file.path in errors.ignored_files:
-                return  # nowhere to report, or mypy reports nothing for this module
-            if api is None:
-                options = self.options.clone_for_module(file.fullname)
-                if options.ignore_errors:
-                    return
-                api = checker_for(errors, self._modules or {}, options, file, self)
-            self._same_build(api)
-            for info in unreached:
-                with module_end_scope(api, info):
-                    self._check_class(api, info)
-        except Exception:  # pragma: no cover - mypy's internals moved; stay silent
-            return
-
-    def _concerns(self, info: TypeInfo) -> bool:
-        """Whether ``info`` is a runner or defines an input method (the classes checked)."""
-        if defines_input_methods(info, self.settings):
-            return True
-        return bool(info.mro) and runner_base(info, self.settings.runner_bases) is not None
-
-    def _check_values_late(self, pending: _Pending) -> None:
-        api, info = pending.api, pending.info
-        try:
-            with module_end_scope(api, info):
-                try:
-                    reporter = Reporter(api, self.settings)
-                    checker = InputChecker(info, self.settings, reporter, self._types)
-                    member = checker.member(self.settings.config.as_dict_method)
-                    if member is not None:
-                        checker.check_values(member, pending.values)
-                except Exception as exc:
-                    _report_internal(api, info, exc)
-        except Exception:  # pragma: no cover - mypy's internals moved; stay silent
-            return
-
-    def _same_build(self, api: CheckerPluginInterface) -> None:
-        """Forget the verdicts on types when a new build starts in the same process
-        (``dmypy`` keeps the plugin between runs and updates classes in place). mypy's
-        error store gets a fresh message map exactly then (``Errors.reset``)."""
-        errors_store = getattr(api, "errors", None)
-        marker = getattr(errors_store, "error_info_map", api)
-        if marker is not self._generation:
-            self._generation = marker
-            self._types.clear()
 
     # ----------------------------------------------------------- dependencies
     def _designates_runner(self, fullname: str) -> bool:
@@ -261,6 +121,8 @@ class RunnercheckPlugin(Plugin):
         if fullname in bases or fullname.rsplit(".", 1)[-1] in bases:
             self._runner_names[fullname] = True
             return True
+        from mypy_plugin.runner_input import is_named, runner_base
+
         try:
             symbol = self.lookup_fully_qualified(fullname)
         except Exception:  # an incomplete module during semantic analysis
@@ -273,9 +135,14 @@ class RunnercheckPlugin(Plugin):
         return answer
 
     def _input_analyzed(self, ctx: ClassDefContext) -> None:
-        self._errors = getattr(ctx.api, "errors", None) or self._errors
+        checks = self.checks()
+        checks.errors = getattr(ctx.api, "errors", None) or checks.errors
 
     def _runner_analyzed(self, ctx: ClassDefContext) -> None:
+        from mypy.server.trigger import make_wildcard_trigger
+
+        from mypy_plugin.runner_input import input_classes, input_type, runner_base
+
         self._input_analyzed(ctx)
         info = ctx.cls.info
         try:
@@ -292,12 +159,3 @@ class RunnercheckPlugin(Plugin):
             for ancestor in cls.mro:
                 if ancestor.fullname != "builtins.object":
                     ctx.api.add_plugin_dependency(make_wildcard_trigger(ancestor.fullname))
-
-
-def _report_internal(api: CheckerPluginInterface, info: TypeInfo, exc: Exception) -> None:
-    api.fail(
-        f'runnercheck plugin internal error while checking "{info.fullname}": '
-        f"{type(exc).__name__}: {exc} (please report it)",
-        info.defn,
-        code=errors.INTERNAL,
-    )
