@@ -95,9 +95,8 @@ class RunnercheckPlugin(Plugin):
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
         if self._designates_runner(fullname):
             return self._runner_analyzed
-        if fullname.rsplit(".", 1)[-1] in self.settings.input_bases or (
-            fullname in self.settings.input_bases
-        ):
+        inputs = self.settings.input_bases
+        if fullname in inputs or fullname.rsplit(".", 1)[-1] in inputs:
             return self._input_analyzed
         return None
 

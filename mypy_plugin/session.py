@@ -93,10 +93,14 @@ class CheckRun:
         return deps
 
     def _check_class(self, api: CheckerPluginInterface, info: TypeInfo) -> None:
+        pending = self._pending_values.get(info.module_name)
+        if pending:
+            pending.pop(info.fullname, None)  # a class checked again (dmypy)
+        if not self._concerns(info):
+            return  # most classes: neither a runner nor an input
         reporter = Reporter(api, self.settings)
         try:
             pending = self._pending_values.setdefault(info.module_name, {})
-            pending.pop(info.fullname, None)
             if defines_input_methods(info, self.settings):
                 untyped = InputChecker(info, self.settings, reporter, self._types).run()
                 if untyped:
