@@ -16,8 +16,6 @@ and the key.
 from __future__ import annotations
 
 import configparser
-import hashlib
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,7 +24,6 @@ from typing import Any
 from runnercheck import catalog
 from runnercheck.config import (
     Config,
-    config_as_dict,
     config_from_mapping,
     find_pyproject,
     load_config_file,
@@ -83,10 +80,6 @@ class PluginSettings:
         if self.config.select and not matches(self.config.select):
             return False
         return not matches(self.config.ignore)
-
-    def to_data(self) -> dict[str, Any]:
-        """What the cache must record: a change here rechecks every module."""
-        return config_as_dict(self.config)
 
 
 def _split_list(raw: str) -> list[str]:
@@ -166,27 +159,3 @@ def check_rule_codes(config: Config, source: Path, section: str) -> None:
                     f"{source}: {section} key {key!r}: unknown rule {pattern!r} "
                     "(see `runnercheck rules`)"
                 )
-
-
-def config_fingerprint(version: str, sources: str, settings: dict[str, Any]) -> str:
-    """What ``report_config_data`` returns for every module: short, so that mypy's cache
-    metadata stays small, and different whenever any part differs."""
-    text = json.dumps([version, sources, settings], sort_keys=True)
-    return f"runnercheck {version} {hashlib.sha256(text.encode()).hexdigest()[:16]}"
-
-
-#: The modules of ``runnercheck`` whose meaning the plugin's results depend on.
-_CORE_MODULES = ("catalog.py", "config.py", "contract.py", "errors.py")
-
-
-def source_digest() -> str:
-    """A digest of the plugin's own source files and of the core modules it uses, so
-    that a changed plugin invalidates mypy's cache (mypy itself only fingerprints the
-    plugin's top-level module)."""
-    digest = hashlib.sha256()
-    core = Path(catalog.__file__).parent
-    paths = sorted(Path(__file__).parent.glob("*.py")) + [core / name for name in _CORE_MODULES]
-    for path in paths:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]

@@ -47,15 +47,10 @@ from mypy.types import Type
 import runnercheck
 from mypy_plugin import errors as _errors  # noqa: F401 - declares the error codes
 from mypy_plugin import fatal
-from mypy_plugin.config import (
-    PluginSettings,
-    config_fingerprint,
-    read_settings,
-    source_digest,
-)
-from runnercheck.errors import ConfigError
+from mypy_plugin.fingerprint import config_fingerprint, settings_sources, source_digest
 
 if TYPE_CHECKING:
+    from mypy_plugin.config import PluginSettings
     from mypy_plugin.session import CheckRun
 
 _INIT_SUBCLASS = ".__init_subclass__"
@@ -64,15 +59,31 @@ _INIT_SUBCLASS = ".__init_subclass__"
 class RunnercheckPlugin(Plugin):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
-        try:
-            self.settings: PluginSettings = read_settings(options.config_file, Path.cwd())
-        except ConfigError as exc:
-            fatal(str(exc))
+        self._cwd = Path.cwd()
         self._config_data = config_fingerprint(
-            runnercheck.__version__, source_digest(), self.settings.to_data()
+            runnercheck.__version__,
+            source_digest(),
+            settings_sources(options.config_file, self._cwd),
         )
+        self._settings: PluginSettings | None = None
         self._runner_names: dict[str, bool] = {}
         self._checks: CheckRun | None = None
+
+    @property
+    def settings(self) -> PluginSettings:
+        """The settings, read and validated on first use: mypy asks for a hook that
+        needs them (or finishes checking a module) before it writes any cache, so a
+        bad configuration stops every run that checks anything, and a run that reads
+        all of its cache (same fingerprint: same settings files) needs none."""
+        if self._settings is None:
+            from mypy_plugin.config import read_settings
+            from runnercheck.errors import ConfigError
+
+            try:
+                self._settings = read_settings(self.options.config_file, self._cwd)
+            except ConfigError as exc:
+                fatal(str(exc))
+        return self._settings
 
     def checks(self) -> CheckRun:
         """The run's checks, loaded when mypy first type-checks something (a run that
