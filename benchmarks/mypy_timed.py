@@ -1,17 +1,25 @@
-"""Run mypy and measure, inside the same process, the time the runnercheck plugin takes.
+"""Run mypy and measure, inside the same process, the CPU time the runnercheck plugin
+takes.
 
-Usage: ``python benchmarks/mypy_timed.py OUT.json [--plugin] -- MYPY_ARGS...``
+Usage: ``python benchmarks/mypy_timed.py OUT.json --plugin|--plain -- MYPY_ARGS...``
 
 On a shared machine two separate mypy runs differ by more than the plugin costs, so
-the benchmark also attributes time within one run: loading the plugin (importing it
-and reading its settings) and every call mypy makes into it (each hook, each lookup of
-a hook, including the lookups ``Plugin`` answers with None for it) are timed with
-``perf_counter``, outermost calls only. The timer's own cost per call is measured
-first and subtracted. The plugin's share is then ``plugin / (process - plugin)``: the
-same interruptions slow both, so the share is steady where the totals are not.
+the benchmark also attributes CPU time within one run (``time.process_time``, which
+an interrupted process does not accumulate):
 
-OUT.json gets ``{"process_s", "plugin_s", "load_s", "calls"}``; without ``--plugin``
-only ``process_s`` (the same wrapper runs both sides).
+* loading the plugin: importing it and making the plugin object;
+* every call of a hook (the work), outermost calls only, less the timer's own cost
+  per call, measured first;
+* the hook lookups the plugin answers (``get_method_hook``...): thousands of calls of
+  a microsecond, too short to time one by one, so they are recorded and replayed
+  together on the same plugin object after mypy is done;
+* the hook lookups that ``Plugin`` answers with None on the plugin's behalf, counted
+  and costed at what such a call costs, measured in the same process.
+
+The plugin's share is then ``plugin / (process - plugin)``.
+
+OUT.json gets ``{"process_s", "plugin_s", "load_s", "calls", "by_method"}``; with
+``--plain`` only ``process_s`` (the same wrapper runs both sides).
 """
 
 from __future__ import annotations
@@ -25,101 +33,138 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-START = time.perf_counter()
+clock = time.process_time
 
 
 class _Timer:
     def __init__(self) -> None:
-        self.spent = 0.0
-        self.calls = 0
         self.depth = 0
-        #: name -> [seconds, calls], for the breakdown.
+        #: method name -> [seconds, calls].
         self.by_name: dict[str, list[float]] = {}
 
-    def wrap(self, fn: Callable[..., Any], name: str = "") -> Callable[..., Any]:
+    def timed(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
         entry = self.by_name.setdefault(name, [0.0, 0])
 
         @functools.wraps(fn)
-        def timed(*args: Any, **kwargs: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             if self.depth:
                 return fn(*args, **kwargs)
             self.depth = 1
-            start = time.perf_counter()
+            start = clock()
             try:
                 return fn(*args, **kwargs)
             finally:
-                spent = time.perf_counter() - start
-                self.spent += spent
-                self.calls += 1
-                entry[0] += spent
+                entry[0] += clock() - start
                 entry[1] += 1
                 self.depth = 0
 
-        return timed
+        return wrapper
+
+    def counted(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        entry = self.by_name.setdefault(name, [0.0, 0])
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            entry[1] += 1
+            return fn(*args, **kwargs)
+
+        return wrapper
+
+    def recorded(
+        self, fn: Callable[..., Any], name: str, log: list[tuple[Any, ...]]
+    ) -> Callable[..., Any]:
+        entry = self.by_name.setdefault(name, [0.0, 0])
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any) -> Any:
+            entry[1] += 1
+            log.append(args)
+            return fn(*args)
+
+        return wrapper
 
 
-def _cost_per_call() -> float:
-    """What the timer adds to one call, measured on a function that does nothing."""
-    timer = _Timer()
-
-    def nothing() -> None:
-        return None
-
-    timed = timer.wrap(nothing)
-    rounds = 20000
-    start = time.perf_counter()
+def _per_call(fn: Callable[[], object], rounds: int = 20000) -> float:
+    start = clock()
     for _ in range(rounds):
-        nothing()
-    bare = time.perf_counter() - start
-    start = time.perf_counter()
-    for _ in range(rounds):
-        timed()
-    return max(0.0, (time.perf_counter() - start - bare) / rounds)
+        fn()
+    return (clock() - start) / rounds
 
 
 def main() -> None:
     out = Path(sys.argv[1])
     with_plugin = sys.argv[2] == "--plugin"
     args = sys.argv[sys.argv.index("--") + 1 :]
-    sys.path = [p for p in sys.path if p not in ("", ".")]  # like the installed script
+    sys.path = [p for p in sys.path if p not in ("", ".", str(Path(__file__).parent))]
     import mypy.build
     import mypy.main
+    from mypy.plugin import Plugin
 
     figures: dict[str, Any] = {}
     timer = _Timer()
+    own: list[str] = []
+    lookups: list[str] = []
+    inherited: list[str] = []
+    logs: dict[str, list[tuple[Any, ...]]] = {}
+    overhead = bare = 0.0
     if with_plugin:
-        overhead = _cost_per_call()
-        start = time.perf_counter()
+        start = clock()
         import mypy_plugin.hooks as hooks
 
-        figures["load_s"] = time.perf_counter() - start
+        figures["load_s"] = clock() - start
         cls = hooks.RunnercheckPlugin
+        # What the timer adds to a call, and what a lookup Plugin answers costs.
+        timed_nothing = _Timer().timed(lambda: None, "nothing")
+        overhead = _per_call(timed_nothing) - _per_call(lambda: None)
+        probe = Plugin(mypy.main.Options())
+        bare = _per_call(lambda: probe.get_function_hook("m.f"))
         for name in dir(cls):
             value = getattr(cls, name)
-            wanted = name.startswith(("get_", "report_", "set_")) or name in (
-                "__init__",
-                "_class_checked",
-                "_runner_analyzed",
-                "_input_analyzed",
-            )
-            if wanted and callable(value):
-                setattr(cls, name, timer.wrap(value, name))
+            if not callable(value) or (name.startswith("__") and name != "__init__"):
+                continue
+            if name.startswith(("get_", "report_", "set_")):
+                if name not in cls.__dict__:
+                    inherited.append(name)
+                elif name == "get_additional_indirect_deps":
+                    own.append(name)  # the checks at each module's end
+                else:
+                    lookups.append(name)
+            elif name in ("__init__", "_class_checked", "_runner_analyzed", "_input_analyzed"):
+                own.append(name)
+        for name in own:
+            setattr(cls, name, timer.timed(getattr(cls, name), name))
+        for name in inherited:
+            setattr(cls, name, timer.counted(getattr(cls, name), name))
+        for name in lookups:
+            logs[name] = []
+            setattr(cls, name, timer.recorded(getattr(cls, name), name, logs[name]))
 
     code: int | str | None = 0
     try:
         mypy.main.main(args=args, clean_exit=True)
     except SystemExit as exc:
         code = exc.code
-    figures["process_s"] = time.perf_counter() - START
+    figures["process_s"] = clock()
     if with_plugin:
-        hook_time = max(0.0, timer.spent - timer.calls * overhead)
-        figures["plugin_s"] = figures["load_s"] + hook_time
-        figures["calls"] = timer.calls
-        figures["by_hook"] = {
-            name: [seconds - calls * overhead, calls]
-            for name, (seconds, calls) in timer.by_name.items()
-            if calls
-        }
+        for name, log in logs.items():
+            method = getattr(cls, name).__wrapped__
+            start = clock()
+            for args in log:
+                method(*args)
+            timer.by_name[name][0] = clock() - start
+        by_method = {}
+        for name, (seconds, calls) in timer.by_name.items():
+            if calls:
+                if name in own:
+                    cost = seconds - calls * overhead
+                elif name in logs:
+                    cost = seconds
+                else:
+                    cost = calls * bare
+                by_method[name] = [max(0.0, cost), int(calls)]
+        figures["by_method"] = by_method
+        figures["calls"] = sum(calls for _, calls in by_method.values())
+        figures["plugin_s"] = figures["load_s"] + sum(cost for cost, _ in by_method.values())
     out.write_text(json.dumps(figures), encoding="utf-8")
     sys.stdout.flush()
     sys.stderr.flush()

@@ -42,12 +42,14 @@ from typing import TYPE_CHECKING, Any
 from mypy.nodes import MypyFile, TypeInfo
 from mypy.options import Options
 from mypy.plugin import ClassDefContext, MethodContext, Plugin, ReportConfigContext
+from mypy.server.trigger import make_wildcard_trigger
 from mypy.types import Type
 
 import runnercheck
 from mypy_plugin import errors as _errors  # noqa: F401 - declares the error codes
 from mypy_plugin import fatal
 from mypy_plugin.fingerprint import config_fingerprint, settings_sources, source_digest
+from mypy_plugin.runner_input import input_classes, input_type, is_named, runner_base
 
 if TYPE_CHECKING:
     from mypy_plugin.config import PluginSettings
@@ -67,6 +69,11 @@ class RunnercheckPlugin(Plugin):
         )
         self._settings: PluginSettings | None = None
         self._runner_names: dict[str, bool] = {}
+        self._input_names: dict[str, bool] = {}
+        #: The module whose runners' dependencies were recorded, and those runners
+        #: (mypy may run the base class hooks several times during semantic analysis).
+        self._deps_module: MypyFile | None = None
+        self._deps_done: set[TypeInfo] = set()
         self._checks: CheckRun | None = None
 
     @property
@@ -106,10 +113,12 @@ class RunnercheckPlugin(Plugin):
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
         if self._designates_runner(fullname):
             return self._runner_analyzed
-        inputs = self.settings.input_bases
-        if fullname in inputs or fullname.rsplit(".", 1)[-1] in inputs:
-            return self._input_analyzed
-        return None
+        inputs = self._input_names.get(fullname)
+        if inputs is None:
+            bases = self.settings.input_bases
+            inputs = fullname in bases or fullname.rsplit(".", 1)[-1] in bases
+            self._input_names[fullname] = inputs
+        return self._input_analyzed if inputs else None
 
     def get_additional_indirect_deps(self, file: MypyFile) -> set[str]:
         # mypy calls this once a module is fully type-checked (bodies included), before
@@ -131,8 +140,6 @@ class RunnercheckPlugin(Plugin):
         if fullname in bases or fullname.rsplit(".", 1)[-1] in bases:
             self._runner_names[fullname] = True
             return True
-        from mypy_plugin.runner_input import is_named, runner_base
-
         try:
             symbol = self.lookup_fully_qualified(fullname)
         except Exception:  # an incomplete module during semantic analysis
@@ -149,12 +156,13 @@ class RunnercheckPlugin(Plugin):
         checks.errors = getattr(ctx.api, "errors", None) or checks.errors
 
     def _runner_analyzed(self, ctx: ClassDefContext) -> None:
-        from mypy.server.trigger import make_wildcard_trigger
-
-        from mypy_plugin.runner_input import input_classes, input_type, runner_base
-
         self._input_analyzed(ctx)
         info = ctx.cls.info
+        module = getattr(ctx.api, "cur_mod_node", None)
+        if module is not self._deps_module or module is None:
+            self._deps_module, self._deps_done = module, set()
+        elif info in self._deps_done:
+            return  # recorded in this module's dependencies already
         try:
             base = runner_base(info, self.settings.runner_bases)
             if base is None:
@@ -169,3 +177,5 @@ class RunnercheckPlugin(Plugin):
             for ancestor in cls.mro:
                 if ancestor.fullname != "builtins.object":
                     ctx.api.add_plugin_dependency(make_wildcard_trigger(ancestor.fullname))
+        if all(cls.mro for cls in classes):
+            self._deps_done.add(info)  # complete: a later pass would add the same

@@ -151,17 +151,19 @@ class InputChecker:
             types if types is not None else BroadcastableTypes(settings.broadcastable_types)
         )
 
-    def run(self) -> list[DictValue]:
+    def run(self, values_now: bool = True) -> list[DictValue]:
         """Run the checks; return the values of ``as_broadcastable_tensor_dict`` that have
-        no type yet (mypy checks function bodies after the class statement): pass them
-        to :meth:`check_values` again once the module's bodies are checked."""
+        no type yet (mypy checks function bodies after the class statement), or all of
+        them unless ``values_now``: pass them to :meth:`check_values` once the module's
+        bodies are checked (their types are in mypy's type map then, nothing to infer)."""
         from_dict = self.member(self.config.from_dict_method)
         if from_dict is not None:
             self.check_from_dict(from_dict)
         as_dict = self.member(self.config.as_dict_method)
         if as_dict is None or as_dict.func is None or as_dict.kind != "method":
             return []
-        return self.check_values(as_dict, list(_dict_values(as_dict.func)))
+        values = list(_dict_values(as_dict.func))
+        return self.check_values(as_dict, values) if values_now else values
 
     def member(self, name: str) -> Member | None:
         symbol = self.info.names.get(name)

@@ -128,8 +128,8 @@ def signature_for(info: TypeInfo, member: Member) -> CallableType | None:
     """``member``'s declared signature with the owner's type variables replaced by what
     ``info`` (a subclass of the owner) binds them to."""
     signature = member.signature
-    if signature is None:
-        return None
+    if signature is None or member.owner is info or not member.owner.type_vars:
+        return signature  # nothing to replace
     mapped = map_instance_to_supertype(instance_of(info), member.owner)
     expanded = expand_type_by_instance(signature, mapped)
     return expanded if isinstance(expanded, CallableType) else None

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from mypy.errors import Errors
 from mypy.nodes import MypyFile, TypeInfo
 from mypy.plugin import CheckerPluginInterface, MethodContext, Plugin
+from mypy.types import Instance
 
 from mypy_plugin import errors
 from mypy_plugin.broadcastable import BroadcastableTypes
@@ -23,7 +24,7 @@ from mypy_plugin.classes import (
 )
 from mypy_plugin.config import PluginSettings
 from mypy_plugin.input_checks import DictValue, InputChecker, defines_input_methods
-from mypy_plugin.report import Reporter, module_end_scope
+from mypy_plugin.report import Reporter, class_scope, module_end_file
 from mypy_plugin.runner_checks import RunnerChecker
 from mypy_plugin.runner_input import runner_base
 
@@ -52,12 +53,15 @@ class CheckRun:
         #: Verdicts on types, shared by every class of the run (each type decided once).
         self._types = BroadcastableTypes(settings.broadcastable_types)
         self._generation: object = None
+        #: Types the runner checks make once per run.
+        self._known: dict[str, Instance] = {}
         #: mypy's error store, from the first hook that shows it (for the classes
         #: checked after their module, which no hook shows).
         self.errors: Errors | None = None
         #: Classes the class hook has seen, and mypy's checker, per module being checked.
         self._reached: dict[str, set[TypeInfo]] = {}
         self._checkers: dict[str, CheckerPluginInterface] = {}
+        self._fine_grained = bool(getattr(plugin.options, "fine_grained_incremental", False))
 
     def class_checked(self, ctx: MethodContext) -> None:
         """The class hook: mypy has checked the body of a class statement."""
@@ -84,15 +88,31 @@ class CheckRun:
         """mypy has finished ``file`` (bodies included) and not flushed its messages yet:
         check what needed the inferred types of expressions in function bodies, and the
         classes the class hook never saw; return the module's extra dependencies."""
-        self._check_unreached(file)
-        self._checkers.pop(file.fullname, None)
-        for pending in self._pending_values.pop(file.fullname, {}).values():
-            self._check_values_late(pending)
+        api = self._checkers.pop(file.fullname, None)
+        unreached = self._unreached(file)
+        try:
+            if unreached and api is None:
+                api = self._checker_for(file)
+            if api is not None and (unreached or self._pending_values.get(file.fullname)):
+                with module_end_file(api):
+                    for info in unreached or ():
+                        with class_scope(api, info):
+                            self._check_class(api, info, at_module_end=True)
+                    for pending in self._pending_values.pop(file.fullname, {}).values():
+                        self._check_values_late(pending)
+        except Exception:  # pragma: no cover - mypy's internals moved; stay silent
+            pass
+        self._pending_values.pop(file.fullname, None)
         deps = self.indirect_deps.pop(file.fullname, set())
         deps.discard(file.fullname)
         return deps
 
-    def _check_class(self, api: CheckerPluginInterface, info: TypeInfo) -> None:
+    def _check_class(
+        self, api: CheckerPluginInterface, info: TypeInfo, at_module_end: bool = False
+    ) -> None:
+        """The checks of one class. Its dict values wait for the module's end (their
+        types are known then), except under ``dmypy``, which may re-check a class
+        statement alone."""
         pending = self._pending_values.get(info.module_name)
         if pending:
             pending.pop(info.fullname, None)  # a class checked again (dmypy)
@@ -102,46 +122,43 @@ class CheckRun:
         try:
             pending = self._pending_values.setdefault(info.module_name, {})
             if defines_input_methods(info, self.settings):
-                untyped = InputChecker(info, self.settings, reporter, self._types).run()
+                checker = InputChecker(info, self.settings, reporter, self._types)
+                untyped = checker.run(values_now=at_module_end or self._fine_grained)
                 if untyped:
                     pending[info.fullname] = _Pending(api, info, untyped)
-            runner = RunnerChecker(info, self.settings, reporter)
+            runner = RunnerChecker(info, self.settings, reporter, self._known)
             runner.run()
             if runner.dependencies:
                 self.indirect_deps.setdefault(info.module_name, set()).update(runner.dependencies)
         except Exception as exc:  # never crash mypy: report it and go on
             _report_internal(api, info, exc)
 
-    def _check_unreached(self, file: MypyFile) -> None:
-        """Check the classes of ``file`` that the class hook did not see (a custom
-        metaclass, a class in a function mypy did not check), now that mypy has
-        finished the module."""
+    def _unreached(self, file: MypyFile) -> list[TypeInfo] | None:
+        """The classes of ``file`` that the class hook did not see (a custom metaclass,
+        a class in a function mypy did not check) and that the checks concern; None
+        when mypy reports nothing for the module, or when there is nowhere to report."""
         reached = self._reached.pop(file.fullname, set())
         if file.is_stub or (self.errors is not None and file.path in self.errors.ignored_files):
-            return  # mypy reports nothing for this module
+            return None
         unreached = [
             info for info in module_classes(file) if info not in reached and self._concerns(info)
         ]
         if not unreached:
-            return
-        api = self._checkers.get(file.fullname)
-        try:
-            if self.errors is None and self.plugin._modules is not None:
-                self.errors = errors_of_build(self.plugin._modules)
-            errors = self.errors
-            if errors is None or file.path in errors.ignored_files:
-                return  # nowhere to report, or mypy reports nothing for this module
-            if api is None:
-                options = self.plugin.options.clone_for_module(file.fullname)
-                if options.ignore_errors:
-                    return
-                api = checker_for(errors, self.plugin._modules or {}, options, file, self.plugin)
-            self._same_build(api)
-            for info in unreached:
-                with module_end_scope(api, info):
-                    self._check_class(api, info)
-        except Exception:  # pragma: no cover - mypy's internals moved; stay silent
-            return
+            return None
+        if self.errors is None and self.plugin._modules is not None:
+            self.errors = errors_of_build(self.plugin._modules)
+        if self.errors is None or file.path in self.errors.ignored_files:
+            return None
+        return unreached
+
+    def _checker_for(self, file: MypyFile) -> CheckerPluginInterface | None:
+        """A type checker for ``file`` (when no class hook ran in it)."""
+        options = self.plugin.options.clone_for_module(file.fullname)
+        if options.ignore_errors or self.errors is None:
+            return None
+        api = checker_for(self.errors, self.plugin._modules or {}, options, file, self.plugin)
+        self._same_build(api)
+        return api
 
     def _concerns(self, info: TypeInfo) -> bool:
         """Whether ``info`` is a runner or defines an input method (the classes checked)."""
@@ -151,18 +168,15 @@ class CheckRun:
 
     def _check_values_late(self, pending: _Pending) -> None:
         api, info = pending.api, pending.info
-        try:
-            with module_end_scope(api, info):
-                try:
-                    reporter = Reporter(api, self.settings)
-                    checker = InputChecker(info, self.settings, reporter, self._types)
-                    member = checker.member(self.settings.config.as_dict_method)
-                    if member is not None:
-                        checker.check_values(member, pending.values)
-                except Exception as exc:
-                    _report_internal(api, info, exc)
-        except Exception:  # pragma: no cover - mypy's internals moved; stay silent
-            return
+        with class_scope(api, info):
+            try:
+                reporter = Reporter(api, self.settings)
+                checker = InputChecker(info, self.settings, reporter, self._types)
+                member = checker.member(self.settings.config.as_dict_method)
+                if member is not None:
+                    checker.check_values(member, pending.values)
+            except Exception as exc:
+                _report_internal(api, info, exc)
 
     def _same_build(self, api: CheckerPluginInterface) -> None:
         """Forget the verdicts on types when a new build starts in the same process
@@ -173,6 +187,7 @@ class CheckRun:
         if marker is not self._generation:
             self._generation = marker
             self._types.clear()
+            self._known.clear()
 
 
 def _report_internal(api: CheckerPluginInterface, info: TypeInfo, exc: Exception) -> None:

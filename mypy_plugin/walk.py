@@ -123,15 +123,20 @@ class Walk(Generic[Leaf]):
         """Forget every verdict (the types they were made of may have changed)."""
         self._memo.clear()
 
-    def __call__(self, node: object) -> Found[Leaf] | None:
+    def __call__(self, node: Hashable) -> Found[Leaf] | None:
         """The first bad leaf below ``node`` with its route, or None when all is good."""
-        decision = self._decide(node)
-        if not isinstance(decision, Expand):
-            return decision
-        known = self._memo.get(decision.key, _MISSING)
+        known = self._memo.get(node, _MISSING)
         if known is not _MISSING:
             return known
-        return self._search(decision)
+        decision = self._decide(node)
+        if not isinstance(decision, Expand):
+            self._memo[node] = decision  # a leaf: remembered under the node asked about
+            return decision
+        known = self._memo.get(decision.key, _MISSING)
+        if known is _MISSING:
+            known = self._search(decision)
+        self._memo[node] = known
+        return known
 
     def _search(self, root: Expand) -> Found[Leaf] | None:
         memo = self._memo
