@@ -105,7 +105,11 @@ def definitions(info: TypeInfo, name: str) -> Iterator[Member]:
 
 def find_member(info: TypeInfo, name: str) -> Member | None:
     """The definition of ``name`` that ``info`` uses."""
-    return next(definitions(info, name), None)
+    for base in info.mro:
+        symbol = base.names.get(name)
+        if symbol is not None and symbol.node is not None:
+            return None if base.fullname == "builtins.object" else Member(base, name, symbol.node)
+    return None
 
 
 def overridden(info: TypeInfo, member: Member) -> Member | None:
