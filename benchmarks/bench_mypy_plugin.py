@@ -8,16 +8,17 @@ module.
 
 Each repetition runs, for each case, mypy with ``plugins = mypy_plugin`` and without,
 in alternating order: a cold run with a fresh ``--cache-dir``, then a warm run on that
-same cache. Two figures per case and cache state:
+same cache; then the same two runs with the plugin once more, timed inside. Two
+figures per case and cache state:
 
 * side by side: the ratio of the medians of the child's CPU time (user + system),
   with and without the plugin, and the per-repetition ratios as its spread. On a
   shared machine two runs differ by more than the plugin costs, so this spread is
   wide;
-* attributed: inside each run with the plugin, the time spent loading it and in every
-  call mypy makes into it (``benchmarks/mypy_timed.py``), as a share of the rest of
-  the run: ``1 + plugin / (run - plugin)``. The same interruptions slow both parts,
-  so this figure is steady; it is the one the target is judged on.
+* attributed: inside the timed run, the CPU time spent loading the plugin and in
+  every call mypy makes into it (``benchmarks/mypy_timed.py``), as a share of the
+  rest of the run: ``1 + plugin / (run - plugin)``. The same interruptions slow both
+  parts, so this figure is steady; it is the one the target is judged on.
 
 For each generated family, the growth from one size to the next is reported beside
 the growth of the size: the plugin's time must grow no faster than the types it
@@ -51,6 +52,7 @@ import tempfile
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
@@ -120,13 +122,15 @@ def child_env(workdir: Path) -> dict[str, str]:
     return env
 
 
-def run_mypy(case: Case, workdir: Path, with_plugin: bool, cache: Path) -> tuple[float, str, dict]:
+def run_mypy(
+    case: Case, workdir: Path, with_plugin: bool, cache: Path, timed: bool = False
+) -> tuple[float, str, dict[str, Any]]:
     """One mypy run; (CPU seconds, stdout, the timing wrapper's figures)."""
     config = workdir / ("with.ini" if with_plugin else "without.ini")
     if not config.exists():
         config.write_text("[mypy]\n" + ("plugins = mypy_plugin\n" if with_plugin else ""))
     figures = workdir / "timed.json"
-    cmd = [sys.executable, str(TIMED), str(figures), "--plugin" if with_plugin else "--plain"]
+    cmd = [sys.executable, str(TIMED), str(figures), "--timed" if timed else "--untimed"]
     cmd += ["--", "--config-file", str(config), "--cache-dir", str(cache)]
     cmd += [*case.flags, str(case.target)]
     before = child_cpu()
@@ -159,15 +163,20 @@ def measure(case: Case, workdir: Path, reps: int, quiet: bool = False) -> None:
         for with_plugin in (True, False) if rep % 2 == 0 else (False, True):
             cache = workdir / f"cache-{tag}-{with_plugin}-{rep}"
             for warm, _ in STATES:
-                cpu, stdout, figures = run_mypy(case, workdir, with_plugin, cache)
+                cpu, stdout, _figures = run_mypy(case, workdir, with_plugin, cache)
                 case.cpu[with_plugin, warm].append(cpu)
-                if with_plugin:
-                    plugin, process = figures["plugin_s"], figures["process_s"]
-                    case.plugin_s[warm].append(plugin)
-                    case.attributed[warm].append(1 + plugin / (process - plugin))
                 cold = outputs.setdefault(with_plugin, stdout)
                 if sorted(stdout.splitlines()) != sorted(cold.splitlines()):
                     raise SystemExit(f"{tag}: the warm run reports other messages than the cold")
+        # The attribution: the same two runs with the plugin, timed inside.
+        cache = workdir / f"cache-{tag}-timed-{rep}"
+        for warm, _ in STATES:
+            _cpu, stdout, figures = run_mypy(case, workdir, True, cache, timed=True)
+            plugin, process = figures["plugin_s"], figures["process_s"]
+            case.plugin_s[warm].append(plugin)
+            case.attributed[warm].append(1 + plugin / (process - plugin))
+            if stdout != outputs[True]:
+                raise SystemExit(f"{tag}: the timed run reports other messages")
         case.same_messages &= mypy_messages(outputs[True]) == mypy_messages(outputs[False])
         case.plugin_errors = sum(1 for x in outputs[True].splitlines() if PLUGIN_LINE.search(x))
         if not quiet:

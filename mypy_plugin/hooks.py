@@ -24,13 +24,15 @@ called then, before the module's messages are flushed).
 
 Cache correctness
 -----------------
-* ``report_config_data``: a fingerprint of the effective settings, the plugin's
-  version and its sources; a change rechecks everything.
+* ``report_config_data``: a fingerprint of the text of the files the settings come
+  from, the plugin's version and its sources (:mod:`mypy_plugin.fingerprint`); a
+  change rechecks everything.
 * ``get_additional_indirect_deps``: a runner's module depends on the modules of
   its input type's classes and of its bases, so an edit there re-checks the runner
   in an incremental run even when the runner's module does not import them.
-* ``get_base_class_hook`` (semantic analysis): for ``dmypy``, the module of each
-  runner depends on every change inside those classes (wildcard triggers).
+* ``get_base_class_hook`` (semantic analysis): for ``dmypy`` (and
+  ``--cache-fine-grained``), the module of each runner depends on every change
+  inside those classes (wildcard triggers).
 """
 
 from __future__ import annotations
@@ -62,6 +64,10 @@ class RunnercheckPlugin(Plugin):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
         self._cwd = Path.cwd()
+        self._fine_grained = bool(
+            getattr(options, "fine_grained_incremental", False)
+            or getattr(options, "cache_fine_grained", False)
+        )
         self._config_data = config_fingerprint(
             runnercheck.__version__,
             source_digest(),
@@ -111,6 +117,8 @@ class RunnercheckPlugin(Plugin):
         return None
 
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
+        if not self._fine_grained:
+            return None  # the dependencies it records serve dmypy (and its cache) only
         if self._designates_runner(fullname):
             return self._runner_analyzed
         inputs = self._input_names.get(fullname)

@@ -115,8 +115,10 @@ class RunnerChecker:
             made = self.known[fullname] = api.named_generic_type(fullname, [str_type, any_type])
         return made
 
-    def run(self) -> None:
-        base = runner_base(self.info, self.settings.runner_bases)
+    def run(self, base: TypeInfo | None = None) -> None:
+        """The checks, if ``info`` is a runner (``base``: its runner base, if known)."""
+        if base is None:
+            base = runner_base(self.info, self.settings.runner_bases)
         if base is None:
             return
         t = input_type(self.info, base)

@@ -116,20 +116,24 @@ class CheckRun:
         pending = self._pending_values.get(info.module_name)
         if pending:
             pending.pop(info.fullname, None)  # a class checked again (dmypy)
-        if not self._concerns(info):
-            return  # most classes: neither a runner nor an input
-        reporter = Reporter(api, self.settings)
         try:
-            pending = self._pending_values.setdefault(info.module_name, {})
-            if defines_input_methods(info, self.settings):
+            is_input = defines_input_methods(info, self.settings)
+            base = runner_base(info, self.settings.runner_bases) if info.mro else None
+            if not is_input and base is None:
+                return  # most classes: neither a runner nor an input
+            reporter = Reporter(api, self.settings)
+            if is_input:
                 checker = InputChecker(info, self.settings, reporter, self._types)
                 untyped = checker.run(values_now=at_module_end or self._fine_grained)
                 if untyped:
-                    pending[info.fullname] = _Pending(api, info, untyped)
-            runner = RunnerChecker(info, self.settings, reporter, self._known)
-            runner.run()
-            if runner.dependencies:
-                self.indirect_deps.setdefault(info.module_name, set()).update(runner.dependencies)
+                    module_pending = self._pending_values.setdefault(info.module_name, {})
+                    module_pending[info.fullname] = _Pending(api, info, untyped)
+            if base is not None:
+                runner = RunnerChecker(info, self.settings, reporter, self._known)
+                runner.run(base)
+                if runner.dependencies:
+                    deps = self.indirect_deps.setdefault(info.module_name, set())
+                    deps.update(runner.dependencies)
         except Exception as exc:  # never crash mypy: report it and go on
             _report_internal(api, info, exc)
 
