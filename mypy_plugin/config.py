@@ -16,8 +16,6 @@ and the key.
 from __future__ import annotations
 
 import configparser
-import hashlib
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -26,7 +24,6 @@ from typing import Any
 from runnercheck import catalog
 from runnercheck.config import (
     Config,
-    config_as_dict,
     config_from_mapping,
     find_pyproject,
     load_config_file,
@@ -35,6 +32,7 @@ from runnercheck.errors import ConfigError
 
 #: Section of a mypy ini file that holds the plugin's settings.
 INI_SECTION = "runnercheck"
+_TOML_SECTION = "[tool.runnercheck]"
 #: Default settings (an ini value's type follows its default's).
 DEFAULTS = Config()
 
@@ -49,6 +47,10 @@ class PluginSettings:
     @cached_property
     def runner_bases(self) -> frozenset[str]:
         return frozenset(self.config.runner_bases)
+
+    @cached_property
+    def input_bases(self) -> frozenset[str]:
+        return frozenset(self.config.input_bases)
 
     @cached_property
     def broadcastable_types(self) -> frozenset[str]:
@@ -78,10 +80,6 @@ class PluginSettings:
         if self.config.select and not matches(self.config.select):
             return False
         return not matches(self.config.ignore)
-
-    def to_data(self) -> dict[str, Any]:
-        """What the cache must record: a change here rechecks every module."""
-        return config_as_dict(self.config)
 
 
 def _split_list(raw: str) -> list[str]:
@@ -113,35 +111,51 @@ def _ini_section(path: Path) -> configparser.SectionProxy | None:
 
 def read_settings(config_file: str | None, cwd: Path) -> PluginSettings:
     """The settings for a mypy run in ``cwd`` whose config file is ``config_file``
-    (None: mypy found none)."""
+    (None: mypy found none). An unknown rule in ``select`` or ``ignore`` is an error
+    naming the file, as it is for the CLI: otherwise ``select = RC999`` would turn
+    every rule off and mypy would say "Success"."""
+    config, path, section = _find_config(config_file, cwd)
+    if path is None:
+        return PluginSettings(config, "defaults")
+    check_rule_codes(config, path, section)
+    source = str(path) if section == _TOML_SECTION else f"{path} {section}"
+    return PluginSettings(config, source)
+
+
+def _find_config(config_file: str | None, cwd: Path) -> tuple[Config, Path | None, str]:
+    """The configuration, the file it came from (None: defaults) and its section."""
     if config_file:
         path = Path(config_file)  # as mypy found it: relative to the working directory
         if path.suffix == ".toml":
-            return PluginSettings(load_config_file(path), str(path))
+            return load_config_file(path), path, _TOML_SECTION
         section = _ini_section(path)
         if section is not None:
-            return PluginSettings(_config_from_ini(path, section), f"{path} [{INI_SECTION}]")
+            return _config_from_ini(path, section), path, f"[{INI_SECTION}]"
         beside = path.parent / "pyproject.toml"
         if beside.is_file():
-            return PluginSettings(load_config_file(beside), str(beside))
+            return load_config_file(beside), beside, _TOML_SECTION
     found = find_pyproject(cwd)
     if found is not None:
-        return PluginSettings(load_config_file(found), str(found))
-    return PluginSettings(Config(), "defaults")
+        return load_config_file(found), found, _TOML_SECTION
+    return Config(), None, _TOML_SECTION
 
 
-def config_fingerprint(version: str, sources: str, settings: dict[str, Any]) -> str:
-    """What ``report_config_data`` returns for every module: short, so that mypy's cache
-    metadata stays small, and different whenever any part differs."""
-    text = json.dumps([version, sources, settings], sort_keys=True)
-    return f"runnercheck {version} {hashlib.sha256(text.encode()).hexdigest()[:16]}"
-
-
-def source_digest() -> str:
-    """A digest of the plugin's own source files, so that a changed plugin invalidates
-    mypy's cache (mypy itself only fingerprints the plugin's top-level module)."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+def check_rule_codes(config: Config, source: Path, section: str) -> None:
+    """Every ``select``/``ignore`` entry names a rule: its code, its name, or a prefix
+    of codes (``RC2``); a ConfigError naming the file ``source`` and the key otherwise."""
+    known = [rule.code for rule in catalog.RULES]
+    for key in ("select", "ignore"):
+        for entry in getattr(config, key):
+            pattern = entry.strip()
+            if not pattern:
+                continue
+            try:
+                catalog.get(pattern)
+                continue
+            except KeyError:
+                pass
+            if not any(code.startswith(pattern.upper()) for code in known):
+                raise ConfigError(
+                    f"{source}: {section} key {key!r}: unknown rule {pattern!r} "
+                    "(see `runnercheck rules`)"
+                )

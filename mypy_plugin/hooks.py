@@ -10,10 +10,10 @@ statement makes (``TypeChecker.check_init_subclass``), at the class's line and
 inside the class's scope. A method hook on ``__init_subclass__`` therefore runs
 once per class statement with the checker's API; it returns mypy's own result
 unchanged and runs :class:`~mypy_plugin.runner_checks.RunnerChecker` and
-:class:`~mypy_plugin.input_checks.InputChecker` on that class. (mypy skips that
-call for classes with a custom metaclass other than ``ABCMeta``, and for enums,
-named tuples and typed dicts; the plugin checks none of those, nor classes defined
-inside functions.)
+:class:`~mypy_plugin.input_checks.InputChecker` on that class (found as
+:mod:`mypy_plugin.classes` says, also inside functions). The classes that mypy
+makes no such call for (a custom metaclass, even an ``ABCMeta`` subclass; a class
+in a function mypy does not check) are checked when mypy has finished their module.
 
 mypy checks method bodies after the class statements (and ``dmypy`` may re-check a
 module's top level alone), so the values of ``as_broadcastable_tensor_dict`` get
@@ -24,83 +24,88 @@ called then, before the module's messages are flushed).
 
 Cache correctness
 -----------------
-* ``report_config_data``: a fingerprint of the effective settings, the plugin's
-  version and its sources; a change rechecks everything.
+* ``report_config_data``: a fingerprint of the text of the files the settings come
+  from, the plugin's version and its sources (:mod:`mypy_plugin.fingerprint`); a
+  change rechecks everything.
 * ``get_additional_indirect_deps``: a runner's module depends on the modules of
   its input type's classes and of its bases, so an edit there re-checks the runner
   in an incremental run even when the runner's module does not import them.
-* ``get_base_class_hook`` (semantic analysis): for ``dmypy``, the module of each
-  runner depends on every change inside those classes (wildcard triggers).
+* ``get_base_class_hook`` (semantic analysis): for ``dmypy`` (and
+  ``--cache-fine-grained``), the module of each runner depends on every change
+  inside those classes (wildcard triggers).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mypy.nodes import CallExpr, MemberExpr, MypyFile, NameExpr, TypeInfo
+from mypy.nodes import MypyFile, TypeInfo
 from mypy.options import Options
-from mypy.plugin import (
-    CheckerPluginInterface,
-    ClassDefContext,
-    MethodContext,
-    Plugin,
-    ReportConfigContext,
-)
+from mypy.plugin import ClassDefContext, MethodContext, Plugin, ReportConfigContext
 from mypy.server.trigger import make_wildcard_trigger
 from mypy.types import Type
 
-from mypy_plugin import errors, fatal
-from mypy_plugin.config import (
-    PluginSettings,
-    config_fingerprint,
-    read_settings,
-    source_digest,
-)
-from mypy_plugin.input_checks import DictValue, InputChecker, defines_input_methods
-from mypy_plugin.report import Reporter, module_end_scope
-from mypy_plugin.runner_checks import RunnerChecker
+import runnercheck
+from mypy_plugin import errors as _errors  # noqa: F401 - declares the error codes
+from mypy_plugin import fatal
+from mypy_plugin.fingerprint import config_fingerprint, settings_sources, source_digest
 from mypy_plugin.runner_input import input_classes, input_type, is_named, runner_base
-from runnercheck.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mypy_plugin.config import PluginSettings
+    from mypy_plugin.session import CheckRun
 
 _INIT_SUBCLASS = ".__init_subclass__"
-
-
-@dataclass(frozen=True)
-class _Pending:
-    """Dict values of an input class to check once its module's bodies are checked."""
-
-    api: CheckerPluginInterface
-    info: TypeInfo
-    values: list[DictValue]
-
-
-def _runnercheck_version() -> str:
-    try:
-        return version("runnercheck")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "unknown"
 
 
 class RunnercheckPlugin(Plugin):
     def __init__(self, options: Options) -> None:
         super().__init__(options)
-        try:
-            self.settings: PluginSettings = read_settings(options.config_file, Path.cwd())
-        except ConfigError as exc:
-            fatal(str(exc))
-        self._config_data = config_fingerprint(
-            _runnercheck_version(), source_digest(), self.settings.to_data()
+        self._cwd = Path.cwd()
+        self._fine_grained = bool(
+            getattr(options, "fine_grained_incremental", False)
+            or getattr(options, "cache_fine_grained", False)
         )
+        self._config_data = config_fingerprint(
+            runnercheck.__version__,
+            source_digest(),
+            settings_sources(options.config_file, self._cwd),
+        )
+        self._settings: PluginSettings | None = None
         self._runner_names: dict[str, bool] = {}
-        self._reported_no_scope = False
-        self._indirect_deps: dict[str, set[str]] = {}
-        #: Input classes per module whose dict values are checked once the module's
-        #: function bodies are (mypy checks them after the class statements).
-        self._pending_values: dict[str, dict[str, _Pending]] = {}
+        self._input_names: dict[str, bool] = {}
+        #: The module whose runners' dependencies were recorded, and those runners
+        #: (mypy may run the base class hooks several times during semantic analysis).
+        self._deps_module: MypyFile | None = None
+        self._deps_done: set[TypeInfo] = set()
+        self._checks: CheckRun | None = None
+
+    @property
+    def settings(self) -> PluginSettings:
+        """The settings, read and validated on first use: mypy asks for a hook that
+        needs them (or finishes checking a module) before it writes any cache, so a
+        bad configuration stops every run that checks anything, and a run that reads
+        all of its cache (same fingerprint: same settings files) needs none."""
+        if self._settings is None:
+            from mypy_plugin.config import read_settings
+            from runnercheck.errors import ConfigError
+
+            try:
+                self._settings = read_settings(self.options.config_file, self._cwd)
+            except ConfigError as exc:
+                fatal(str(exc))
+        return self._settings
+
+    def checks(self) -> CheckRun:
+        """The run's checks, loaded when mypy first type-checks something (a run that
+        only reads its cache never imports them)."""
+        if self._checks is None:
+            from mypy_plugin.session import CheckRun
+
+            self._checks = CheckRun(self, self.settings)
+        return self._checks
 
     # --------------------------------------------------------------- mypy hooks
     def report_config_data(self, ctx: ReportConfigContext) -> Any:
@@ -112,64 +117,25 @@ class RunnercheckPlugin(Plugin):
         return None
 
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
+        if not self._fine_grained:
+            return None  # the dependencies it records serve dmypy (and its cache) only
         if self._designates_runner(fullname):
             return self._runner_analyzed
-        return None
+        inputs = self._input_names.get(fullname)
+        if inputs is None:
+            bases = self.settings.input_bases
+            inputs = fullname in bases or fullname.rsplit(".", 1)[-1] in bases
+            self._input_names[fullname] = inputs
+        return self._input_analyzed if inputs else None
 
     def get_additional_indirect_deps(self, file: MypyFile) -> set[str]:
         # mypy calls this once a module is fully type-checked (bodies included), before
-        # its error messages are flushed: the moment for the checks that need the
-        # inferred types of expressions in function bodies.
-        for pending in self._pending_values.pop(file.fullname, {}).values():
-            self._check_values_late(pending)
-        deps = self._indirect_deps.pop(file.fullname, set())
-        deps.discard(file.fullname)
-        return deps
+        # its error messages are flushed.
+        return self.checks().module_done(file)
 
-    # ------------------------------------------------------------- the checks
     def _class_checked(self, ctx: MethodContext) -> Type:
-        if getattr(ctx.api, "tscope", None) is None:
-            if not self._reported_no_scope:
-                self._reported_no_scope = True
-                ctx.api.fail(
-                    "runnercheck plugin internal error: cannot tell which class mypy is "
-                    "checking (its type checker has no tscope); runner checks are off",
-                    ctx.context,
-                    code=errors.INTERNAL,
-                )
-            return ctx.default_return_type
-        info = _class_of_init_subclass_call(ctx)
-        if info is None:
-            return ctx.default_return_type
-        reporter = Reporter(ctx.api, self.settings)
-        try:
-            pending = self._pending_values.setdefault(info.module_name, {})
-            pending.pop(info.fullname, None)
-            if defines_input_methods(info, self.settings):
-                untyped = InputChecker(info, self.settings, reporter).run()
-                if untyped:
-                    pending[info.fullname] = _Pending(ctx.api, info, untyped)
-            runner = RunnerChecker(info, self.settings, reporter)
-            runner.run()
-            if runner.dependencies:
-                self._indirect_deps.setdefault(info.module_name, set()).update(runner.dependencies)
-        except Exception as exc:  # never crash mypy: report it and go on
-            _report_internal(ctx.api, info, exc)
+        self.checks().class_checked(ctx)
         return ctx.default_return_type
-
-    def _check_values_late(self, pending: _Pending) -> None:
-        api, info = pending.api, pending.info
-        try:
-            with module_end_scope(api, info):
-                try:
-                    checker = InputChecker(info, self.settings, Reporter(api, self.settings))
-                    member = checker.member(self.settings.config.as_dict_method)
-                    if member is not None:
-                        checker.check_values(member, pending.values)
-                except Exception as exc:
-                    _report_internal(api, info, exc)
-        except Exception:  # pragma: no cover - mypy's internals moved; stay silent
-            return
 
     # ----------------------------------------------------------- dependencies
     def _designates_runner(self, fullname: str) -> bool:
@@ -193,8 +159,18 @@ class RunnercheckPlugin(Plugin):
         self._runner_names[fullname] = answer
         return answer
 
+    def _input_analyzed(self, ctx: ClassDefContext) -> None:
+        checks = self.checks()
+        checks.errors = getattr(ctx.api, "errors", None) or checks.errors
+
     def _runner_analyzed(self, ctx: ClassDefContext) -> None:
+        self._input_analyzed(ctx)
         info = ctx.cls.info
+        module = getattr(ctx.api, "cur_mod_node", None)
+        if module is not self._deps_module or module is None:
+            self._deps_module, self._deps_done = module, set()
+        elif info in self._deps_done:
+            return  # recorded in this module's dependencies already
         try:
             base = runner_base(info, self.settings.runner_bases)
             if base is None:
@@ -209,36 +185,5 @@ class RunnercheckPlugin(Plugin):
             for ancestor in cls.mro:
                 if ancestor.fullname != "builtins.object":
                     ctx.api.add_plugin_dependency(make_wildcard_trigger(ancestor.fullname))
-
-
-def _report_internal(api: CheckerPluginInterface, info: TypeInfo, exc: Exception) -> None:
-    api.fail(
-        f'runnercheck plugin internal error while checking "{info.fullname}": '
-        f"{type(exc).__name__}: {exc} (please report it)",
-        info.defn,
-        code=errors.INTERNAL,
-    )
-
-
-def _class_of_init_subclass_call(ctx: MethodContext) -> TypeInfo | None:
-    """The class whose statement made the implicit ``__init_subclass__`` call that mypy
-    checks, or None for any other call of ``__init_subclass__``."""
-    call = ctx.context
-    if not (
-        isinstance(call, CallExpr)
-        and isinstance(call.callee, MemberExpr)
-        and isinstance(call.callee.expr, NameExpr)
-    ):
-        return None
-    tscope: Any = getattr(ctx.api, "tscope", None)
-    classes = getattr(tscope, "classes", None)
-    if not classes:
-        return None
-    info = classes[-1]
-    if (
-        not isinstance(info, TypeInfo)
-        or call.callee.expr.name != info.name
-        or call.line != info.defn.line
-    ):
-        return None
-    return info
+        if all(cls.mro for cls in classes):
+            self._deps_done.add(info)  # complete: a later pass would add the same

@@ -135,24 +135,35 @@ def _is_cls_bound(signature: CallableType) -> bool:
 class InputChecker:
     """Runs RC202/RC205 on the contract methods ``info`` defines itself."""
 
-    def __init__(self, info: TypeInfo, settings: PluginSettings, reporter: Reporter) -> None:
+    def __init__(
+        self,
+        info: TypeInfo,
+        settings: PluginSettings,
+        reporter: Reporter,
+        types: BroadcastableTypes | None = None,
+    ) -> None:
         self.info = info
         self.settings = settings
         self.config = settings.config
         self.reporter = reporter
-        self.types = BroadcastableTypes(settings.broadcastable_types)
+        #: Shared by every class of a run, so that each type is decided once.
+        self.types = (
+            types if types is not None else BroadcastableTypes(settings.broadcastable_types)
+        )
 
-    def run(self) -> list[DictValue]:
+    def run(self, values_now: bool = True) -> list[DictValue]:
         """Run the checks; return the values of ``as_broadcastable_tensor_dict`` that have
-        no type yet (mypy checks function bodies after the class statement): pass them
-        to :meth:`check_values` again once the module's bodies are checked."""
+        no type yet (mypy checks function bodies after the class statement), or all of
+        them unless ``values_now``: pass them to :meth:`check_values` once the module's
+        bodies are checked (their types are in mypy's type map then, nothing to infer)."""
         from_dict = self.member(self.config.from_dict_method)
         if from_dict is not None:
             self.check_from_dict(from_dict)
         as_dict = self.member(self.config.as_dict_method)
         if as_dict is None or as_dict.func is None or as_dict.kind != "method":
             return []
-        return self.check_values(as_dict, list(_dict_values(as_dict.func)))
+        values = list(_dict_values(as_dict.func))
+        return self.check_values(as_dict, values) if values_now else values
 
     def member(self, name: str) -> Member | None:
         symbol = self.info.names.get(name)
@@ -197,15 +208,21 @@ class InputChecker:
             if typ is None:
                 untyped.append(value)
                 continue
-            offender = self.types.offender(typ)
-            if offender is None:
+            found = self.types.offence(typ)
+            if found is None:
                 continue
-            shown, part = self.reporter.fmt(typ), self.reporter.fmt(offender)
-            subject = f"its type {shown}" + ("" if part == shown else f" contains {part}, which")
+            shown, part = self.reporter.fmt(typ), self.reporter.fmt(found.leaf)
+            route = " -> ".join(found.steps())
+            if route:
+                subject = f"its type {shown} contains {part} at {route}, which"
+            elif part != shown:
+                subject = f"its type {shown} contains {part}, which"
+            else:
+                subject = f"its type {shown}"
             self.reporter.error(
                 errors.UNBROADCASTABLE_VALUE,
                 f'Value for {value.label} in the dict of "{member.qualname}" cannot be '
-                f"broadcast: {subject} {_why_not(offender)}",
+                f"broadcast: {subject} {_why_not(found.leaf)}",
                 value.expr,
             )
         return untyped

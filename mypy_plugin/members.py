@@ -105,7 +105,11 @@ def definitions(info: TypeInfo, name: str) -> Iterator[Member]:
 
 def find_member(info: TypeInfo, name: str) -> Member | None:
     """The definition of ``name`` that ``info`` uses."""
-    return next(definitions(info, name), None)
+    for base in info.mro:
+        symbol = base.names.get(name)
+        if symbol is not None and symbol.node is not None:
+            return None if base.fullname == "builtins.object" else Member(base, name, symbol.node)
+    return None
 
 
 def overridden(info: TypeInfo, member: Member) -> Member | None:
@@ -128,8 +132,8 @@ def signature_for(info: TypeInfo, member: Member) -> CallableType | None:
     """``member``'s declared signature with the owner's type variables replaced by what
     ``info`` (a subclass of the owner) binds them to."""
     signature = member.signature
-    if signature is None:
-        return None
+    if signature is None or member.owner is info or not member.owner.type_vars:
+        return signature  # nothing to replace
     mapped = map_instance_to_supertype(instance_of(info), member.owner)
     expanded = expand_type_by_instance(signature, mapped)
     return expanded if isinstance(expanded, CallableType) else None

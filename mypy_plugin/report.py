@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from mypy.errorcodes import ErrorCode
@@ -36,16 +36,25 @@ class Reporter:
 
 
 @contextmanager
-def module_end_scope(api: CheckerPluginInterface, info: TypeInfo) -> Iterator[None]:
-    """Report into ``info``'s module after its type-checking passes are over, as if the
-    checker were inside the class again (file, per-module options, target)."""
+def module_end_file(api: CheckerPluginInterface) -> Iterator[None]:
+    """Report into the checker's module after its type-checking passes are over (file,
+    per-module options); :func:`class_scope` then says which class."""
     checker: Any = api
     errors = checker.errors
     saved = (errors.file, errors.target_module, errors.options, errors.scope)
     errors.set_file(checker.path, checker.tree.fullname, checker.options, scope=checker.tscope)
     try:
-        with checker.tscope.saved_scope((checker.tree.fullname, info, None)):
-            yield
+        yield
     finally:
         file, module, options, scope = saved
         errors.set_file(file, module, options, scope=scope)
+
+
+def class_scope(api: CheckerPluginInterface, info: TypeInfo) -> AbstractContextManager[None]:
+    """Inside :func:`module_end_file`: as if the checker were inside ``info`` again (the
+    target that errors belong to)."""
+    checker: Any = api
+    scope: AbstractContextManager[None] = checker.tscope.saved_scope(
+        (checker.tree.fullname, info, None)
+    )
+    return scope

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cached_property
 
 from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR, NOT_ABSTRACT, TypeInfo
 from mypy.subtypes import is_subtype
@@ -81,31 +80,45 @@ def _mypy_reports_override(
 class RunnerChecker:
     """Runs RC201/RC203/RC204 on ``info`` if it is a runner."""
 
-    def __init__(self, info: TypeInfo, settings: PluginSettings, reporter: Reporter) -> None:
+    def __init__(
+        self,
+        info: TypeInfo,
+        settings: PluginSettings,
+        reporter: Reporter,
+        known: dict[str, Instance] | None = None,
+    ) -> None:
         self.info = info
         self.settings = settings
         self.config = settings.config
         self.reporter = reporter
+        #: Types made once per run (``dict[str, Any]``...), shared by the run's runners.
+        self.known = known if known is not None else {}
         #: Modules whose changes must re-check this runner (``T``'s classes, the bases).
         self.dependencies: set[str] = set()
 
-    @cached_property
+    @property
     def tensor_dict_type(self) -> Instance:
         """``dict[str, Any]``: what the classmethod receives."""
         return self._str_keyed("builtins.dict")
 
-    @cached_property
+    @property
     def mapping_type(self) -> Instance:
         """``Mapping[str, Any]``: what the instance method must return."""
         return self._str_keyed("typing.Mapping")
 
     def _str_keyed(self, fullname: str) -> Instance:
-        api = self.reporter.api
-        str_type = api.named_generic_type("builtins.str", [])
-        return api.named_generic_type(fullname, [str_type, AnyType(TypeOfAny.special_form)])
+        made = self.known.get(fullname)
+        if made is None:
+            api = self.reporter.api
+            str_type = api.named_generic_type("builtins.str", [])
+            any_type = AnyType(TypeOfAny.special_form)
+            made = self.known[fullname] = api.named_generic_type(fullname, [str_type, any_type])
+        return made
 
-    def run(self) -> None:
-        base = runner_base(self.info, self.settings.runner_bases)
+    def run(self, base: TypeInfo | None = None) -> None:
+        """The checks, if ``info`` is a runner (``base``: its runner base, if known)."""
+        if base is None:
+            base = runner_base(self.info, self.settings.runner_bases)
         if base is None:
             return
         t = input_type(self.info, base)
@@ -138,7 +151,7 @@ class RunnerChecker:
         proper = get_proper_type(t)
         shown = fmt(t)
         if isinstance(proper, TypeVarType):
-            shown += f" (bound {fmt(item)})"
+            shown += f" ({'constraint' if proper.values else 'bound'} {fmt(item)})"
         elif item is not proper:
             shown += f" (item {fmt(item)})"
         return f'Input type {shown} of runner "{self.info.name}"'

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from mypy.maptype import map_instance_to_supertype
 from mypy.nodes import TypeInfo
 from mypy.types import (
@@ -42,16 +40,26 @@ def input_type(info: TypeInfo, base: TypeInfo) -> Type | None:
     return mapped.args[0] if mapped.args else None
 
 
-def input_classes(typ: Type) -> Iterator[tuple[ProperType, TypeInfo]]:
-    """The classes whose members make up ``typ``: the class of an instance, the upper
-    bound of a type variable, each item of a union (nothing for ``Any``)."""
-    proper = get_proper_type(typ)
-    if isinstance(proper, Instance):
-        yield proper, proper.type
-    elif isinstance(proper, TypeVarType):
-        yield from input_classes(proper.upper_bound)
-    elif isinstance(proper, TupleType):
-        yield proper.partial_fallback, proper.partial_fallback.type
-    elif isinstance(proper, UnionType):
-        for item in proper.items:
-            yield from input_classes(item)
+def input_classes(typ: Type) -> list[tuple[ProperType, TypeInfo]]:
+    """The classes whose members make up ``typ``, each once: the class of an instance,
+    the upper bound of a type variable (each constraint of a constrained one), each
+    item of a union (nothing for ``Any``). Iterative, and every type is expanded once,
+    so a large union or a chain of aliases costs its size."""
+    found: list[tuple[ProperType, TypeInfo]] = []
+    seen: set[Type] = set()
+    stack: list[Type] = [typ]
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        proper = get_proper_type(current)
+        if isinstance(proper, Instance):
+            found.append((proper, proper.type))
+        elif isinstance(proper, TypeVarType):
+            stack.extend(reversed(proper.values or [proper.upper_bound]))
+        elif isinstance(proper, TupleType):
+            found.append((proper.partial_fallback, proper.partial_fallback.type))
+        elif isinstance(proper, UnionType):
+            stack.extend(reversed(proper.items))
+    return found

@@ -180,3 +180,38 @@ def test_changed_settings_invalidate_the_cache(tmp_path: Path) -> None:
     second = mypy(root, "wire")
     assert "[unbroadcastable-value]" not in second.stdout
     assert second.stdout.count("\n") == first.stdout.count("\n") - 1
+
+
+@pytest.mark.parametrize(
+    ("config_name", "text", "line"),
+    [
+        (
+            "mypy.ini",
+            "[mypy]\nplugins = mypy_plugin\n\n[runnercheck]\nselect = RC2, RC999\n",
+            "mypy.ini: [runnercheck] key 'select': unknown rule 'RC999'",
+        ),
+        (
+            "pyproject.toml",
+            '[tool.mypy]\nplugins = ["mypy_plugin"]\n\n'
+            '[tool.runnercheck]\nignore = ["unbroadcastable-value", "no-such-rule"]\n',
+            "pyproject.toml: [tool.runnercheck] key 'ignore': unknown rule 'no-such-rule'",
+        ),
+    ],
+)
+def test_unknown_rule_in_the_mypy_config_stops_mypy(
+    tmp_path: Path, config_name: str, text: str, line: str
+) -> None:
+    """Otherwise ``select = RC999`` turns every rule off and mypy says "Success"."""
+    root = copy_fixture("incremental", tmp_path)
+    (root / "mypy.ini").unlink()
+    (root / config_name).write_text(text)
+    proc = mypy(root, "--config-file", config_name, "mid.py")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == (f"runnercheck mypy plugin: error: {line} (see `runnercheck rules`)\n")
+
+
+def test_rule_names_codes_and_prefixes_are_known(tmp_path: Path) -> None:
+    ini = tmp_path / "mypy.ini"
+    ini.write_text("[mypy]\n[runnercheck]\nselect = rc2, runner-input-protocol, RC101\n")
+    settings = read_settings(str(ini), tmp_path)
+    assert settings.reports("RC201") and not settings.reports("RC103")
