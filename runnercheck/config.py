@@ -45,6 +45,10 @@ class Config(Contract):
     #: ``fuzz``: Hypothesis strategies for opaque types or fields, as
     #: ``{"TypeName or Class.field": "module:function_returning_a_strategy"}``.
     fuzz_strategies: dict[str, str] = field(default_factory=dict)
+    #: ``fuzz``: keys the worker adds to every composed step's merged dict, as
+    #: ``{"NAME": "TYPE"}`` (``tensor``, ``int``, ``float``, ``bool``, ``str``, ``bytes``
+    #: or ``module:attr``).
+    fuzz_extras: dict[str, str] = field(default_factory=dict)
 
     def contract(self) -> Contract:
         """The contract names alone (what the analyses need)."""
