@@ -60,7 +60,7 @@ def _tie(parts: Sequence[StepPart], values: list[Any]) -> tuple[Any, ...]:
     """Give fields of one name the first input's value in every later input."""
     shared: dict[str, Any] = {}
     for index, part in enumerate(parts):
-        if part.cls is None:
+        if part.cls is None or not dataclasses.is_dataclass(values[index]):
             continue
         names = [f.name for f in dataclasses.fields(part.cls) if f.init]
         tied = {n: shared[n] for n in names if n in shared}

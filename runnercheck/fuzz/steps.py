@@ -73,10 +73,6 @@ class Step:
     sys_path: tuple[str, ...] = ()
 
     @property
-    def classes(self) -> list[StepPart]:
-        return [p for p in self.parts if not p.is_extra]
-
-    @property
     def extras(self) -> list[StepPart]:
         return [p for p in self.parts if p.is_extra]
 
