@@ -49,6 +49,10 @@ class Config(Contract):
     fuzz_strategies: dict[str, str] = field(default_factory=dict)
     #: ``check`` and ``migrate``: files larger than this many bytes are reported, not read.
     max_file_size: int = DEFAULT_MAX_FILE_SIZE
+    #: ``fuzz``: keys the worker adds to every composed step's merged dict, as
+    #: ``{"NAME": "TYPE"}`` (``tensor``, ``int``, ``float``, ``bool``, ``str``, ``bytes``
+    #: or ``module:attr``).
+    fuzz_extras: dict[str, str] = field(default_factory=dict)
 
     def contract(self) -> Contract:
         """The contract names alone (what the analyses need)."""

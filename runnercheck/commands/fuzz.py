@@ -2,7 +2,9 @@
 
 Each TARGET is ``module:Class``, a module, or a path (every input class defined there:
 a dataclass with as_broadcastable_tensor_dict() and classmethod
-from_broadcasted_tensor_dict()). Hypothesis generates instances from the dataclass
+from_broadcasted_tensor_dict()), or a composed step ``A+B+extra:NAME``: the inputs
+merged into one dict and consumed in that order on the receiving ranks, as a worker
+does (:mod:`runnercheck.fuzz.steps`). Hypothesis generates instances from the dataclass
 annotations; each goes driver -> as_broadcastable_tensor_dict() -> broadcast ->
 from_broadcasted_tensor_dict() on every other rank, and is compared field by field
 (type, dtype, shape, values with NaN, device type) with the original. Failures are
@@ -32,7 +34,12 @@ EPILOG = (
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("targets", nargs="+", metavar="TARGET", help="module:Class, module or path")
+    parser.add_argument(
+        "targets",
+        nargs="+",
+        metavar="TARGET",
+        help="module:Class, module, path, or a composed step mod:A+mod:B[+extra:NAME[=TYPE]]",
+    )
     parser.add_argument("--world-size", type=int, default=2, help="ranks to spawn (default 2)")
     parser.add_argument(
         "--device",
@@ -51,6 +58,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=60.0,
         help="seconds one example's round trip may take on any rank (default 60)",
+    )
+    parser.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="NAME[=TYPE]",
+        help="a key the worker adds to every composed step's dict (TYPE: tensor (default), "
+        "int, float, bool, str, bytes or module:attr); popped where a step names it "
+        "(+extra:NAME), else after its last part",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--config", type=Path, default=None, help="pyproject.toml to read")
@@ -104,8 +120,9 @@ def run(args: argparse.Namespace) -> int:
 
     require_fuzz_extra("runnercheck fuzz")
     from runnercheck.config import load_config
-    from runnercheck.fuzz import FuzzOptions, fuzz, resolve_all
+    from runnercheck.fuzz import FuzzOptions, fuzz
     from runnercheck.fuzz.group import GroupLost, run_receiver, torchrun_rank
+    from runnercheck.fuzz.steps import declared_extras, resolve_targets
 
     _check_numbers(args)
     if args.device == "cuda":
@@ -125,7 +142,8 @@ def run(args: argparse.Namespace) -> int:
         return run_receiver(options.settings())
     start = next((Path(t) for t in args.targets if Path(t).exists()), Path.cwd())
     config = load_config(start, args.config)
-    targets = resolve_all(list(args.targets), config.contract())
+    extras = declared_extras(args.extra, config.fuzz_extras)
+    targets = resolve_targets(list(args.targets), config.contract(), extras)
     if args.attn_backend is not None:
         options = FuzzOptions(
             **{**options.__dict__, "attn_backend": load_object(args.attn_backend, "--attn-backend")}

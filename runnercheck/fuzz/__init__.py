@@ -1,7 +1,8 @@
 """``runnercheck fuzz``: round trips of input classes through a real multi-process broadcast.
 
-Public API: :func:`fuzz` (a whole run), :class:`FuzzOptions`, :func:`register_strategy`,
-:class:`LocalGroup` (a reusable group of ranks on this machine).
+Public API: :func:`fuzz` (a whole run, of classes and composed steps), :class:`FuzzOptions`,
+:func:`register_strategy`, :class:`LocalGroup` (a reusable group of ranks on this machine),
+:func:`resolve_step` (a composed step, ``A+B+extra:NAME``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from runnercheck.fuzz.group import EnvGroup, GroupLost, LocalGroup, torchrun_ran
 from runnercheck.fuzz.ranks import Settings
 from runnercheck.fuzz.report import ClassResult, Problem, RunReport
 from runnercheck.fuzz.search import SearchOptions, search
+from runnercheck.fuzz.step_search import search_step, step_strategy
+from runnercheck.fuzz.steps import Step, resolve_step
 from runnercheck.fuzz.strategies import (
     ALL_DTYPES,
     StrategyBuilder,
@@ -35,10 +38,12 @@ __all__ = [
     "LocalGroup",
     "Problem",
     "RunReport",
+    "Step",
     "Target",
     "fuzz",
     "register_strategy",
     "resolve_all",
+    "resolve_step",
     "unregister_strategy",
 ]
 
@@ -83,7 +88,7 @@ def make_group(options: FuzzOptions) -> LocalGroup | EnvGroup:
 
 
 def fuzz(
-    targets: Sequence[Target],
+    targets: Sequence[Target | Step],
     options: FuzzOptions,
     config: Config | None = None,
     group: LocalGroup | EnvGroup | None = None,
@@ -96,7 +101,10 @@ def fuzz(
     overrides: dict[Any, Any] = dict(load_configured(config.fuzz_strategies))
     overrides.update(extra_strategies or {})
     for target in targets:  # fail on unsupported annotations before starting any process
-        StrategyBuilder(overrides).for_class(target.cls)
+        if isinstance(target, Step):
+            step_strategy(target, StrategyBuilder(overrides))
+        else:
+            StrategyBuilder(overrides).for_class(target.cls)
     own = group is None
     active = group if group is not None else make_group(options)
     try:
@@ -112,7 +120,7 @@ def fuzz(
 
 def _run(
     active: LocalGroup | EnvGroup,
-    targets: Sequence[Target],
+    targets: Sequence[Target | Step],
     options: FuzzOptions,
     config: Config,
     seed: int,
@@ -133,5 +141,8 @@ def _run(
     search_options = SearchOptions(options.examples, seed, options.device, options.attn_backend)
     for target in targets:
         builder = StrategyBuilder(overrides, tensor_options)
-        report.results.append(search(active, target, search_options, config, builder))
+        if isinstance(target, Step):
+            report.results.append(search_step(active, target, search_options, config, builder))
+        else:
+            report.results.append(search(active, target, search_options, config, builder))
     return report

@@ -48,6 +48,19 @@ class Job:
     sys_path: tuple[str, ...] = ()
 
 
+class CustomJob:
+    """A job that does its own driver and receiving halves (a composed step:
+    :mod:`runnercheck.fuzz.step_roundtrip`); :func:`send` and :func:`receive` hand it over."""
+
+    def send(
+        self, example: Any, broadcast: Callable[[dict[str, Any]], Any], rank: int
+    ) -> tuple[DriverOutcome, dict[str, Any] | None]:
+        raise NotImplementedError
+
+    def receive(self, tensor_dict: dict[str, Any], rank: int) -> ReceiverOutcome:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
 class RankError:
     rank: int
@@ -147,13 +160,15 @@ DETERMINISM_CALLS = 6
 
 
 def send(
-    job: Job,
+    job: Job | CustomJob,
     example: Any,
     broadcast: Callable[[dict[str, Any]], Any],
     rank: int = 0,
 ) -> tuple[DriverOutcome, dict[str, Any] | None]:
     """The driver's half; returns the outcome and the dict it broadcast (None if it
     broadcast nothing, so receivers are not waiting for a result)."""
+    if isinstance(job, CustomJob):
+        return job.send(example, broadcast, rank)
     outcome = DriverOutcome()
     before = snapshot(example)
     sent: dict[str, Any] | None = None
@@ -185,7 +200,7 @@ def send(
     return outcome, sent
 
 
-def _takes_backend(method: Any) -> bool:
+def takes_backend(method: Any) -> bool:
     try:
         return "attn_backend" in inspect.signature(method).parameters
     except (TypeError, ValueError):
@@ -194,13 +209,15 @@ def _takes_backend(method: Any) -> bool:
 
 def _rebuild(job: Job, tensor_dict: dict[str, Any]) -> Any:
     method = getattr(job.cls, job.from_dict_method)
-    if job.attn_backend is not None and _takes_backend(method):
+    if job.attn_backend is not None and takes_backend(method):
         return method(tensor_dict, attn_backend=job.attn_backend)
     return method(tensor_dict)
 
 
-def receive(job: Job, tensor_dict: dict[str, Any], rank: int) -> ReceiverOutcome:
+def receive(job: Job | CustomJob, tensor_dict: dict[str, Any], rank: int) -> ReceiverOutcome:
     """A receiver's half, given the dict it received."""
+    if isinstance(job, CustomJob):
+        return job.receive(tensor_dict, rank)
     outcome = ReceiverOutcome(rank)
     start = time.perf_counter()
     try:

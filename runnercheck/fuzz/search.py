@@ -31,7 +31,7 @@ from runnercheck.fuzz.roundtrip import DriverOutcome, Job, RankError
 from runnercheck.fuzz.snapshot import Record, Snap, Snapshotter
 from runnercheck.fuzz.targets import Target
 
-_job_ids = itertools.count(1)
+job_ids = itertools.count(1)
 
 
 class RoundTripFailure(Exception):
@@ -61,7 +61,7 @@ def driver_only_rule(config: Config) -> Callable[[type, dataclasses.Field[Any]],
 _UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
 
 
-def _error_problem(error: RankError, code: str = "RC302") -> Problem:
+def error_problem(error: RankError, code: str = "RC302") -> Problem:
     match = _UNEXPECTED_KEYWORD.search(error.message)
     field = match.group(1) if match else ""
     stage = error.stage
@@ -74,7 +74,7 @@ def evaluate(expected: Snap, outcome: DriverOutcome, job: Job) -> list[Problem]:
     """Every problem an outcome shows against the expected snapshot."""
     problems: list[Problem] = []
     if outcome.error is not None:
-        problems.append(_error_problem(outcome.error))
+        problems.append(error_problem(outcome.error))
     for diff in outcome.mutation:
         problems.append(
             Problem(
@@ -95,7 +95,7 @@ def evaluate(expected: Snap, outcome: DriverOutcome, job: Job) -> list[Problem]:
         )
     for receiver in outcome.receivers:
         if receiver.error is not None:
-            problems.append(_error_problem(receiver.error))
+            problems.append(error_problem(receiver.error))
         if receiver.rebuilt is not None:
             for diff in compare(expected, receiver.rebuilt):
                 if diff.path == "" and diff.aspect == "type":
@@ -148,10 +148,9 @@ def search(
     builder: strategies.StrategyBuilder,
 ) -> ClassResult:
     """Fuzz one class through ``group``; never raises for what the class does wrong."""
-    result = ClassResult(target.name, options.seed)
     contract = config.contract()
     job = Job(
-        next(_job_ids),
+        next(job_ids),
         target.cls,
         contract.as_dict_method,
         contract.from_dict_method,
@@ -159,6 +158,31 @@ def search(
         target.sys_path,
     )
     strategy = builder.for_class(target.cls)
+    snapshotter = Snapshotter(driver_only_rule(config), True, options.device)
+
+    def expect(example: Any) -> tuple[Snap, str]:
+        expected = snapshotter.take(example)
+        return expected, example_text(expected)
+
+    def judge(expected: Snap, outcome: DriverOutcome) -> list[Problem]:
+        return evaluate(expected, outcome, job)
+
+    return drive(group, job, target.name, strategy, options, expect, judge)
+
+
+def drive(
+    group: Any,
+    job: Any,
+    name: str,
+    strategy: Any,
+    options: SearchOptions,
+    expect: Callable[[Any], tuple[Any, str]],
+    judge: Callable[[Any, DriverOutcome], list[Problem]],
+) -> ClassResult:
+    """The Hypothesis search of one job through ``group``: ``expect`` pictures an
+    example (what receivers must rebuild, and its text), ``judge`` lists the problems
+    of its outcome."""
+    result = ClassResult(name, options.seed)
     try:
         errors = group.start_job(job)
     except GroupLost as lost:
@@ -170,7 +194,6 @@ def search(
             [Problem("RC302", f"cannot load the class: {e.text()}", "", (e.rank,)) for e in errors]
         )
         return result
-    snapshotter = Snapshotter(driver_only_rule(config), True, options.device)
     timings = result.timings
     state: dict[str, Any] = {"last": time.perf_counter(), "example": ""}
 
@@ -178,8 +201,7 @@ def search(
         start = time.perf_counter()
         timings.generation += start - state["last"]
         result.examples += 1
-        expected = snapshotter.take(example)
-        state["example"] = example_text(expected)
+        expected, state["example"] = expect(example)
         try:
             payload = transfer.dumps(example)
         except Exception as exc:
@@ -194,7 +216,7 @@ def search(
         sent = time.perf_counter()
         outcome = group.round_trip(payload)
         back = time.perf_counter()
-        problems = evaluate(expected, outcome, job)
+        problems = judge(expected, outcome)
         done = time.perf_counter()
         timings.round_trip += back - sent
         timings.broadcast += outcome.broadcast_seconds
@@ -236,9 +258,7 @@ def search(
     except hypothesis_errors.Unsatisfiable:
         last = strategies.last_construction_error
         reason = f": {type(last[0]).__name__}: {last[0]}" if last else ""
-        raise UsageError(
-            f"{target.name}: no generated example could be constructed{reason}"
-        ) from None
+        raise UsageError(f"{name}: no generated example could be constructed{reason}") from None
     return result
 
 

@@ -1,0 +1,219 @@
+"""The Hypothesis search over a composed step (``A+B+extra:NAME``), through a live group.
+
+An example is one value per part: an instance of each input class, a value of each
+extra. Fields of the same name in several inputs get one value (the first input's),
+as a worker fills them from one request (``virtual_engine`` in the worker input and
+in a model input). After the round trip each part is compared as a single class is
+(problems name ``Part.field``); a receiving call that rejects a key another part put
+into the dict is reported with the key and both parts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import reject
+from hypothesis import strategies as st
+from hypothesis.strategies import SearchStrategy
+
+from runnercheck.config import Config
+from runnercheck.fuzz import strategies
+from runnercheck.fuzz.compare import describe
+from runnercheck.fuzz.compare import differences as compare
+from runnercheck.fuzz.report import ClassResult, Problem, merge
+from runnercheck.fuzz.roundtrip import DriverOutcome, ReceiverOutcome
+from runnercheck.fuzz.search import (
+    MAX_EXAMPLE,
+    SearchOptions,
+    drive,
+    driver_only_rule,
+    error_problem,
+    example_text,
+    job_ids,
+)
+from runnercheck.fuzz.snapshot import Items, Snap, Snapshotter
+from runnercheck.fuzz.step_roundtrip import StepDriverOutcome, StepJob, StepReceiverOutcome
+from runnercheck.fuzz.steps import Step, StepPart, extra_annotation
+
+
+def step_strategy(step: Step, builder: strategies.StrategyBuilder) -> SearchStrategy[Any]:
+    """Tuples with one value per part (raises StrategyError for what cannot be generated)."""
+    parts: list[SearchStrategy[Any]] = []
+    for part in step.parts:
+        if part.cls is not None:
+            parts.append(builder.for_class(part.cls))
+        else:
+            where = f"extra {part.key!r}"
+            annotation = extra_annotation(part.type_text, f"step {step.name!r}: {where}")
+            parts.append(builder.for_annotation(annotation, where, 0, True))
+
+    @st.composite
+    def examples(draw: st.DrawFn) -> tuple[Any, ...]:
+        return _tie(step.parts, [draw(s) for s in parts])
+
+    return examples()
+
+
+def _tie(parts: Sequence[StepPart], values: list[Any]) -> tuple[Any, ...]:
+    """Give fields of one name the first input's value in every later input."""
+    shared: dict[str, Any] = {}
+    for index, part in enumerate(parts):
+        if part.cls is None or not dataclasses.is_dataclass(values[index]):
+            continue
+        names = [f.name for f in dataclasses.fields(part.cls) if f.init]
+        tied = {n: shared[n] for n in names if n in shared}
+        if tied:
+            try:
+                values[index] = dataclasses.replace(values[index], **tied)
+            except Exception:
+                reject()
+        for name in names:
+            shared.setdefault(name, getattr(values[index], name))
+    return tuple(values)
+
+
+def step_example_text(step: Step, expected: Sequence[Snap]) -> str:
+    texts = []
+    for part, snap in zip(step.parts, expected, strict=True):
+        texts.append(example_text(snap) if part.cls is not None else f"{part.key}={describe(snap)}")
+    text = " + ".join(texts)
+    return text if len(text) <= 2 * MAX_EXAMPLE else text[: 2 * MAX_EXAMPLE - 3] + "..."
+
+
+def leak_explanation(
+    key: str, failed: int, job: StepJob, producers: dict[str, tuple[str, ...]]
+) -> str:
+    """Why ``key`` reached part ``failed``'s receiving call: who put it in the dict and
+    who should have taken it out first ("" when it is the part's own key)."""
+    labels = [p.label for p in job.parts]
+    consumer = job.parts[failed].label
+    reasons = []
+    for owner in producers.get(key, ()):
+        index = labels.index(owner)
+        part = job.parts[index]
+        if index == failed:
+            continue
+        if part.is_extra:
+            reasons.append(
+                f"the worker's extra {key!r} is popped only after {consumer} was rebuilt "
+                f"from the same dict; pop it before"
+            )
+        elif index < failed:
+            reasons.append(
+                f"the key comes from {owner}.{job.as_dict_method}(), and "
+                f"{owner}.{job.from_dict_method}() left it in the dict instead of popping it"
+            )
+        else:
+            reasons.append(
+                f"the key comes from {owner}.{job.as_dict_method}(), and {owner} reads the "
+                f"dict only after {consumer}"
+            )
+    return "; ".join(reasons)
+
+
+def _receiver_error(
+    receiver: ReceiverOutcome, job: StepJob, producers: dict[str, tuple[str, ...]]
+) -> Problem:
+    assert receiver.error is not None
+    problem = error_problem(receiver.error)
+    failed = receiver.failed_part if isinstance(receiver, StepReceiverOutcome) else -1
+    if problem.field and failed >= 0:
+        reason = leak_explanation(problem.field, failed, job, producers)
+        if reason:
+            return Problem(
+                problem.code, f"{problem.message}; {reason}", problem.field, problem.ranks
+            )
+    return problem
+
+
+def _taken_by_earlier(
+    part: StepPart,
+    path: str,
+    receiver: ReceiverOutcome,
+    job: StepJob,
+    producers: dict[str, tuple[str, ...]],
+) -> str:
+    """For a lost field whose key another part also produces: the earlier part that
+    popped the key before this part could read it ("" if none did)."""
+    if not isinstance(receiver, StepReceiverOutcome):
+        return ""
+    key = path[len(part.label) + 1 :].split(".", 1)[0].split("[", 1)[0]
+    index = job.parts.index(part)
+    if key not in producers or len(receiver.keys_seen) <= index:
+        return ""
+    for earlier in range(index):
+        if key in receiver.keys_seen[earlier] and key not in receiver.keys_seen[earlier + 1]:
+            taker = job.parts[earlier]
+            by = (
+                f"as the worker's extra {key!r}"
+                if taker.is_extra
+                else f"by {taker.label}.{job.from_dict_method}()"
+            )
+            return f"; key {key!r} was popped {by} before {part.label} read the dict"
+    return ""
+
+
+def evaluate_step(job: StepJob, expected: Sequence[Snap], outcome: DriverOutcome) -> list[Problem]:
+    """Every problem a step's outcome shows against the expected snapshots (one per part)."""
+    problems: list[Problem] = []
+    producers = outcome.producers if isinstance(outcome, StepDriverOutcome) else {}
+    if outcome.error is not None:
+        problems.append(error_problem(outcome.error))
+    for diff in outcome.mutation:
+        message = f"{job.as_dict_method}() changed the sender's object: {diff.change()}"
+        problems.append(Problem("RC305", message, diff.path, (0,)))
+    for diff in outcome.nondeterministic:
+        message = f"two merges of the step's dicts from one input differ: {diff.text()}"
+        problems.append(Problem("RC304", message, "", (0,)))
+    for receiver in outcome.receivers:
+        ranks = (receiver.rank,)
+        if receiver.error is not None:
+            problems.append(_receiver_error(receiver, job, producers))
+        if isinstance(receiver.rebuilt, Items):
+            for part, sent, got in zip(job.parts, expected, receiver.rebuilt.items, strict=False):
+                for diff in compare(sent, got, part.label):
+                    if diff.path == part.label and diff.aspect == "type":
+                        message = f"rebuilt as {diff.actual}, sent {diff.expected}"
+                        problems.append(Problem("RC303", message, part.label, ranks))
+                    else:
+                        code = "RC301" if diff.lost else "RC303"
+                        message = diff.change()
+                        if diff.lost:
+                            message += _taken_by_earlier(part, diff.path, receiver, job, producers)
+                        problems.append(Problem(code, message, diff.path, ranks))
+        for diff in receiver.nondeterministic:
+            message = f"two runs of the step's receiving calls on one dict differ: {diff.text()}"
+            problems.append(Problem("RC304", message, "", ranks))
+    return merge(problems)
+
+
+def search_step(
+    group: Any,
+    step: Step,
+    options: SearchOptions,
+    config: Config,
+    builder: strategies.StrategyBuilder,
+) -> ClassResult:
+    """Fuzz one composed step through ``group``; never raises for what its parts do wrong."""
+    contract = config.contract()
+    job = StepJob(
+        next(job_ids),
+        step.parts,
+        contract.as_dict_method,
+        contract.from_dict_method,
+        options.attn_backend,
+        step.sys_path,
+    )
+    strategy = step_strategy(step, builder)
+    snapshotter = Snapshotter(driver_only_rule(config), True, options.device)
+
+    def expect(example: Any) -> tuple[list[Snap], str]:
+        expected = [snapshotter.take(value) for value in example]
+        return expected, step_example_text(step, expected)
+
+    def judge(expected: list[Snap], outcome: DriverOutcome) -> list[Problem]:
+        return evaluate_step(job, expected, outcome)
+
+    return drive(group, job, step.name, strategy, options, expect, judge)
