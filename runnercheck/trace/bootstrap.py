@@ -13,6 +13,7 @@ every thread's stack to ``<pid>.stack`` (what a hung rank was doing). The
 
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import importlib.abc
 import importlib.machinery
@@ -91,6 +92,7 @@ def activate() -> None:
 
     def start() -> None:
         recorder.install()
+        atexit.register(recorder.finish)
         _register_stack_dump(directory)
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=lambda: _register_stack_dump(directory))

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runnercheck.trace.bootstrap import STACK_SIGNAL
-from runnercheck.trace.records import BytesLine, CollectiveRecord, WorldLine, decode
+from runnercheck.trace.recorder import readable_part
+from runnercheck.trace.records import BytesLine, CollectiveRecord, CostLine, WorldLine, decode
 
 
 @dataclass
@@ -35,6 +36,8 @@ class RankTrace:
     records: list[CollectiveRecord] = field(default_factory=list)
     #: Compared sequences: records of each group (point-to-point left out).
     by_group: dict[str, list[CollectiveRecord]] = field(default_factory=dict)
+    #: What recording cost this process (seconds, calls), told at its exit.
+    cost: tuple[float, int] | None = None
 
 
 @dataclass
@@ -144,6 +147,7 @@ class Monitor:
                 data = handle.read()
         except OSError:
             return False
+        data = readable_part(data)
         if not data:
             return False
         state.offset += len(data)
@@ -167,6 +171,8 @@ class Monitor:
             if not item.point_to_point:
                 rank.by_group.setdefault(item.group, []).append(item)
             world.last_change = now
+        elif isinstance(item, CostLine) and state.world is not None:
+            state.world[1].cost = (item.seconds, item.calls)
         elif isinstance(item, BytesLine) and state.world is not None:
             records = state.world[1].records
             if 0 <= item.index < len(records) and records[item.index].index == item.index:

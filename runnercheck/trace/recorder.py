@@ -32,10 +32,12 @@ Every result about a code object is computed once; a call costs one walk up the 
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import pickle
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from types import CodeType, FrameType
@@ -175,23 +177,68 @@ class Sink:
 
 
 class FileSink(Sink):
-    """``<directory>/<pid>.trace``, opened on the first line, appended one line a write."""
+    """``<directory>/<pid>.trace``, created on the first line and written through a shared
+    memory map: a line costs a copy, no system call, and is in the file (the page cache
+    every reader sees) as soon as it is copied, even if the process then hangs or is
+    killed. The file grows in chunks; the unwritten rest of it reads as NUL bytes, which
+    end the data (:func:`readable_part`), and :meth:`close` cuts it off."""
+
+    CHUNK = 1 << 20
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
         self._fd: int | None = None
+        self._map: mmap.mmap | None = None
+        self._size = 0
+        self._position = 0
 
     @property
     def path(self) -> str:
         return os.path.join(self.directory, f"{os.getpid()}.trace")
 
     def write(self, line: str) -> None:
+        data = line.encode()
+        end = self._position + len(data)
+        if self._map is None or end > self._size:
+            self._grow(end)
+        assert self._map is not None
+        self._map[self._position : end] = data
+        self._position = end
+
+    def _grow(self, end: int) -> None:
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.write(self._fd, line.encode())
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        size = max(self.CHUNK, 2 * self._size)
+        while size < end:
+            size *= 2
+        os.ftruncate(self._fd, size)
+        if self._map is not None:
+            self._map.close()
+        self._map = mmap.mmap(self._fd, size)
+        self._size = size
+
+    def close(self) -> None:
+        """Cut the file at its last line (at the process's exit)."""
+        if self._fd is None:
+            return
+        if self._map is not None:
+            self._map.close()
+            self._map = None
+        os.ftruncate(self._fd, self._position)
+        os.close(self._fd)
+        self._fd = None
 
     def reopen_after_fork(self) -> None:
+        # The parent's map and descriptor stay the parent's; this process starts a file.
         self._fd = None
+        self._map = None
+        self._size = self._position = 0
+
+
+def readable_part(data: bytes) -> bytes:
+    """The written part of what was read from a trace file (up to the first NUL)."""
+    end = data.find(b"\0")
+    return data if end < 0 else data[:end]
 
 
 class MemorySink(Sink):
@@ -202,33 +249,32 @@ class MemorySink(Sink):
         self.lines.append(line)
 
 
-def _nbytes(value: Any, objects: bool) -> int:
+def _nbytes(value: Any) -> int:
+    """Bytes of a tensor or of a list of tensors."""
     nbytes = getattr(value, "nbytes", None)
     if isinstance(nbytes, int) and hasattr(value, "dtype"):
         return nbytes
     if isinstance(value, (list, tuple)):
-        return sum(_nbytes(item, objects) for item in value if item is not None)
-    if objects and value is not None:
-        try:
-            return len(pickle.dumps(value))
-        except Exception:  # the collective itself reports what cannot be pickled
-            return 0
+        return sum(_nbytes(item) for item in value if item is not None)
     return 0
 
 
-class _Flags(dict[CodeType, int]):
-    """Flags per code object, computed on first sight."""
-
-    def __init__(self, compute: Callable[[CodeType], int]) -> None:
-        super().__init__()
-        self.compute = compute
-
-    def __missing__(self, code: CodeType) -> int:
-        return self.compute(code)
+def _pickled_nbytes(objects: list[Any]) -> int:
+    """Bytes of a list of objects once pickled one by one, as torch sends them."""
+    total = 0
+    for item in objects:
+        if item is not None:
+            try:
+                total += len(pickle.dumps(item))
+            except Exception:  # the collective itself reports what cannot be pickled
+                pass
+    return total
 
 
 class _Local(threading.local):
     busy = False
+    #: Bytes torch pickled or unpickled in the current object collective.
+    object_bytes = 0
 
 
 class Recorder:
@@ -244,11 +290,14 @@ class Recorder:
     def __init__(self, sink: Sink | None = None, options: RecorderOptions | None = None) -> None:
         self.sink = sink if sink is not None else MemorySink()
         self.options = options if options is not None else RecorderOptions()
-        self._flags = _Flags(self._code_flags)
+        # Keyed by ``id(code)``: hashing a code object hashes its constants, every time.
+        # ``_codes`` keeps every code object seen alive, so an id is never reused.
+        self._flags: dict[int, int] = {}
+        self._codes: list[CodeType] = []
         #: Per contract-method code object: its kind (``?``: an execute method whose kind
         #: depends on ``self``); per code object seen as a call site: its file as shown.
-        self._code_kinds: dict[CodeType, str] = {}
-        self._displays: dict[CodeType, str] = {}
+        self._code_kinds: dict[int, str] = {}
+        self._displays: dict[int, str] = {}
         self._dtypes: dict[Any, str] = {}
         self._local = _Local()
         self._world: _World | None = None
@@ -257,6 +306,10 @@ class Recorder:
         self._internal_dirs: tuple[str, ...] = ()
         self._failed = False
         self._fork_hook = False
+        self._object_hooks = False
+        #: Time spent recording (not in the collectives themselves), and calls recorded.
+        self.seconds = 0.0
+        self.calls = 0
         o = self.options
         self._steps = frozenset(o.step_methods)
         self._logical = frozenset(o.logical_functions)
@@ -293,6 +346,7 @@ class Recorder:
             original = getattr(dist, name, None)
             if callable(original):
                 self._patch(dist, name, self._wrap(name, original))
+        self._count_object_bytes(sys.modules.get("torch.distributed.distributed_c10d"))
         for name, hook in (("init_process_group", self._joined), ("destroy_process_group", None)):
             original = getattr(dist, name, None)
             if callable(original):
@@ -306,6 +360,7 @@ class Recorder:
             owner, name, original = self._patches.pop()
             setattr(owner, name, original)
         self._world = None
+        self._object_hooks = False
 
     def __enter__(self) -> Recorder:
         self.install()
@@ -324,7 +379,19 @@ class Recorder:
         self._patches.append((owner, name, getattr(owner, name)))
         setattr(owner, name, replacement)
 
+    def finish(self) -> None:
+        """At the process's exit: tell the trace file what recording cost, close it."""
+        try:
+            if self.calls:
+                self.sink.write(records.encode_cost(self.seconds, self.calls))
+            if isinstance(self.sink, FileSink):
+                self.sink.close()
+        except Exception as exc:
+            self._fail(exc)
+
     def _after_fork(self) -> None:
+        self.seconds = 0.0
+        self.calls = 0
         self._world = None
         self._local = _Local()
         self.sink.reopen_after_fork()
@@ -419,9 +486,12 @@ class Recorder:
                 return args[index]
             return kwargs.get(key)
 
+        clock = time.thread_time
+
         def collective(*args: Any, **kwargs: Any) -> Any:
             if self._local.busy:
                 return original(*args, **kwargs)
+            started = clock()
             state = self._local
             state.busy = True
             try:
@@ -438,9 +508,14 @@ class Recorder:
                     )
                 except Exception as exc:
                     self._fail(exc)
+                state.object_bytes = 0
+                called = clock()
                 result = original(*args, **kwargs)
-                if record is not None and objects and record[1]:
-                    self._amend(record[0], args[0] if args else None)
+                returned = clock()
+                if record is not None and record[1]:
+                    self._amend(record[0], state.object_bytes, args)
+                self.seconds += called - started + clock() - returned
+                self.calls += 1
                 return result
             finally:
                 state.busy = False
@@ -492,11 +567,13 @@ class Recorder:
                 world.method_label = _clean(self._label(method_frame))
             kind = self._kind(method_frame)
             method = world.method_label
-        receiving = objects and op == "broadcast_object_list" and peer != world.rank
-        nbytes = 0 if receiving else _nbytes(payload, objects)
+        # What an object collective moves is known afterwards: torch pickles it (see
+        # ``_count_object_bytes``), or, without those hooks, the recorder does.
+        later = objects
+        nbytes = 0 if later else _nbytes(payload)
         if site_frame is not None:
             code = site_frame.f_code
-            site = f"{self._displays[code]}:{site_frame.f_lineno}"
+            site = f"{self._displays[id(code)]}:{site_frame.f_lineno}"
             site_function = code.co_qualname
         else:
             site = site_function = ""
@@ -517,13 +594,42 @@ class Recorder:
             f"\t{logical}\t{logical_name}\t{kind}\t{method}\t{step_label}\t{site}"
             f"\t{site_function}\n"
         )
-        return index, receiving
+        return index, later
 
-    def _amend(self, index: int, object_list: Any) -> None:
+    def _amend(self, index: int, counted: int, args: tuple[Any, ...]) -> None:
         try:
-            self.sink.write(records.encode_bytes(index, _nbytes(object_list, True)))
+            if not self._object_hooks:
+                counted = sum(_pickled_nbytes(arg) for arg in args[:2] if isinstance(arg, list))
+            self.sink.write(records.encode_bytes(index, counted))
         except Exception as exc:
             self._fail(exc)
+
+    def _count_object_bytes(self, dist_c10d: Any) -> None:
+        """Count the bytes torch pickles (``_object_to_tensor``) and unpickles
+        (``_tensor_to_object``) inside the object collectives, instead of pickling again."""
+        to_tensor = getattr(dist_c10d, "_object_to_tensor", None)
+        to_object = getattr(dist_c10d, "_tensor_to_object", None)
+        if not (callable(to_tensor) and callable(to_object)):
+            return
+
+        def object_to_tensor(*args: Any, **kwargs: Any) -> Any:
+            result = to_tensor(*args, **kwargs)
+            try:
+                self._local.object_bytes += int(result[0].numel())
+            except Exception:
+                pass
+            return result
+
+        def tensor_to_object(tensor: Any, tensor_size: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                self._local.object_bytes += int(tensor_size)
+            except Exception:
+                pass
+            return to_object(tensor, tensor_size, *args, **kwargs)
+
+        self._patch(dist_c10d, "_object_to_tensor", object_to_tensor)
+        self._patch(dist_c10d, "_tensor_to_object", tensor_to_object)
+        self._object_hooks = True
 
     def _walk(
         self, frame: FrameType, known_step: FrameType | None
@@ -536,7 +642,10 @@ class Recorder:
         site = logical = method = step = None
         current: FrameType | None = frame
         while current is not None:
-            flags = flags_of[current.f_code]
+            code = current.f_code
+            flags = flags_of.get(id(code))
+            if flags is None:
+                flags = self._code_flags(code)
             if flags > _EXTERNAL:
                 if flags & _LOGICAL:
                     logical = current
@@ -555,12 +664,14 @@ class Recorder:
         return site, logical, method, step
 
     def _code_flags(self, code: CodeType) -> int:
+        key = id(code)
+        self._codes.append(code)
         filename = os.path.abspath(code.co_filename)
         flags = 0
         if not filename.startswith(self._internal_dirs):
             flags |= _EXTERNAL
             display = filename[len(self._cwd) :] if filename.startswith(self._cwd) else filename
-            self._displays[code] = _clean(display)
+            self._displays[key] = _clean(display)
         if code.co_name in self._steps:
             flags |= _STEP
         if code.co_name in self._logical:
@@ -568,20 +679,20 @@ class Recorder:
         kind = self._kinds.get(code.co_name)
         if kind:
             flags |= _METHOD
-            self._code_kinds[code] = kind
-        self._flags[code] = flags
+            self._code_kinds[key] = kind
+        self._flags[key] = flags
         return flags
 
     def _kind(self, frame: FrameType) -> str:
-        code = frame.f_code
-        kind = self._code_kinds[code]
+        key = id(frame.f_code)
+        kind = self._code_kinds[key]
         if kind == "?":
             this = _self_of(frame)
             o = self.options
             markers = [name for name in o.prepare_methods if name != "prepare_worker_input"]
             markers += o.convert_methods[2:]
             runner = this is not None and any(hasattr(this, name) for name in markers)
-            kind = self._code_kinds[code] = "execute" if runner else "worker"
+            kind = self._code_kinds[key] = "execute" if runner else "worker"
         return kind
 
     @staticmethod

@@ -9,7 +9,9 @@ hangs has already told where):
 * ``c INDEX OP GROUP PEER SHAPE BYTES STEP LOGICAL LOGICAL_NAME KIND METHOD STEP_METHOD
   SITE SITE_FUNCTION`` -- a collective (see :class:`CollectiveRecord`);
 * ``b INDEX BYTES`` -- the size of what a receiving rank got, known only afterwards
-  (object collectives).
+  (object collectives);
+* ``t SECONDS CALLS`` -- at the process's exit: the time its recorder spent on CALLS
+  collectives (outside the collectives themselves).
 """
 
 from __future__ import annotations
@@ -109,6 +111,10 @@ def encode_bytes(index: int, nbytes: int) -> str:
     return f"b\t{index}\t{nbytes}\n"
 
 
+def encode_cost(seconds: float, calls: int) -> str:
+    return f"t\t{seconds:.6f}\t{calls}\n"
+
+
 @dataclass(frozen=True)
 class WorldLine:
     key: str
@@ -122,7 +128,13 @@ class BytesLine:
     nbytes: int
 
 
-Line = WorldLine | CollectiveRecord | BytesLine
+@dataclass(frozen=True)
+class CostLine:
+    seconds: float
+    calls: int
+
+
+Line = WorldLine | CollectiveRecord | BytesLine | CostLine
 
 
 def decode(line: str) -> Line | None:
@@ -133,6 +145,8 @@ def decode(line: str) -> Line | None:
             return WorldLine(parts[1], int(parts[2]), int(parts[3]))
         if parts[0] == "b" and len(parts) == 3:
             return BytesLine(int(parts[1]), int(parts[2]))
+        if parts[0] == "t" and len(parts) == 3:
+            return CostLine(float(parts[1]), int(parts[2]))
         if parts[0] == "c" and len(parts) == 15:
             return CollectiveRecord(
                 index=int(parts[1]),

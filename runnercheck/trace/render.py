@@ -70,6 +70,13 @@ def _render_world(world: WorldReport, console: Console, per_step: bool) -> None:
         else:
             table.add_row(name, "-", "-", "-", fmt(extra))
     console.print(table)
+    cost = world.recorder_us_per_call(0)
+    if cost is not None:
+        seconds, calls = world.costs[0]
+        console.print(
+            f"recording cost on rank 0: {cost:.1f} us per collective "
+            f"({seconds * 1e3:.1f} ms over {calls} calls)"
+        )
     methods = Table(show_edge=True)
     methods.add_column("method")
     methods.add_column("where")

@@ -122,6 +122,13 @@ class WorldReport:
     size: int
     #: rank -> its records (in order).
     records: dict[int, list[CollectiveRecord]]
+    #: rank -> (seconds its recorder spent, collectives recorded), from processes that
+    #: exited normally.
+    costs: dict[int, tuple[float, int]] = field(default_factory=dict)
+
+    def recorder_us_per_call(self, rank: int = 0) -> float | None:
+        cost = self.costs.get(rank)
+        return None if cost is None or not cost[1] else cost[0] / cost[1] * 1e6
 
     def steps(self, rank: int = 0) -> dict[int, StepFigures]:
         """Per step figures of ``rank`` (the driver by default), steps only."""
@@ -193,6 +200,9 @@ class WorldReport:
                     "collectives": outside.collectives,
                     "bytes": outside.nbytes,
                 },
+                "recorder": None
+                if rank not in self.costs
+                else {"seconds": self.costs[rank][0], "calls": self.costs[rank][1]},
                 "methods": [
                     {
                         "kind": m.kind,
@@ -346,6 +356,7 @@ def build_report(
             world.key,
             world.size,
             {rank: list(trace.records) for rank, trace in sorted(world.ranks.items())},
+            {rank: trace.cost for rank, trace in world.ranks.items() if trace.cost is not None},
         )
         for world in worlds
         if any(trace.records for trace in world.ranks.values())

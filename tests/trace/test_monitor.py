@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from runnercheck.trace.monitor import Monitor
+from runnercheck.trace.recorder import FileSink
 from runnercheck.trace.records import (
     CollectiveRecord,
     decode,
@@ -199,3 +200,25 @@ def test_budget_zero_and_one(tmp_path: Path, budget: int) -> None:
     monitor.poll()
     report = build_report(["cmd"], monitor.worlds, 0, 1.0, max_broadcasts_per_step=budget)
     assert (report.budget is None) == (budget == 1)
+
+
+def test_file_sink_lines_are_readable_before_close_and_across_growth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(FileSink, "CHUNK", 256)  # grow several times
+    sink = FileSink(str(tmp_path))
+    sink.write(encode_world("tcp://h:6", 0, 1))
+    records = step_records(0, 0, 0) + step_records(1, 3, 1, extra=True)
+    monitor = Monitor(tmp_path, deadline=5)
+    for record in records[:5]:
+        sink.write(encode_collective(record))
+    path = Path(sink.path)
+    assert path.stat().st_size > 256  # grown, NUL-padded
+    monitor.poll()
+    assert [r.index for r in monitor.worlds[0].ranks[0].records] == [0, 1, 2, 3, 4]
+    for record in records[5:]:
+        sink.write(encode_collective(record))
+    sink.close()
+    monitor.poll()
+    assert monitor.worlds[0].ranks[0].records == records
+    assert b"\0" not in path.read_bytes()
