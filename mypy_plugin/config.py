@@ -69,7 +69,10 @@ class PluginSettings:
         return {}
 
     def _selects(self, rule_code: str) -> bool:
-        rule = catalog.get(rule_code)
+        try:
+            rule = catalog.get(rule_code)
+        except KeyError:  # a rule of `runnercheck check`: never the plugin's to report
+            return False
 
         def matches(patterns: tuple[str, ...]) -> bool:
             return any(
