@@ -37,15 +37,16 @@ def settings_sources(config_file: str | None, cwd: Path) -> list[Path]:
 
 
 def source_digest() -> str:
-    """A digest of the plugin's own source files and of the core modules it uses, so
-    that a changed plugin invalidates mypy's cache (mypy itself only fingerprints the
-    plugin's top-level module)."""
+    """A digest of the plugin's own source files and of the core modules it uses (name,
+    size and modification time, as mypy judges its own sources), so that a changed
+    plugin invalidates mypy's cache (mypy itself only fingerprints the plugin's
+    top-level module)."""
     digest = hashlib.sha256()
     core = Path(runnercheck.__file__).parent
     paths = sorted(Path(__file__).parent.glob("*.py")) + [core / name for name in _CORE_MODULES]
     for path in paths:
-        digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+        stat = path.stat()
+        digest.update(f"{path.name}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     return digest.hexdigest()[:16]
 
 

@@ -15,12 +15,19 @@ unchanged and runs :class:`~mypy_plugin.runner_checks.RunnerChecker` and
 makes no such call for (a custom metaclass, even an ``ABCMeta`` subclass; a class
 in a function mypy does not check) are checked when mypy has finished their module.
 
-mypy checks method bodies after the class statements (and ``dmypy`` may re-check a
-module's top level alone), so the values of ``as_broadcastable_tensor_dict`` get
-their types from the checker's type map when the body was checked, else by
-evaluating the value expression when every variable it reads has a type; the rest
-are checked when mypy has finished the module (``get_additional_indirect_deps`` is
-called then, before the module's messages are flushed).
+The values of ``as_broadcastable_tensor_dict`` are checked when mypy has finished
+the module (``get_additional_indirect_deps`` is called then, before the module's
+messages are flushed): their types are in the checker's type map by then. Under
+``dmypy``, which may re-check a module's top level alone, they are checked with the
+class, each value expression evaluated once every variable it reads has a type (the
+rest wait for the module's end).
+
+Cost
+----
+A run that finds its cache fresh imports the hooks, the rule catalog and the
+fingerprint, nothing else. The checks (:mod:`mypy_plugin.session`) are imported
+when mypy first checks a module; each distinct type is decided once per run
+(:mod:`mypy_plugin.walk`).
 
 Cache correctness
 -----------------

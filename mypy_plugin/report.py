@@ -19,9 +19,14 @@ from mypy_plugin.errors import RULE_CODES
 class Reporter:
     """Sends errors to mypy, honouring ``select``/``ignore`` of the settings."""
 
-    def __init__(self, api: CheckerPluginInterface, settings: PluginSettings) -> None:
+    def __init__(
+        self, api: CheckerPluginInterface, settings: PluginSettings, hold: bool = False
+    ) -> None:
         self.api = api
         self.settings = settings
+        #: With ``hold``, errors wait here for :meth:`release` (made in the right scope
+        #: only when there is something to report).
+        self.held: list[tuple[ErrorCode, str, Context]] | None = [] if hold else None
 
     def fmt(self, typ: Type) -> str:
         """A type as mypy's own messages show it (quoted)."""
@@ -31,7 +36,17 @@ class Reporter:
         """Report ``message`` at ``context``. Errors belong to the module's top-level
         target, which ``dmypy`` re-checks (and the plugin with it) when they must be
         regenerated."""
-        if self.settings.reports(RULE_CODES[code]):
+        if not self.settings.reports(RULE_CODES[code]):
+            return
+        if self.held is not None:
+            self.held.append((code, message, context))
+        else:
+            self.api.fail(message, context, code=code)
+
+    def release(self) -> None:
+        """Report the errors held so far."""
+        held, self.held = self.held or [], None
+        for code, message, context in held:
             self.api.fail(message, context, code=code)
 
 

@@ -85,14 +85,16 @@ class RunnerChecker:
         info: TypeInfo,
         settings: PluginSettings,
         reporter: Reporter,
-        known: dict[str, Instance] | None = None,
+        known: dict[object, object] | None = None,
     ) -> None:
         self.info = info
         self.settings = settings
         self.config = settings.config
         self.reporter = reporter
-        #: Types made once per run (``dict[str, Any]``...), shared by the run's runners.
+        #: What is decided once per run and shared by the run's runners: the types
+        #: ``dict[str, Any]``..., and the protocol verdict on each definition.
         self.known = known if known is not None else {}
+        self.base: TypeInfo | None = None
         #: Modules whose changes must re-check this runner (``T``'s classes, the bases).
         self.dependencies: set[str] = set()
 
@@ -108,12 +110,35 @@ class RunnerChecker:
 
     def _str_keyed(self, fullname: str) -> Instance:
         made = self.known.get(fullname)
-        if made is None:
+        if not isinstance(made, Instance):
             api = self.reporter.api
             str_type = api.named_generic_type("builtins.str", [])
             any_type = AnyType(TypeOfAny.special_form)
             made = self.known[fullname] = api.named_generic_type(fullname, [str_type, any_type])
         return made
+
+    def _problem(self, member: Member, problem_of: ProblemOf) -> Problem | None:
+        """``problem_of(member)``, decided once per definition and run."""
+        key = (member.owner, member.name)
+        if key not in self.known:
+            self.known[key] = problem_of(member)
+        found = self.known[key]
+        return found if isinstance(found, Problem) else None
+
+    def _takes_own_type_var(self, member: Member, index: int) -> bool:
+        """Whether parameter ``index`` of the base's own definition is declared as the
+        base's type variable ``T`` itself: it takes the runner's input type then."""
+        base, signature = self.base, member.signature
+        if base is None or member.owner is not base or signature is None:
+            return False
+        declared = parameter_type(signature, index)
+        type_vars = base.defn.type_vars
+        return (
+            isinstance(declared, TypeVarType)
+            and bool(type_vars)
+            and isinstance(type_vars[0], TypeVarType)
+            and declared.id == type_vars[0].id
+        )
 
     def run(self, base: TypeInfo | None = None) -> None:
         """The checks, if ``info`` is a runner (``base``: its runner base, if known)."""
@@ -121,6 +146,7 @@ class RunnerChecker:
             base = runner_base(self.info, self.settings.runner_bases)
         if base is None:
             return
+        self.base = base
         t = input_type(self.info, base)
         if t is None or isinstance(get_proper_type(t), AnyType):
             return
@@ -181,7 +207,7 @@ class RunnerChecker:
                         self.info.defn,
                     )
                     continue
-                problem = problem_of(member)
+                problem = self._problem(member, problem_of)
                 if problem is None or _mypy_reports_override(
                     item_info, member, problem, problem_of
                 ):
@@ -273,8 +299,10 @@ class RunnerChecker:
         if member is None or member.func is None:
             return
         index = parameter_index(member.func, "model_input")
+        if index is None or self._takes_own_type_var(member, index):
+            return
         signature = signature_for(self.info, member)
-        if index is None or signature is None:
+        if signature is None:
             return
         taken = parameter_type(signature, index)
         if taken is None or is_subtype(t, taken):

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from mypy.errors import Errors
 from mypy.nodes import MypyFile, TypeInfo
 from mypy.plugin import CheckerPluginInterface, MethodContext, Plugin
-from mypy.types import Instance
 
 from mypy_plugin import errors
 from mypy_plugin.broadcastable import BroadcastableTypes
@@ -53,8 +52,8 @@ class CheckRun:
         #: Verdicts on types, shared by every class of the run (each type decided once).
         self._types = BroadcastableTypes(settings.broadcastable_types)
         self._generation: object = None
-        #: Types the runner checks make once per run.
-        self._known: dict[str, Instance] = {}
+        #: What the runner checks decide once per run.
+        self._known: dict[object, object] = {}
         #: mypy's error store, from the first hook that shows it (for the classes
         #: checked after their module, which no hook shows).
         self.errors: Errors | None = None
@@ -172,15 +171,18 @@ class CheckRun:
 
     def _check_values_late(self, pending: _Pending) -> None:
         api, info = pending.api, pending.info
-        with class_scope(api, info):
-            try:
-                reporter = Reporter(api, self.settings)
-                checker = InputChecker(info, self.settings, reporter, self._types)
-                member = checker.member(self.settings.config.as_dict_method)
-                if member is not None:
-                    checker.check_values(member, pending.values)
-            except Exception as exc:
+        reporter = Reporter(api, self.settings, hold=True)
+        try:
+            checker = InputChecker(info, self.settings, reporter, self._types)
+            member = checker.member(self.settings.config.as_dict_method)
+            if member is not None:
+                checker.check_values(member, pending.values)
+        except Exception as exc:
+            with class_scope(api, info):
                 _report_internal(api, info, exc)
+        if reporter.held:
+            with class_scope(api, info):  # as if mypy were inside the class again
+                reporter.release()
 
     def _same_build(self, api: CheckerPluginInterface) -> None:
         """Forget the verdicts on types when a new build starts in the same process
