@@ -12,7 +12,7 @@ transaction). Run kinds, in turn:
 Half the runs (``--edit-chance``) also append a line to a random file at a random
 moment. After each run, ``runnercheck migrate --recover`` and the checks: no lost
 edit, every group old or new, nothing left behind. The CI part of the same harness
-is ``tests/stress/test_kill_and_edit.py`` (``RUNNERCHECK_STRESS_RUNS`` runs, default 60).
+is ``tests/stress/test_kill_and_edit.py`` (``RUNNERCHECK_STRESS_RUNS`` runs, default 75).
 
 It also measures, in the same run, what the transaction costs: a whole commit
 (lock, journal, verified in-place writes, journal removed) against plain in-place

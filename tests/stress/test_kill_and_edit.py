@@ -1,7 +1,8 @@
 """``migrate`` under kill -9 and concurrent edits: nothing lost, no group left mixed.
 
-The randomized part runs ``RUNNERCHECK_STRESS_RUNS`` runs (default 60) on a copy of the
-engine fixture; ``scripts/soak_migrate.py`` runs the same harness longer, on vLLM."""
+The randomized part runs ``RUNNERCHECK_STRESS_RUNS`` runs (default 75, at least 50 of
+them killed) on a copy of the engine fixture; ``benchmarks/soak_migrate.py`` runs the
+same harness longer, on vLLM."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tests.migrate.conftest import FIXTURES
 from tests.stress.harness import ROOT, Plan, make_plan, reset, runs, write_with_fault
 
 ENGINE = FIXTURES / "engine" / "before"
-RUNS = int(os.environ.get("RUNNERCHECK_STRESS_RUNS", "60"))
+RUNS = int(os.environ.get("RUNNERCHECK_STRESS_RUNS", "75"))
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +69,11 @@ def states(plan: Plan) -> set[str]:
 
 
 def test_randomized_kills_and_edits_lose_nothing_and_mix_nothing(plan: Plan) -> None:
-    tally = runs(plan, RUNS, seed=14, kinds=("checkpoint", "timed"))
+    # two runs in three killed at a random checkpoint (always a kill), one after a
+    # random delay (a kill unless the commit was faster)
+    tally = runs(plan, RUNS, seed=14, kinds=("checkpoint", "checkpoint", "timed"))
     print(tally.line())
-    assert tally.runs >= 50
-    assert tally.killed >= tally.runs // 2 and tally.edited >= tally.runs // 4
+    assert tally.killed >= min(50, RUNS * 2 // 3) and tally.edited >= tally.runs // 4
     assert (tally.lost_edits, tally.mixed_units, tally.foreign_files, tally.leftovers) == (
         0,
         0,
