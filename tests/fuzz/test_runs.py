@@ -304,6 +304,8 @@ def test_ctrl_c_reaps_every_rank() -> None:
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, key: value},
+        # a suite started in the background inherits SIGINT ignored; the CLI must not
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         deadline = time.monotonic() + 60
