@@ -12,6 +12,9 @@ traced/plain of
 * the mean of the fastest tenth of those steps, the figure least disturbed by other load
   on a shared machine.
 
+The traced runs also give the CPU time the driver's recorder itself spent per step (its
+``thread_time`` around each call, outside the collective), against the plain step time.
+
 Both runs of a pair must produce the same tokens, and the traced run's broadcasts per
 step must equal the engine's own counter. A second figure isolates the recorder: the
 time of one ``torch.distributed.broadcast`` of a small tensor on a one-rank gloo group,
@@ -42,7 +45,9 @@ from runnercheck.demo.engine import run_engine  # noqa: E402
 from runnercheck.trace import Recorder, TraceOptions, TraceSession  # noqa: E402
 
 
-def engine_run(args: argparse.Namespace, traced: bool) -> tuple[dict[str, Any], list[int]]:
+def engine_run(
+    args: argparse.Namespace, traced: bool
+) -> tuple[dict[str, Any], list[int], float | None]:
     kwargs: dict[str, Any] = dict(
         tp=args.tp,
         steps=args.steps,
@@ -51,13 +56,16 @@ def engine_run(args: argparse.Namespace, traced: bool) -> tuple[dict[str, Any], 
         num_speculative_tokens=args.speculative,
     )
     if not traced:
-        return run_engine(args.shape, **kwargs), []
+        return run_engine(args.shape, **kwargs), [], None
     with TraceSession(TraceOptions(deadline=60)) as session:
         result = run_engine(args.shape, **kwargs)
     assert session.report is not None
     if not session.report.ok:
         raise SystemExit("error: " + "; ".join(session.report.problems()))
-    return result, session.report.world().broadcasts_per_step(0)
+    world = session.report.world()
+    steps = world.broadcasts_per_step(0)
+    seconds, _ = world.costs.get(0, (0.0, 0))
+    return result, steps, seconds / len(steps)
 
 
 def fast_steps(result: dict[str, Any]) -> float:
@@ -123,9 +131,12 @@ def main(argv: list[str] | None = None) -> int:
 
     started = time.perf_counter()
     runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+    recording: list[float] = []
     for rep in range(args.reps):
         for traced in (False, True) if rep % 2 == 0 else (True, False):
-            result, traced_counts = engine_run(args, traced)
+            result, traced_counts, recorder_seconds = engine_run(args, traced)
+            if recorder_seconds is not None:
+                recording.append(recorder_seconds)
             if traced and traced_counts[: args.steps] != result["broadcasts_per_step_list"]:
                 print("error: trace and the engine's counter disagree", file=sys.stderr)
                 return 1
@@ -161,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         "traced_over_plain": spread(ratios),
         "fast_steps_traced_over_plain": spread(fast_ratios),
         "recorder_per_call": cost,
+        "recording_ms_per_step_rank0": spread([c * 1e3 for c in recording]),
         "seconds": time.perf_counter() - started,
     }
     ratio = figures["traced_over_plain"]
@@ -174,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
         f"(per pair {ratio['min']:.3f}-{ratio['max']:.3f}); "
         f"plain {figures['plain_step_ms']['median']:.2f} ms, "
         f"traced {figures['traced_step_ms']['median']:.2f} ms"
+    )
+    per_step = figures["recording_ms_per_step_rank0"]["median"]
+    print(
+        f"the driver's recorder: {per_step:.3f} ms of CPU per step, "
+        f"{per_step / figures['plain_step_ms']['median']:.1%} of a plain step"
     )
     fast = figures["fast_steps_traced_over_plain"]
     print(
