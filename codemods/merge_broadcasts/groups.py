@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -12,11 +13,17 @@ from codemods.merge_broadcasts.runner_model import RunnerPlan, broadcast_methods
 from codemods.merge_broadcasts.runner_plan import plan_legacy_method
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_plan import plan_worker
+from codemods.positions import Lines
 from codemods.refusal import Refusal
 from runnercheck.analysis.groups import ClassRef, Group, ref_of
 from runnercheck.analysis.model import CallSite, ClassFacts
 from runnercheck.analysis.project import Project
+from runnercheck.analysis.requests import request_uses
+from runnercheck.analysis.shapes import find_method, legacy_split, parse_module
 from runnercheck.contract import Contract
+
+if TYPE_CHECKING:
+    import ast
 
 
 def _class_def(module: cst.Module, name: str) -> cst.ClassDef | None:
@@ -56,6 +63,15 @@ def plan_group(
         code, path, line, message = group.refusal
         raise Refusal(code, path, message, line=line)
     runner_plans: dict[ClassRef, RunnerPlan] = {}
+    trees: dict[Path, ast.Module] = {}
+    lines: dict[Path, Lines] = {}
+
+    def read(path: Path) -> tuple[ast.Module, Lines]:
+        if path not in trees:
+            trees[path] = parse_module(modules[path].code)
+            lines[path] = Lines(modules[path])
+        return trees[path], lines[path]
+
     for ref in group.runners:
         cdef = _top_level_class(modules, project, ref)
         plan = RunnerPlan(ref.path, ref.name, cdef)
@@ -80,7 +96,10 @@ def plan_group(
                 legacy[0],
             )
         if legacy:
-            plan_legacy_method(plan, legacy[0], contract)
+            tree, where = read(ref.path)
+            func = find_method(tree, ref.name, legacy[0].name.value)
+            shape = legacy_split(func, contract, tree) if func is not None else None
+            plan_legacy_method(plan, legacy[0], contract, shape, where)
         runner_plans[ref] = plan
     # inherited inputs
     for ref, plan in runner_plans.items():
@@ -116,7 +135,14 @@ def plan_group(
         source = plan.input_plan
         if source.method is None:
             continue
-        plan_execute(plan, source.method.name.value, contract)
+        tree, where = read(ref.path)
+        execute = find_method(tree, ref.name, contract.execute_method)
+        uses = (
+            request_uses(execute, source.method.name.value, modules[ref.path].code.splitlines())
+            if execute is not None
+            else None
+        )
+        plan_execute(plan, source.method.name.value, contract, uses, where)
         stray = self_calls(
             plan.cdef,
             source.method.name.value,

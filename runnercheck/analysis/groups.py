@@ -171,7 +171,9 @@ def find_groups(project: Project) -> tuple[list[Group], list[Note]]:
                         f"{why}: left alone",
                     )
                 )
-    merged = _merge(groups.values())
+    merged = _merge(_with_subclasses(project, list(groups.values())))
+    for ref in {r for g in merged for r in g.runners}:
+        paired_runners.add(ref)
     for group in merged:
         if group.refusal is None:
             group.refusal = _runner_broadcast_refusal(project, group)
@@ -258,6 +260,30 @@ def _runner_broadcast_refusal(project: Project, group: Group) -> tuple[str, Path
                 "prepares inputs, so no other rank matches it (RC105); this needs a fix by hand",
             )
     return None
+
+
+def _with_subclasses(project: Project, groups: list[Group]) -> list[Group]:
+    """Every runner class below a group's runner (a hardware or embedding runner in
+    another file, driven by no worker in the paths) joins that group: it inherits the
+    legacy methods whose signatures change, so it is migrated with them or not at all."""
+    if not groups:
+        return groups
+    workers = {ref_of(w) for w in project.workers()}
+    bases = set(project.contract.runner_bases)
+    for cls in sorted(project.all_classes(), key=lambda c: (c.path, c.line)):
+        ref = ref_of(cls)
+        if ref in workers:
+            continue
+        chain = project.mro(cls)
+        for group in groups:
+            if ref in group.runners:
+                continue
+            if any(ref_of(parent) in group.runners for parent in chain[1:]):
+                for member in chain:
+                    member_ref = ref_of(member)
+                    if member.name not in bases and member_ref not in group.runners:
+                        group.runners.append(member_ref)
+    return groups
 
 
 def _merge(groups: Iterable[Group]) -> list[Group]:
