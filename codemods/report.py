@@ -9,7 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from codemods.pipeline import MigrateResult
+from codemods.pipeline import MERGE, MigrateResult, Refused
+from runnercheck import catalog
 
 
 def display(path: Path) -> str:
@@ -39,10 +40,28 @@ def unified_diff(result: MigrateResult) -> str:
     return text if not text or text.endswith("\n") else text + "\n"
 
 
+def refusal_shape(refused: Refused) -> tuple[str, str]:
+    """The shape left alone and what to change by hand (the catalog's by default)."""
+    rule = catalog.get(refused.code)
+    advice = refused.advice or (rule.good if rule.good != "(see summary)" else "")
+    return refused.shape or rule.name.replace("-", " "), advice
+
+
 def refusal_lines(result: MigrateResult) -> list[str]:
-    return [
-        f"{display(r.path)}:{r.line}: {r.code} [{r.codemod}] {r.message}" for r in result.refusals
-    ]
+    """One line per refusal at the line that causes it, then (indented) the shape,
+    what to change by hand and every class left alone with it."""
+    lines: list[str] = []
+    for r in result.refusals:
+        lines.append(f"{display(r.path)}:{r.line}: {r.code} [{r.codemod}] {r.message}")
+        if r.codemod != MERGE:
+            continue
+        shape, advice = refusal_shape(r)
+        lines.append(f"    shape: {shape}")
+        if advice:
+            lines.append(f"    by hand: {advice}")
+        if r.held_back:
+            lines.append(f"    held back: {', '.join(r.held_back)}")
+    return lines
 
 
 def detail_lines(result: MigrateResult) -> list[str]:
@@ -122,6 +141,9 @@ def as_json(result: MigrateResult, mode: str, written: list[Path]) -> dict[str, 
                 "codemod": r.codemod,
                 "group": r.group,
                 "message": r.message,
+                "shape": refusal_shape(r)[0],
+                "advice": refusal_shape(r)[1],
+                "held_back": list(r.held_back),
             }
             for r in result.refusals
         ],

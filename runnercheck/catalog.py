@@ -229,7 +229,7 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         summary="A broadcast the planner does not recognise.",
         why="The merged shape has exactly one broadcast per step; a broadcast the planner cannot place (a second one in the runner, one outside the driver/non-driver split) would be lost or duplicated.",
         bad="(see summary)",
-        good="(see summary)",
+        good="One broadcast in the driver branch of the `if self.is_driver_worker:` split and one receive at the top of the other branch; a further one only as `if <cond>: ...; broadcast(<value>)` on the driver and `if <cond>: <d> = broadcast(); ...` on the other ranks, with <cond> read from values the first broadcast carries.",
         runnable=False,
     ),
     Rule(
@@ -239,7 +239,7 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         summary="A broadcast key whose value or use cannot be traced.",
         why="Every broadcast key must become a field of the new input class with a traceable value; a key whose value or use cannot be traced could change what non-driver ranks compute.",
         bad="(see summary)",
-        good="(see summary)",
+        good="Build the broadcast dict as a literal whose values are the values the method returns (or values the tail after the split reads), and read the received dict only by literal key or through one `**dict` call.",
         runnable=False,
     ),
     Rule(
@@ -249,7 +249,7 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         summary="A runner the worker drives cannot be found.",
         why="The worker and every runner it drives are rewritten together; a runner outside the given paths would keep the old calling convention.",
         bad="(see summary)",
-        good="(see summary)",
+        good="Give migrate the directory that holds every runner the worker drives.",
         runnable=False,
     ),
     Rule(
@@ -259,7 +259,7 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         summary="A runner broadcasts but no worker that drives it was found.",
         why="A runner that broadcasts but that no worker drives cannot be merged into a worker's broadcast.",
         bad="(see summary)",
-        good="(see summary)",
+        good="Give migrate the worker that drives the runner too.",
         runnable=False,
     ),
     Rule(
@@ -269,7 +269,7 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         summary="A method does not have the driver/non-driver shape.",
         why="The rewrite moves the driver's and the non-driver's code into new methods; a method without the recognised driver/non-driver shape cannot be split safely.",
         bad="(see summary)",
-        good="(see summary)",
+        good="Write the method as `if self.is_driver_worker: <prepare; dict literal; broadcast> else: <receive; rebuild>`, then any statements every rank runs, then `return (a, b, ...)`.",
         runnable=False,
     ),
     Rule(
@@ -279,7 +279,7 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         summary="The non-driver path reads runner state other than the attention backend.",
         why="Non-driver ranks rebuild the input from the broadcast dict alone; state the non-driver path reads from the runner would be missing there.",
         bad="(see summary)",
-        good="(see summary)",
+        good="Send the value in the broadcast dict instead of reading it from `self` on the other ranks.",
         runnable=False,
     ),
     Rule(
@@ -289,7 +289,7 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         summary="The worker and a runner broadcast the same key.",
         why="The worker's and the runner's keys travel in one dict after the merge; the same key from both would overwrite one value.",
         bad="(see summary)",
-        good="(see summary)",
+        good="Rename one of the two keys.",
         runnable=False,
     ),
     Rule(
@@ -299,7 +299,7 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         summary="A name the merged shape needs is already used.",
         why="The merged shape adds classes, methods and a base module; a name already in use would be shadowed.",
         bad="(see summary)",
-        good="(see summary)",
+        good="Rename the existing name (or delete the half-written merged API).",
         runnable=False,
     ),
     Rule(
@@ -309,7 +309,7 @@ class ModelRunner(ModelRunnerBase[ModelInputForGPU]):
         summary="Code outside the group calls a method whose signature changes.",
         why="The runner's prepare and execute methods change signature; callers outside the group would break.",
         bad="(see summary)",
-        good="(see summary)",
+        good="Call the legacy method only from `execute_model`.",
         runnable=False,
     ),
     Rule(

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from codemods import cstutil
 from codemods.merge_broadcasts.runner_execute import plan_execute, self_calls
 from codemods.merge_broadcasts.runner_model import RunnerPlan, broadcast_methods, methods
 from codemods.merge_broadcasts.runner_plan import plan_legacy_method
@@ -84,7 +85,7 @@ def plan_group(
                 ref.path,
                 f"{ref.name} broadcasts in {len(legacy)} methods "
                 f"({', '.join(m.name.value for m in legacy)})",
-                legacy[1],
+                _first_broadcast(legacy[1], contract),
             )
         if legacy and legacy[0].name.value == contract.prepare_input_method:
             raise Refusal(
@@ -93,7 +94,7 @@ def plan_group(
                 f"{ref.name} broadcasts inside `{contract.prepare_input_method}` (the merged "
                 "API): only the driver prepares inputs, so no other rank matches it (RC105); "
                 "this needs a fix by hand",
-                legacy[0],
+                _first_broadcast(legacy[0], contract),
             )
         if legacy:
             tree, where = read(ref.path)
@@ -216,6 +217,11 @@ def plan_group(
         )
         worker_plans.append(plan_w)
     return list(runner_plans.values()), worker_plans
+
+
+def _first_broadcast(method: cst.FunctionDef, contract: Contract) -> cst.CSTNode:
+    found = cstutil.find_all(method, lambda n: cstutil.is_broadcast(n, contract.broadcast_function))
+    return found[0] if found else method
 
 
 def _methods_calling(

@@ -79,12 +79,20 @@ def plan_execute(
         same = any(t == name and r == name for t, r in zip(names, input_plan.returned, strict=True))
         clash = name in others_bound or (name in used | set(names) and not same)
         if clash:
+            where = [
+                n
+                for group in cstutil.name_uses(execute.body)
+                for n in group
+                if n.value == name and n not in cstutil.name_uses(statement)[1]
+            ]
             raise Refusal(
                 "MIG108",
                 plan.path,
                 f"{plan.name}.{execute.name.value} already uses the name `{name}`, which the "
                 f"statements after the driver split of `{method_name}` bind",
-                execute,
+                where[0] if where else execute,
+                shape="statements after the driver split",
+                advice=f"rename `{name}` in `{execute.name.value}`",
             )
     params = params_of(execute)
     call = assign.value
@@ -165,12 +173,13 @@ def plan_execute(
                 shape=REQUEST_AFTER_PREPARE,
             )
         plan.request_uses = {id(n): request for n in found_uses}
-    if MODEL_INPUT in {n.value for group in cstutil.name_uses(execute) for n in group}:
+    taken = [n for group in cstutil.name_uses(execute) for n in group if n.value == MODEL_INPUT]
+    if taken:
         raise Refusal(
             "MIG108",
             plan.path,
             f"{plan.name}.{execute.name.value} already uses the name `{MODEL_INPUT}`",
-            execute,
+            taken[0],
         )
     plan.execute = execute
     plan.unpack = statement

@@ -53,7 +53,7 @@ def plan_legacy_method(
             path,
             f"{plan.name}.{method.name.value} broadcasts outside an "
             f"`if self.{contract.driver_flag}: ... else: ...` split",
-            method,
+            next(iter(cstutil.find_all(method, lambda n: cstutil.is_broadcast(n, fn))), method),
         )
     branch = body[branch_at]
     assert isinstance(branch, cst.If)
@@ -133,12 +133,13 @@ def plan_legacy_method(
             plan, method, shape, driver_block, other_block, lines
         )
     for statement in [*plan.prologue, *driver_block, *other_block, *plan.tail]:
-        if cstutil.contains(statement, lambda n: isinstance(n, cst.Return)):
+        early = cstutil.find_all(statement, lambda n: isinstance(n, cst.Return))
+        if early:
             raise Refusal(
                 "MIG105",
                 path,
                 f"{plan.name}.{method.name.value}: an early `return` in the driver split",
-                statement,
+                early[0],
             )
     stated = dict(shape.types) if shape is not None else {}
     # the old ``-> Tuple[...]`` first, unless it is stale: the value may be None

@@ -239,6 +239,16 @@ def _runner_broadcast_refusal(project: Project, group: Group) -> tuple[str, Path
     """A runner of the group whose broadcasts the merge cannot place: in several
     methods, or inside ``prepare_model_input`` (the merged API already)."""
     prepare = project.contract.prepare_input_method
+    function = project.contract.broadcast_function
+
+    def broadcast_line(cls: ClassFacts, method: str) -> int:
+        """The line of the method's first broadcast (the cause), else of its ``def``."""
+        func = cls.methods[method]
+        for call in func.calls:
+            if is_step_broadcast(call.callee, function):
+                return call.line
+        return func.line
+
     for ref in group.runners:
         cls = project.modules[str(ref.path)].classes.get(ref.name)
         if cls is None:
@@ -248,14 +258,14 @@ def _runner_broadcast_refusal(project: Project, group: Group) -> tuple[str, Path
             return (
                 "MIG101",
                 ref.path,
-                cls.methods[names[1]].line,
+                broadcast_line(cls, names[1]),
                 f"{ref.name} broadcasts in {len(names)} methods ({', '.join(names)})",
             )
         if names and names[0] == prepare:
             return (
                 "MIG105",
                 ref.path,
-                cls.methods[names[0]].line,
+                broadcast_line(cls, names[0]),
                 f"{ref.name} broadcasts inside `{prepare}` (the merged API): only the driver "
                 "prepares inputs, so no other rank matches it (RC105); this needs a fix by hand",
             )
