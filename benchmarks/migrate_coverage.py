@@ -119,9 +119,7 @@ def measure(version: str, work: Path, plugin: bool) -> Coverage:
     result.runner_files = sorted(p.name for p in runners)
     result.rc106_before = sum(1 for f in check_paths([copy]).findings if f.code == "RC106")
     outcome = migrate([copy], select=(MERGE,))
-    write_changes(
-        [Change(c.path, c.old, c.new) for c in outcome.changes.values()], outcome.roots
-    )
+    write_changes([Change(c.path, c.old, c.new) for c in outcome.changes.values()], outcome.roots)
     result.files_changed = len(outcome.changes)
     changed = set(outcome.changes)
     for path in sorted(runners):
@@ -130,7 +128,10 @@ def measure(version: str, work: Path, plugin: bool) -> Coverage:
                 r.code
                 for r in outcome.refusals
                 if r.codemod == MERGE
-                and (r.path == path or any(f"({path.name})" in h for h in getattr(r, "held_back", ())))
+                and (
+                    r.path == path
+                    or any(f"({path.name})" in h for h in getattr(r, "held_back", ()))
+                )
             }
         )
         if path in changed and not refusals:

@@ -376,7 +376,7 @@ def _extras(
     receives: list[tuple[ast.If, str]] = []
     for stmt in receive_ifs:
         into = None
-        if isinstance(stmt, ast.If) and not stmt.orelse and len(_broadcasts(stmt, contract)) == 1:
+        if isinstance(stmt, ast.If) and len(_broadcasts(ast.Module(stmt.body, []), contract)) == 1:
             into = next(
                 (v for v in map(lambda s: _received_into(s, contract), stmt.body) if v), None
             )
@@ -385,7 +385,7 @@ def _extras(
                 stmt.lineno,
                 EXTRA_BROADCAST,
                 "a second receive on the non-driver path that is not "
-                f"`<dict> = {fn}(...)` inside an `if` without `else`",
+                f"`<dict> = {fn}(...)` inside the body of an `if`",
                 advice,
             )
         assert isinstance(stmt, ast.If)
@@ -440,6 +440,13 @@ def _extras(
                 "build the extra values from values the method returns or broadcasts",
             )
         base = _payload_base(send_if, number)
+        if _broadcasts(ast.Module(recv_if.orelse, []), contract):
+            return (), ShapeProblem(
+                recv_if.lineno,
+                EXTRA_BROADCAST,
+                "the `else` of the extra receive receives too",
+                advice,
+            )
         after = other[other.index(recv_if) + 1 :]
         if into in {n for s in after for n in loaded(s)} - bound_in(after):
             return (), ShapeProblem(
