@@ -455,3 +455,13 @@ def rename(node: N, old: str, new: str) -> N:
     if not targets:
         return node
     return cast(N, node.visit(_Substitute(targets, lambda n: n.with_changes(value=new))))
+
+
+def docstring(text: str, indent: int, short: str = "", width: int = 79) -> str:
+    """A one-line docstring at ``indent`` columns: ``text``, or ``short`` when ``text``
+    does not fit in ``width`` (a docstring stays on one line: its newlines would
+    not follow the file's)."""
+    pad = " " * indent
+    if short and indent + len(text) + 6 > width:
+        text = short
+    return f'{pad}"""{text}"""\n'

@@ -80,6 +80,8 @@ def detail_lines(result: MigrateResult) -> list[str]:
                     "make_model_input_from_broadcasted_tensor_dict and execute_model "
                     "are marked `# type: ignore[override]`"
                 )
+            for path, line, text in runner.notes:
+                lines.append(f"{display(Path(path))}:{line}: {group.label}: {text}")
             by_reason: dict[tuple[str, str, str], list[str]] = {}
             for dropped in runner.dropped:
                 reason = (dropped.carrier, dropped.merged, dropped.constructor)
@@ -165,6 +167,10 @@ def as_json(result: MigrateResult, mode: str, written: list[Path]) -> dict[str, 
                         "merged_dicts": r.dynamic,
                         "dropped": [{"key": d.key, "why": d.why} for d in r.dropped],
                         "narrows": r.narrows,
+                        "notes": [
+                            {"path": display(Path(p)), "line": n, "message": t}
+                            for p, n, t in r.notes
+                        ],
                     }
                     for r in g.runners
                 ],

@@ -173,6 +173,15 @@ def plan_group(
                     "a positional request",
                     call,
                 )
+            plan.notes.append(
+                (
+                    where.line(call),
+                    f"{ref.name} calls `self.{contract.execute_method}` outside the worker's "
+                    f"step: the legacy `{source.method.name.value}` broadcast there on the "
+                    f"driver; it now prepares the input with "
+                    f"`{contract.prepare_input_method}` and does not broadcast",
+                )
+            )
         bases_in_group = [
             ref_of(b)
             for b in project.direct_bases(_facts(project, ref))

@@ -92,6 +92,8 @@ class RunnerPlan:
     self_execute_in: set[str] = field(default_factory=set)
     #: reads of the request in ``execute_model`` besides preparing -> the input's field
     request_uses: dict[int, str] = field(default_factory=dict)
+    #: behaviour changes to report: (line in the original file, what changes)
+    notes: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def input_plan(self) -> RunnerPlan:

@@ -15,21 +15,23 @@ from codemods.merge_broadcasts.runner_model import (
     FieldPlan,
     RunnerPlan,
 )
-from runnercheck.contract import Contract
+from runnercheck.contract import VLLM, Contract
+
+DEFAULT_PREPARE = VLLM.prepare_input_method
 
 
 def _field_line(f: FieldPlan) -> str:
+    """One field of the input class (on one line; the layout pass wraps it)."""
+    marker = '{"runnercheck": "driver-only"}'
     if f.from_request:
         return (
-            "    # Driver-only: set by prepare_model_input; the other ranks get None.\n"
-            f"    {f.name}: {f.annotation} = dataclasses.field(\n"
-            f'        default=None, metadata={{"runnercheck": "driver-only"}})\n'
+            f"    # Driver-only: set by {DEFAULT_PREPARE}; the other ranks get None.\n"
+            f"    {f.name}: {f.annotation} = dataclasses.field(default=None, metadata={marker})\n"
         )
     if f.driver_only:
         return (
-            "    # Driver-only: the legacy code never broadcast it.\n"
-            f"    {f.name}: {f.annotation} = dataclasses.field(\n"
-            f'        metadata={{"runnercheck": "driver-only"}})\n'
+            "    # Driver-only: not broadcast; the other ranks build their own value.\n"
+            f"    {f.name}: {f.annotation} = dataclasses.field(metadata={marker})\n"
         )
     return f"    {f.name}: {f.annotation}\n"
 
@@ -41,12 +43,17 @@ def input_class(plan: RunnerPlan, base: str, contract: Contract) -> list[cst.Bas
     names = [f.name for f in plan.fields if not f.from_request]
     backend = f"{ATTN_BACKEND}: Any = None"
     cls_call = cstutil.call_text("cls", [f"{n}={n}" for n in names], 15).replace("\n", "\n        ")
+    doc = cstutil.docstring(
+        f"The input of ``{plan.name}``, rebuilt from the one broadcast per step.",
+        4,
+        short=f"The input of ``{plan.name}``.",
+    )
     text = (
         f"{cstutil.typevar_line(plan.typevar, plan.input_name)}"
         "\n\n"
         "@dataclasses.dataclass(frozen=True)\n"
         f"class {plan.input_name}({base}):\n"
-        f'    """The input of ``{plan.name}``, rebuilt from the one broadcast per step."""\n\n'
+        f"{doc}\n"
         f"{fields}\n"
         f"    def {contract.as_dict_method}(self) -> Dict[str, Any]:\n"
         "        tensor_dict: Dict[str, Any] = {}\n"
@@ -128,9 +135,10 @@ def _extra_update(plan: RunnerPlan, extra: ExtraPlan) -> cst.If:
         payload = _renamed(payload, plan.dict_var)
     prefix = extra.shape.prefix
     update = cstutil.parse_statements(
-        "tensor_dict.update(\n"
-        f'    {{"{prefix}" + key: value for key, value in {cstutil.code(payload)}.items()}}\n'
-        ")\n"
+        "tensor_dict.update({\n"
+        f'    "{prefix}" + key: value\n'
+        f"    for key, value in {cstutil.code(payload)}.items()\n"
+        "})\n"
     )[0]
     update = cstutil.with_leading(update, cstutil.comments(cstutil.leading(send)))
     return extra.send_if.with_changes(body=extra.send_if.body.with_changes(body=[*head, update]))
@@ -172,7 +180,7 @@ def _fill_from_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDe
     if plan.uses_attn_backend:
         guard = cstutil.parse_statements(
             f"if {ATTN_BACKEND} is None:\n"
-            f'    raise ValueError("{plan.input_name} is rebuilt with the runner\'s {ATTN_BACKEND}")\n'
+            f'    raise ValueError("{plan.input_name} needs the runner\'s {ATTN_BACKEND}")\n'
         )
         statements = [*guard, *statements]
     return method.with_changes(body=method.body.with_changes(body=[*statements, body[-1]]))
@@ -208,6 +216,7 @@ def runner_methods(plan: RunnerPlan, contract: Contract) -> list[cst.FunctionDef
     if plan.return_stmt is not None:
         ret = cstutil.with_leading(ret, cstutil.comments(cstutil.leading(plan.return_stmt)))
     body.append(ret)
+    body = _without_dead_targets(body, cstutil.loaded(method))
     returns = cst.Annotation(annotation=cst.Name(plan.input_name))
     prepare = method.with_changes(
         name=cst.Name(contract.prepare_input_method),
@@ -233,6 +242,43 @@ def runner_methods(plan: RunnerPlan, contract: Contract) -> list[cst.FunctionDef
     assert isinstance(make, cst.FunctionDef)
     make = make.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
     return [prepare, make]
+
+
+def _without_dead_targets(
+    body: list[cst.BaseStatement], read_before: set[str]
+) -> list[cst.BaseStatement]:
+    """Names a tuple unpacking binds that the legacy method read (in the dict it
+    broadcast) and nothing reads any more become ``_``."""
+    read_now: set[str] = set()
+    for statement in body:
+        read_now |= cstutil.loaded(statement)
+    if "_" in read_now:
+        return body
+    dead = (read_before - read_now) - {"_"}
+    out: list[cst.BaseStatement] = []
+    for statement in body:
+        small = cstutil.single_small(statement)
+        if (
+            isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, (cst.Tuple, cst.List))
+        ):
+            target = small.targets[0].target
+            elements = [
+                e.with_changes(value=cst.Name("_"))
+                if isinstance(e.value, cst.Name) and e.value.value in dead
+                else e
+                for e in target.elements
+            ]
+            if elements != list(target.elements):
+                new_target = target.with_changes(elements=elements)
+                new_small = small.with_changes(
+                    targets=[small.targets[0].with_changes(target=new_target)]
+                )
+                assert isinstance(statement, cst.SimpleStatementLine)
+                statement = statement.with_changes(body=[new_small])
+        out.append(statement)
+    return out
 
 
 def rewrite_execute(plan: RunnerPlan) -> cst.FunctionDef:

@@ -80,11 +80,13 @@ def test_extra_broadcast_travels_in_the_one_dict_under_a_prefix() -> None:
 def test_request_read_after_preparing_is_a_driver_only_field() -> None:
     after = (FIXTURES / "request_after_prepare" / "after" / "model_runner.py").read_text()
     assert (
-        "    seq_group_metadata_list: Optional[List[SequenceGroupMetadata]] = dataclasses.field(\n"
+        "    seq_group_metadata_list: Optional[List[SequenceGroupMetadata]] = (\n"
+        '        dataclasses.field(default=None, metadata={"runnercheck": "driver-only"})\n'
+        "    )\n"
     ) in after
     assert "seq_group_metadata_list=seq_group_metadata_list," in after
     execute = after.split("    def execute_model(")[1].split("    def ")[0]
-    assert "self._count_prompts(model_input.seq_group_metadata_list)" in execute
+    assert "self._count_prompts(\n            model_input.seq_group_metadata_list\n" in execute
 
 
 def test_hardware_runners_migrate_with_their_parent() -> None:
