@@ -19,7 +19,7 @@ from codemods.refusal import Refusal
 from runnercheck.analysis.groups import ClassRef, Group, ref_of
 from runnercheck.analysis.model import CallSite, ClassFacts
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.requests import request_uses
+from runnercheck.analysis.requests import non_driver_reads, request_uses
 from runnercheck.analysis.shapes import find_method, legacy_split, parse_module
 from runnercheck.contract import Contract
 
@@ -144,6 +144,8 @@ def plan_group(
             else None
         )
         plan_execute(plan, source.method.name.value, contract, uses, where)
+        if execute is not None and plan.execute is not None:
+            _note_driver_only_reads(plan, execute, contract)
         stray = self_calls(
             plan.cdef,
             source.method.name.value,
@@ -226,6 +228,25 @@ def plan_group(
         )
         worker_plans.append(plan_w)
     return list(runner_plans.values()), worker_plans
+
+
+def _note_driver_only_reads(plan: RunnerPlan, execute: ast.FunctionDef, contract: Contract) -> None:
+    """A latent bug the migration carries over, as a note: ``execute_model`` reads a
+    value the legacy code never broadcast on a path the other ranks take too."""
+    reads = non_driver_reads(execute, contract.driver_flag)
+    source = plan.input_plan
+    driver_only = {f.name for f in source.fields if f.driver_only and not f.from_request}
+    for target, returned in zip(plan.unpack_targets, source.returned, strict=True):
+        if returned in driver_only and target in reads:
+            plan.notes.append(
+                (
+                    reads[target],
+                    f"{plan.name}.{contract.execute_method} reads `{target}` on a path the "
+                    "other ranks take, but the legacy code never broadcast it: they see "
+                    f"{source.input_name}'s value for them there (carried over as it was; "
+                    "broadcast it, or read it on the driver only)",
+                )
+            )
 
 
 def _first_broadcast(method: cst.FunctionDef, contract: Contract) -> cst.CSTNode:

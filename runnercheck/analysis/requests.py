@@ -19,6 +19,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from runnercheck.analysis.recognise import role_of
+from runnercheck.analysis.scopes import loaded
 from runnercheck.analysis.shapes import ShapeProblem
 from runnercheck.analysis.syntax import dotted
 
@@ -100,3 +102,35 @@ def request_uses(
         )
     uses.sort(key=lambda u: (u.line, u.col))
     return RequestUses(request, annotation, tuple(uses), problem)
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+def non_driver_reads(func: ast.FunctionDef, flag: str) -> dict[str, int]:
+    """Names ``func`` reads on a path the other ranks take (not only the driver's),
+    with the first line of each: statements under ``if self.<flag>:`` or after
+    ``if not self.<flag>: return`` are the driver's alone."""
+    found: dict[str, int] = {}
+
+    def note(node: ast.AST, line: int) -> None:
+        for name in sorted(loaded(node)):
+            found.setdefault(name, line)
+
+    def walk(body: list[ast.stmt], driver_only: bool) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                then_role, else_role = role_of(stmt.test, flag)
+                if not driver_only:
+                    note(stmt.test, stmt.lineno)
+                walk(stmt.body, driver_only or then_role == "driver")
+                walk(stmt.orelse, driver_only or else_role == "driver")
+                if then_role == "non-driver" and _exits(stmt.body) and not stmt.orelse:
+                    driver_only = True
+                continue
+            if not driver_only:
+                note(stmt, stmt.lineno)
+
+    walk(list(func.body), False)
+    return found

@@ -211,3 +211,26 @@ def test_migrated_variant_computes_the_same_tokens_with_one_broadcast(
     assert merged["broadcasts_per_step"] == 1
     assert merged["num_tokens"] == legacy["num_tokens"] > 0
     assert merged["tokens_sha256"] == legacy["tokens_sha256"]
+
+
+def test_behaviour_changes_and_carried_over_latent_bugs_are_notes_at_their_lines(
+    tmp_path: Path, migrate_cli, monkeypatch
+) -> None:
+    work = copy_tree(FIXTURES / "engine" / "before", tmp_path / "engine")
+    monkeypatch.chdir(work)
+    data = json.loads(migrate_cli("--check", "--format", "json", ".").out)
+    notes = {
+        (n["path"], n["line"]): n["message"]
+        for g in data["groups"]
+        for r in g["runners"]
+        for n in r["notes"]
+    }
+    runner = (work / "model_runner.py").read_text().splitlines()
+    profile = next(i for i, t in enumerate(runner, 1) if "self.execute_model(dummy_groups" in t)
+    assert "does not broadcast" in notes[("model_runner.py", profile)]
+    cpu = (work / "cpu_model_runner.py").read_text().splitlines()
+    read = next(i for i, t in enumerate(cpu, 1) if "image_inputs)" in t and "self.model(" in t)
+    assert "never broadcast" in notes[("cpu_model_runner.py", read)]
+    assert len(notes) == 2
+    text = migrate_cli("--check", ".").out
+    assert f"model_runner.py:{profile}: Worker/PoolingModelRunner/ModelRunner: " in text
