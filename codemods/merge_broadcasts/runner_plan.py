@@ -212,9 +212,14 @@ def _split_extras(
         )
         at = inner.index(receive)
         rest = inner[at + 1 :]
-        if extra.received != extra.receive_var:
+        if extra.reuses_dict_name:
             rest = [cstutil.rename(s, extra.receive_var, extra.received) for s in rest]
-        if rest:
+        elif extra.received != extra.receive_var:
+            # the name may hold another value outside the ``if``: bind it here
+            bind = cstutil.parse_statements(f"{extra.receive_var} = {extra.received}\n")[0]
+            rest = [cstutil.with_leading(bind, cstutil.leading(receive)), *rest]
+            receive = bind
+        if rest and rest[0] is not receive:
             lead = cstutil.comments(cstutil.leading(receive))
             rest[0] = cstutil.with_leading(rest[0], [*lead, *cstutil.leading(rest[0])])
         else:

@@ -65,6 +65,9 @@ class ExtraBroadcast:
     received: str
     #: the name the legacy non-driver received them into
     receive_var: str
+    #: that name is the first broadcast's dict's too (it is renamed to ``received``
+    #: inside the ``if``); else the receive becomes ``receive_var = received``
+    reuses_dict_name: bool = False
 
 
 @dataclass(frozen=True)
@@ -448,7 +451,7 @@ def _extras(
                 advice,
             )
         after = other[other.index(recv_if) + 1 :]
-        if into in {n for s in after for n in loaded(s)} - bound_in(after):
+        if into == receive_var and into in {n for s in after for n in loaded(s)}:
             return (), ShapeProblem(
                 recv_if.lineno,
                 EXTRA_BROADCAST,
@@ -468,6 +471,7 @@ def _extras(
                 f"{base}.",
                 received,
                 into,
+                into == receive_var,
             )
         )
     return tuple(out), None

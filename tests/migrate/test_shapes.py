@@ -234,3 +234,40 @@ def test_behaviour_changes_and_carried_over_latent_bugs_are_notes_at_their_lines
     assert len(notes) == 2
     text = migrate_cli("--check", ".").out
     assert f"model_runner.py:{profile}: Worker/PoolingModelRunner/ModelRunner: " in text
+
+
+def test_an_extra_receive_into_a_name_bound_before_keeps_that_name(
+    tmp_path: Path, migrate_cli
+) -> None:
+    """``x = {}; if cond: x = broadcast()``: the extracted values are bound to ``x``
+    inside the ``if``, so ``x`` keeps its value where the condition is false."""
+    work = copy_tree(FIXTURES / "extra_broadcast" / "before", tmp_path / "engine")
+    runner = work / "model_runner.py"
+    text = runner.read_text()
+    old = (
+        "            if has_images:\n"
+        "                images = broadcast_tensor_dict(src=0)\n"
+        "                assert images is not None\n"
+        "                multi_modal_kwargs = images\n"
+        "            else:\n"
+        "                multi_modal_kwargs = {}\n"
+    )
+    assert old in text
+    runner.write_text(
+        text.replace(
+            old,
+            "            multi_modal_kwargs = {}\n"
+            "            if has_images:\n"
+            "                multi_modal_kwargs = broadcast_tensor_dict(src=0)\n",
+        )
+    )
+    result = migrate_cli(str(work))
+    assert result.code == 1 and ": MIG" not in result.out, result.out
+    after = runner.read_text()
+    assert (
+        "        multi_modal_kwargs = {}\n"
+        "        if has_images:\n"
+        "            multi_modal_kwargs = multi_modal_kwargs_dict\n"
+    ) in after
+    assert after.index("multi_modal_kwargs_dict = {") < after.index("make_metadata(**")
+    assert check_paths([work]).findings == []
