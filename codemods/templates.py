@@ -21,7 +21,7 @@ The driver prepares a model input with ``{contract.prepare_input_method}``
 broadcast, and the other ranks rebuild the input with
 ``{contract.make_input_method}``. A field that is
 deliberately not broadcast is declared driver-only with the dataclass field
-metadata ``{{"runnercheck": "driver-only"}}``.
+metadata ``{contract.driver_only_marker}``.
 """
 
 import dataclasses

@@ -20,9 +20,8 @@ from runnercheck.contract import VLLM, Contract
 DEFAULT_PREPARE = VLLM.prepare_input_method
 
 
-def _field_line(f: FieldPlan) -> str:
+def _field_line(f: FieldPlan, marker: str) -> str:
     """One field of the input class (on one line; the layout pass wraps it)."""
-    marker = '{"runnercheck": "driver-only"}'
     if f.from_request:
         return (
             f"    # Driver-only: set by {DEFAULT_PREPARE}; the other ranks get None.\n"
@@ -39,7 +38,7 @@ def _field_line(f: FieldPlan) -> str:
 def input_class(plan: RunnerPlan, base: str, contract: Contract) -> list[cst.BaseStatement]:
     """The input dataclass (and its TypeVar) that replaces the metadata dict."""
     assert plan.literal is not None
-    fields = "".join(_field_line(f) for f in plan.fields)
+    fields = "".join(_field_line(f, contract.driver_only_marker) for f in plan.fields)
     names = [f.name for f in plan.fields if not f.from_request]
     backend = f"{ATTN_BACKEND}: Any = None"
     cls_call = cstutil.call_text("cls", [f"{n}={n}" for n in names], 15).replace("\n", "\n        ")

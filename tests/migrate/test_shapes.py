@@ -81,7 +81,7 @@ def test_request_read_after_preparing_is_a_driver_only_field() -> None:
     after = (FIXTURES / "request_after_prepare" / "after" / "model_runner.py").read_text()
     assert (
         "    seq_group_metadata_list: Optional[List[SequenceGroupMetadata]] = (\n"
-        '        dataclasses.field(default=None, metadata={"runnercheck": "driver-only"})\n'
+        '        dataclasses.field(default=None, metadata={"driver_only": True})\n'
         "    )\n"
     ) in after
     assert "seq_group_metadata_list=seq_group_metadata_list," in after
