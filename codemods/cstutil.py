@@ -445,3 +445,23 @@ def ignore_on_def_line(func: cst.FunctionDef, code_name: str) -> cst.FunctionDef
         header = body.header.with_changes(whitespace=cst.SimpleWhitespace("  "), comment=comment)
         return func.with_changes(body=body.with_changes(header=header))
     return func
+
+
+def rename(node: N, old: str, new: str) -> N:
+    """Every read and binding of the name ``old`` becomes ``new`` (not keywords or
+    attributes)."""
+    loads, stores = name_uses(node)
+    targets = {id(name) for name in [*loads, *stores] if name.value == old}
+    if not targets:
+        return node
+    return cast(N, node.visit(_Substitute(targets, lambda n: n.with_changes(value=new))))
+
+
+def docstring(text: str, indent: int, short: str = "", width: int = 79) -> str:
+    """A one-line docstring at ``indent`` columns: ``text``, or ``short`` when ``text``
+    does not fit in ``width`` (a docstring stays on one line: its newlines would
+    not follow the file's)."""
+    pad = " " * indent
+    if short and indent + len(text) + 6 > width:
+        text = short
+    return f'{pad}"""{text}"""\n'

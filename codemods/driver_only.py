@@ -3,10 +3,11 @@
 A field of a model-runner input that ``as_broadcastable_tensor_dict`` does not
 send is silently the default on the other ranks. When that is deliberate
 (vLLM's ``seq_lens``, pooling metadata), the field should say so; this codemod
-rewrites each such field to carry the documented marker::
+rewrites each such field to carry the documented marker (its key is the
+configuration's ``driver_only_key``)::
 
     seq_lens: Optional[List[int]] = dataclasses.field(
-        default=None, metadata={"runnercheck": "driver-only"})
+        default=None, metadata={"driver_only": True})
 
 Fields read by the class's (or, through ``super()``, its parents')
 ``as_broadcastable_tensor_dict`` are left alone, as are fields already marked
@@ -26,7 +27,6 @@ from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
 
 NAME = registry.DRIVER_ONLY.name
-MARKER = '{"runnercheck": "driver-only"}'
 
 
 @dataclass
@@ -51,11 +51,13 @@ def _field_call(module: cst.Module) -> tuple[str, bool]:
     return "dataclasses.field", "dataclasses" not in imports.imported_names(module)
 
 
-def _marked(value: cst.BaseExpression | None, spelling: str) -> cst.BaseExpression | None:
+def _marked(
+    value: cst.BaseExpression | None, spelling: str, marker_text: str
+) -> cst.BaseExpression | None:
     """The new value of a field, or None when it cannot be rewritten safely."""
-    marker = cst.parse_expression(MARKER)
+    marker = cst.parse_expression(marker_text)
     if value is None:
-        return cst.parse_expression(f"{spelling}(metadata={MARKER})")
+        return cst.parse_expression(f"{spelling}(metadata={marker_text})")
     if isinstance(value, cst.Call) and cstutil.call_name(value) == "field":
         for arg in value.args:
             if arg.keyword is not None and arg.keyword.value == "metadata":
@@ -77,7 +79,7 @@ def _marked(value: cst.BaseExpression | None, spelling: str) -> cst.BaseExpressi
             )
         )
         return value.with_changes(args=args)
-    call = cst.parse_expression(f"{spelling}(default=None, metadata={MARKER})")
+    call = cst.parse_expression(f"{spelling}(default=None, metadata={marker_text})")
     assert isinstance(call, cst.Call)
     return call.with_changes(args=[call.args[0].with_changes(value=value), call.args[1]])
 
@@ -126,7 +128,7 @@ def rewrite_module(
                 items.append(item)
                 continue
             field_name = small.target.value
-            value = _marked(small.value, spelling)
+            value = _marked(small.value, spelling, contract.driver_only_marker)
             if value is None:
                 skipped.append(
                     Skipped(

@@ -18,6 +18,7 @@ The caller (``runnercheck migrate``) prints, diffs or writes the result.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -53,6 +54,15 @@ class Refused:
     line: int
     message: str
     group: str = ""
+    #: the shape left alone, and what to change by hand (the catalog's when not given)
+    shape: str = ""
+    advice: str = ""
+    #: every class of the group left alone with it (``Worker (worker.py)``)
+    held_back: tuple[str, ...] = ()
+
+
+def _held_back(group: Group) -> tuple[str, ...]:
+    return tuple(f"{ref.name} ({ref.path.name})" for ref in [*group.workers, *group.runners])
 
 
 @dataclass
@@ -307,7 +317,10 @@ def run_group(group: Group) -> TaskResult:
     """Plan, rewrite and verify one group; any failure leaves the group alone."""
     if group.refusal is not None:  # refused as found: no LibCST work at all
         code, where, line, message = group.refusal
-        return TaskResult(refusals=[Refused(MERGE, code, where, line, message, group.label)])
+        refused = Refused(
+            MERGE, code, where, line, message, group.label, held_back=_held_back(group)
+        )
+        return TaskResult(refusals=[refused])
     import libcst as cst
 
     path = group.files[0] if group.files else Path(".")
@@ -343,6 +356,9 @@ def _run_group(group: Group) -> TaskResult:
                 _line_of(refusal, modules),
                 refusal.message,
                 group.label,
+                refusal.shape,
+                refusal.advice,
+                _held_back(group),
             )
         )
         return result
@@ -377,13 +393,14 @@ def _run_group(group: Group) -> TaskResult:
                     f"{group.label}: needs a new {path.name} next to {runner.path.name}, "
                     "outside the given paths (give the directory, not single files)",
                     group.label,
+                    held_back=_held_back(group),
                 )
             )
             return result
         changes[path] = FileChange(path, None, text.encode("utf-8"), [MERGE], group.label)
     failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
-        result.refusals.append(failed)
+        result.refusals.append(dataclasses.replace(failed, held_back=_held_back(group)))
         return result
     result.changes = changes
     result.refusals += sub_refusals

@@ -24,6 +24,8 @@ class Refusal(Exception):
         message: str,
         node: cst.CSTNode | None = None,
         line: int = 0,
+        shape: str = "",
+        advice: str = "",
     ) -> None:
         catalog.get(code)  # unknown codes are a programming error
         super().__init__(message)
@@ -32,3 +34,7 @@ class Refusal(Exception):
         self.message = message
         self.node = node
         self.line = line
+        #: the shape the planner does not place (``"statements after the driver split"``)
+        self.shape = shape
+        #: what to change by hand
+        self.advice = advice

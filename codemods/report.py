@@ -9,7 +9,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from codemods.pipeline import MigrateResult
+from codemods.pipeline import MERGE, MigrateResult, Refused
+from runnercheck import catalog
 
 
 def display(path: Path) -> str:
@@ -44,8 +45,27 @@ def where(path: Path, line: int) -> str:
     return f"{display(path)}:{line}" if line > 0 else display(path)
 
 
+def refusal_shape(refused: Refused) -> tuple[str, str]:
+    """The shape left alone and what to change by hand (the catalog's by default)."""
+    rule = catalog.get(refused.code)
+    return refused.shape or rule.name.replace("-", " "), refused.advice or rule.fix
+
+
 def refusal_lines(result: MigrateResult) -> list[str]:
-    return [f"{where(r.path, r.line)}: {r.code} [{r.codemod}] {r.message}" for r in result.refusals]
+    """One line per refusal at the line that causes it, then (indented) the shape,
+    what to change by hand and every class left alone with it."""
+    lines: list[str] = []
+    for r in result.refusals:
+        lines.append(f"{where(r.path, r.line)}: {r.code} [{r.codemod}] {r.message}")
+        if r.codemod != MERGE:
+            continue
+        shape, advice = refusal_shape(r)
+        lines.append(f"    shape: {shape}")
+        if advice:
+            lines.append(f"    by hand: {advice}")
+        if r.held_back:
+            lines.append(f"    held back: {', '.join(r.held_back)}")
+    return lines
 
 
 def detail_lines(result: MigrateResult) -> list[str]:
@@ -64,6 +84,8 @@ def detail_lines(result: MigrateResult) -> list[str]:
                     "make_model_input_from_broadcasted_tensor_dict and execute_model "
                     "are marked `# type: ignore[override]`"
                 )
+            for path, line, text in runner.notes:
+                lines.append(f"{display(Path(path))}:{line}: {group.label}: {text}")
             by_reason: dict[tuple[str, str, str], list[str]] = {}
             for dropped in runner.dropped:
                 reason = (dropped.carrier, dropped.merged, dropped.constructor)
@@ -128,6 +150,9 @@ def as_json(
                 "codemod": r.codemod,
                 "group": r.group,
                 "message": r.message,
+                "shape": refusal_shape(r)[0],
+                "advice": refusal_shape(r)[1],
+                "held_back": list(r.held_back),
             }
             for r in result.refusals
         ],
@@ -149,6 +174,10 @@ def as_json(
                         "merged_dicts": r.dynamic,
                         "dropped": [{"key": d.key, "why": d.why} for d in r.dropped],
                         "narrows": r.narrows,
+                        "notes": [
+                            {"path": display(Path(p)), "line": n, "message": t}
+                            for p, n, t in r.notes
+                        ],
                     }
                     for r in g.runners
                 ],

@@ -45,6 +45,8 @@ class RunnerSummary:
     dropped: list[DroppedKey]
     #: the runner subclasses a runner with another input (``# type: ignore[override]``)
     narrows: str = ""
+    #: where the runner's behaviour changes: (file name, line, what changes)
+    notes: list[tuple[str, int, str]] = field(default_factory=list)
 
 
 @dataclass

@@ -15,12 +15,13 @@ def base_module(contract: Contract) -> str:
     runner_base = contract.runner_bases[0]
     return f'''"""Base classes of the model-runner broadcast contract.
 
-The driver prepares a model input with ``{contract.prepare_input_method}`` (which must
-not communicate), the worker broadcasts ``{contract.as_dict_method}()`` together
-with its own input in one broadcast, and the other ranks rebuild the input with
+The driver prepares a model input with ``{contract.prepare_input_method}``
+(which must not communicate), the worker broadcasts
+``{contract.as_dict_method}()`` together with its own input in one
+broadcast, and the other ranks rebuild the input with
 ``{contract.make_input_method}``. A field that is
 deliberately not broadcast is declared driver-only with the dataclass field
-metadata ``{{"runnercheck": "driver-only"}}``.
+metadata ``{contract.driver_only_marker}``.
 """
 
 import dataclasses
@@ -32,7 +33,7 @@ T = TypeVar("T", bound="{input_base}")
 
 @dataclasses.dataclass(frozen=True)
 class {input_base}(ABC):
-    """An input that can travel in one broadcast and be rebuilt on every rank."""
+    """An input that travels in one broadcast and is rebuilt on every rank."""
 
     @abstractmethod
     def {contract.as_dict_method}(self) -> Dict[str, Any]:
@@ -46,7 +47,7 @@ class {input_base}(ABC):
         tensor_dict: Dict[str, Any],
         attn_backend: Any = None,
     ) -> T:
-        """Rebuild the input from the broadcast dict (popping the keys it uses)."""
+        """Rebuild the input from the broadcast dict (popping its keys)."""
         raise NotImplementedError
 
 
@@ -54,12 +55,16 @@ class {runner_base}(ABC, Generic[T]):
     """A model runner, generic over its input type."""
 
     @abstractmethod
-    def {contract.make_input_method}(self, tensor_dict: Dict[str, Any]) -> T:
+    def {contract.make_input_method}(
+        self, tensor_dict: Dict[str, Any]
+    ) -> T:
         """Rebuild the model input on a rank that received the broadcast."""
         raise NotImplementedError
 
     @abstractmethod
-    def {contract.prepare_input_method}(self, seq_group_metadata_list: List[Any]) -> T:
+    def {contract.prepare_input_method}(
+        self, seq_group_metadata_list: List[Any]
+    ) -> T:
         """Prepare the model input on the driver. Must not communicate."""
         raise NotImplementedError
 

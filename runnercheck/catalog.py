@@ -29,6 +29,8 @@ class Rule:
     why: str
     bad: str
     good: str
+    #: What to change by hand when the tool leaves the code alone (migrate's refusals).
+    fix: str = ""
     #: False when the examples only illustrate (the tool reports the code itself, on
     #: input no example can hold, such as an unreadable file or an internal error).
     runnable: bool = True
@@ -779,6 +781,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         why="The merged shape has exactly one broadcast per step; a broadcast the planner cannot place (a second one in the runner, one outside the driver/non-driver split) would be lost or duplicated.",
         bad=_MIG101_BAD,
         good=_LEGACY_PAIR,
+        fix="One broadcast in the driver branch of the `if self.is_driver_worker:` split and one receive at the top of the other branch; a further one only as `if <cond>: ...; broadcast(<value>)` on the driver and `if <cond>: <d> = broadcast(); ...` on the other ranks, with <cond> read from values the first broadcast carries.",
     ),
     Rule(
         code="MIG102",
@@ -788,6 +791,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         why="Every broadcast key must become a field of the new input class with a traceable value; a key whose value or use cannot be traced could change what non-driver ranks compute.",
         bad=_MIG102_BAD,
         good=_LEGACY_PAIR,
+        fix="Build the broadcast dict as a literal whose values are the values the method returns (or values the tail after the split reads), and read the received dict only by literal key or through one `**dict` call.",
     ),
     Rule(
         code="MIG103",
@@ -797,6 +801,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         why="The worker and every runner it drives are rewritten together; a runner outside the given paths would keep the old calling convention.",
         bad=_MIG103_BAD,
         good=_LEGACY_PAIR,
+        fix="Give migrate the directory that holds every runner the worker drives.",
     ),
     Rule(
         code="MIG104",
@@ -806,6 +811,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         why="A runner that broadcasts but that no worker drives cannot be merged into a worker's broadcast.",
         bad=_LEGACY_RUNNER,
         good=_LEGACY_PAIR,
+        fix="Give migrate the worker that drives the runner too.",
     ),
     Rule(
         code="MIG105",
@@ -815,6 +821,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         why="The rewrite moves the driver's and the non-driver's code into new methods; a method without the recognised driver/non-driver shape cannot be split safely.",
         bad=_MIG105_BAD,
         good=_MIG105_GOOD,
+        fix="Write the method as `if self.is_driver_worker: <prepare; dict literal; broadcast> else: <receive; rebuild>`, then any statements every rank runs, then `return (a, b, ...)`.",
     ),
     Rule(
         code="MIG106",
@@ -824,6 +831,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         why="Non-driver ranks rebuild the input from the broadcast dict alone; state the non-driver path reads from the runner would be missing there.",
         bad=_MIG106_BAD,
         good=_LEGACY_PAIR,
+        fix="Send the value in the broadcast dict instead of reading it from `self` on the other ranks.",
     ),
     Rule(
         code="MIG107",
@@ -833,6 +841,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         why="The worker's and the runner's keys travel in one dict after the merge; the same key from both would overwrite one value.",
         bad=_MIG107_BAD,
         good=_MIG107_GOOD,
+        fix="Rename one of the two keys.",
     ),
     Rule(
         code="MIG108",
@@ -842,6 +851,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         why="The merged shape adds classes, methods and a base module; a name already in use would be shadowed.",
         bad=_MIG108_BAD,
         good=_LEGACY_PAIR,
+        fix="Rename the existing name (or delete the half-written merged API).",
     ),
     Rule(
         code="MIG109",
@@ -851,6 +861,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         why="The legacy input method becomes `prepare_model_input` (driver) and `make_model_input_from_broadcasted_tensor_dict` (other ranks), and only `execute_model` is rewritten to call them; any other caller (a profiling or warm-up run) would be left calling a method that no longer exists.",
         bad=_MIG109_BAD,
         good=_LEGACY_PAIR,
+        fix="Call the legacy method only from `execute_model`.",
     ),
     Rule(
         code="MIG110",

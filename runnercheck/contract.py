@@ -21,8 +21,10 @@ runnercheck at run time:
 * dataclass field metadata::
 
       seq_lens: Optional[List[int]] = dataclasses.field(
-          default=None, metadata={"runnercheck": "driver-only"})
+          default=None, metadata={"driver_only": True})
 
+  (the key is ``driver_only_key`` in the config; the older
+  ``{"runnercheck": "driver-only"}`` is honoured as well),
 * or a ``driver_only = ["ModelInputForGPU.seq_lens"]`` list in the config.
 """
 
@@ -33,16 +35,24 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from typing_extensions import Self
 
-#: Key of the dataclass field metadata that marks a field driver-only.
+#: Key of the older dataclass field metadata that marks a field driver-only.
 DRIVER_ONLY_METADATA_KEY = "runnercheck"
 #: Value under :data:`DRIVER_ONLY_METADATA_KEY` that marks a field driver-only.
 DRIVER_ONLY_METADATA_VALUE = "driver-only"
+#: The default key of the neutral marker ``{"driver_only": True}`` (what the codemods
+#: write; the configuration's ``driver_only_key`` changes it).
+DRIVER_ONLY_KEY = "driver_only"
 
 
-def is_driver_only_metadata(metadata: Any) -> bool:
-    """True if a dataclass field's ``metadata`` mapping declares it driver-only."""
+def is_driver_only_metadata(metadata: Any, key: str = DRIVER_ONLY_KEY) -> bool:
+    """True if a dataclass field's ``metadata`` mapping declares it driver-only:
+    ``{key: True}`` (``{"driver_only": True}`` by default) or the older
+    ``{"runnercheck": "driver-only"}``."""
     try:
-        return bool(metadata.get(DRIVER_ONLY_METADATA_KEY) == DRIVER_ONLY_METADATA_VALUE)
+        return bool(
+            metadata.get(key) is True
+            or metadata.get(DRIVER_ONLY_METADATA_KEY) == DRIVER_ONLY_METADATA_VALUE
+        )
     except AttributeError:
         return False
 
@@ -93,6 +103,14 @@ class Contract:
     )
     #: Fields declared driver-only by configuration, as ``"Class.field"``.
     driver_only: tuple[str, ...] = ()
+    #: Key of the dataclass field metadata ``{key: True}`` that declares a field
+    #: driver-only (the codemods write it; ``{"runnercheck": "driver-only"}`` counts too).
+    driver_only_key: str = DRIVER_ONLY_KEY
+
+    @property
+    def driver_only_marker(self) -> str:
+        """The metadata the codemods write on a driver-only field, as source."""
+        return f'{{"{self.driver_only_key}": True}}'
 
     def is_driver_only(self, class_name: str, field_name: str) -> bool:
         return f"{class_name}.{field_name}" in self.driver_only

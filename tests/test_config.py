@@ -44,6 +44,9 @@ def test_override_and_driver_only(tmp_path: Path) -> None:
 
 def test_driver_only_metadata_marker() -> None:
     assert is_driver_only_metadata({"runnercheck": "driver-only"})
+    assert is_driver_only_metadata({"driver_only": True})
+    assert not is_driver_only_metadata({"driver_only": "yes"})
+    assert is_driver_only_metadata({"skip": True}, key="skip")
     assert not is_driver_only_metadata({})
     assert not is_driver_only_metadata(None)
 

@@ -4,19 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
+from codemods import cstutil
 from codemods.merge_broadcasts.runner_execute import plan_execute, self_calls
 from codemods.merge_broadcasts.runner_model import RunnerPlan, broadcast_methods, methods
 from codemods.merge_broadcasts.runner_plan import plan_legacy_method
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_plan import plan_worker
+from codemods.positions import Lines
 from codemods.refusal import Refusal
 from runnercheck.analysis.groups import ClassRef, Group, ref_of
 from runnercheck.analysis.model import CallSite, ClassFacts
 from runnercheck.analysis.project import Project
+from runnercheck.analysis.requests import non_driver_reads, request_uses
+from runnercheck.analysis.shapes import find_method, legacy_split, parse_module
 from runnercheck.contract import Contract
+
+if TYPE_CHECKING:
+    import ast
 
 
 def _class_def(module: cst.Module, name: str) -> cst.ClassDef | None:
@@ -56,6 +64,15 @@ def plan_group(
         code, path, line, message = group.refusal
         raise Refusal(code, path, message, line=line)
     runner_plans: dict[ClassRef, RunnerPlan] = {}
+    trees: dict[Path, ast.Module] = {}
+    lines: dict[Path, Lines] = {}
+
+    def read(path: Path) -> tuple[ast.Module, Lines]:
+        if path not in trees:
+            trees[path] = parse_module(modules[path].code)
+            lines[path] = Lines(modules[path])
+        return trees[path], lines[path]
+
     for ref in group.runners:
         cdef = _top_level_class(modules, project, ref)
         plan = RunnerPlan(ref.path, ref.name, cdef)
@@ -68,7 +85,7 @@ def plan_group(
                 ref.path,
                 f"{ref.name} broadcasts in {len(legacy)} methods "
                 f"({', '.join(m.name.value for m in legacy)})",
-                legacy[1],
+                _first_broadcast(legacy[1], contract),
             )
         if legacy and legacy[0].name.value == contract.prepare_input_method:
             raise Refusal(
@@ -77,10 +94,13 @@ def plan_group(
                 f"{ref.name} broadcasts inside `{contract.prepare_input_method}` (the merged "
                 "API): only the driver prepares inputs, so no other rank matches it (RC105); "
                 "this needs a fix by hand",
-                legacy[0],
+                _first_broadcast(legacy[0], contract),
             )
         if legacy:
-            plan_legacy_method(plan, legacy[0], contract)
+            tree, where = read(ref.path)
+            func = find_method(tree, ref.name, legacy[0].name.value)
+            shape = legacy_split(func, contract, tree) if func is not None else None
+            plan_legacy_method(plan, legacy[0], contract, shape, where)
         runner_plans[ref] = plan
     # inherited inputs
     for ref, plan in runner_plans.items():
@@ -116,7 +136,16 @@ def plan_group(
         source = plan.input_plan
         if source.method is None:
             continue
-        plan_execute(plan, source.method.name.value, contract)
+        tree, where = read(ref.path)
+        execute = find_method(tree, ref.name, contract.execute_method)
+        uses = (
+            request_uses(execute, source.method.name.value, modules[ref.path].code.splitlines())
+            if execute is not None
+            else None
+        )
+        plan_execute(plan, source.method.name.value, contract, uses, where)
+        if execute is not None and plan.execute is not None:
+            _note_driver_only_reads(plan, execute, contract)
         stray = self_calls(
             plan.cdef,
             source.method.name.value,
@@ -146,6 +175,15 @@ def plan_group(
                     "a positional request",
                     call,
                 )
+            plan.notes.append(
+                (
+                    where.line(call),
+                    f"{ref.name} calls `self.{contract.execute_method}` outside the worker's "
+                    f"step: the legacy `{source.method.name.value}` broadcast there on the "
+                    f"driver; it now prepares the input with "
+                    f"`{contract.prepare_input_method}` and does not broadcast",
+                )
+            )
         bases_in_group = [
             ref_of(b)
             for b in project.direct_bases(_facts(project, ref))
@@ -190,6 +228,30 @@ def plan_group(
         )
         worker_plans.append(plan_w)
     return list(runner_plans.values()), worker_plans
+
+
+def _note_driver_only_reads(plan: RunnerPlan, execute: ast.FunctionDef, contract: Contract) -> None:
+    """A latent bug the migration carries over, as a note: ``execute_model`` reads a
+    value the legacy code never broadcast on a path the other ranks take too."""
+    reads = non_driver_reads(execute, contract.driver_flag)
+    source = plan.input_plan
+    driver_only = {f.name for f in source.fields if f.driver_only and not f.from_request}
+    for target, returned in zip(plan.unpack_targets, source.returned, strict=True):
+        if returned in driver_only and target in reads:
+            plan.notes.append(
+                (
+                    reads[target],
+                    f"{plan.name}.{contract.execute_method} reads `{target}` on a path the "
+                    "other ranks take, but the legacy code never broadcast it: they see "
+                    f"{source.input_name}'s value for them there (carried over as it was; "
+                    "broadcast it, or read it on the driver only)",
+                )
+            )
+
+
+def _first_broadcast(method: cst.FunctionDef, contract: Contract) -> cst.CSTNode:
+    found = cstutil.find_all(method, lambda n: cstutil.is_broadcast(n, contract.broadcast_function))
+    return found[0] if found else method
 
 
 def _methods_calling(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import cstutil, imports, templates, verify
+from codemods import cstutil, imports, layout, templates, verify
 from codemods.merge_broadcasts.groups import plan_group
 from codemods.merge_broadcasts.runner_model import RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import (
@@ -130,6 +130,7 @@ def rewrite_group(
     worker_plans: list[WorkerPlan],
 ) -> GroupResult:
     result = GroupResult(group.label)
+    limit = layout.line_limit(group.files[0]) if group.files else layout.DEFAULT_LIMIT
     bases = _find_bases(project, contract)
     input_base, runner_base = contract.input_bases[0], contract.runner_bases[0]
     needs_bases = [p for p in runner_plans if p.method is not None or p.add_base]
@@ -214,12 +215,26 @@ def rewrite_group(
         new_module = imports.add_imports(
             new_module, ["dataclasses"] if needs_dataclass else [], wanted
         )
+        new_module = layout.wrap_long_statements(new_module, module.code, limit)
         result.modules[path] = new_module
         loaded = project.modules[str(path)].loaded_names
         assert loaded is not None, "group files are read with names=True"
         result.used_before[path] = set(loaded) & imports.imported_names(module)
     for plan in runner_plans:
         if plan.method is None:
+            if plan.notes:
+                result.runners.append(
+                    RunnerSummary(
+                        runner=plan.name,
+                        input_class=plan.input_plan.input_name,
+                        fields=[],
+                        driver_only=[],
+                        keys=[],
+                        dynamic=[],
+                        dropped=[],
+                        notes=[(str(plan.path), line, text) for line, text in plan.notes],
+                    )
+                )
             continue
         dynamic = [
             cstutil.code(s).strip()
@@ -236,6 +251,7 @@ def rewrite_group(
                 dynamic=dynamic,
                 dropped=[dataclasses.replace(d, node=None) for d in plan.dropped],
                 narrows=plan.narrows_from,
+                notes=[(str(plan.path), line, text) for line, text in plan.notes],
             )
         )
     for plan_w in worker_plans:

@@ -7,18 +7,29 @@ import libcst as cst
 from codemods import cstutil
 from codemods.merge_broadcasts.runner_model import (
     MODEL_INPUT,
+    FieldPlan,
     RunnerPlan,
     method_named,
     methods,
     params_of,
 )
+from codemods.positions import Lines
 from codemods.refusal import Refusal
+from runnercheck.analysis.requests import REQUEST_AFTER_PREPARE, RequestUses
 from runnercheck.contract import Contract
 
 
-def plan_execute(plan: RunnerPlan, method_name: str, contract: Contract) -> None:
+def plan_execute(
+    plan: RunnerPlan,
+    method_name: str,
+    contract: Contract,
+    uses: RequestUses | None = None,
+    lines: Lines | None = None,
+) -> None:
     """Find the unpacking of ``self.<method_name>(...)`` in this runner's own
-    ``execute_model``, or raise Refusal."""
+    ``execute_model``, or raise Refusal. ``uses`` are the reads of the request
+    besides preparing (from the analysis layer): each becomes a read of a
+    driver-only field of the input, set by ``prepare_model_input``."""
     execute = method_named(plan.cdef, contract.execute_method)
     if execute is None:
         return
@@ -54,14 +65,35 @@ def plan_execute(plan: RunnerPlan, method_name: str, contract: Contract) -> None
             statement,
         )
     names = [e.value.value for e in target.elements]  # type: ignore[attr-defined]
-    if len(names) != len(input_plan.fields):
+    if len(names) != len(input_plan.returned):
         raise Refusal(
             "MIG105",
             plan.path,
             f"{plan.name}.{execute.name.value} unpacks {len(names)} values, "
-            f"`{method_name}` returns {len(input_plan.fields)}",
+            f"`{method_name}` returns {len(input_plan.returned)}",
             statement,
         )
+    others_bound = cstutil.bound_in(s for s in cstutil.body_of(execute.body) if s is not statement)
+    used = cstutil.loaded(execute.body) | others_bound
+    for name in input_plan.tail_bound:
+        same = any(t == name and r == name for t, r in zip(names, input_plan.returned, strict=True))
+        clash = name in others_bound or (name in used | set(names) and not same)
+        if clash:
+            where = [
+                n
+                for group in cstutil.name_uses(execute.body)
+                for n in group
+                if n.value == name and n not in cstutil.name_uses(statement)[1]
+            ]
+            raise Refusal(
+                "MIG108",
+                plan.path,
+                f"{plan.name}.{execute.name.value} already uses the name `{name}`, which the "
+                f"statements after the driver split of `{method_name}` bind",
+                where[0] if where else execute,
+                shape="statements after the driver split",
+                advice=f"rename `{name}` in `{execute.name.value}`",
+            )
     params = params_of(execute)
     call = assign.value
     assert isinstance(call, cst.Call)
@@ -80,20 +112,74 @@ def plan_execute(plan: RunnerPlan, method_name: str, contract: Contract) -> None
             statement,
         )
     request = params[1].name.value
-    reads = [n for n in cstutil.name_uses(execute.body)[0] if n.value == request]
-    if len(reads) != 1:
+    if uses is not None and uses.problem is not None:
         raise Refusal(
             "MIG105",
             plan.path,
-            f"{plan.name}.{execute.name.value} uses `{request}` besides preparing the input",
-            execute,
+            f"{plan.name}.{execute.name.value}: {uses.problem.message}",
+            line=uses.problem.line,
+            shape=uses.problem.shape,
+            advice=uses.problem.advice,
         )
-    if MODEL_INPUT in {n.value for group in cstutil.name_uses(execute) for n in group}:
+    reads = [n for n in cstutil.name_uses(execute.body)[0] if n.value == request]
+    found_uses: list[cst.Name] = []
+    if uses is not None and lines is not None:
+        for use in uses.uses:
+            node = lines.name_at(execute, use.line, use.col)
+            if node is not None:
+                found_uses.append(node)
+    if len(reads) != 1 + len(found_uses):
+        stray = next(
+            (n for n in reads if n not in found_uses and n is not call.args[0].value), execute
+        )
+        raise Refusal(
+            "MIG105",
+            plan.path,
+            f"{plan.name}.{execute.name.value} uses `{request}` besides preparing the input "
+            "in a way the planner cannot trace",
+            stray,
+            shape=REQUEST_AFTER_PREPARE,
+            advice=f"read `{request}` only by name after preparing",
+        )
+    if found_uses:
+        legacy = input_plan.method
+        assert legacy is not None
+        legacy_request = params_of(legacy)[1].name.value if len(params_of(legacy)) > 1 else ""
+        if not legacy_request:
+            raise Refusal(
+                "MIG105",
+                plan.path,
+                f"{plan.name}.{execute.name.value} reads `{request}` after preparing, "
+                f"but `{method_name}` takes no request to keep it from",
+                found_uses[0],
+                shape=REQUEST_AFTER_PREPARE,
+            )
+        annotation = uses.annotation if uses is not None else ""
+        if not annotation:
+            annotation = "Any"
+        elif not annotation.startswith("Optional["):
+            annotation = f"Optional[{annotation}]"
+        if request not in {f.name for f in input_plan.fields}:
+            input_plan.fields.append(
+                FieldPlan(request, annotation, driver_only=True, from_request=legacy_request)
+            )
+        elif not any(f.name == request and f.from_request for f in input_plan.fields):
+            raise Refusal(
+                "MIG108",
+                plan.path,
+                f"{plan.name}.{execute.name.value} reads `{request}` after preparing, and "
+                f"the input already has a field `{request}`",
+                found_uses[0],
+                shape=REQUEST_AFTER_PREPARE,
+            )
+        plan.request_uses = {id(n): request for n in found_uses}
+    taken = [n for group in cstutil.name_uses(execute) for n in group if n.value == MODEL_INPUT]
+    if taken:
         raise Refusal(
             "MIG108",
             plan.path,
             f"{plan.name}.{execute.name.value} already uses the name `{MODEL_INPUT}`",
-            execute,
+            taken[0],
         )
     plan.execute = execute
     plan.unpack = statement

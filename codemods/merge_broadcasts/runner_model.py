@@ -9,6 +9,7 @@ import libcst as cst
 
 from codemods import cstutil
 from codemods.results import DroppedKey
+from runnercheck.analysis.shapes import ExtraBroadcast
 from runnercheck.contract import Contract
 
 ATTN_BACKEND = "attn_backend"
@@ -21,6 +22,18 @@ class FieldPlan:
     name: str
     annotation: str
     driver_only: bool
+    #: set by ``prepare_model_input`` from this value (a request the input keeps);
+    #: the other ranks get the default, None
+    from_request: str = ""
+
+
+@dataclass
+class ExtraPlan:
+    """A conditional extra broadcast, merged into the one dict under a key prefix."""
+
+    shape: ExtraBroadcast
+    #: the driver's ``if`` that sent it (its body ends with the send)
+    send_if: cst.If
 
 
 @dataclass
@@ -53,6 +66,13 @@ class RunnerPlan:
     send_stmt: cst.BaseStatement | None = None
     receive_stmt: cst.BaseStatement | None = None
     return_stmt: cst.BaseStatement | None = None
+    #: the returned names, in order (the unpacking in ``execute_model`` follows them)
+    returned: list[str] = field(default_factory=list)
+    #: statements after the driver split (every rank runs them): they move to the
+    #: start of ``execute_model``; ``tail_bound`` are the names they bind
+    tail: list[cst.BaseStatement] = field(default_factory=list)
+    tail_bound: list[str] = field(default_factory=list)
+    extras: list[ExtraPlan] = field(default_factory=list)
     branch_stmt: cst.BaseStatement | None = None
     mutations: list[cst.BaseStatement] = field(default_factory=list)
     receive_var: str = ""
@@ -70,6 +90,10 @@ class RunnerPlan:
     self_execute_calls: list[cst.Call] = field(default_factory=list)
     #: names of the methods holding those calls
     self_execute_in: set[str] = field(default_factory=set)
+    #: reads of the request in ``execute_model`` besides preparing -> the input's field
+    request_uses: dict[int, str] = field(default_factory=dict)
+    #: behaviour changes to report: (line in the original file, what changes)
+    notes: list[tuple[int, str]] = field(default_factory=list)
 
     @property
     def input_plan(self) -> RunnerPlan:

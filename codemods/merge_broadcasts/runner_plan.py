@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from codemods import cstutil
-from codemods.merge_broadcasts.runner_model import FieldPlan, RunnerPlan, is_docstring
+from codemods.merge_broadcasts.runner_model import ExtraPlan, FieldPlan, RunnerPlan, is_docstring
 from codemods.merge_broadcasts.runner_receive import plan_non_driver
 from codemods.merge_broadcasts.runner_statements import (
     assigned_value,
@@ -13,12 +13,24 @@ from codemods.merge_broadcasts.runner_statements import (
     subscript_key,
     tainted_names,
 )
+from codemods.positions import Lines
 from codemods.refusal import Refusal
+from runnercheck.analysis.shapes import AFTER_SPLIT, EXTRA_BROADCAST, SplitShape
 from runnercheck.contract import Contract
 
 
-def plan_legacy_method(plan: RunnerPlan, method: cst.FunctionDef, contract: Contract) -> None:
-    """Fill ``plan`` from the legacy driver/non-driver method, or raise Refusal."""
+def plan_legacy_method(
+    plan: RunnerPlan,
+    method: cst.FunctionDef,
+    contract: Contract,
+    shape: SplitShape | None = None,
+    lines: Lines | None = None,
+) -> None:
+    """Fill ``plan`` from the legacy driver/non-driver method, or raise Refusal.
+
+    ``shape`` is what the analysis layer read of the method (the statements after
+    the split, the values they read, the extra broadcasts); ``lines`` locates the
+    statements it names."""
     path = plan.path
     fn = contract.broadcast_function
     plan.method = method
@@ -41,7 +53,7 @@ def plan_legacy_method(plan: RunnerPlan, method: cst.FunctionDef, contract: Cont
             path,
             f"{plan.name}.{method.name.value} broadcasts outside an "
             f"`if self.{contract.driver_flag}: ... else: ...` split",
-            method,
+            next(iter(cstutil.find_all(method, lambda n: cstutil.is_broadcast(n, fn))), method),
         )
     branch = body[branch_at]
     assert isinstance(branch, cst.If)
@@ -66,14 +78,28 @@ def plan_legacy_method(plan: RunnerPlan, method: cst.FunctionDef, contract: Cont
                 f"{plan.name}.{method.name.value}: a broadcast before the driver split",
                 statement,
             )
-    for statement in epilogue[:-1]:
+    if shape is not None and shape.problem is not None:
+        problem = shape.problem
         raise Refusal(
-            "MIG105",
+            "MIG101" if problem.shape == EXTRA_BROADCAST else "MIG105",
             path,
-            f"{plan.name}.{method.name.value}: statements after the driver split "
-            "other than the final `return`",
-            statement,
+            f"{plan.name}.{method.name.value}: {problem.message}",
+            line=problem.line,
+            shape=problem.shape,
+            advice=problem.advice,
         )
+    if shape is None:
+        for statement in epilogue[:-1]:
+            raise Refusal(
+                "MIG105",
+                path,
+                f"{plan.name}.{method.name.value}: statements after the driver split "
+                "other than the final `return`",
+                statement,
+                shape=AFTER_SPLIT,
+            )
+    plan.tail = list(epilogue[:-1])
+    plan.tail_bound = list(shape.tail_bound) if shape is not None else []
     # ---- the returned values are the input fields
     returned = cstutil.single_small(epilogue[-1]) if epilogue else None
     plan.return_stmt = epilogue[-1] if epilogue else None
@@ -99,34 +125,108 @@ def plan_legacy_method(plan: RunnerPlan, method: cst.FunctionDef, contract: Cont
         raise Refusal(
             "MIG105", path, f"{plan.name}.{method.name.value} returns a name twice", returned
         )
-    for statement in [*plan.prologue, *driver_block, *other_block]:
-        if cstutil.contains(statement, lambda n: isinstance(n, cst.Return)):
+    plan.returned = names
+    fields = list(shape.fields) if shape is not None else names
+    if shape is not None and shape.extras:
+        assert lines is not None
+        driver_block, other_block = _split_extras(
+            plan, method, shape, driver_block, other_block, lines
+        )
+    for statement in [*plan.prologue, *driver_block, *other_block, *plan.tail]:
+        early = cstutil.find_all(statement, lambda n: isinstance(n, cst.Return))
+        if early:
             raise Refusal(
                 "MIG105",
                 path,
                 f"{plan.name}.{method.name.value}: an early `return` in the driver split",
-                statement,
+                early[0],
             )
-    annotations = _tuple_annotations(method, len(names))
-    _plan_driver(plan, method, driver_block, names, contract)
-    plan_non_driver(plan, method, other_block, names, contract)
+    stated = dict(shape.types) if shape is not None else {}
+    # the old ``-> Tuple[...]`` first, unless it is stale: the value may be None
+    annotations = {
+        name: annotation
+        for name, annotation in zip(names, _tuple_annotations(method, len(names)), strict=True)
+        if annotation != "Any" and stated.get(name) != f"Optional[{annotation}]"
+    }
+    annotations = {**stated, **annotations}
+    _plan_driver(plan, method, driver_block, fields, contract)
+    plan_non_driver(plan, method, other_block, fields, contract)
     tainted = tainted_names(plan.receive_var, plan.non_driver)
+    for extra in plan.extras:
+        tainted |= tainted_names(extra.shape.received, plan.non_driver)
     plan.fields = [
-        FieldPlan(name, annotation, driver_only=name not in tainted)
-        for name, annotation in zip(names, annotations, strict=True)
+        FieldPlan(name, annotations.get(name, "Any"), driver_only=name not in tainted)
+        for name in fields
     ]
     driver_bound = cstutil.bound_in([*plan.prologue, *plan.driver_before, *plan.driver_after])
     non_driver_bound = cstutil.bound_in([*plan.prologue, *plan.non_driver])
-    for name in names:
+    for name in fields:
         if name not in driver_bound or name not in non_driver_bound:
             side = "driver" if name not in driver_bound else "non-driver"
             raise Refusal(
                 "MIG105",
                 path,
-                f"{plan.name}.{method.name.value}: `{name}` is returned but never "
+                f"{plan.name}.{method.name.value}: `{name}` is "
+                f"{'returned' if name in names else 'read after the split'} but never "
                 f"bound on the {side} path",
                 returned,
             )
+
+
+def _split_extras(
+    plan: RunnerPlan,
+    method: cst.FunctionDef,
+    shape: SplitShape,
+    driver_block: list[cst.BaseStatement],
+    other_block: list[cst.BaseStatement],
+    lines: Lines,
+) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
+    """Take the extra broadcasts out of both branches: the driver's ``if`` moves into
+    the input's dict (see :func:`~.runner_rewrite.input_class`); the non-driver's
+    receive goes, and the values it received are read from the merged dict."""
+    driver_out = list(driver_block)
+    other_out = list(other_block)
+    for extra in shape.extras:
+        send_if = lines.at(driver_out, extra.send_line)
+        recv_if = lines.at(other_out, extra.receive_line)
+        if not isinstance(send_if, cst.If) or not isinstance(recv_if, cst.If):
+            raise Refusal(
+                "MIG101",
+                plan.path,
+                f"{plan.name}.{method.name.value}: the extra broadcast is not where "
+                "the analysis found it",
+                line=extra.send_line,
+                shape=EXTRA_BROADCAST,
+            )
+        plan.extras.append(ExtraPlan(extra, send_if))
+        driver_out.remove(send_if)
+        inner = list(cstutil.body_of(recv_if.body))
+        receive = next(
+            s
+            for s in inner
+            if isinstance(small := cstutil.single_small(s), cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+            and small.targets[0].target.value == extra.receive_var
+            and isinstance(small.value, cst.Call)
+        )
+        at = inner.index(receive)
+        rest = inner[at + 1 :]
+        if extra.reuses_dict_name:
+            rest = [cstutil.rename(s, extra.receive_var, extra.received) for s in rest]
+        elif extra.received != extra.receive_var:
+            # the name may hold another value outside the ``if``: bind it here
+            bind = cstutil.parse_statements(f"{extra.receive_var} = {extra.received}\n")[0]
+            rest = [cstutil.with_leading(bind, cstutil.leading(receive)), *rest]
+            receive = bind
+        if rest and rest[0] is not receive:
+            lead = cstutil.comments(cstutil.leading(receive))
+            rest[0] = cstutil.with_leading(rest[0], [*lead, *cstutil.leading(rest[0])])
+        else:
+            rest = [cst.SimpleStatementLine(body=[cst.Pass()])]
+        new_if = recv_if.with_changes(body=recv_if.body.with_changes(body=[*inner[:at], *rest]))
+        other_out[other_out.index(recv_if)] = new_if
+    return driver_out, other_out
 
 
 def _tuple_annotations(method: cst.FunctionDef, count: int) -> list[str]:

@@ -98,9 +98,18 @@ def plan_non_driver(
                 path,
                 f"{plan.name}.{method.name.value}: the non-driver reads key {key!r} "
                 "that the driver's dict literal does not carry",
-                method,
+                _key_read_at(plan.non_driver, key) or method,
             )
     _plan_keys(plan, method, fields, consumed, spreads)
+
+
+def _key_read_at(statements: list[cst.BaseStatement], key: str) -> cst.CSTNode | None:
+    """The first statement that reads ``key`` by name."""
+    for statement in statements:
+        strings = cstutil.find_all(statement, lambda n: isinstance(n, cst.SimpleString))
+        if key in {cstutil.string_value(cst.ensure_type(n, cst.SimpleString)) for n in strings}:
+            return statement
+    return None
 
 
 def _receive_uses(

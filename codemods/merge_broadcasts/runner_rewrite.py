@@ -8,16 +8,29 @@ from typing import cast
 import libcst as cst
 
 from codemods import cstutil
-from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, MODEL_INPUT, FieldPlan, RunnerPlan
-from runnercheck.contract import Contract
+from codemods.merge_broadcasts.runner_model import (
+    ATTN_BACKEND,
+    MODEL_INPUT,
+    ExtraPlan,
+    FieldPlan,
+    RunnerPlan,
+)
+from runnercheck.contract import VLLM, Contract
+
+DEFAULT_PREPARE = VLLM.prepare_input_method
 
 
-def _field_line(f: FieldPlan) -> str:
+def _field_line(f: FieldPlan, marker: str) -> str:
+    """One field of the input class (on one line; the layout pass wraps it)."""
+    if f.from_request:
+        return (
+            f"    # Driver-only: set by {DEFAULT_PREPARE}; the other ranks get None.\n"
+            f"    {f.name}: {f.annotation} = dataclasses.field(default=None, metadata={marker})\n"
+        )
     if f.driver_only:
         return (
-            "    # Driver-only: the legacy code never broadcast it.\n"
-            f"    {f.name}: {f.annotation} = dataclasses.field(\n"
-            f'        metadata={{"runnercheck": "driver-only"}})\n'
+            "    # Driver-only: not broadcast; the other ranks build their own value.\n"
+            f"    {f.name}: {f.annotation} = dataclasses.field(metadata={marker})\n"
         )
     return f"    {f.name}: {f.annotation}\n"
 
@@ -25,16 +38,21 @@ def _field_line(f: FieldPlan) -> str:
 def input_class(plan: RunnerPlan, base: str, contract: Contract) -> list[cst.BaseStatement]:
     """The input dataclass (and its TypeVar) that replaces the metadata dict."""
     assert plan.literal is not None
-    fields = "".join(_field_line(f) for f in plan.fields)
-    names = [f.name for f in plan.fields]
+    fields = "".join(_field_line(f, contract.driver_only_marker) for f in plan.fields)
+    names = [f.name for f in plan.fields if not f.from_request]
     backend = f"{ATTN_BACKEND}: Any = None"
     cls_call = cstutil.call_text("cls", [f"{n}={n}" for n in names], 15).replace("\n", "\n        ")
+    doc = cstutil.docstring(
+        f"The input of ``{plan.name}``, rebuilt from the one broadcast per step.",
+        4,
+        short=f"The input of ``{plan.name}``.",
+    )
     text = (
         f"{cstutil.typevar_line(plan.typevar, plan.input_name)}"
         "\n\n"
         "@dataclasses.dataclass(frozen=True)\n"
         f"class {plan.input_name}({base}):\n"
-        f'    """The input of ``{plan.name}``, rebuilt from the one broadcast per step."""\n\n'
+        f"{doc}\n"
         f"{fields}\n"
         f"    def {contract.as_dict_method}(self) -> Dict[str, Any]:\n"
         "        tensor_dict: Dict[str, Any] = {}\n"
@@ -90,10 +108,57 @@ def _fill_as_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDef:
     lead = cstutil.comments(cstutil.leading(plan.literal_stmt)) if plan.literal_stmt else []
     new_first = first.with_changes(body=[assign.with_changes(value=literal)], leading_lines=lead)
     mutations = [_to_self(_renamed(s, plan.dict_var), fields) for s in plan.mutations]
+    mutations.extend(_to_self(_extra_update(plan, extra), fields) for extra in plan.extras)
     ret = body[-1]
     if plan.send_stmt is not None:
         ret = cstutil.with_leading(ret, cstutil.comments(cstutil.leading(plan.send_stmt)))
     return method.with_changes(body=method.body.with_changes(body=[new_first, *mutations, ret]))
+
+
+def _extra_update(plan: RunnerPlan, extra: ExtraPlan) -> cst.If:
+    """The driver's ``if <cond>: ...; broadcast(X)`` as ``if <cond>: ...;
+    tensor_dict.update(<X's items under the prefix>)``."""
+    inner = list(cstutil.body_of(extra.send_if.body))
+    send = inner[-1]
+    small = cstutil.single_small(send)
+    assert isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)
+    payload = cstutil.broadcast_payload(small.value)
+    assert payload is not None
+    received = extra.shape.received
+    head = inner[:-1]
+    if plan.dict_var in cstutil.bound_in(head):  # the legacy code reused the dict's name
+        head = [cstutil.rename(s, plan.dict_var, received) for s in head]
+        payload = cstutil.rename(payload, plan.dict_var, received)
+    else:
+        head = [_renamed(s, plan.dict_var) for s in head]
+        payload = _renamed(payload, plan.dict_var)
+    prefix = extra.shape.prefix
+    update = cstutil.parse_statements(
+        "tensor_dict.update({\n"
+        f'    "{prefix}" + key: value\n'
+        f"    for key, value in {cstutil.code(payload)}.items()\n"
+        "})\n"
+    )[0]
+    update = cstutil.with_leading(update, cstutil.comments(cstutil.leading(send)))
+    return extra.send_if.with_changes(body=extra.send_if.body.with_changes(body=[*head, update]))
+
+
+def _extractions(plan: RunnerPlan) -> list[cst.BaseStatement]:
+    """The extra broadcasts' values, taken out of the merged dict under their prefix
+    before anything reads the rest of it."""
+    out: list[cst.BaseStatement] = []
+    for extra in plan.extras:
+        prefix = extra.shape.prefix
+        out.extend(
+            cstutil.parse_statements(
+                f"{extra.shape.received} = {{\n"
+                f'    key[len("{prefix}"):]: tensor_dict.pop(key)\n'
+                "    for key in list(tensor_dict)\n"
+                f'    if key.startswith("{prefix}")\n'
+                "}\n"
+            )
+        )
+    return out
 
 
 def _fill_from_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDef:
@@ -101,6 +166,7 @@ def _fill_from_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDe
     for statement in [*plan.prologue, *plan.non_driver]:
         moved = _renamed(statement, plan.receive_var)
         statements.append(cast(cst.BaseStatement, moved.visit(_SelfAttnBackend())))
+    statements = [*_extractions(plan), *statements]
     body = list(cstutil.body_of(method.body))
     if statements:
         lead = cstutil.leading(plan.receive_stmt) if plan.receive_stmt is not None else []
@@ -113,7 +179,7 @@ def _fill_from_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDe
     if plan.uses_attn_backend:
         guard = cstutil.parse_statements(
             f"if {ATTN_BACKEND} is None:\n"
-            f'    raise ValueError("{plan.input_name} is rebuilt with the runner\'s {ATTN_BACKEND}")\n'
+            f'    raise ValueError("{plan.input_name} needs the runner\'s {ATTN_BACKEND}")\n'
         )
         statements = [*guard, *statements]
     return method.with_changes(body=method.body.with_changes(body=[*statements, body[-1]]))
@@ -133,7 +199,6 @@ def runner_methods(plan: RunnerPlan, contract: Contract) -> list[cst.FunctionDef
     in place of the legacy method."""
     method = plan.method
     assert method is not None
-    fields = [f.name for f in plan.fields]
     body: list[cst.BaseStatement] = []
     if plan.docstring is not None:
         body.append(plan.docstring)
@@ -144,11 +209,13 @@ def runner_methods(plan: RunnerPlan, contract: Contract) -> list[cst.FunctionDef
     if above and driver:
         driver[0] = cstutil.with_leading(driver[0], [*above, *cstutil.leading(driver[0])])
     body.extend([*plan.prologue, *driver])
-    call = cstutil.call_text(plan.input_name, [f"{n}={n}" for n in fields], 15)
+    values = [f"{f.name}={f.from_request or f.name}" for f in plan.fields]
+    call = cstutil.call_text(plan.input_name, values, 15)
     ret = cstutil.parse_statements(f"return {call}\n")[0]
     if plan.return_stmt is not None:
         ret = cstutil.with_leading(ret, cstutil.comments(cstutil.leading(plan.return_stmt)))
     body.append(ret)
+    body = _without_dead_targets(body, cstutil.loaded(method))
     returns = cst.Annotation(annotation=cst.Name(plan.input_name))
     prepare = method.with_changes(
         name=cst.Name(contract.prepare_input_method),
@@ -176,42 +243,93 @@ def runner_methods(plan: RunnerPlan, contract: Contract) -> list[cst.FunctionDef
     return [prepare, make]
 
 
+def _without_dead_targets(
+    body: list[cst.BaseStatement], read_before: set[str]
+) -> list[cst.BaseStatement]:
+    """Names a tuple unpacking binds that the legacy method read (in the dict it
+    broadcast) and nothing reads any more become ``_``."""
+    read_now: set[str] = set()
+    for statement in body:
+        read_now |= cstutil.loaded(statement)
+    if "_" in read_now:
+        return body
+    dead = (read_before - read_now) - {"_"}
+    out: list[cst.BaseStatement] = []
+    for statement in body:
+        small = cstutil.single_small(statement)
+        if (
+            isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, (cst.Tuple, cst.List))
+        ):
+            target = small.targets[0].target
+            elements = [
+                e.with_changes(value=cst.Name("_"))
+                if isinstance(e.value, cst.Name) and e.value.value in dead
+                else e
+                for e in target.elements
+            ]
+            if elements != list(target.elements):
+                new_target = target.with_changes(elements=elements)
+                new_small = small.with_changes(
+                    targets=[small.targets[0].with_changes(target=new_target)]
+                )
+                assert isinstance(statement, cst.SimpleStatementLine)
+                statement = statement.with_changes(body=[new_small])
+        out.append(statement)
+    return out
+
+
 def rewrite_execute(plan: RunnerPlan) -> cst.FunctionDef:
-    """``execute_model(self, model_input, kv_caches)`` reading the input's fields."""
+    """``execute_model(self, model_input, kv_caches)`` reading the input's fields.
+
+    The statements that ran after the legacy driver split (every rank ran them) run
+    first, where the unpacking stood, reading the input's fields."""
     execute = plan.execute
     assert execute is not None and plan.unpack is not None
     input_plan = plan.input_plan
-    fields = [f.name for f in input_plan.fields]
+    fields = {f.name for f in input_plan.fields}
+    tail_bound = set(input_plan.tail_bound)
     stored = cstutil.bound(execute.body)
     # every unpacked name stored only by the unpack itself becomes model_input.<field>
     unpack_bound = cstutil.bound(plan.unpack)
     others = cstutil.bound_in(s for s in cstutil.body_of(execute.body) if s is not plan.unpack)
     direct: dict[str, str] = {}
     bindings: list[tuple[str, str]] = []
-    for name, field_name in zip(plan.unpack_targets, fields, strict=True):
+    for name, returned in zip(plan.unpack_targets, input_plan.returned, strict=True):
         if name == "_":
             continue
+        if returned in tail_bound:
+            if name != returned:
+                bindings.append((name, returned))
+            continue
         if name in others or name not in unpack_bound or name in stored - unpack_bound:
-            bindings.append((name, field_name))
+            bindings.append((name, f"{MODEL_INPUT}.{returned}"))
         else:
-            direct[name] = field_name
+            direct[name] = returned
+    requests: dict[int, cst.CSTNode] = {
+        key: cstutil.attr_of(MODEL_INPUT, name) for key, name in plan.request_uses.items()
+    }
     fixed: list[cst.BaseStatement] = []
     carry: list[cst.EmptyLine] | None = None
+    tail_at: int | None = None
     for index, original in enumerate(cstutil.body_of(execute.body)):
         statement: cst.BaseStatement = original
         if statement is plan.unpack:
-            lines = [
-                cstutil.parse_statements(f"{name} = {MODEL_INPUT}.{field_name}\n")[0]
-                for name, field_name in bindings
-            ]
-            if lines:
+            lines = [cstutil.parse_statements(f"{name} = {value}\n")[0] for name, value in bindings]
+            tail_at = len(fixed)
+            if lines and not input_plan.tail:
                 lines[0] = cstutil.with_leading(lines[0], cstutil.leading(statement))
                 fixed.extend(lines)
-            else:
+            elif not input_plan.tail:
                 carry = cstutil.leading(statement)
                 if index == 0:
                     carry = cstutil.comments(carry)
+            else:
+                fixed.extend(lines)
             continue
+        if plan.request_uses:
+            statement = cstutil.replace_nodes(statement, requests)
         if carry is not None:
             own = cstutil.leading(statement)
             if not fixed:  # nothing above it any more: no blank line at the top
@@ -226,6 +344,15 @@ def rewrite_execute(plan: RunnerPlan) -> cst.FunctionDef:
     block = cstutil.substitute_loads(
         execute.body.with_changes(body=fixed), {n: field_of(f) for n, f in direct.items()}
     )
+    if input_plan.tail and tail_at is not None:
+        tail = _tail_statements(input_plan, fields, tail_bound)
+        lead = cstutil.leading(plan.unpack)
+        if tail_at == 0:
+            lead = cstutil.comments(lead)
+        own = cstutil.comments(cstutil.leading(tail[0]))
+        tail[0] = cstutil.with_leading(tail[0], [*lead, *own])
+        body = list(block.body)
+        block = block.with_changes(body=[*body[:tail_at], *tail, *body[tail_at:]])
     params = list(execute.params.params)
     first = params[1]
     params[1] = first.with_changes(
@@ -235,6 +362,25 @@ def rewrite_execute(plan: RunnerPlan) -> cst.FunctionDef:
         equal=cst.MaybeSentinel.DEFAULT,
     )
     return execute.with_changes(params=execute.params.with_changes(params=params), body=block)
+
+
+def _tail_statements(
+    plan: RunnerPlan, fields: set[str], tail_bound: set[str]
+) -> list[cst.BaseStatement]:
+    """The legacy tail, reading the input's fields: ``model_input.<f>`` where the tail
+    never rebinds ``f``, else a local bound from the field first."""
+
+    def field_of(name: str) -> Callable[[], cst.BaseExpression]:
+        return lambda: cstutil.attr_of(MODEL_INPUT, name)
+
+    read = set()
+    for statement in plan.tail:
+        read |= cstutil.loaded(statement)
+    rebound = sorted((read & fields) & tail_bound)
+    head = [cstutil.parse_statements(f"{name} = {MODEL_INPUT}.{name}\n")[0] for name in rebound]
+    direct = {name: field_of(name) for name in (read & fields) - tail_bound}
+    moved = [cstutil.substitute_loads(s, direct) for s in plan.tail]
+    return [*head, *moved]
 
 
 def wrap_self_execute(call: cst.Call, contract: Contract) -> cst.Call:

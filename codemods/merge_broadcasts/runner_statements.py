@@ -49,23 +49,44 @@ def subscript_key(statement: cst.BaseStatement, var: str) -> str | None:
     return None
 
 
+def _is_assert(statement: cst.BaseStatement, var: str) -> bool:
+    small = cstutil.single_small(statement)
+    return isinstance(small, cst.Assert) and var not in cstutil.loaded(small)
+
+
 def is_mutation(statement: cst.BaseStatement, var: str) -> bool:
+    """``var.update(...)``, ``var[k] = ...``, or an ``if`` (with ``elif``/``else``) whose
+    branches only do that (and assert), under a test that does not read ``var``."""
     if _update_call(statement, var) is not None or subscript_key(statement, var) is not None:
         return True
-    if isinstance(statement, cst.If) and statement.orelse is None:
+    if isinstance(statement, cst.If):
+        if var in cstutil.loaded(statement.test):
+            return False
         inner = cstutil.body_of(statement.body)
-        return (
-            len(inner) == 1
-            and _update_call(inner[0], var) is not None
-            and var not in cstutil.loaded(statement.test)
-        )
+        if (
+            not inner
+            or not all(is_mutation(s, var) or _is_assert(s, var) for s in inner)
+            or all(_is_assert(s, var) for s in inner)
+        ):
+            return False
+        orelse = statement.orelse
+        if orelse is None:
+            return True
+        if isinstance(orelse, cst.If):
+            return is_mutation(orelse, var)
+        inner = cstutil.body_of(orelse.body)
+        return bool(inner) and all(is_mutation(s, var) or _is_assert(s, var) for s in inner)
     return False
 
 
 def mutation_update(statement: cst.BaseStatement, var: str) -> cst.Call | None:
+    """The first ``var.update(...)`` of a mutation."""
     call = _update_call(statement, var)
     if call is None and isinstance(statement, cst.If):
-        call = _update_call(cstutil.body_of(statement.body)[0], var)
+        for inner in cstutil.body_of(statement.body):
+            call = mutation_update(inner, var)
+            if call is not None:
+                break
     return call
 
 

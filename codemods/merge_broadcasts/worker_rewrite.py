@@ -24,13 +24,17 @@ def worker_input_class(plan: WorkerPlan, contract: Contract) -> list[cst.BaseSta
         + "),\n"
         for k in plan.keys
     )
+    doc = cstutil.docstring(
+        f"What ``{plan.name}`` broadcasts for itself each step, next to the model input.",
+        4,
+        short=f"What ``{plan.name}`` broadcasts for itself each step.",
+    )
     text = (
         f"{cstutil.typevar_line(plan.typevar, plan.input_name)}"
         "\n\n"
         "@dataclasses.dataclass(frozen=True)\n"
         f"class {plan.input_name}:\n"
-        f'    """What ``{plan.name}`` broadcasts for itself each step, next to the model '
-        'input."""\n\n'
+        f"{doc}\n"
         f"{''.join(fields)}\n"
         f"    def {contract.as_dict_method}(self) -> Dict[str, Any]:\n"
         "        return {\n"

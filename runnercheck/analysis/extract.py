@@ -163,7 +163,7 @@ def _renamed_dump(stmt: ast.stmt, var: str) -> str:
     return dumped.replace(f"Name(id='{var}',", "Name(id='_',")
 
 
-def _field_facts(stmt: ast.AnnAssign) -> FieldFacts | None:
+def _field_facts(stmt: ast.AnnAssign, marker_key: str) -> FieldFacts | None:
     if not isinstance(stmt.target, ast.Name):
         return None
     annotation = ast.unparse(stmt.annotation)
@@ -176,7 +176,7 @@ def _field_facts(stmt: ast.AnnAssign) -> FieldFacts | None:
     if isinstance(value, ast.Call) and last_name(dotted(value.func)) == "field":
         for kw in value.keywords:
             if kw.arg == "metadata":
-                if is_driver_only_marker(kw.value):
+                if is_driver_only_marker(kw.value, marker_key):
                     driver_only = True
                 elif isinstance(kw.value, (ast.Name, ast.Attribute)):
                     metadata_ref = dotted(kw.value)
@@ -223,7 +223,7 @@ def _class_facts(
     for stmt in node.body:
         if isinstance(stmt, ast.AnnAssign):
             if facts.is_dataclass:
-                field_facts = _field_facts(stmt)
+                field_facts = _field_facts(stmt, contract.driver_only_key)
                 if field_facts is not None:
                     fields.append(field_facts)
             if isinstance(stmt.target, ast.Name):
@@ -268,12 +268,14 @@ def extract_tree(
         facts.loaded_names = loaded_names(tree)
     markers: set[str] = set()
     for stmt in statements:
-        if isinstance(stmt, ast.Assign) and is_driver_only_marker(stmt.value):
+        if isinstance(stmt, ast.Assign) and is_driver_only_marker(
+            stmt.value, contract.driver_only_key
+        ):
             markers.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
         elif (
             isinstance(stmt, ast.AnnAssign)
             and isinstance(stmt.target, ast.Name)
-            and is_driver_only_marker(stmt.value)
+            and is_driver_only_marker(stmt.value, contract.driver_only_key)
         ):
             markers.add(stmt.target.id)
     facts.driver_only_constants = frozenset(markers)

@@ -171,7 +171,9 @@ def find_groups(project: Project) -> tuple[list[Group], list[Note]]:
                         f"{why}: left alone",
                     )
                 )
-    merged = _merge(groups.values())
+    merged = _merge(_with_subclasses(project, list(groups.values())))
+    for ref in {r for g in merged for r in g.runners}:
+        paired_runners.add(ref)
     for group in merged:
         if group.refusal is None:
             group.refusal = _runner_broadcast_refusal(project, group)
@@ -237,6 +239,16 @@ def _runner_broadcast_refusal(project: Project, group: Group) -> tuple[str, Path
     """A runner of the group whose broadcasts the merge cannot place: in several
     methods, or inside ``prepare_model_input`` (the merged API already)."""
     prepare = project.contract.prepare_input_method
+    function = project.contract.broadcast_function
+
+    def broadcast_line(cls: ClassFacts, method: str) -> int:
+        """The line of the method's first broadcast (the cause), else of its ``def``."""
+        func = cls.methods[method]
+        for call in func.calls:
+            if is_step_broadcast(call.callee, function):
+                return call.line
+        return func.line
+
     for ref in group.runners:
         cls = project.modules[str(ref.path)].classes.get(ref.name)
         if cls is None:
@@ -246,18 +258,42 @@ def _runner_broadcast_refusal(project: Project, group: Group) -> tuple[str, Path
             return (
                 "MIG101",
                 ref.path,
-                cls.methods[names[1]].line,
+                broadcast_line(cls, names[1]),
                 f"{ref.name} broadcasts in {len(names)} methods ({', '.join(names)})",
             )
         if names and names[0] == prepare:
             return (
                 "MIG105",
                 ref.path,
-                cls.methods[names[0]].line,
+                broadcast_line(cls, names[0]),
                 f"{ref.name} broadcasts inside `{prepare}` (the merged API): only the driver "
                 "prepares inputs, so no other rank matches it (RC105); this needs a fix by hand",
             )
     return None
+
+
+def _with_subclasses(project: Project, groups: list[Group]) -> list[Group]:
+    """Every runner class below a group's runner (a hardware or embedding runner in
+    another file, driven by no worker in the paths) joins that group: it inherits the
+    legacy methods whose signatures change, so it is migrated with them or not at all."""
+    if not groups:
+        return groups
+    workers = {ref_of(w) for w in project.workers()}
+    bases = set(project.contract.runner_bases)
+    for cls in sorted(project.all_classes(), key=lambda c: (c.path, c.line)):
+        ref = ref_of(cls)
+        if ref in workers:
+            continue
+        chain = project.mro(cls)
+        for group in groups:
+            if ref in group.runners:
+                continue
+            if any(ref_of(parent) in group.runners for parent in chain[1:]):
+                for member in chain:
+                    member_ref = ref_of(member)
+                    if member.name not in bases and member_ref not in group.runners:
+                        group.runners.append(member_ref)
+    return groups
 
 
 def _merge(groups: Iterable[Group]) -> list[Group]:

@@ -37,6 +37,7 @@ def needles(contract: Contract) -> tuple[bytes, ...]:
         *contract.input_bases,
         # a module that defines the driver-only marker (a constant other modules import)
         DRIVER_ONLY_METADATA_VALUE,
+        contract.driver_only_key,
     }
     return tuple(sorted(name.encode() for name in names if name))
 

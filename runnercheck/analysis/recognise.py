@@ -10,7 +10,12 @@ import re
 
 from runnercheck.analysis.model import Role
 from runnercheck.analysis.syntax import dotted, last_name, receiver, str_const
-from runnercheck.contract import DRIVER_ONLY_METADATA_KEY, DRIVER_ONLY_METADATA_VALUE, Contract
+from runnercheck.contract import (
+    DRIVER_ONLY_KEY,
+    DRIVER_ONLY_METADATA_KEY,
+    DRIVER_ONLY_METADATA_VALUE,
+    Contract,
+)
 
 #: ``torch.distributed`` (and group-communicator) operations that are collectives.
 COLLECTIVE_NAMES = frozenset(
@@ -167,18 +172,21 @@ def role_of(test: ast.expr, flag: str) -> tuple[Role | None, Role | None]:
     return None, None
 
 
-def is_driver_only_marker(node: ast.expr | None) -> bool:
-    """``{"runnercheck": "driver-only", ...}`` or ``dict(runnercheck="driver-only")``."""
+def is_driver_only_marker(node: ast.expr | None, key: str = DRIVER_ONLY_KEY) -> bool:
+    """``{key: True, ...}`` / ``dict(key=True)`` (``key``: ``"driver_only"`` unless
+    configured), or the older ``{"runnercheck": "driver-only"}`` /
+    ``dict(runnercheck="driver-only")``."""
+
+    def marks(name: str | None, value: ast.expr) -> bool:
+        if name == key:
+            return isinstance(value, ast.Constant) and value.value is True
+        return name == DRIVER_ONLY_METADATA_KEY and str_const(value) == DRIVER_ONLY_METADATA_VALUE
+
     if isinstance(node, ast.Dict):
         return any(
-            key is not None
-            and str_const(key) == DRIVER_ONLY_METADATA_KEY
-            and str_const(item) == DRIVER_ONLY_METADATA_VALUE
-            for key, item in zip(node.keys, node.values, strict=True)
+            k is not None and marks(str_const(k), item)
+            for k, item in zip(node.keys, node.values, strict=True)
         )
     if isinstance(node, ast.Call) and dotted(node.func) == "dict":
-        return any(
-            kw.arg == DRIVER_ONLY_METADATA_KEY and str_const(kw.value) == DRIVER_ONLY_METADATA_VALUE
-            for kw in node.keywords
-        )
+        return any(marks(kw.arg, kw.value) for kw in node.keywords)
     return False

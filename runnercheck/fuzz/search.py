@@ -51,7 +51,7 @@ class SearchOptions:
 
 def driver_only_rule(config: Config) -> Callable[[type, dataclasses.Field[Any]], bool]:
     def rule(cls: type, f: dataclasses.Field[Any]) -> bool:
-        if is_driver_only_metadata(f.metadata):
+        if is_driver_only_metadata(f.metadata, config.driver_only_key):
             return True
         return any(config.is_driver_only(klass.__name__, f.name) for klass in cls.__mro__)
 

@@ -138,8 +138,10 @@ def test_generated_code_narrows_the_received_dict_where_the_legacy_code_did(
     assert (
         "        if not self.is_driver_worker:\n"
         "            assert broadcast_data is not None\n"
-        "            model_input = self.model_runner.make_model_input_from_broadcasted_tensor_dict("
-        "broadcast_data)\n"
+        "            model_input = (\n"
+        "                self.model_runner\n"
+        "                .make_model_input_from_broadcasted_tensor_dict(broadcast_data)\n"
+        "            )\n"
     ) in worker
     # the embedding runner takes its own input: every contract method says so
     embedding = (migrated / "embedding_model_runner.py").read_text()

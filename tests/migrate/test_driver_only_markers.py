@@ -37,6 +37,9 @@ MARKERS = 'DRIVER_ONLY = {"runnercheck": "driver-only"}\n'
 
 #: form -> (imports, module-level constant, the field's value, config driver_only)
 FORMS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
+    "neutral-dict": ("", "", 'field(default=None, metadata={"driver_only": True})', ()),
+    "neutral-dict-call": ("", "", "field(default=None, metadata=dict(driver_only=True))", ()),
+    "configured-key": ("", "", 'field(default=None, metadata={"not_broadcast": True})', ()),
     "inline-dict": ("", "", 'field(default=None, metadata={"runnercheck": "driver-only"})', ()),
     "dict-call": ("", "", 'field(default=None, metadata=dict(runnercheck="driver-only"))', ()),
     "module-constant": ("", MARKERS, "field(default=None, metadata=DRIVER_ONLY)", ()),
@@ -56,13 +59,16 @@ FORMS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
 }
 
 
-def make_tree(root: Path, form: str | None) -> tuple[Path, Config]:
+def make_tree(root: Path, form: str | None, key: str = "") -> tuple[Path, Config]:
     imports, constant, value, config_list = FORMS[form] if form else ("", "", "None", ())
     root.mkdir()
     (root / "markers.py").write_text(MARKERS)
     text = INPUT.format(imports=imports, constant=constant, value=value)
     (root / "model_input.py").write_text(text)
-    return root / "model_input.py", Config(driver_only=config_list)
+    if form == "configured-key":
+        key = "not_broadcast"
+    config = Config(driver_only=config_list, **({"driver_only_key": key} if key else {}))
+    return root / "model_input.py", config
 
 
 def rc103(root: Path, config: Config) -> list[str]:
@@ -90,8 +96,20 @@ def test_an_undeclared_field_is_reported_and_marked(tmp_path: Path) -> None:
     assert change.codemods == ["driver-only"]
     new = change.new.decode()
     assert "seq_lens: Optional[List[int]] = field(" in new
-    assert '"runnercheck": "driver-only"' in new
+    # the neutral marker: no tool name lands in the engine
+    assert 'metadata={"driver_only": True}' in new and "runnercheck" not in new
     # the marked tree is clean for both tools
     path.write_bytes(change.new)
     assert rc103(path.parent, config) == []
     assert migrate([path.parent], config=config).changes == {}
+
+
+def test_the_marker_written_follows_the_configured_key(tmp_path: Path) -> None:
+    path, config = make_tree(tmp_path / "tree", None, key="not_broadcast")
+    result = migrate([path.parent], config=config)
+    new = result.changes[path].new.decode()
+    assert 'metadata={"not_broadcast": True}' in new
+    path.write_bytes(result.changes[path].new)
+    assert rc103(path.parent, config) == []
+    # a marker under another key is not this project's marker
+    assert rc103(path.parent, Config()) == ["seq_lens"]

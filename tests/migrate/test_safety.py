@@ -127,10 +127,10 @@ def test_a_planner_failure_refuses_only_its_group(tmp_path: Path, migrate_cli, m
 
     real = groups.plan_legacy_method
 
-    def failing(plan, method, contract):  # type: ignore[no-untyped-def]
+    def failing(plan, method, *args):  # type: ignore[no-untyped-def]
         if plan.name == "CPUModelRunner":
             raise RuntimeError("injected")
-        return real(plan, method, contract)
+        return real(plan, method, *args)
 
     monkeypatch.setattr(groups, "plan_legacy_method", failing)
     work = copy_tree(BEFORE, tmp_path / "engine")

@@ -1,0 +1,330 @@
+"""The target's line length, and lines the migration writes kept within it.
+
+:func:`line_limit` reads the limit the target enforces from the nearest
+configuration above it (ruff's ``line-length``, black's ``line-length``, yapf's
+``column_limit``, flake8's ``max-line-length``; 80 when none says). The first
+directory holding any of the configuration files decides.
+
+:func:`wrap_long_statements` re-lays out, within that limit, the statements of a
+rewritten module that the migration wrote or changed and that are too long: a call's
+arguments move onto their own line (then one per line), a long call chain is put
+in parentheses and broken before its last attribute, a ``from m import ...`` is
+parenthesised and filled up to the limit. Lines as they were in the original file
+are never touched, even when they are too long.
+"""
+
+from __future__ import annotations
+
+import configparser
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+DEFAULT_LIMIT = 80
+_INI_FILES = (("setup.cfg", "flake8"), ("tox.ini", "flake8"), (".flake8", "flake8"))
+
+
+def _from_pyproject(path: Path) -> int | None:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    tool = data.get("tool", {})
+    for value in (
+        tool.get("ruff", {}).get("line-length"),
+        tool.get("black", {}).get("line-length"),
+        tool.get("yapf", {}).get("column_limit"),
+    ):
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def _from_ruff_toml(path: Path) -> int | None:
+    try:
+        value = tomllib.loads(path.read_text(encoding="utf-8")).get("line-length")
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def _from_ini(path: Path, sections: Sequence[str], keys: Sequence[str]) -> int | None:
+    parser = configparser.ConfigParser()
+    try:
+        parser.read(path, encoding="utf-8")
+    except (OSError, configparser.Error, UnicodeDecodeError):
+        return None
+    for section in sections:
+        for key in keys:
+            value = parser.get(section, key, fallback=None)
+            if value is not None and value.strip().isdigit():
+                return int(value.strip())
+    return None
+
+
+def line_limit(start: Path) -> int:
+    """The line length the code at ``start`` (a file or directory) is held to."""
+    here = start if start.is_dir() else start.parent
+    for directory in [here.resolve(), *here.resolve().parents]:
+        found = False
+        for name in ("ruff.toml", ".ruff.toml"):
+            if (directory / name).is_file():
+                found = True
+                value = _from_ruff_toml(directory / name)
+                if value is not None:
+                    return value
+        if (directory / "pyproject.toml").is_file():
+            found = True
+            value = _from_pyproject(directory / "pyproject.toml")
+            if value is not None:
+                return value
+        if (directory / ".style.yapf").is_file():
+            found = True
+            value = _from_ini(directory / ".style.yapf", ["style"], ["column_limit"])
+            if value is not None:
+                return value
+        for name, _section in _INI_FILES:
+            if (directory / name).is_file():
+                found = True
+                value = _from_ini(
+                    directory / name,
+                    ["flake8", "pycodestyle", "yapf"],
+                    ["max-line-length", "max_line_length", "column_limit"],
+                )
+                if value is not None:
+                    return value
+        if found or (directory / ".git").exists():
+            break
+    return DEFAULT_LIMIT
+
+
+# ------------------------------------------------------------------- re-layout
+
+
+def _newline_ws(extra: str) -> cst.ParenthesizedWhitespace:
+    """A line break inside brackets, then the block's indentation and ``extra``."""
+    return cst.ParenthesizedWhitespace(
+        first_line=cst.TrailingWhitespace(),
+        empty_lines=[],
+        indent=True,
+        last_line=cst.SimpleWhitespace(extra),
+    )
+
+
+def _hugged(call: cst.Call, extra: str) -> cst.Call:
+    """``f(a, b)`` -> ``f(\\n    a, b\\n)``."""
+    args = list(call.args)
+    last = args[-1].with_changes(
+        comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=_newline_ws(extra)
+    )
+    return call.with_changes(
+        whitespace_before_args=_newline_ws(extra + "    "), args=[*args[:-1], last]
+    )
+
+
+def _one_per_line(call: cst.Call, extra: str) -> cst.Call:
+    """``f(a, b)`` -> ``f(\\n    a,\\n    b,\\n)``."""
+    args = []
+    for index, arg in enumerate(call.args):
+        last = index == len(call.args) - 1
+        after = _newline_ws(extra if last else extra + "    ")
+        args.append(
+            arg.with_changes(
+                comma=cst.Comma(whitespace_after=after),
+                whitespace_after_arg=cst.SimpleWhitespace(""),
+            )
+        )
+    return call.with_changes(whitespace_before_args=_newline_ws(extra + "    "), args=args)
+
+
+def _fluent(value: cst.Call, extra: str) -> cst.BaseExpression | None:
+    """``a.b.c(x)`` -> ``(\\n    a.b\\n    .c(x)\\n)``."""
+    func = value.func
+    if not isinstance(func, cst.Attribute):
+        return None
+    broken = func.with_changes(dot=cst.Dot(whitespace_before=_newline_ws(extra + "    ")))
+    return value.with_changes(
+        func=broken,
+        lpar=[cst.LeftParen(whitespace_after=_newline_ws(extra + "    "))],
+        rpar=[cst.RightParen(whitespace_before=_newline_ws(extra))],
+    )
+
+
+def _parenthesized(value: cst.BaseExpression, extra: str) -> cst.BaseExpression:
+    """``x = <value>`` -> ``x = (\\n    <value>\\n)``."""
+    return value.with_changes(
+        lpar=[cst.LeftParen(whitespace_after=_newline_ws(extra + "    "))],
+        rpar=[cst.RightParen(whitespace_before=_newline_ws(extra))],
+    )
+
+
+def _value_of(small: cst.BaseSmallStatement) -> cst.BaseExpression | None:
+    if isinstance(small, (cst.Assign, cst.AugAssign, cst.Expr, cst.Return)):
+        return small.value
+    if isinstance(small, cst.AnnAssign):
+        return small.value
+    if isinstance(small, cst.Raise):
+        return small.exc
+    return None
+
+
+def _with_value(small: cst.BaseSmallStatement, value: cst.BaseExpression) -> cst.BaseSmallStatement:
+    if isinstance(small, cst.Raise):
+        return small.with_changes(exc=value)
+    return small.with_changes(value=value)
+
+
+def _fits(module: cst.Module, statement: cst.BaseStatement, indent: int, limit: int) -> bool:
+    text = module.code_for_node(statement)
+    lines = text.rstrip("\n").split("\n")
+    # continuation lines in brackets are written without the block's indentation
+    return all(indent + len(line) <= limit for line in lines)
+
+
+def _import_packed(small: cst.ImportFrom, limit: int) -> cst.ImportFrom:
+    """``from m import a, b, ...`` parenthesised and filled up to the limit."""
+    assert not isinstance(small.names, cst.ImportStar)
+    empty = cst.Module(body=[])
+    where = "." * len(small.relative)
+    if small.module is not None:
+        where += empty.code_for_node(small.module)
+    head = f"from {where} import ("
+    column = len(head)
+    names = list(small.names)
+    out: list[cst.ImportAlias] = []
+    width = column
+    for index, alias in enumerate(names):
+        text = cst.Module(body=[]).code_for_node(
+            alias.with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        )
+        last = index == len(names) - 1
+        need = len(text) + (2 if not last else 1)
+        if out and width + need > limit:
+            prev = out[-1]
+            out[-1] = prev.with_changes(
+                comma=cst.Comma(
+                    whitespace_after=cst.ParenthesizedWhitespace(
+                        first_line=cst.TrailingWhitespace(),
+                        empty_lines=[],
+                        indent=False,
+                        last_line=cst.SimpleWhitespace(" " * column),
+                    )
+                )
+            )
+            width = column
+        comma = (
+            cst.MaybeSentinel.DEFAULT
+            if last
+            else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+        )
+        out.append(alias.with_changes(comma=comma))
+        width += need
+    return small.with_changes(names=out, lpar=cst.LeftParen(), rpar=cst.RightParen())
+
+
+def _dict_entries(value: cst.Dict, indent: int, limit: int) -> cst.Dict:
+    """The entries of a dict laid out one per line that are too long: the value
+    moves onto the next line (``"key":\\n    value``)."""
+    empty = cst.Module(body=[])
+    elements = list(value.elements)
+    for index, element in enumerate(elements):
+        if not isinstance(element, cst.DictElement):
+            continue
+        before = value.lbrace.whitespace_after if index == 0 else elements[index - 1].comma
+        if isinstance(before, cst.Comma):
+            before = before.whitespace_after
+        if not isinstance(before, cst.ParenthesizedWhitespace):
+            continue
+        column = (indent if before.indent else 0) + len(before.last_line.value)
+        text = empty.code_for_node(element.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+        if "\n" in text or column + len(text) + 1 <= limit:
+            continue
+        elements[index] = element.with_changes(
+            whitespace_after_colon=cst.ParenthesizedWhitespace(
+                first_line=cst.TrailingWhitespace(),
+                empty_lines=[],
+                indent=before.indent,
+                last_line=cst.SimpleWhitespace(before.last_line.value + "    "),
+            )
+        )
+    return value.with_changes(elements=elements)
+
+
+class _Wrapper(cst.CSTTransformer):
+    def __init__(self, module: cst.Module, targets: set[int], limit: int) -> None:
+        self.module = module
+        self.targets = targets
+        self.limit = limit
+        self.depth = 0
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        self.depth += 1
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        self.depth -= 1
+        return updated_node
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        if id(original_node) not in self.targets or len(updated_node.body) != 1:
+            return updated_node
+        indent = len(self.module.default_indent) * self.depth
+        small = updated_node.body[0]
+        if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+            return updated_node.with_changes(body=[_import_packed(small, self.limit)])
+        value = _value_of(small)
+        if isinstance(value, cst.Dict):
+            laid = _dict_entries(value, indent, self.limit)
+            return updated_node.with_changes(body=[_with_value(small, laid)])
+        if not isinstance(value, cst.Call) or not value.args:
+            return updated_node
+        if "\n" in self.module.code_for_node(small):
+            return updated_node  # laid out over several lines already
+        forms: list[Callable[[cst.Call, str], cst.BaseExpression | None]] = [
+            _hugged,
+            _one_per_line,
+        ]
+        if isinstance(small, (cst.Assign, cst.AnnAssign)) and not value.lpar:
+            forms.append(_parenthesized)
+        forms.append(_fluent)
+        for form in forms:
+            candidate = form(value, "")
+            if candidate is None:
+                continue
+            statement = updated_node.with_changes(body=[_with_value(small, candidate)])
+            if _fits(self.module, statement, indent, self.limit):
+                return statement
+        return updated_node
+
+
+def wrap_long_statements(module: cst.Module, original: str, limit: int) -> cst.Module:
+    """``module`` with the too-long statements it does not share with ``original``
+    laid out within ``limit`` columns (where one of the forms above fits)."""
+    code = module.code
+    kept = set(original.splitlines())
+    lines = code.splitlines()
+    if all(len(line) <= limit or line in kept for line in lines):
+        return module
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
+    targets: set[int] = set()
+    for node, where in positions.items():
+        if not isinstance(node, cst.SimpleStatementLine):
+            continue
+        span = lines[where.start.line - 1 : where.end.line]
+        if any(len(line) > limit and line not in kept for line in span):
+            targets.add(id(node))
+    if not targets:
+        return module
+    return module.visit(_Wrapper(module, targets, limit))

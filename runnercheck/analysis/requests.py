@@ -1,0 +1,136 @@
+"""Uses of the request after preparing, read with ``ast``.
+
+A legacy ``execute_model(self, seq_group_metadata_list, kv_caches)`` prepares its
+input with ``self.prepare_input_tensors(seq_group_metadata_list)`` and may read the
+request again afterwards, for a driver-only post-processing step (vLLM forks return
+the hidden states of the prompts' last tokens, count prompts, ...), directly or by
+passing it to a method it calls. In the merged shape ``execute_model`` takes the
+model input instead, so what it still reads of the request travels in the input as a
+driver-only field, set by ``prepare_model_input``; the other ranks, which were handed
+``None``, read the field's default, ``None``.
+
+:func:`request_uses` answers: the request parameter, its annotation, and every place
+``execute_model`` reads it besides the preparing call (line and column, to be
+rewritten as ``model_input.<request>``), with the methods it is passed to.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from runnercheck.analysis.recognise import role_of
+from runnercheck.analysis.scopes import loaded
+from runnercheck.analysis.shapes import ShapeProblem
+from runnercheck.analysis.syntax import dotted
+
+REQUEST_AFTER_PREPARE = "request used after preparing"
+
+
+@dataclass(frozen=True)
+class RequestUse:
+    """One read of the request besides the preparing call."""
+
+    line: int
+    #: 0-based column in characters (as LibCST counts), of the name's first character
+    col: int
+    #: ``self.<method>`` when the request is passed to a method, else ""
+    passed_to: str = ""
+
+
+@dataclass(frozen=True)
+class RequestUses:
+    request: str
+    #: the parameter's annotation as written ("" when none)
+    annotation: str
+    uses: tuple[RequestUse, ...] = ()
+    problem: ShapeProblem | None = None
+
+
+def _char_col(lines: list[str], line: int, byte_col: int) -> int:
+    """``ast`` counts columns in UTF-8 bytes; LibCST in characters."""
+    if not 0 < line <= len(lines):
+        return byte_col
+    return len(lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
+
+
+def request_uses(
+    func: ast.FunctionDef, prepare_method: str, source_lines: list[str]
+) -> RequestUses | None:
+    """The reads of ``func``'s request parameter other than the one call
+    ``self.<prepare_method>(<request>)``, or None when ``func`` has no request
+    parameter."""
+    params = [*func.args.posonlyargs, *func.args.args]
+    if len(params) < 2:
+        return None
+    param = params[1]
+    request = param.arg
+    annotation = ast.unparse(param.annotation) if param.annotation is not None else ""
+    prepare_args: set[int] = set()
+    passed: dict[int, str] = {}
+    for node in ast.walk(func):
+        if not isinstance(node, ast.Call):
+            continue
+        callee = dotted(node.func)
+        for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+            if isinstance(arg, ast.Name) and arg.id == request:
+                if callee == f"self.{prepare_method}":
+                    prepare_args.add(id(arg))
+                elif callee.startswith("self."):
+                    passed[id(arg)] = callee
+    uses: list[RequestUse] = []
+    problem: ShapeProblem | None = None
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.Name) and node.id == request):
+            continue
+        if id(node) in prepare_args:
+            continue
+        if isinstance(node.ctx, (ast.Store, ast.Del)):
+            problem = problem or ShapeProblem(
+                node.lineno,
+                REQUEST_AFTER_PREPARE,
+                f"`{request}` is rebound in the method that prepares from it",
+                f"use another name for the new value of `{request}`",
+            )
+            continue
+        uses.append(
+            RequestUse(
+                node.lineno,
+                _char_col(source_lines, node.lineno, node.col_offset),
+                passed.get(id(node), ""),
+            )
+        )
+    uses.sort(key=lambda u: (u.line, u.col))
+    return RequestUses(request, annotation, tuple(uses), problem)
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise))
+
+
+def non_driver_reads(func: ast.FunctionDef, flag: str) -> dict[str, int]:
+    """Names ``func`` reads on a path the other ranks take (not only the driver's),
+    with the first line of each: statements under ``if self.<flag>:`` or after
+    ``if not self.<flag>: return`` are the driver's alone."""
+    found: dict[str, int] = {}
+
+    def note(node: ast.AST, line: int) -> None:
+        for name in sorted(loaded(node)):
+            found.setdefault(name, line)
+
+    def walk(body: list[ast.stmt], driver_only: bool) -> None:
+        for stmt in body:
+            if isinstance(stmt, ast.If):
+                then_role, else_role = role_of(stmt.test, flag)
+                if not driver_only:
+                    note(stmt.test, stmt.lineno)
+                walk(stmt.body, driver_only or then_role == "driver")
+                walk(stmt.orelse, driver_only or else_role == "driver")
+                if then_role == "non-driver" and _exits(stmt.body) and not stmt.orelse:
+                    driver_only = True
+                continue
+            if not driver_only:
+                note(stmt, stmt.lineno)
+
+    walk(list(func.body), False)
+    return found
