@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -19,12 +18,8 @@ from codemods.refusal import Refusal
 from runnercheck.analysis.groups import ClassRef, Group, ref_of
 from runnercheck.analysis.model import CallSite, ClassFacts
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.requests import non_driver_reads, request_uses
-from runnercheck.analysis.shapes import find_method, legacy_split, parse_module
+from runnercheck.analysis.requests import request_uses
 from runnercheck.contract import Contract
-
-if TYPE_CHECKING:
-    import ast
 
 
 def _class_def(module: cst.Module, name: str) -> cst.ClassDef | None:
@@ -64,14 +59,12 @@ def plan_group(
         code, path, line, message = group.refusal
         raise Refusal(code, path, message, line=line)
     runner_plans: dict[ClassRef, RunnerPlan] = {}
-    trees: dict[Path, ast.Module] = {}
     lines: dict[Path, Lines] = {}
 
-    def read(path: Path) -> tuple[ast.Module, Lines]:
-        if path not in trees:
-            trees[path] = parse_module(modules[path].code)
+    def where(path: Path) -> Lines:
+        if path not in lines:
             lines[path] = Lines(modules[path])
-        return trees[path], lines[path]
+        return lines[path]
 
     for ref in group.runners:
         cdef = _top_level_class(modules, project, ref)
@@ -97,10 +90,9 @@ def plan_group(
                 _first_broadcast(legacy[0], contract),
             )
         if legacy:
-            tree, where = read(ref.path)
-            func = find_method(tree, ref.name, legacy[0].name.value)
-            shape = legacy_split(func, contract, tree) if func is not None else None
-            plan_legacy_method(plan, legacy[0], contract, shape, where)
+            method = _facts(project, ref).methods.get(legacy[0].name.value)
+            shape = method.split if method is not None else None
+            plan_legacy_method(plan, legacy[0], contract, shape, where(ref.path))
         runner_plans[ref] = plan
     # inherited inputs
     for ref, plan in runner_plans.items():
@@ -136,16 +128,12 @@ def plan_group(
         source = plan.input_plan
         if source.method is None:
             continue
-        tree, where = read(ref.path)
-        execute = find_method(tree, ref.name, contract.execute_method)
-        uses = (
-            request_uses(execute, source.method.name.value, modules[ref.path].code.splitlines())
-            if execute is not None
-            else None
-        )
-        plan_execute(plan, source.method.name.value, contract, uses, where)
+        execute = _facts(project, ref).methods.get(contract.execute_method)
+        reads = execute.request_reads if execute is not None else None
+        uses = request_uses(reads, source.method.name.value) if reads is not None else None
+        plan_execute(plan, source.method.name.value, contract, uses, where(ref.path))
         if execute is not None and plan.execute is not None:
-            _note_driver_only_reads(plan, execute, contract)
+            _note_driver_only_reads(plan, execute.non_driver_names, contract)
         stray = self_calls(
             plan.cdef,
             source.method.name.value,
@@ -177,7 +165,7 @@ def plan_group(
                 )
             plan.notes.append(
                 (
-                    where.line(call),
+                    where(ref.path).line(call),
                     f"{ref.name} calls `self.{contract.execute_method}` outside the worker's "
                     f"step: the legacy `{source.method.name.value}` broadcast there on the "
                     f"driver; it now prepares the input with "
@@ -230,10 +218,10 @@ def plan_group(
     return list(runner_plans.values()), worker_plans
 
 
-def _note_driver_only_reads(plan: RunnerPlan, execute: ast.FunctionDef, contract: Contract) -> None:
+def _note_driver_only_reads(plan: RunnerPlan, reads: dict[str, int], contract: Contract) -> None:
     """A latent bug the migration carries over, as a note: ``execute_model`` reads a
-    value the legacy code never broadcast on a path the other ranks take too."""
-    reads = non_driver_reads(execute, contract.driver_flag)
+    value the legacy code never broadcast on a path the other ranks take too
+    (``reads``: the names it reads there, with their first line)."""
     source = plan.input_plan
     driver_only = {f.name for f in source.fields if f.driver_only and not f.from_request}
     for target, returned in zip(plan.unpack_targets, source.returned, strict=True):

@@ -18,8 +18,11 @@ from runnercheck.analysis.model import (
     ModuleFacts,
     Role,
     SyntaxErrorFacts,
+    flatten_calls,
 )
 from runnercheck.analysis.recognise import is_driver_only_marker
+from runnercheck.analysis.requests import non_driver_reads, request_reads
+from runnercheck.analysis.shapes import legacy_split
 from runnercheck.analysis.steps import StepReader
 from runnercheck.analysis.syntax import (
     decorator_names,
@@ -194,8 +197,29 @@ def _field_facts(stmt: ast.AnnAssign, marker_key: str) -> FieldFacts | None:
     )
 
 
+def _method_shape(
+    method: FunctionFacts,
+    node: ast.FunctionDef,
+    contract: Contract,
+    tree: ast.Module,
+    lines: list[str],
+) -> None:
+    """What ``migrate`` plans from, read in the same pass: the legacy split of a method
+    that broadcasts, and the request reads of the execute method."""
+    if any(step.step_broadcast for step in flatten_calls(method.steps)):
+        method.split = legacy_split(node, contract, tree)
+    if node.name == contract.execute_method:
+        method.request_reads = request_reads(node, lines)
+        method.non_driver_names = non_driver_reads(node, contract.driver_flag)
+
+
 def _class_facts(
-    node: ast.ClassDef, path: str, imports: dict[str, str], contract: Contract
+    node: ast.ClassDef,
+    path: str,
+    imports: dict[str, str],
+    contract: Contract,
+    tree: ast.Module,
+    lines: list[str],
 ) -> ClassFacts:
     bases: list[str] = []
     base_args: list[tuple[str, ...]] = []
@@ -240,6 +264,8 @@ def _class_facts(
                 stmt, f"{node.name}.{stmt.name}", path, imports, contract, in_class=True
             )
             method = reader.read()
+            if isinstance(stmt, ast.FunctionDef):
+                _method_shape(method, stmt, contract, tree, lines)
             facts.methods[stmt.name] = method
             if method.is_abstract:
                 abstract.append(stmt.name)
@@ -258,6 +284,7 @@ def extract_tree(
 ) -> ModuleFacts:
     """Facts of an already parsed module (``names``: also every name it loads)."""
     facts = ModuleFacts(path=path, suppressions=suppressions(source) if source else {})
+    lines = source.splitlines()
     statements = module_level(tree.body)
     for stmt in statements:
         if isinstance(stmt, (ast.Import, ast.ImportFrom)):
@@ -281,7 +308,9 @@ def extract_tree(
     facts.driver_only_constants = frozenset(markers)
     for stmt in statements:
         if isinstance(stmt, ast.ClassDef):
-            facts.classes[stmt.name] = _class_facts(stmt, path, facts.imports, contract)
+            facts.classes[stmt.name] = _class_facts(
+                stmt, path, facts.imports, contract, tree, lines
+            )
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             facts.functions[stmt.name] = FunctionReader(
                 stmt, stmt.name, path, facts.imports, contract, in_class=False

@@ -13,10 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runnercheck.analysis.model import CallStep, ClassFacts
+from runnercheck.analysis.model import CallStep, ClassFacts, flatten_calls
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.recognise import is_step_broadcast
-from runnercheck.analysis.stepwalk import flatten_calls
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,11 @@ Steps: the control-flow skeleton of a function body
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
+
+if TYPE_CHECKING:
+    from runnercheck.analysis.requests import RequestUses
+    from runnercheck.analysis.shapes import SplitShape
 
 Role = Literal["driver", "non-driver"]
 
@@ -295,6 +299,14 @@ class FunctionFacts:
     constant_return: str | None = None
     #: The literal-dict shape of the body (read for the contract's dict method only).
     literal_dict: LiteralDictFacts | None = None
+    #: A method that broadcasts under a driver split: what runs after the split, which
+    #: values travel, the extra broadcasts (what ``migrate`` plans from).
+    split: SplitShape | None = None
+    #: The contract's execute method: every read of its request parameter.
+    request_reads: RequestUses | None = None
+    #: The contract's execute method: names it reads on a path the other ranks take,
+    #: with the first line of each.
+    non_driver_names: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -337,3 +349,20 @@ class ModuleFacts:
     #: Every name loaded anywhere in the module; read only when asked for
     #: (``extract_tree(..., names=True)``), else None.
     loaded_names: frozenset[str] | None = None
+
+
+def flatten_calls(steps: tuple[Step, ...]) -> list[CallStep]:
+    out: list[CallStep] = []
+    for step in steps:
+        if isinstance(step, CallStep):
+            out.append(step)
+        elif isinstance(step, BranchStep):
+            out += flatten_calls(step.body) + flatten_calls(step.orelse)
+        elif isinstance(step, LoopStep):
+            out += flatten_calls(step.body) + flatten_calls(step.orelse)
+        elif isinstance(step, TryStep):
+            out += flatten_calls(step.body)
+            for handler in step.handlers:
+                out += flatten_calls(handler)
+            out += flatten_calls(step.orelse) + flatten_calls(step.finalbody)
+    return out

@@ -54,36 +54,29 @@ def _char_col(lines: list[str], line: int, byte_col: int) -> int:
     return len(lines[line - 1].encode("utf-8")[:byte_col].decode("utf-8", "replace"))
 
 
-def request_uses(
-    func: ast.FunctionDef, prepare_method: str, source_lines: list[str]
-) -> RequestUses | None:
-    """The reads of ``func``'s request parameter other than the one call
-    ``self.<prepare_method>(<request>)``, or None when ``func`` has no request
-    parameter."""
+def request_reads(func: ast.FunctionDef, source_lines: list[str]) -> RequestUses | None:
+    """Every read of ``func``'s request parameter (its first after ``self``), with the
+    ``self.<method>`` each is passed to; None when ``func`` has no such parameter."""
     params = [*func.args.posonlyargs, *func.args.args]
     if len(params) < 2:
         return None
     param = params[1]
     request = param.arg
     annotation = ast.unparse(param.annotation) if param.annotation is not None else ""
-    prepare_args: set[int] = set()
     passed: dict[int, str] = {}
     for node in ast.walk(func):
         if not isinstance(node, ast.Call):
             continue
         callee = dotted(node.func)
+        if not callee.startswith("self."):
+            continue
         for arg in [*node.args, *(kw.value for kw in node.keywords)]:
             if isinstance(arg, ast.Name) and arg.id == request:
-                if callee == f"self.{prepare_method}":
-                    prepare_args.add(id(arg))
-                elif callee.startswith("self."):
-                    passed[id(arg)] = callee
+                passed[id(arg)] = callee
     uses: list[RequestUse] = []
     problem: ShapeProblem | None = None
     for node in ast.walk(func):
         if not (isinstance(node, ast.Name) and node.id == request):
-            continue
-        if id(node) in prepare_args:
             continue
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             problem = problem or ShapeProblem(
@@ -102,6 +95,17 @@ def request_uses(
         )
     uses.sort(key=lambda u: (u.line, u.col))
     return RequestUses(request, annotation, tuple(uses), problem)
+
+
+def request_uses(reads: RequestUses, prepare_method: str) -> RequestUses:
+    """The reads besides the call ``self.<prepare_method>(<request>)`` that prepares."""
+    preparing = f"self.{prepare_method}"
+    return RequestUses(
+        reads.request,
+        reads.annotation,
+        tuple(u for u in reads.uses if u.passed_to != preparing),
+        reads.problem,
+    )
 
 
 def _exits(body: list[ast.stmt]) -> bool:

@@ -99,19 +99,6 @@ class SplitShape:
         return tuple(out)
 
 
-def parse_module(source: str | bytes) -> ast.Module:
-    return ast.parse(source)
-
-
-def find_method(tree: ast.Module, class_name: str, method: str) -> ast.FunctionDef | None:
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == method:
-                    return item
-    return None
-
-
 def _body(func: ast.FunctionDef) -> list[ast.stmt]:
     body = list(func.body)
     if body and isinstance(body[0], ast.Expr) and str_const(body[0].value) is not None:

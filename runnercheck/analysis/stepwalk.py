@@ -20,6 +20,7 @@ from runnercheck.analysis.model import (
     RoleAssertStep,
     Step,
     TryStep,
+    flatten_calls,
 )
 from runnercheck.analysis.roles import Roles
 from runnercheck.contract import VLLM, Contract
@@ -254,20 +255,3 @@ class StepWalk(Roles):
 
         visit(ref, (ref.func.qualname,))
         return found
-
-
-def flatten_calls(steps: tuple[Step, ...]) -> list[CallStep]:
-    out: list[CallStep] = []
-    for step in steps:
-        if isinstance(step, CallStep):
-            out.append(step)
-        elif isinstance(step, BranchStep):
-            out += flatten_calls(step.body) + flatten_calls(step.orelse)
-        elif isinstance(step, LoopStep):
-            out += flatten_calls(step.body) + flatten_calls(step.orelse)
-        elif isinstance(step, TryStep):
-            out += flatten_calls(step.body)
-            for handler in step.handlers:
-                out += flatten_calls(handler)
-            out += flatten_calls(step.orelse) + flatten_calls(step.finalbody)
-    return out
