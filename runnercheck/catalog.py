@@ -355,17 +355,13 @@ _MIG103_BAD = _variant(
     _LEGACY_WORKER,
     ("from model_runner import", "from vllm.worker.model_runner import"),
 )
-_LOGGED_PAIR = _variant(
-    _LEGACY_PAIR,
-    (
-        "broadcast_tensor_dict\n\n\nclass ModelRunner:",
-        "broadcast_tensor_dict\nfrom vllm.logger import init_logger\n\n"
-        "logger = init_logger(__name__)\n\n\nclass ModelRunner:",
-    ),
+_MIG105_BAD = _variant(
+    _LEGACY_PAIR, (_RUNNER_RETURN, "        return (input_tokens, input_positions.long())\n")
 )
-_LOG = '        logger.debug("prepared %d tokens", len(input_tokens))\n'
-_MIG105_BAD = _variant(_LOGGED_PAIR, (_RUNNER_RETURN, _LOG + _RUNNER_RETURN))
-_MIG105_GOOD = _variant(_LOGGED_PAIR, (_RUNNER_DICT, "    " + _LOG + _RUNNER_DICT))
+_MIG105_GOOD = _variant(
+    _LEGACY_PAIR,
+    (_RUNNER_RETURN, "        input_positions = input_positions.long()\n" + _RUNNER_RETURN),
+)
 _MIG106_BAD = _variant(
     _LEGACY_PAIR,
     (

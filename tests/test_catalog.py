@@ -50,6 +50,14 @@ def test_rules_command_one_rule() -> None:
     assert "Bad:" in proc.stdout and "Good:" in proc.stdout
 
 
+def test_rules_command_says_what_to_change_by_hand_for_a_refusal() -> None:
+    proc = run_cli("rules", "MIG105")
+    assert proc.returncode == 0
+    assert f"By hand:\n  {get('MIG105').fix}" in proc.stdout
+    assert get("MIG105").fix
+    assert "By hand:" not in run_cli("rules", "RC106").stdout
+
+
 def test_rules_command_unknown_rule() -> None:
     proc = run_cli("rules", "RC999")
     assert proc.returncode == 2

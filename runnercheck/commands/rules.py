@@ -62,6 +62,8 @@ def run(args: argparse.Namespace) -> int:
         f"{rule.code} {rule.name} ({rule.tool})\n\n{rule.summary}\n\n"
         f"Why it matters:\n  {rule.why}\n\nBad:\n{_indent(rule.bad)}\n\nGood:\n{_indent(rule.good)}"
     )
+    if rule.fix:
+        text += f"\n\nBy hand:\n  {rule.fix}"
     console.print(text, markup=False, highlight=False)
     return 0
 
