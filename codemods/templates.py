@@ -2,17 +2,73 @@
 
 from __future__ import annotations
 
+import re
+
+from runnercheck.analysis.signatures import RunnerSignature
 from runnercheck.contract import Contract
 
 BASE_MODULE_NAME = "model_runner_base"
 
 
-def base_module(contract: Contract) -> str:
+def _import_from(module: str, names: list[str], limit: int = 79) -> list[str]:
+    line = f"from {module} import {', '.join(names)}"
+    if len(line) <= limit:
+        return [line]
+    out, current = [f"from {module} import ("], "   "
+    for name in names:
+        if len(current) + len(name) + 2 > limit:
+            out.append(current)
+            current = "   "
+        current += f" {name},"
+    return [*out, current, ")"]
+
+
+def _type_imports(signature: RunnerSignature) -> list[str]:
+    """``import x`` lines, then ``from m import a, b`` per module, sorted as isort does."""
+    plain = sorted({imp.module for imp in signature.imports if imp.name is None})
+    names: dict[str, set[str]] = {}
+    for imp in signature.imports:
+        if imp.name is not None:
+            names.setdefault("." * imp.level + imp.module, set()).add(imp.name)
+    lines = [f"import {module}" for module in plain]
+    for module in sorted(names):
+        lines += _import_from(module, sorted(names[module]), limit=75)
+    return lines
+
+
+def _header(signature: RunnerSignature) -> str:
+    typing = sorted(
+        {"Any", "Dict", "Generic", "Type", "TypeVar"}
+        | set(signature.typing)
+        | ({"TYPE_CHECKING"} if signature.imports else set()),
+        key=lambda name: (not name.isupper(), name),
+    )
+    lines = ["import dataclasses", "from abc import ABC, abstractmethod"]
+    lines += _import_from("typing", typing)
+    if signature.imports:
+        lines += ["", "if TYPE_CHECKING:"]
+        lines += [f"    {line}" for line in _type_imports(signature)]
+    return "\n".join(lines)
+
+
+def _quoted(annotation: str, signature: RunnerSignature) -> str:
+    """An annotation naming what is imported only for type checking is a string."""
+    imported = {imp.name or imp.module.split(".")[0] for imp in signature.imports}
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", annotation))
+    return f'"{annotation}"' if words & imported else annotation
+
+
+def base_module(contract: Contract, signature: RunnerSignature | None = None) -> str:
     """``model_runner_base.py``: the input base class and the generic runner base.
 
-    It depends on nothing but the standard library, so any engine can use it."""
+    It imports nothing but the standard library at run time (the types it names come
+    from the runners' own imports, under ``TYPE_CHECKING``), so any engine can use it."""
+    signature = signature or RunnerSignature()
     input_base = contract.input_bases[0]
     runner_base = contract.runner_bases[0]
+    request = _quoted(signature.request, signature)
+    kv_caches = _quoted(signature.kv_caches, signature)
+    returns = _quoted(signature.returns, signature)
     return f'''"""Base classes of the model-runner broadcast contract.
 
 The driver prepares a model input with ``{contract.prepare_input_method}``
@@ -24,9 +80,7 @@ deliberately not broadcast is declared driver-only with the dataclass field
 metadata ``{contract.driver_only_marker}``.
 """
 
-import dataclasses
-from abc import ABC, abstractmethod
-from typing import Any, Dict, Generic, List, Type, TypeVar
+{_header(signature)}
 
 T = TypeVar("T", bound="{input_base}")
 
@@ -63,13 +117,15 @@ class {runner_base}(ABC, Generic[T]):
 
     @abstractmethod
     def {contract.prepare_input_method}(
-        self, seq_group_metadata_list: List[Any]
+        self, seq_group_metadata_list: {request}
     ) -> T:
         """Prepare the model input on the driver. Must not communicate."""
         raise NotImplementedError
 
     @abstractmethod
-    def {contract.execute_method}(self, model_input: T, kv_caches: Any) -> Any:
+    def {contract.execute_method}(
+        self, model_input: T, kv_caches: {kv_caches}
+    ) -> {returns}:
         """Run the model on the input (every rank)."""
         raise NotImplementedError
 '''

@@ -27,8 +27,10 @@ from codemods.merge_broadcasts.worker_rewrite import (
 )
 from codemods.refusal import Refusal
 from codemods.results import GroupResult, RunnerSummary
-from runnercheck.analysis.groups import Group
+from runnercheck.analysis.groups import Group, find_groups
+from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
+from runnercheck.analysis.signatures import runner_signature
 from runnercheck.analysis.syntax import loaded_names
 from runnercheck.contract import Contract
 
@@ -80,6 +82,17 @@ def _find_bases(project: Project, contract: Contract) -> dict[str, Path]:
         if cls.name in (contract.input_bases[0], contract.runner_bases[0]):
             found.setdefault(cls.name, Path(cls.path))
     return found
+
+
+def _runners_beside(project: Project, base_file: Path) -> list[ClassFacts]:
+    """Every runner of every group in the base module's directory: the groups that
+    share the new base module all generate the same text."""
+    groups, _ = find_groups(project)
+    refs = {r for g in groups for r in g.runners if r.path.parent == base_file.parent}
+    return [
+        project.modules[str(r.path)].classes[r.name]
+        for r in sorted(refs, key=lambda r: (str(r.path), r.name))
+    ]
 
 
 def _rewrite_runner_class(plan: RunnerPlan, contract: Contract, runner_base: str) -> cst.ClassDef:
@@ -147,7 +160,8 @@ def rewrite_group(
                     f"{base_file.name} exists but does not define {input_base} and {runner_base}",
                     line=1,
                 )
-            result.sources[base_file] = templates.base_module(contract)
+            signature = runner_signature(project, _runners_beside(project, base_file))
+            result.sources[base_file] = templates.base_module(contract, signature)
             result.created.append(base_file)
     by_class: dict[tuple[Path, str], RunnerPlan | WorkerPlan] = {}
     for plan in runner_plans:

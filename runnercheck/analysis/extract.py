@@ -211,6 +211,10 @@ def _method_shape(
     if node.name == contract.execute_method:
         method.request_reads = request_reads(node, lines)
         method.non_driver_names = non_driver_reads(node, contract.driver_flag)
+        method.param_annotations = tuple(
+            ast.unparse(a.annotation) if a.annotation is not None else ""
+            for a in [*node.args.posonlyargs, *node.args.args][1:]
+        )
 
 
 def _class_facts(

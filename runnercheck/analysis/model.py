@@ -307,6 +307,9 @@ class FunctionFacts:
     #: The contract's execute method: names it reads on a path the other ranks take,
     #: with the first line of each.
     non_driver_names: dict[str, int] = field(default_factory=dict)
+    #: The contract's execute method: the annotation of each positional parameter
+    #: after ``self`` as written ("" when none).
+    param_annotations: tuple[str, ...] = ()
 
 
 @dataclass
