@@ -128,8 +128,8 @@ class CallStep:
     sends: bool = False
     #: A send of an empty dict literal: the stop signal of a worker loop.
     sends_empty: bool = False
-    #: For a ``self``/``cls``/``super()`` call: each positional argument's name when it
-    #: is a plain name, else ``""``; and ``(keyword, name)`` for keyword arguments.
+    #: For a ``self``/``cls``/``super()`` call: each positional argument's text when it is
+    #: a name or arithmetic (``"(count - 1)"``), else ``""``; and ``(keyword, text)``.
     args: tuple[str, ...] = ()
     kwargs: tuple[tuple[str, str], ...] = ()
 

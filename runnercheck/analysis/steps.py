@@ -108,11 +108,9 @@ class StepReader:
                 args: tuple[str, ...] = ()
                 kwargs: tuple[tuple[str, str], ...] = ()
                 if collective is None:
-                    args = tuple(a.id if isinstance(a, ast.Name) else "" for a in node.args)
+                    args = tuple(_arg_text(a) for a in node.args)
                     kwargs = tuple(
-                        (kw.arg, kw.value.id)
-                        for kw in node.keywords
-                        if kw.arg is not None and isinstance(kw.value, ast.Name)
+                        (kw.arg, _arg_text(kw.value)) for kw in node.keywords if kw.arg is not None
                     )
                 out.append(
                     CallStep(
@@ -233,6 +231,16 @@ class StepReader:
                         if found:
                             merged = out.get(target.attr, ()) + found
                             out[target.attr] = tuple(dict.fromkeys(merged))
+
+
+def _arg_text(node: ast.expr) -> str:
+    """An argument as :attr:`CallStep.args` records it: a name, an arithmetic expression
+    in parentheses (``(count - 1)``), else ``""``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.BinOp):
+        return f"({ast.unparse(node)})"
+    return ""
 
 
 def range_count(node: ast.expr) -> str | None:

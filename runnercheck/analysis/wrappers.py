@@ -466,7 +466,7 @@ class _Walker:
             if name and skip + index < len(params):
                 out[params[skip + index]] = self.rename(name)
         for keyword, name in step.kwargs:
-            if keyword in params:
+            if name and keyword in params:
                 out[keyword] = self.rename(name)
         return out
 
