@@ -139,7 +139,7 @@ def evaluate(text: str, values: Mapping[str, int]) -> int:
     """The value of a loop count (names, integers, ``+ - * //``, ``max``/``min``);
     raises ValueError when it is something else or names a value not given."""
     try:
-        tree = ast.parse(text, mode="eval").body
+        tree: ast.expr = compile(text, "<count>", "eval", ast.PyCF_ONLY_AST).body
     except SyntaxError as exc:
         raise ValueError(f"not a count: {text!r}") from exc
     return _eval(tree, values, text)
