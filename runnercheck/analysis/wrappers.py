@@ -139,10 +139,11 @@ def evaluate(text: str, values: Mapping[str, int]) -> int:
     """The value of a loop count (names, integers, ``+ - * //``, ``max``/``min``);
     raises ValueError when it is something else or names a value not given."""
     try:
-        tree: ast.expr = compile(text, "<count>", "eval", ast.PyCF_ONLY_AST).body
+        parsed = compile(text, "<count>", "eval", ast.PyCF_ONLY_AST)
     except SyntaxError as exc:
         raise ValueError(f"not a count: {text!r}") from exc
-    return _eval(tree, values, text)
+    assert isinstance(parsed, ast.Expression)
+    return _eval(parsed.body, values, text)
 
 
 def _eval(node: ast.expr, values: Mapping[str, int], text: str) -> int:
