@@ -8,6 +8,7 @@ import ast
 import re
 from pathlib import Path
 
+from runnercheck.analysis.bindings import BindingReader
 from runnercheck.analysis.dicts import DictReader
 from runnercheck.analysis.model import (
     CallSite,
@@ -44,7 +45,7 @@ from runnercheck.deep import parse_failure
 _DICT_ANNOTATION = re.compile(r"\b(Dict|dict|Mapping|MutableMapping)\b")
 
 
-class FunctionReader(DictReader, StepReader):
+class FunctionReader(DictReader, StepReader, BindingReader):
     """Builds the :class:`FunctionFacts` of one function."""
 
     def __init__(
@@ -106,6 +107,7 @@ class FunctionReader(DictReader, StepReader):
     def read(self) -> FunctionFacts:
         self.facts.steps = self._steps(self.node.body)
         self._read_dicts()
+        self._read_bindings()
         returns = self.node.returns
         if returns is not None:
             self.facts.return_annotation = str_const(returns) or ast.unparse(returns)

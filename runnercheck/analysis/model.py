@@ -132,6 +132,10 @@ class CallStep:
     sends: bool = False
     #: A send of an empty dict literal: the stop signal of a worker loop.
     sends_empty: bool = False
+    #: For a ``self``/``cls``/``super()`` call: each positional argument's text when it is
+    #: a name or arithmetic (``"(count - 1)"``), else ``""``; and ``(keyword, text)``.
+    args: tuple[str, ...] = ()
+    kwargs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,8 @@ class LoopStep:
     line: int
     body: tuple[Step, ...]
     orelse: tuple[Step, ...] = ()
+    #: ``for ... in range(N)``: the text of ``N`` (how many times the body runs).
+    count: str | None = None
 
 
 @dataclass(frozen=True)
@@ -214,6 +220,20 @@ class ConstructFacts:
     target: str
     line: int
     col: int
+
+
+@dataclass(frozen=True)
+class ConstructionFacts:
+    """A call that may construct a class (``Name(...)``, ``mod.Name(...)``, ``cls(...)``),
+    with the class names each argument may hold (from the annotations of the function's
+    parameters and the classes its local variables are assigned)."""
+
+    callee: str
+    line: int
+    #: Per positional argument: class names it may hold.
+    args: tuple[tuple[str, ...], ...]
+    #: ``(keyword, class names)`` per keyword argument.
+    kwargs: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 @dataclass
@@ -310,6 +330,11 @@ class FunctionFacts:
     #: The contract's execute method: the annotation of each positional parameter
     #: after ``self`` as written ("" when none).
     param_annotations: tuple[str, ...] = ()
+    #: Names in each annotated parameter's annotation (``worker: Optional["Worker"]`` ->
+    #: ``{"worker": ("Optional", "Worker")}``), keyword-only parameters included.
+    param_types: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Calls that may construct a class with arguments of known classes.
+    constructions: tuple[ConstructionFacts, ...] = ()
 
 
 @dataclass

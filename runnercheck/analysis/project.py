@@ -21,11 +21,15 @@ The API (stable)
 ``Project.receivers(cls)`` -> list[:class:`Receiver`] (``cls(**tensor_dict)`` in ``from_broadcasted_tensor_dict``)
 ``Project.broadcasts_per_step(cls, runner=None)`` -> dict role -> :class:`PathCount`
 ``Project.collectives_reachable(cls, method_name)`` -> list[:class:`Reached`]
+``Project.inner_workers(cls)`` -> dict attr -> worker classes ``self.<attr>`` may hold
+``Project.wrapper_step(cls)`` -> :class:`WrapperStep` | None (broadcasts of one step through
+the inner workers' steps, per role and path)
 
 Its parts live in their own modules: :mod:`~runnercheck.analysis.hierarchy` (classes,
 MRO, methods, fields), :mod:`~runnercheck.analysis.roles` (workers, runners, pairs),
 :mod:`~runnercheck.analysis.keyflow` (keys produced and received) and
-:mod:`~runnercheck.analysis.stepwalk` (broadcasts per step, collectives).
+:mod:`~runnercheck.analysis.stepwalk` (broadcasts per step, collectives) and
+:mod:`~runnercheck.analysis.wrappers` (steps through wrapper workers).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from runnercheck.analysis.keyflow import Produced, Receiver
 from runnercheck.analysis.merged import Leak, MergedStep, Origin
 from runnercheck.analysis.stepwalk import ROLES, ZERO, BroadcastSite, PathCount, Reached
 from runnercheck.analysis.uses import Uses
+from runnercheck.analysis.wrappers import StepPath, Term, Wrappers, WrapperStep
 
 __all__ = [
     "ROLES",
@@ -49,9 +54,12 @@ __all__ = [
     "Project",
     "Reached",
     "Receiver",
+    "StepPath",
+    "Term",
+    "WrapperStep",
     "module_parts",
 ]
 
 
-class Project(Uses):
+class Project(Wrappers, Uses):
     """Every question about the meaning of a set of modules, answered from their facts."""

@@ -105,6 +105,13 @@ class StepReader:
                 step_broadcast = collective == self.contract.broadcast_function
                 sends = step_broadcast and broadcast_sends(node)
                 payload = node.args[0] if node.args else None
+                args: tuple[str, ...] = ()
+                kwargs: tuple[tuple[str, str], ...] = ()
+                if collective is None:
+                    args = tuple(_arg_text(a) for a in node.args)
+                    kwargs = tuple(
+                        (kw.arg, _arg_text(kw.value)) for kw in node.keywords if kw.arg is not None
+                    )
                 out.append(
                     CallStep(
                         line=node.lineno,
@@ -114,6 +121,8 @@ class StepReader:
                         step_broadcast=step_broadcast,
                         sends=sends,
                         sends_empty=sends and isinstance(payload, ast.Dict) and not payload.keys,
+                        args=args,
+                        kwargs=kwargs,
                     )
                 )
             return
@@ -150,7 +159,9 @@ class StepReader:
                     self.role = then_role
             elif isinstance(stmt, (ast.For, ast.AsyncFor)):
                 self._call_steps(stmt.iter, out)
-                out.append(LoopStep(stmt.lineno, self._steps(stmt.body), self._steps(stmt.orelse)))
+                loop_body = self._steps(stmt.body)
+                loop_else = self._steps(stmt.orelse)
+                out.append(LoopStep(stmt.lineno, loop_body, loop_else, range_count(stmt.iter)))
             elif isinstance(stmt, ast.While):
                 self._call_steps(stmt.test, out)
                 out.append(LoopStep(stmt.lineno, self._steps(stmt.body), self._steps(stmt.orelse)))
@@ -220,6 +231,29 @@ class StepReader:
                         if found:
                             merged = out.get(target.attr, ()) + found
                             out[target.attr] = tuple(dict.fromkeys(merged))
+
+
+def _arg_text(node: ast.expr) -> str:
+    """An argument as :attr:`CallStep.args` records it: a name, an arithmetic expression
+    in parentheses (``(count - 1)``), else ``""``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.BinOp):
+        return f"({ast.unparse(node)})"
+    return ""
+
+
+def range_count(node: ast.expr) -> str | None:
+    """How many times ``for ... in range(N)`` runs its body: the text of ``N``."""
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "range"
+        and len(node.args) == 1
+        and not node.keywords
+    ):
+        return ast.unparse(node.args[0])
+    return None
 
 
 def candidates(node: ast.expr | None, env: dict[str, tuple[str, ...]]) -> tuple[str, ...]:

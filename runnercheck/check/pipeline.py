@@ -293,6 +293,17 @@ def check_paths(
         contract,
         limit,
     )
+    # and skipped files that subclass a class of a file read for context (a wrapper's
+    # inner worker built on a worker of another package)
+    more = subclass_rounds(
+        {i: b for i, b in skipped.items() if outcomes[i].facts is None},
+        read,
+        [name for module in context for name in module.classes],
+    )
+    if more:
+        new = [(outcomes[i].path, outcomes[i].facts) for i in more]
+        found_new = [(os.path.abspath(p), f) for p, f in new if f is not None and p is not None]
+        context += read_partners(found_new, on_disk, needles(contract), contract, limit)
     result = check_outcomes(outcomes, contract, select_codes, ignore_codes, context)
     found, result.walk_notes = walk_findings(walked, paths)
     found = [f for f in found if _selected(f.code, select_codes, ignore_codes)]

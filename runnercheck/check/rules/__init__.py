@@ -20,6 +20,7 @@ from runnercheck.check.rules import (
     unaccepted_broadcast_key,
     unbroadcast_field,
     unpicklable_broadcast_value,
+    wrapper_control_broadcast,
 )
 from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
@@ -34,6 +35,7 @@ CHECKS: tuple[CheckRule, ...] = (
     missing_contract_method.CHECK,
     unpicklable_broadcast_value.CHECK,
     merged_dict_leak.CHECK,
+    wrapper_control_broadcast.CHECK,
 )
 
 #: Every code ``runnercheck check`` reports: its own errors (RC001, RC002) and its rules.

@@ -1,0 +1,125 @@
+"""Broadcasts per engine step through wrapper workers (``Project.wrapper_step``) and RC110:
+on a fixture of our own, on the engine's speculative-decoding mode (the static count
+equals the engine's own counter at tp 2), and on vLLM 0.5.1 and 0.6.0's ``spec_decode``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runnercheck.analysis.extract import extract_file
+from runnercheck.analysis.project import Project
+from runnercheck.analysis.wrappers import evaluate, representative
+from runnercheck.check import check_paths
+from runnercheck.demo.engine import run_engine
+from tests.check.conftest import FIXTURES, REPO
+from tests.vllm_wheels import vllm_source
+
+ENGINE = REPO / "runnercheck" / "demo" / "engine"
+WRAPPER = FIXTURES / "wrapper-control-broadcast"
+K = 3
+
+
+def project_of(*directories: Path) -> Project:
+    return Project(extract_file(p) for d in directories for p in sorted(d.rglob("*.py")))
+
+
+def line_of(path: Path, text: str) -> int:
+    lines = path.read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def test_inner_workers_resolve_through_a_factory_and_a_helper() -> None:
+    project = project_of(WRAPPER / "bad")
+    wrapper = project.resolve_class("LookaheadWorker", "x")
+    assert wrapper is not None
+    # annotated WorkerBase (abstract): the classes come from `build`'s `cls(draft, target)`
+    inner = {attr: [c.name for c in held] for attr, held in project.inner_workers(wrapper).items()}
+    assert inner == {"draft": ["DraftWorker"], "target": ["Worker"]}
+    step = project.wrapper_step(wrapper)
+    assert step is not None
+    described = {p.describe() for p in step.paths["driver"]}
+    assert (
+        "1 (LookaheadWorker) + max(lookahead, 1)·1 (draft: DraftWorker) + 1 (target: Worker)"
+        in (described)
+    )
+    # `propose(request, lookahead)` -> `_more(request, count - 1)` -> `range(steps)`
+    assert (
+        "1 (LookaheadWorker) + 1 (draft: DraftWorker) + (lookahead - 1)·1 (draft: DraftWorker)"
+        " + 1 (verifier._target: Worker)"
+    ) in described
+    assert step.counts("driver", {"lookahead": 4}) == {6, 3}
+    good = project_of(WRAPPER / "good")
+    plain = good.resolve_class("LookaheadWorker", "x")
+    assert plain is not None
+    found = good.wrapper_step(plain)
+    assert found is not None and not found.control_paths()
+
+
+def test_loop_counts_evaluate() -> None:
+    assert evaluate("max(k, 1)", {"k": 0}) == 1
+    assert evaluate("(k - 1) * 2", {"k": 4}) == 6
+    with pytest.raises(ValueError, match="no value for 'n'"):
+        evaluate("n", {})
+    with pytest.raises(ValueError, match="not a count"):
+        evaluate("len(x)", {"x": 1})
+
+
+def test_speculative_engine_static_count_equals_its_counter() -> None:
+    """Static: the paths of SpecDecodeWorker's step with the lookahead count at K;
+    run time: the engine's own broadcast counter, at tp 2 (a broadcast at tp 1 sends
+    nothing), plus the driver's final empty broadcast that stops the other rank."""
+    project = project_of(ENGINE / "spec_decode", ENGINE / "merged")
+    worker = project.resolve_class("SpecDecodeWorker", str(ENGINE / "spec_decode" / "x.py"))
+    assert worker is not None
+    step = project.wrapper_step(worker)
+    assert step is not None
+    chosen = representative(step.control_paths())
+    assert chosen is not None
+    assert chosen.describe() == (
+        "1 (SpecDecodeWorker) + max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)"
+        " + 1 (scorer_worker: Worker)"
+    )
+    static = step.counts("driver", {"num_lookahead_slots": K})
+    result = run_engine("merged", tp=2, steps=3, timeout_s=60, num_speculative_tokens=K)
+    counted = result["broadcasts_per_step_list"]
+    # prefill 3 (control, one proposer step, scorer) and decode K + 2; stop: 1
+    assert set(counted) == {3, K + 2}
+    assert static == {*counted, 1}
+    assert chosen.count({"num_lookahead_slots": K}) == max(counted)
+
+
+def test_check_reports_the_engines_control_broadcast() -> None:
+    source = ENGINE / "spec_decode" / "spec_decode_worker.py"
+    result = check_paths([ENGINE / "spec_decode"])
+    assert [(f.code, Path(f.path).name, f.line) for f in result.findings] == [
+        ("RC110", "spec_decode_worker.py", line_of(source, "broadcast_tensor_dict(broadcast_dict"))
+    ]
+    assert "max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)" in (
+        result.findings[0].message
+    )
+
+
+@pytest.mark.vllm
+@pytest.mark.parametrize("version", ["0.5.1", "0.6.0"])
+def test_vllm_spec_decode_control_broadcast(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    try:
+        root = vllm_source(version)
+    except RuntimeError as exc:
+        pytest.skip(f"vllm=={version} not available: {exc}")
+    monkeypatch.chdir(root)
+    source = Path("vllm/spec_decode/spec_decode_worker.py")
+    result = check_paths(["vllm/spec_decode"])
+    line = line_of(source, "broadcast_tensor_dict(broadcast_dict")
+    assert [(f.code, f.path, f.line) for f in result.findings] == [
+        ("RC110", source.as_posix(), line)
+    ]
+    message = result.findings[0].message
+    assert message.startswith(
+        f"SpecDecodeWorker broadcasts its own control dict (spec_decode_worker.py:{line})"
+    )
+    assert (
+        "1 (SpecDecodeWorker) + max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)"
+        " + 1 (scorer_worker: Worker) broadcasts per step"
+    ) in message
