@@ -124,6 +124,7 @@ def plan_group(
         for name in (contract.prepare_input_method, contract.make_input_method):
             if name in existing:
                 raise Refusal("MIG108", ref.path, f"{ref.name} already defines `{name}`", plan.cdef)
+    narrowing: list[tuple[RunnerPlan, RunnerPlan]] = []
     for ref, plan in runner_plans.items():
         source = plan.input_plan
         if source.method is None:
@@ -186,6 +187,10 @@ def plan_group(
         # a subclass runner with its own, unrelated input narrows its parent's contract
         plan.narrows = plan.method is not None and bool(inherited)
         plan.narrows_from = inherited[0].name if plan.narrows else ""
+        if plan.narrows and len(bases_in_group) == 1:
+            narrowing.append((plan, runner_plans[bases_in_group[0]]))
+    for plan, parent in narrowing:
+        _plan_generic_base(plan, parent, project, contract, taken)
     _check_dropped(runner_plans.values(), project)
     worker_plans: list[WorkerPlan] = []
     for ref in group.workers:
@@ -216,6 +221,63 @@ def plan_group(
         )
         worker_plans.append(plan_w)
     return list(runner_plans.values()), worker_plans
+
+
+def _plan_generic_base(
+    plan: RunnerPlan,
+    parent: RunnerPlan,
+    project: Project,
+    contract: Contract,
+    taken: dict[Path, set[str]],
+) -> None:
+    """A subclass runner with its own input derives from a generic base of its parent
+    instead (no ``# type: ignore[override]``), when nothing ties it to the parent's own
+    contract methods: it overrides each of them and calls none through ``super()`` or
+    the parent's name."""
+    if parent.method is None or parent.input_plan is not parent or plan.execute is None:
+        return
+    if parent.rebase is not None or not parent.add_base:
+        return
+    contract_methods = {
+        contract.execute_method,
+        contract.prepare_input_method,
+        contract.make_input_method,
+        parent.method.name.value,
+    }
+    for method in _facts(project, ref_of_plan(plan)).methods.values():
+        for call in method.calls:
+            owner, _, name = call.callee.rpartition(".")
+            if name in contract_methods and owner in ("super()", parent.name):
+                return
+    if not parent.generic:
+        names = taken[parent.path]
+        generic = next(
+            (
+                n
+                for n in (f"{parent.name}Base", f"Generic{parent.name}")
+                if n not in names and n not in contract.runner_bases
+            ),
+            None,
+        )
+        typevar = next((n for n in ("TInput", f"T{generic}Input") if n not in names), None)
+        if generic is None or typevar is None:
+            return
+        names.update((generic, typevar))
+        parent.generic, parent.generic_typevar = generic, typevar
+    plan.rebase = parent
+    plan.narrows, plan.narrows_from = False, ""
+    plan.notes.append(
+        (
+            _facts(project, ref_of_plan(plan)).line,
+            f"{plan.name} now derives from {parent.generic}[{plan.input_name}], the part of "
+            f"{parent.name} its input does not change: `isinstance(x, {parent.name})` no "
+            f"longer holds for {plan.name} instances",
+        )
+    )
+
+
+def ref_of_plan(plan: RunnerPlan) -> ClassRef:
+    return ClassRef(plan.path, plan.name)
 
 
 def _note_driver_only_reads(plan: RunnerPlan, reads: dict[str, int], contract: Contract) -> None:

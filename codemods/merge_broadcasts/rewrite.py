@@ -10,6 +10,11 @@ from pathlib import Path
 import libcst as cst
 
 from codemods import cstutil, imports, layout, templates, verify
+from codemods.merge_broadcasts.generic_base import (
+    annotate_runner_attribute,
+    rebase,
+    split_generic,
+)
 from codemods.merge_broadcasts.groups import plan_group
 from codemods.merge_broadcasts.runner_model import RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import (
@@ -206,13 +211,32 @@ def rewrite_group(
                     assert base_file is not None
                     if base_file != path:
                         from_imports.append((import_path(project, path, base_file), [runner_base]))
-                body.append(new_cls)
+                parent = plan_any.rebase
+                if parent is not None:
+                    new_cls = rebase(plan_any, new_cls)
+                    if parent.path != path:
+                        from_imports.append(
+                            (import_path(project, path, parent.path), [parent.generic])
+                        )
+                if plan_any.generic:
+                    body.extend(split_generic(plan_any, new_cls, contract))
+                else:
+                    body.append(new_cls)
                 continue
             if isinstance(plan_any, WorkerPlan):
                 assert isinstance(statement, cst.ClassDef)
                 generated = worker_input_class(plan_any, contract)
                 generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
                 new_w = rewrite_worker(plan_any, contract)
+                for parent in [p for p in runner_plans if p.generic]:
+                    runners = {p.name for p in runner_plans}
+                    new_w, annotated = annotate_runner_attribute(
+                        new_w, plan_any.runner_attr, parent.generic, runners
+                    )
+                    if annotated and parent.path != path:
+                        from_imports.append(
+                            (import_path(project, path, parent.path), [parent.generic])
+                        )
                 body.extend(generated)
                 body.append(new_w.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
                 needs_dataclass = True

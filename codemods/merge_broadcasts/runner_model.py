@@ -54,6 +54,13 @@ class RunnerPlan:
     #: methods narrow the parent's types (marked ``# type: ignore[override]``)
     narrows: bool = False
     narrows_from: str = ""
+    #: a runner whose subclasses take other inputs splits into a generic base
+    #: (``generic[TInput]``: all but the contract methods) and itself
+    #: (``generic[<its input>]``: the contract methods); ``generic_typevar`` is the base's
+    generic: str = ""
+    generic_typevar: str = ""
+    #: a subclass of such a runner: now derives from ``rebase.generic[<its input>]``
+    rebase: RunnerPlan | None = None
     # legacy method pieces
     docstring: cst.BaseStatement | None = None
     prologue: list[cst.BaseStatement] = field(default_factory=list)

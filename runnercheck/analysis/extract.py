@@ -312,6 +312,15 @@ def extract_tree(
         ):
             markers.add(stmt.target.id)
     facts.driver_only_constants = frozenset(markers)
+    facts.typevars = frozenset(
+        target.id
+        for stmt in statements
+        if isinstance(stmt, ast.Assign)
+        and isinstance(stmt.value, ast.Call)
+        and last_name(dotted(stmt.value.func)) == "TypeVar"
+        for target in stmt.targets
+        if isinstance(target, ast.Name)
+    )
     for stmt in statements:
         if isinstance(stmt, ast.ClassDef):
             facts.classes[stmt.name] = _class_facts(

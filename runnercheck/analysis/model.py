@@ -374,6 +374,8 @@ class ModuleFacts:
     import_sources: dict[str, tuple[str, str | None, int]] = field(default_factory=dict)
     #: Names bound at the top level (classes, functions, assignments, imports).
     top_level_names: frozenset[str] = frozenset()
+    #: Module-level ``T = TypeVar(...)`` names.
+    typevars: frozenset[str] = frozenset()
     #: Every name loaded anywhere in the module; read only when asked for
     #: (``extract_tree(..., names=True)``), else None.
     loaded_names: frozenset[str] | None = None

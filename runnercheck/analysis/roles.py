@@ -33,6 +33,9 @@ class Roles(Hierarchy):
             return True
         if any(last_name(b) in ("ABC", "Protocol") for b in cls.bases):
             return True
+        typevars = self.modules[cls.path].typevars if cls.path in self.modules else frozenset()
+        if any(name in typevars for args in cls.base_args for name in args):
+            return True  # still generic over a type variable: a base of other classes
         return name.endswith(("Base", "Mixin", "Interface")) or name.startswith(
             ("Abstract", "Base")
         )

@@ -1,0 +1,137 @@
+"""A generic intermediate runner base, so that subclasses with other inputs need no
+``# type: ignore[override]``.
+
+A runner ``R`` whose subclass ``S`` takes an input of its own cannot stay
+``S``'s base: ``S.execute_model(self, model_input: SInput)`` would narrow
+``R.execute_model(self, model_input: RInput)``. As vLLM 0.5.1 did by hand (its
+``GPUModelRunnerBase``), ``R`` splits in two:
+
+    TInput = TypeVar("TInput", bound="ModelRunnerInputBase")
+
+    class RBase(ModelRunnerBase[TInput]):      # everything but the contract methods
+        ...
+
+    class R(RBase[RInput]):                    # prepare, rebuild, execute
+        ...
+
+and ``S`` derives from ``RBase[SInput]``.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from codemods import cstutil
+from codemods.merge_broadcasts.runner_model import RunnerPlan, is_docstring
+from runnercheck.contract import Contract
+
+
+def _subscript(name: str, argument: str) -> cst.Arg:
+    return cst.Arg(value=cst.parse_expression(f"{name}[{argument}]"))
+
+
+def split_generic(
+    plan: RunnerPlan, cdef: cst.ClassDef, contract: Contract
+) -> list[cst.BaseStatement]:
+    """The TypeVar, the generic base and the runner itself, in place of ``cdef``
+    (the runner as rewritten, with ``ModelRunnerBase[<its input>]`` among its bases)."""
+    own = {contract.prepare_input_method, contract.make_input_method, contract.execute_method}
+    items = list(cstutil.body_of(cdef.body))
+    doc = items[:1] if items and is_docstring(items[0]) else []
+    concrete: list[cst.BaseStatement] = [
+        i for i in items[len(doc) :] if isinstance(i, cst.FunctionDef) and i.name.value in own
+    ]
+    shared = [i for i in items[len(doc) :] if not any(i is c for c in concrete)]
+    runner_base, input_base = contract.runner_bases[0], contract.input_bases[0]
+    specific = f"{runner_base}[{plan.input_name}]"
+    bases = [
+        _subscript(runner_base, plan.generic_typevar).with_changes(comma=b.comma)
+        if cstutil.code(b.value) == specific
+        else b
+        for b in cdef.bases
+    ]
+    summary = cstutil.parse_statements(
+        cstutil.docstring(
+            f"What {plan.name} and the runners built on it share, generic over the input.",
+            4,
+            short=f"What {plan.name} and its subclasses share.",
+        ).lstrip()
+    )
+    if shared:
+        shared[0] = cstutil.with_leading(
+            shared[0], [cst.EmptyLine(indent=False), *cstutil.leading(shared[0])]
+        )
+    generic = cdef.with_changes(
+        name=cst.Name(plan.generic),
+        bases=bases,
+        body=cdef.body.with_changes(body=[*summary, *shared]),
+    )
+    if doc:
+        concrete[0] = cstutil.with_leading(concrete[0], [cst.EmptyLine(indent=False)])
+    else:
+        concrete[0] = cstutil.with_leading(
+            concrete[0], cstutil.comments(cstutil.leading(concrete[0]))
+        )
+    runner = cst.ClassDef(
+        name=cst.Name(plan.name),
+        bases=[_subscript(plan.generic, plan.input_name)],
+        body=cst.IndentedBlock(body=[*doc, *concrete]),
+        leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
+    )
+    typevar = cstutil.parse_statements(
+        f'{plan.generic_typevar} = TypeVar("{plan.generic_typevar}", bound="{input_base}")\n'
+    )[0]
+    typevar = cstutil.with_leading(typevar, cdef.leading_lines)
+    generic = generic.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+    return [typevar, generic, runner]
+
+
+def rebase(plan: RunnerPlan, cdef: cst.ClassDef) -> cst.ClassDef:
+    """``cdef`` deriving from its parent's generic base instead of the parent."""
+    parent = plan.rebase
+    assert parent is not None
+    bases = [
+        _subscript(parent.generic, plan.input_name).with_changes(comma=b.comma)
+        if (cstutil.dotted(b.value) or "").rpartition(".")[2] == parent.name
+        else b
+        for b in cdef.bases
+    ]
+    return cdef.with_changes(bases=bases)
+
+
+class _AnnotateRunner(cst.CSTTransformer):
+    def __init__(self, attr: str, annotation: str, direct: set[str]) -> None:
+        self.attr, self.annotation, self.direct = attr, annotation, direct
+        self.done = False
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.SimpleStatementLine:
+        body = list(updated.body)
+        for index, small in enumerate(body):
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+                continue
+            if cstutil.dotted(small.targets[0].target) != f"self.{self.attr}":
+                continue
+            value = small.value
+            if isinstance(value, cst.Call) and cstutil.dotted(value.func) in self.direct:
+                continue
+            body[index] = cst.AnnAssign(
+                target=small.targets[0].target,
+                annotation=cst.Annotation(cst.Name(self.annotation)),
+                value=value,
+            )
+            self.done = True
+        return updated.with_changes(body=body)
+
+
+def annotate_runner_attribute(
+    worker: cst.ClassDef, attr: str, generic: str, runners: set[str]
+) -> tuple[cst.ClassDef, bool]:
+    """``self.<attr>: <generic> = ...`` where the worker assigns its runner from
+    something other than one runner class's constructor (a class picked at run time
+    could be the parent or a subclass, which no longer share the parent's type)."""
+    visitor = _AnnotateRunner(attr, generic, runners)
+    new = worker.visit(visitor)
+    assert isinstance(new, cst.ClassDef)
+    return new, visitor.done
