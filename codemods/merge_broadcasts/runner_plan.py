@@ -149,6 +149,10 @@ def plan_legacy_method(
         if annotation != "Any" and stated.get(name) != f"Optional[{annotation}]"
     }
     annotations = {**stated, **annotations}
+    for name in shape.nullable if shape is not None else ():
+        annotation = annotations.get(name)
+        if annotation is not None and annotation != "Any" and not _optional(annotation):
+            annotations[name] = f"Optional[{annotation}]"
     _plan_driver(plan, method, driver_block, fields, contract)
     plan_non_driver(plan, method, other_block, fields, contract)
     tainted = tainted_names(plan.receive_var, plan.non_driver)
@@ -227,6 +231,10 @@ def _split_extras(
         new_if = recv_if.with_changes(body=recv_if.body.with_changes(body=[*inner[:at], *rest]))
         other_out[other_out.index(recv_if)] = new_if
     return driver_out, other_out
+
+
+def _optional(annotation: str) -> bool:
+    return annotation.startswith(("Optional[", "typing.Optional[")) or annotation == "None"
 
 
 def _tuple_annotations(method: cst.FunctionDef, count: int) -> list[str]:

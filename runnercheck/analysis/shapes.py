@@ -87,6 +87,9 @@ class SplitShape:
     problem: ShapeProblem | None = None
     #: the type of a local as the old code states it (see :func:`local_types`)
     types: tuple[tuple[str, str], ...] = ()
+    #: locals the method binds to ``None`` somewhere: a stated non-Optional type of
+    #: theirs (a stale ``-> Tuple[...]`` element) is really ``Optional``
+    nullable: tuple[str, ...] = ()
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -284,7 +287,26 @@ def legacy_split(
         func, driver, sends, other, receive_var, shape, contract, set(params)
     )
     types = tuple(sorted(local_types(func, tree).items())) if tree is not None else ()
-    return _with(shape, extras=extras, problem=problem or extra_problem, types=types)
+    nullable = tuple(
+        sorted(
+            {
+                target.id
+                for node in ast.walk(func)
+                if isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.Constant)
+                and node.value.value is None
+                for target in node.targets
+                if isinstance(target, ast.Name)
+            }
+        )
+    )
+    return _with(
+        shape,
+        extras=extras,
+        problem=problem or extra_problem,
+        types=types,
+        nullable=nullable,
+    )
 
 
 def _with(shape: SplitShape, **changes: object) -> SplitShape:

@@ -7,9 +7,9 @@ runners already annotate both parameters and the result of ``execute_model``
 ``kv_caches: List[torch.Tensor]``, ``-> Optional[SamplerOutput]``); the base takes
 those types instead of ``Any``:
 
-- a parameter gets the type every runner states; where runners differ only by an
-  ``Optional[...]``, the narrower one (each runner's own parameter then accepts at
-  least what the base's does); otherwise ``Any``;
+- a parameter gets the type every runner states, else ``Any`` (where runners
+  differ, even only by an ``Optional[...]``, no one type serves both the runners'
+  overrides and the callers typed against the base);
 - the result gets the union of what the runners return (``Optional[...]`` when any
   returns ``Optional``), so each runner's result is a subtype of the base's;
 - a type whose names the runners import from different places, or that names
@@ -106,14 +106,13 @@ def _unwrap_optional(text: str) -> tuple[str, bool]:
 
 
 def _parameter(stated: list[_Stated | None]) -> _Stated | None:
+    """The one type every runner states; None when any differs (a narrower base
+    would break a caller typed against the base that passes what a wider runner
+    accepts, and a wider one would break the narrower runner's override)."""
     if not stated or any(s is None for s in stated):
         return None
-    known = [s for s in stated if s is not None]
-    inner = {_unwrap_optional(s.text)[0] for s in known}
-    if len(inner) != 1:
-        return None
-    narrow = min(known, key=lambda s: _unwrap_optional(s.text)[1])
-    return narrow
+    texts = {s.text for s in stated if s is not None}
+    return stated[0] if len(texts) == 1 else None
 
 
 def _result(stated: list[_Stated | None]) -> _Stated | None:

@@ -45,7 +45,7 @@ def test_one_stated_type_is_the_base_type_with_its_imports() -> None:
     assert sig.typing == {"List", "Optional"}
 
 
-def test_parameters_take_the_narrower_type_and_results_the_union() -> None:
+def test_parameters_differing_by_optional_are_any_and_results_the_union() -> None:
     sig = signature(
         runner(
             "A",
@@ -55,7 +55,8 @@ def test_parameters_take_the_narrower_type_and_results_the_union() -> None:
         ),
         runner("B", "List[SequenceGroupMetadata]", "List[torch.Tensor]", "PoolerOutput"),
     )
-    assert sig.request == "List[SequenceGroupMetadata]"
+    assert sig.request == "Any"
+    assert sig.kv_caches == "List[torch.Tensor]"
     assert sig.returns == "Optional[Union[SamplerOutput, PoolerOutput]]"
     assert "Union" in sig.typing
 
