@@ -34,7 +34,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from codemods.pipeline import MERGE, migrate  # noqa: E402
-from codemods.write import Change, write_changes  # noqa: E402
+from codemods.transaction import commit  # noqa: E402
+from codemods.write import Change  # noqa: E402
 from runnercheck import catalog  # noqa: E402
 from runnercheck.analysis.extract import extract_source  # noqa: E402
 from runnercheck.analysis.groups import find_groups  # noqa: E402
@@ -119,7 +120,11 @@ def measure(version: str, work: Path, plugin: bool) -> Coverage:
     result.runner_files = sorted(p.name for p in runners)
     result.rc106_before = sum(1 for f in check_paths([copy]).findings if f.code == "RC106")
     outcome = migrate([copy], select=(MERGE,))
-    write_changes([Change(c.path, c.old, c.new) for c in outcome.changes.values()], outcome.roots)
+    written = commit(
+        [Change(c.path, c.old, c.new, c.group) for c in outcome.changes.values()], outcome.roots
+    )
+    if written.refused:
+        raise SystemExit(f"{version}: writing the migrated tree failed: {written.refused[0]}")
     result.files_changed = len(outcome.changes)
     changed = set(outcome.changes)
     for path in sorted(runners):
