@@ -54,10 +54,15 @@ def checked_signature_for(info: TypeInfo, member: Member) -> CallableType | None
 
 
 def _mypy_type(member: Member) -> ProperType | None:
-    """The type mypy's ``[override]`` check uses for ``member`` (None: unknown)."""
+    """The type mypy's ``[override]`` check uses for ``member`` (None: unknown). A
+    decorated definition mypy has not inferred yet (a base in an import cycle) is
+    compared as declared, as mypy does when it cannot wait for it."""
     node = member.node
     if isinstance(node, Decorator):
-        return _decorated_type(member)
+        decorated = _decorated_type(member)
+        if decorated is not None:
+            return decorated
+        node = node.func
     if isinstance(node, (FuncDef, OverloadedFuncDef)) and node.type is not None:
         return get_proper_type(node.type)
     return None

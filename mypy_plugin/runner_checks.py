@@ -14,8 +14,10 @@ says: the declared one under a decorator that keeps it or whose type is unknown,
 what mypy inferred.
 
 What plain mypy reports already is left to it: a ``T`` outside the base's type
-variable bound (``[type-var]``), and an override incompatible with the method it
-overrides (``[override]``).
+variable bound (``[type-var]``), an override incompatible with the method it overrides
+(``[override]``, only where mypy compares the two: not when a decorator made either
+``Any``), and an unbound ``T`` under ``disallow_any_generics`` (``[type-arg]``) or
+``disallow_any_explicit`` (``[explicit-any]``).
 """
 
 from __future__ import annotations
