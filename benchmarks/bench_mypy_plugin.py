@@ -69,7 +69,7 @@ QUICK_VERSIONS = ("0.6.3",)
 TIMED = Path(__file__).with_name("mypy_timed.py")
 PLUGIN_LINE = re.compile(
     r"\[(runner-input-protocol|from-dict-fixed-return|runner-input-covariance|"
-    r"execute-input-mismatch|unbroadcastable-value|runnercheck-internal)\]$"
+    r"execute-input-mismatch|unbroadcastable-value|runnercheck-internal|runner-input-unbound)\]$"
 )
 VLLM_FLAGS = ("--no-site-packages", "--ignore-missing-imports", "--follow-imports=silent")
 STATES = ((False, "cold"), (True, "warm"))

@@ -34,6 +34,7 @@ RUNNER_INPUT_COVARIANCE: Final = _declare("RC203")
 EXECUTE_INPUT_MISMATCH: Final = _declare("RC204")
 UNBROADCASTABLE_VALUE: Final = _declare("RC205")
 INTERNAL: Final = _declare("RC206")
+RUNNER_INPUT_UNBOUND: Final = _declare("RC207")
 
 #: Rule code (``RC201``) of every error code above.
 RULE_CODES: Final[dict[ErrorCode, str]] = {
@@ -43,4 +44,5 @@ RULE_CODES: Final[dict[ErrorCode, str]] = {
     EXECUTE_INPUT_MISMATCH: "RC204",
     UNBROADCASTABLE_VALUE: "RC205",
     INTERNAL: "RC206",
+    RUNNER_INPUT_UNBOUND: "RC207",
 }

@@ -10,7 +10,6 @@ from mypy.expandtype import expand_type_by_instance
 from mypy.maptype import map_instance_to_supertype
 from mypy.nodes import (
     ARG_NAMED,
-    ARG_OPT,
     ARG_POS,
     Decorator,
     FuncDef,
@@ -131,19 +130,19 @@ def instance_of(info: TypeInfo) -> Instance:
 def signature_for(info: TypeInfo, member: Member) -> CallableType | None:
     """``member``'s declared signature with the owner's type variables replaced by what
     ``info`` (a subclass of the owner) binds them to."""
-    signature = member.signature
-    if signature is None or member.owner is info or not member.owner.type_vars:
+    return bound_to(info, member.owner, member.signature)
+
+
+def bound_to(
+    info: TypeInfo, owner: TypeInfo, signature: CallableType | None
+) -> CallableType | None:
+    """``signature`` (of a method of ``owner``) with the owner's type variables replaced
+    by what ``info`` (a subclass of the owner) binds them to."""
+    if signature is None or owner is info or not owner.type_vars:
         return signature  # nothing to replace
-    mapped = map_instance_to_supertype(instance_of(info), member.owner)
+    mapped = map_instance_to_supertype(instance_of(info), owner)
     expanded = expand_type_by_instance(signature, mapped)
     return expanded if isinstance(expanded, CallableType) else None
-
-
-def parameter_index(func: FuncDef, name: str) -> int | None:
-    """Index of parameter ``name``, else of the first parameter after ``self``."""
-    if name in func.arg_names:
-        return func.arg_names.index(name)
-    return 1 if len(func.arg_names) > 1 and func.arg_kinds[1] in (ARG_POS, ARG_OPT) else None
 
 
 def parameter_type(signature: CallableType, index: int) -> Type | None:

@@ -43,6 +43,16 @@ class Reporter:
         else:
             self.api.fail(message, context, code=code)
 
+    def silences(self, mypy_code: str, line: int) -> bool:
+        """Whether ``line`` of the checked module carries ``# type: ignore[...]`` naming
+        mypy's ``mypy_code`` (a bare ``# type: ignore`` silences the plugin's codes too)."""
+        checker: Any = self.api
+        ignored = getattr(getattr(checker, "errors", None), "ignored_lines", None)
+        if not isinstance(ignored, dict):
+            return False
+        codes = ignored.get(getattr(checker, "path", None), {}).get(line)
+        return codes is not None and mypy_code in codes
+
     def release(self) -> None:
         """Report the errors held so far."""
         held, self.held = self.held or [], None

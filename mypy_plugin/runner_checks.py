@@ -6,10 +6,18 @@
 * RC203 ``runner-input-covariance``: ``prepare_model_input`` and
   ``make_model_input_from_broadcasted_tensor_dict`` return ``T`` or a subtype.
 * RC204 ``execute-input-mismatch``: ``execute_model``'s ``model_input`` accepts ``T``.
+* RC207 ``runner-input-unbound``: the class statement binds ``T`` (not ``Any``, written
+  or left out).
+
+RC203 and RC204 read a decorated method's signature as :mod:`mypy_plugin.decorators`
+says: the declared one under a decorator that keeps it or whose type is unknown, else
+what mypy inferred.
 
 What plain mypy reports already is left to it: a ``T`` outside the base's type
-variable bound (``[type-var]``), and an override incompatible with the method it
-overrides (``[override]``).
+variable bound (``[type-var]``), an override incompatible with the method it overrides
+(``[override]``, only where mypy compares the two: not when a decorator made either
+``Any``), and an unbound ``T`` under ``disallow_any_generics`` (``[type-arg]``) or
+``disallow_any_explicit`` (``[explicit-any]``).
 """
 
 from __future__ import annotations
@@ -31,17 +39,22 @@ from mypy.types import (
 
 from mypy_plugin import errors
 from mypy_plugin.config import PluginSettings
+from mypy_plugin.decorators import (
+    checked_signature,
+    checked_signature_for,
+    mypy_compares,
+    parameter_at,
+    parameter_text,
+)
 from mypy_plugin.members import (
     Member,
     definitions,
     find_member,
     overridden,
-    parameter_index,
     parameter_type,
-    signature_for,
 )
 from mypy_plugin.report import Reporter
-from mypy_plugin.runner_input import input_classes, input_type, runner_base
+from mypy_plugin.runner_input import input_classes, input_type, runner_base, unbound_base
 
 _KIND_TEXT = {
     "method": "an instance method",
@@ -78,7 +91,7 @@ def _mypy_reports_override(
 
 
 class RunnerChecker:
-    """Runs RC201/RC203/RC204 on ``info`` if it is a runner."""
+    """Runs RC201/RC203/RC204/RC207 on ``info`` if it is a runner."""
 
     def __init__(
         self,
@@ -128,7 +141,7 @@ class RunnerChecker:
     def _takes_own_type_var(self, member: Member, index: int) -> bool:
         """Whether parameter ``index`` of the base's own definition is declared as the
         base's type variable ``T`` itself: it takes the runner's input type then."""
-        base, signature = self.base, member.signature
+        base, signature = self.base, checked_signature(member)
         if base is None or member.owner is not base or signature is None:
             return False
         declared = parameter_type(signature, index)
@@ -140,6 +153,15 @@ class RunnerChecker:
             and declared.id == type_vars[0].id
         )
 
+    def _override_reported(self, member: Member, base: Member) -> bool:
+        """Whether an override incompatible with ``base`` is mypy's ``[override]``: mypy
+        compares the two, or the ``def`` line silences ``[override]`` (its author made
+        the override incompatible on purpose, for mypy runs that can compare it)."""
+        if mypy_compares(member, base):
+            return True
+        func = member.func
+        return func is not None and self.reporter.silences("override", func.line)
+
     def run(self, base: TypeInfo | None = None) -> None:
         """The checks, if ``info`` is a runner (``base``: its runner base, if known)."""
         if base is None:
@@ -148,7 +170,10 @@ class RunnerChecker:
             return
         self.base = base
         t = input_type(self.info, base)
-        if t is None or isinstance(get_proper_type(t), AnyType):
+        if t is None:
+            return
+        if isinstance(get_proper_type(t), AnyType):
+            self.check_unbound(base)
             return
         self._record_dependencies(t)
         if not self._within_bound(base, t):
@@ -190,6 +215,32 @@ class RunnerChecker:
             return False
         func = inherited.func
         return func is None or func.abstract_status == NOT_ABSTRACT
+
+    # ------------------------------------------------------------------ RC207
+    def check_unbound(self, base: TypeInfo) -> None:
+        found = unbound_base(self.info, base)
+        if found is None:
+            return
+        written, any_type = found
+        options = self.reporter.api.options
+        named = written.type.name
+        if any_type.type_of_any == TypeOfAny.explicit:
+            if options.disallow_any_explicit:
+                return  # mypy: [explicit-any]
+            how = f'binds the input type of "{base.name}" to "Any"'
+        else:
+            if options.disallow_any_generics:
+                return  # mypy: [type-arg]
+            how = (
+                f'leaves the input type of "{base.name}" unbound ("{named}" has no type '
+                'argument, so it is "Any")'
+            )
+        self.reporter.error(
+            errors.RUNNER_INPUT_UNBOUND,
+            f'Runner "{self.info.name}" {how}: nothing about its input can be checked; '
+            f'write "{named}[<its input class>]"',
+            self.info.defn,
+        )
 
     # ------------------------------------------------------------------ RC201
     def check_protocol(self, t: Type) -> None:
@@ -267,18 +318,23 @@ class RunnerChecker:
             member = find_member(self.info, name)
             if member is None:
                 continue
-            signature = signature_for(self.info, member)
+            signature = checked_signature_for(self.info, member)
             if signature is None or is_subtype(signature.ret_type, t):
                 continue
             returned = self.reporter.fmt(signature.ret_type)
             expected = self.reporter.fmt(t)
             if member.owner is self.info:
                 base = overridden(self.info, member)
-                base_signature = signature_for(self.info, base) if base is not None else None
-                if base_signature is not None and not is_subtype(
-                    signature.ret_type, base_signature.ret_type
+                base_signature = (
+                    checked_signature_for(self.info, base) if base is not None else None
+                )
+                if (
+                    base is not None
+                    and base_signature is not None
+                    and not is_subtype(signature.ret_type, base_signature.ret_type)
+                    and self._override_reported(member, base)
                 ):
-                    continue  # mypy: [override]
+                    continue
                 self.reporter.error(
                     errors.RUNNER_INPUT_COVARIANCE,
                     f'"{member.qualname}" returns {returned}, '
@@ -296,31 +352,33 @@ class RunnerChecker:
     # ------------------------------------------------------------------ RC204
     def check_execute(self, t: Type) -> None:
         member = find_member(self.info, self.config.execute_method)
-        if member is None or member.func is None:
+        signature = checked_signature_for(self.info, member) if member is not None else None
+        if member is None or member.func is None or signature is None:
             return
-        index = parameter_index(member.func, "model_input")
+        index = parameter_at(signature, "model_input")
         if index is None or self._takes_own_type_var(member, index):
-            return
-        signature = signature_for(self.info, member)
-        if signature is None:
             return
         taken = parameter_type(signature, index)
         if taken is None or is_subtype(t, taken):
             return
-        shown = f"{member.func.arg_names[index]}: {self.reporter.fmt(taken)}"
+        shown = f"{parameter_text(signature, index)}: {self.reporter.fmt(taken)}"
         expected = self.reporter.fmt(t)
         if member.owner is self.info:
             base = overridden(self.info, member)
-            if base is not None and base.func is not None:
-                base_signature = signature_for(self.info, base)
-                base_index = parameter_index(base.func, "model_input")
+            if base is not None and self._override_reported(member, base):
+                base_signature = checked_signature_for(self.info, base)
+                base_index = (
+                    parameter_at(base_signature, "model_input")
+                    if base_signature is not None
+                    else None
+                )
                 base_taken = (
                     parameter_type(base_signature, base_index)
                     if base_signature is not None and base_index is not None
                     else None
                 )
                 if base_taken is not None and not is_subtype(base_taken, taken):
-                    return  # mypy: [override]
+                    return  # mypy's [override]
             self.reporter.error(
                 errors.EXECUTE_INPUT_MISMATCH,
                 f'"{member.qualname}" takes {shown}, '

@@ -5,10 +5,12 @@ from __future__ import annotations
 from mypy.maptype import map_instance_to_supertype
 from mypy.nodes import TypeInfo
 from mypy.types import (
+    AnyType,
     Instance,
     ProperType,
     TupleType,
     Type,
+    TypeOfAny,
     TypeVarType,
     UnionType,
     get_proper_type,
@@ -38,6 +40,33 @@ def input_type(info: TypeInfo, base: TypeInfo) -> Type | None:
         return None
     mapped = map_instance_to_supertype(instance_of(info), base)
     return mapped.args[0] if mapped.args else None
+
+
+#: The ``Any`` a class statement writes: ``Base[Any]``, and ``Base`` without arguments.
+#: (An ``Any`` that stands for an unfollowed import, or for an error mypy reports, is
+#: none of the runner's doing.)
+_WRITTEN_ANY = (TypeOfAny.explicit, TypeOfAny.from_omitted_generics)
+
+
+def unbound_base(info: TypeInfo, base: TypeInfo) -> tuple[Instance, AnyType] | None:
+    """The base class, as ``info``'s class statement writes it, that leaves the runner
+    base's type variable ``Any``, and that ``Any`` (None: ``T`` is bound).
+
+    Only where the ``Any`` is written: a direct base that would pass a type variable on
+    to ``base`` (``base`` itself, or a generic intermediate) and receives ``Any`` for
+    it. A runner passing its own type variable on (``R(ModelRunnerBase[T],
+    Generic[T])``) binds ``T``; a subclass of an unbound runner inherits the ``Any`` and
+    is not reported again."""
+    for written in info.bases:
+        if base not in written.type.mro:
+            continue
+        declared = input_type(written.type, base)
+        if not isinstance(get_proper_type(declared), TypeVarType):
+            continue  # bound by the base class itself (or already Any there)
+        received = get_proper_type(map_instance_to_supertype(written, base).args[0])
+        if isinstance(received, AnyType) and received.type_of_any in _WRITTEN_ANY:
+            return written, received
+    return None
 
 
 def input_classes(typ: Type) -> list[tuple[ProperType, TypeInfo]]:

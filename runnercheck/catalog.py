@@ -210,6 +210,41 @@ _RC204_GOOD = _variant(
     ),
 )
 
+_RC207_BAD = (
+    """\
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Self
+
+from vllm.worker.model_runner_base import ModelRunnerBase, ModelRunnerInputBase
+
+
+"""
+    + _GPU_INPUT
+    + """
+
+class ModelRunner(ModelRunnerBase):
+    def make_model_input_from_broadcasted_tensor_dict(
+        self, tensor_dict: Dict[str, Any]
+    ) -> ModelInputForGPU:
+        return ModelInputForGPU.from_broadcasted_tensor_dict(tensor_dict)
+
+    def prepare_model_input(self, seq_group_metadata_list: List[Any]) -> ModelInputForGPU:
+        return ModelInputForGPU(input_tokens=[s.token for s in seq_group_metadata_list])
+
+    def execute_model(
+        self, model_input: ModelInputForGPU, kv_caches: Optional[List[Any]]
+    ) -> Optional[List[int]]:
+        return model_input.input_tokens
+"""
+)
+_RC207_GOOD = _variant(
+    _RC207_BAD,
+    (
+        "class ModelRunner(ModelRunnerBase):",
+        "class ModelRunner(ModelRunnerBase[ModelInputForGPU]):",
+    ),
+)
+
 _RC205_BAD = """\
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Self, Type
@@ -639,6 +674,15 @@ def prepare_model_input(self, seq_group_metadata_list):
         bad="(reported by the plugin itself)",
         good="(no such error)",
         runnable=False,
+    ),
+    Rule(
+        code="RC207",
+        name="runner-input-unbound",
+        tool="mypy",
+        summary="A runner leaves its input type `T` unbound: `class R(ModelRunnerBase)` or `ModelRunnerBase[Any]`.",
+        why="With `T` as `Any` nothing about the runner's input can be checked: mypy accepts any input anywhere, and the plugin's RC201, RC203 and RC204 have no type to check against. Reported at the class statement that writes the `Any` (its subclasses inherit it and are not reported again); a generic intermediate that passes its own type variable on (`class Base(ModelRunnerBase[T], Generic[T])`) binds `T`. Left to mypy under `disallow_any_generics` ([type-arg]) and `disallow_any_explicit`.",
+        bad=_RC207_BAD,
+        good=_RC207_GOOD,
     ),
     Rule(
         code="RC301",

@@ -24,7 +24,7 @@ follow_imports = silent
 """
 PLUGIN_CODES = re.compile(
     r"\[(runner-input-protocol|from-dict-fixed-return|runner-input-covariance|"
-    r"execute-input-mismatch|unbroadcastable-value|runnercheck-internal)\]$"
+    r"execute-input-mismatch|unbroadcastable-value|runnercheck-internal|runner-input-unbound)\]$"
 )
 
 

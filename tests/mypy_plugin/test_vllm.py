@@ -17,7 +17,7 @@ from tests.vllm_wheels import vllm_package
 
 PLUGIN_CODES = re.compile(
     r"\[(runner-input-protocol|from-dict-fixed-return|runner-input-covariance|"
-    r"execute-input-mismatch|unbroadcastable-value|runnercheck-internal)\]$"
+    r"execute-input-mismatch|unbroadcastable-value|runnercheck-internal|runner-input-unbound)\]$"
 )
 
 
