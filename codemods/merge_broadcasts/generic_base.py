@@ -30,6 +30,11 @@ def _subscript(name: str, argument: str) -> cst.Arg:
     return cst.Arg(value=cst.parse_expression(f"{name}[{argument}]"))
 
 
+def _starts_blank(statement: cst.BaseStatement) -> bool:
+    lead = cstutil.leading(statement)
+    return bool(lead) and lead[0].comment is None
+
+
 def split_generic(
     plan: RunnerPlan, cdef: cst.ClassDef, contract: Contract
 ) -> list[cst.BaseStatement]:
@@ -58,20 +63,22 @@ def split_generic(
         ).lstrip()
     )
     if shared:
-        shared[0] = cstutil.with_leading(
-            shared[0], [cst.EmptyLine(indent=False), *cstutil.leading(shared[0])]
-        )
+        lead = cstutil.leading(shared[0])
+        if not lead or lead[0].comment is not None:
+            lead = [cst.EmptyLine(indent=False), *lead]
+        shared[0] = cstutil.with_leading(shared[0], lead)
     generic = cdef.with_changes(
         name=cst.Name(plan.generic),
         bases=bases,
         body=cdef.body.with_changes(body=[*summary, *shared]),
     )
-    if doc:
-        concrete[0] = cstutil.with_leading(concrete[0], [cst.EmptyLine(indent=False)])
-    else:
-        concrete[0] = cstutil.with_leading(
-            concrete[0], cstutil.comments(cstutil.leading(concrete[0]))
-        )
+    # a blank line after the class line (or its docstring) where the class had one
+    first = items[len(doc)] if len(items) > len(doc) else None
+    blank = bool(doc) or (first is not None and _starts_blank(first))
+    concrete[0] = cstutil.with_leading(
+        concrete[0],
+        [cst.EmptyLine(indent=False)] * blank + cstutil.comments(cstutil.leading(concrete[0])),
+    )
     runner = cst.ClassDef(
         name=cst.Name(plan.name),
         bases=[_subscript(plan.generic, plan.input_name)],
