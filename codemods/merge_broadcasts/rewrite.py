@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,6 +196,12 @@ def rewrite_group(
                     body.extend(generated)
                     needs_dataclass = True
                     typing_names |= {"Any", "Dict", "Type", "TypeVar"}
+                    typing_names |= {
+                        name
+                        for f in plan_any.fields
+                        for name in ("Optional", "Union", "List", "Tuple", "Set")
+                        if re.search(rf"\b{name}\[", f.annotation)
+                    }
                     owner_names = [input_base]
                     if plan_any.add_base:
                         owner_names.append(runner_base)

@@ -25,6 +25,8 @@ class FieldPlan:
     #: set by ``prepare_model_input`` from this value (a request the input keeps);
     #: the other ranks get the default, None
     from_request: str = ""
+    #: driver-only, and the other ranks bound it to ``None``: the field's default
+    none_default: bool = False
 
 
 @dataclass
@@ -86,6 +88,8 @@ class RunnerPlan:
     #: ``assert <received dict> is not None`` right after the receive (not moved)
     receive_checks: list[cst.BaseStatement] = field(default_factory=list)
     non_driver: list[cst.BaseStatement] = field(default_factory=list)
+    #: statements the rebuilt input no longer needs (a driver-only field's ``= None``)
+    from_dict_skip: list[cst.BaseStatement] = field(default_factory=list)
     uses_attn_backend: bool = False
     keys: list[str] = field(default_factory=list)
     dropped: list[DroppedKey] = field(default_factory=list)

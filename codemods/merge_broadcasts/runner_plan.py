@@ -162,6 +162,7 @@ def plan_legacy_method(
         FieldPlan(name, annotations.get(name, "Any"), driver_only=name not in tainted)
         for name in fields
     ]
+    _none_defaults(plan)
     driver_bound = cstutil.bound_in([*plan.prologue, *plan.driver_before, *plan.driver_after])
     non_driver_bound = cstutil.bound_in([*plan.prologue, *plan.non_driver])
     for name in fields:
@@ -231,6 +232,31 @@ def _split_extras(
         new_if = recv_if.with_changes(body=recv_if.body.with_changes(body=[*inner[:at], *rest]))
         other_out[other_out.index(recv_if)] = new_if
     return driver_out, other_out
+
+
+def _none_defaults(plan: RunnerPlan) -> None:
+    """A driver-only field the other ranks bind to ``None`` (and nothing else) gets
+    ``None`` as its default: the statement goes, the field moves after the others."""
+    for f in plan.fields:
+        if not f.driver_only or f.from_request:
+            continue
+        binds = [s for s in [*plan.prologue, *plan.non_driver] if f.name in cstutil.bound_in([s])]
+        if len(binds) != 1:
+            continue
+        small = cstutil.single_small(binds[0])
+        if not (
+            isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+            and isinstance(small.value, cst.Name)
+            and small.value.value == "None"
+        ):
+            continue
+        plan.from_dict_skip.append(binds[0])
+        f.none_default = True
+        if not _optional(f.annotation) and f.annotation != "Any":
+            f.annotation = f"Optional[{f.annotation}]"
+    plan.fields.sort(key=lambda f: f.none_default or bool(f.from_request))
 
 
 def _optional(annotation: str) -> bool:

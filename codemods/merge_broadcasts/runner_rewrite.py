@@ -27,6 +27,11 @@ def _field_line(f: FieldPlan, marker: str) -> str:
             f"    # Driver-only: set by {DEFAULT_PREPARE}; the other ranks get None.\n"
             f"    {f.name}: {f.annotation} = dataclasses.field(default=None, metadata={marker})\n"
         )
+    if f.none_default:
+        return (
+            "    # Driver-only: not broadcast; the other ranks get None.\n"
+            f"    {f.name}: {f.annotation} = dataclasses.field(default=None, metadata={marker})\n"
+        )
     if f.driver_only:
         return (
             "    # Driver-only: not broadcast; the other ranks build their own value.\n"
@@ -39,7 +44,7 @@ def input_class(plan: RunnerPlan, base: str, contract: Contract) -> list[cst.Bas
     """The input dataclass (and its TypeVar) that replaces the metadata dict."""
     assert plan.literal is not None
     fields = "".join(_field_line(f, contract.driver_only_marker) for f in plan.fields)
-    names = [f.name for f in plan.fields if not f.from_request]
+    names = [f.name for f in plan.fields if not f.from_request and not f.none_default]
     backend = f"{ATTN_BACKEND}: Any = None"
     cls_call = cstutil.call_text("cls", [f"{n}={n}" for n in names], 15).replace("\n", "\n        ")
     doc = cstutil.docstring(
@@ -164,6 +169,8 @@ def _extractions(plan: RunnerPlan) -> list[cst.BaseStatement]:
 def _fill_from_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDef:
     statements: list[cst.BaseStatement] = []
     for statement in [*plan.prologue, *plan.non_driver]:
+        if any(statement is skip for skip in plan.from_dict_skip):
+            continue
         moved = _renamed(statement, plan.receive_var)
         statements.append(cast(cst.BaseStatement, moved.visit(_SelfAttnBackend())))
     statements = [*_extractions(plan), *statements]
