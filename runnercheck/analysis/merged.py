@@ -95,6 +95,7 @@ class MergedDicts(KeyFlow, StepWalk):
     def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
         super().__init__(modules, contract)
         self._steps: list[MergedStep] | None = None
+        self._built: list[tuple[ClassFacts, set[str]]] | None = None
 
     # ------------------------------------------------------------ finding
     def merged_steps(self) -> list[MergedStep]:
@@ -114,11 +115,30 @@ class MergedDicts(KeyFlow, StepWalk):
         return self._steps
 
     def delivered_keys(self, cls: ClassFacts) -> set[str]:
-        """Keys some merged dict delivers to ``cls(**d)``."""
-        out: set[str] = set()
-        for step in self.merged_steps():
-            out |= step.delivered.get(id(cls), set())
-        return out
+        """Keys some merged dict delivers to ``cls(**d)``. A base that the receiving
+        ranks only build through subclasses (``ModelInput`` declares the field,
+        ``ModelInputWithSampling(**d)`` is what runs) gets the keys delivered to every
+        such subclass: each of them inherits the field and receives it."""
+        built = [
+            keys
+            for klass, keys in self._built_from_merged()
+            if any(base is cls for base in self.mro(klass))
+        ]
+        return set.intersection(*built) if built else set()
+
+    def _built_from_merged(self) -> list[tuple[ClassFacts, set[str]]]:
+        """Each class some merged dict builds, with the keys alive at its ``**`` calls."""
+        if self._built is None:
+            per_class: dict[int, set[str]] = {}
+            for step in self.merged_steps():
+                for key, keys in step.delivered.items():
+                    per_class.setdefault(key, set()).update(keys)
+            self._built = [
+                (klass, per_class[id(klass)])
+                for klass in self.all_classes()
+                if id(klass) in per_class
+            ]
+        return self._built
 
     def unbroadcast_fields(self, cls: ClassFacts) -> list[FieldFacts]:
         """Own dataclass fields of ``cls`` that its broadcast dict never carries and

@@ -166,9 +166,15 @@ def _groups(project: Project) -> dict[tuple[str, str, int], list[Leak]]:
     for step in project.merged_steps():
         for leak in step.leaks:
             origin = leak.origin
-            group = out.setdefault((origin.key, origin.path, origin.line), [])
-            if not any(other.target is leak.target for other in group):
-                group.append(leak)
+            out.setdefault((origin.key, origin.path, origin.line), []).append(leak)
+    return out
+
+
+def _one_per_target(leaks: list[Leak]) -> list[Leak]:
+    out: list[Leak] = []
+    for leak in leaks:
+        if not any(other.target is leak.target for other in out):
+            out.append(leak)
     return out
 
 
@@ -201,11 +207,13 @@ def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
         path, line = origin.read_without_pop or (origin.path, origin.line)
         if path != module.path:
             continue
-        finding = Finding(path, line, 1, RULE.code, message(leaks))
         silent = [project.silent_worker(leak.worker) for leak in leaks]
-        if all(silent):
-            finding = finding.as_note(str(silent[0]))
-        yield finding
+        live = [leak for leak, why in zip(leaks, silent, strict=True) if why is None]
+        if live:  # the targets under a worker that never broadcasts are not listed
+            yield Finding(path, line, 1, RULE.code, message(_one_per_target(live)))
+        else:
+            finding = Finding(path, line, 1, RULE.code, message(_one_per_target(leaks)))
+            yield finding.as_note(str(silent[0]))
 
 
 CHECK = CheckRule(RULE, check_module=check_module)
