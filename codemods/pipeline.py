@@ -346,7 +346,7 @@ def _run_group(group: Group) -> TaskResult:
     modules = {p: cst.parse_module(state.sources[p]) for p in group.files}
     result.cst_files = len(modules)
     try:
-        merged = merge(group, modules, state.project, contract)
+        merged = merge(group, modules, state.project, contract, state.sources)
     except Refusal as refusal:
         result.refusals.append(
             Refused(

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 
-from runnercheck.analysis.signatures import RunnerSignature
+from runnercheck.analysis.signatures import Import, RunnerSignature
 from runnercheck.contract import Contract
 
 BASE_MODULE_NAME = "model_runner_base"
+WORKER_INPUT_MODULE_NAME = "worker_input"
 
 
 def _import_from(module: str, names: list[str], limit: int = 79) -> list[str]:
@@ -23,11 +25,11 @@ def _import_from(module: str, names: list[str], limit: int = 79) -> list[str]:
     return [*out, current, ")"]
 
 
-def _type_imports(signature: RunnerSignature) -> list[str]:
+def _type_imports(imports: Iterable[Import]) -> list[str]:
     """``import x`` lines, then ``from m import a, b`` per module, sorted as isort does."""
-    plain = sorted({imp.module for imp in signature.imports if imp.name is None})
+    plain = sorted({imp.module for imp in imports if imp.name is None})
     names: dict[str, set[str]] = {}
-    for imp in signature.imports:
+    for imp in imports:
         if imp.name is not None:
             names.setdefault("." * imp.level + imp.module, set()).add(imp.name)
     lines = [f"import {module}" for module in plain]
@@ -36,26 +38,38 @@ def _type_imports(signature: RunnerSignature) -> list[str]:
     return lines
 
 
-def _header(signature: RunnerSignature) -> str:
-    typing = sorted(
-        {"Any", "Dict", "Generic", "Type", "TypeVar"}
-        | set(signature.typing)
-        | ({"TYPE_CHECKING"} if signature.imports else set()),
+def import_block(stdlib: Sequence[str], typing: Iterable[str], imports: Sequence[Import]) -> str:
+    """A generated module's imports: ``stdlib`` lines, the ``typing`` names, and what
+    the annotations name from the engine under ``TYPE_CHECKING`` (nothing but the
+    standard library is imported at run time)."""
+    names = sorted(
+        set(typing) | ({"TYPE_CHECKING"} if imports else set()),
         key=lambda name: (not name.isupper(), name),
     )
-    lines = ["import dataclasses", "from abc import ABC, abstractmethod"]
-    lines += _import_from("typing", typing)
-    if signature.imports:
+    lines = [*stdlib, *_import_from("typing", names)]
+    if imports:
         lines += ["", "if TYPE_CHECKING:"]
-        lines += [f"    {line}" for line in _type_imports(signature)]
+        lines += [f"    {line}" for line in _type_imports(imports)]
     return "\n".join(lines)
 
 
-def _quoted(annotation: str, signature: RunnerSignature) -> str:
+def _header(signature: RunnerSignature) -> str:
+    return import_block(
+        ["import dataclasses", "from abc import ABC, abstractmethod"],
+        {"Any", "Dict", "Generic", "Type", "TypeVar"} | set(signature.typing),
+        signature.imports,
+    )
+
+
+def quoted(annotation: str, imports: Iterable[Import]) -> str:
     """An annotation naming what is imported only for type checking is a string."""
-    imported = {imp.name or imp.module.split(".")[0] for imp in signature.imports}
+    imported = {imp.name or imp.module.split(".")[0] for imp in imports}
     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", annotation))
     return f'"{annotation}"' if words & imported else annotation
+
+
+def _quoted(annotation: str, signature: RunnerSignature) -> str:
+    return quoted(annotation, signature.imports)
 
 
 def base_module(contract: Contract, signature: RunnerSignature | None = None) -> str:

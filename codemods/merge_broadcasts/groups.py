@@ -70,7 +70,7 @@ def plan_group(
         cdef = _top_level_class(modules, project, ref)
         plan = RunnerPlan(ref.path, ref.name, cdef)
         legacy = broadcast_methods(
-            cdef, contract, _methods_calling(project, ref, {contract.broadcast_function})
+            cdef, contract, methods_calling(project, ref, {contract.broadcast_function})
         )
         if len(legacy) > 1:
             raise Refusal(
@@ -139,7 +139,7 @@ def plan_group(
             plan.cdef,
             source.method.name.value,
             plan.execute,
-            _methods_calling(project, ref, {source.method.name.value}, on_self=True),
+            methods_calling(project, ref, {source.method.name.value}, on_self=True),
         )
         if stray:
             raise Refusal(
@@ -149,7 +149,7 @@ def plan_group(
                 f"`{contract.execute_method}`",
                 stray[0],
             )
-        plan.self_execute_in = _methods_calling(
+        plan.self_execute_in = methods_calling(
             project, ref, {contract.execute_method}, on_self=True
         ) - {contract.execute_method}
         plan.self_execute_calls = self_calls(
@@ -217,7 +217,7 @@ def plan_group(
             plan_w,
             contract,
             runner_keys,
-            _methods_calling(project, ref, {contract.broadcast_function, contract.execute_method}),
+            methods_calling(project, ref, {contract.broadcast_function, contract.execute_method}),
         )
         worker_plans.append(plan_w)
     return list(runner_plans.values()), worker_plans
@@ -304,7 +304,7 @@ def _first_broadcast(method: cst.FunctionDef, contract: Contract) -> cst.CSTNode
     return found[0] if found else method
 
 
-def _methods_calling(
+def methods_calling(
     project: Project, ref: ClassRef, names: set[str], on_self: bool = False
 ) -> set[str]:
     """Names of ``ref``'s methods that call any of ``names`` (``self.<name>`` only when

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from codemods.merge_broadcasts.runner_rewrite import (
     wrap_self_execute,
 )
 from codemods.merge_broadcasts.runner_statements import subscript_key
+from codemods.merge_broadcasts.shared_worker_input import SharedInput, shared_inputs
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_rewrite import (
     needs_optional,
@@ -33,7 +35,7 @@ from codemods.merge_broadcasts.worker_rewrite import (
 )
 from codemods.refusal import Refusal
 from codemods.results import GroupResult, RunnerSummary
-from runnercheck.analysis.groups import Group, find_groups
+from runnercheck.analysis.groups import ClassRef, Group, find_groups
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.signatures import runner_signature
@@ -147,7 +149,10 @@ def rewrite_group(
     contract: Contract,
     runner_plans: list[RunnerPlan],
     worker_plans: list[WorkerPlan],
+    sources: Mapping[Path, bytes] | None = None,
 ) -> GroupResult:
+    """The group rewritten. ``sources`` (every file of the run as read) lets workers
+    of other groups beside this group's share one worker input with them."""
     result = GroupResult(group.label)
     limit = layout.line_limit(group.files[0]) if group.files else layout.DEFAULT_LIMIT
     bases = _find_bases(project, contract)
@@ -169,6 +174,11 @@ def rewrite_group(
             signature = runner_signature(project, _runners_beside(project, base_file))
             result.sources[base_file] = templates.base_module(contract, signature)
             result.created.append(base_file)
+    shared = _shared_worker_inputs(project, contract, worker_plans, sources)
+    for found in shared.values():
+        if found.path not in result.sources:
+            result.sources[found.path] = found.text
+            result.created.append(found.path)
     by_class: dict[tuple[Path, str], RunnerPlan | WorkerPlan] = {}
     for plan in runner_plans:
         by_class[(plan.path, plan.name)] = plan
@@ -232,8 +242,10 @@ def rewrite_group(
                 continue
             if isinstance(plan_any, WorkerPlan):
                 assert isinstance(statement, cst.ClassDef)
-                generated = worker_input_class(plan_any, contract)
-                generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
+                common = shared.get(ClassRef(plan_any.path, plan_any.name))
+                generated = [] if common is not None else worker_input_class(plan_any, contract)
+                if common is not None:
+                    from_imports.append((import_path(project, path, common.path), [common.name]))
                 new_w = rewrite_worker(plan_any, contract)
                 for parent in [p for p in runner_plans if p.generic]:
                     runners = {p.name for p in runner_plans}
@@ -244,6 +256,10 @@ def rewrite_group(
                         from_imports.append(
                             (import_path(project, path, parent.path), [parent.generic])
                         )
+                if common is not None:
+                    body.append(new_w)
+                    continue
+                generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
                 body.extend(generated)
                 body.append(new_w.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
                 needs_dataclass = True
@@ -304,6 +320,27 @@ def rewrite_group(
     return result
 
 
+def _shared_worker_inputs(
+    project: Project,
+    contract: Contract,
+    worker_plans: list[WorkerPlan],
+    sources: Mapping[Path, bytes] | None,
+) -> dict[ClassRef, SharedInput]:
+    """The workers of this group that use a shared worker input (their plans now
+    name it), computed per directory from the whole project."""
+    if not worker_plans or sources is None:
+        return {}
+    found: dict[ClassRef, SharedInput] = {}
+    for directory in sorted({p.path.parent for p in worker_plans}):
+        limit = layout.line_limit(directory / f"{templates.WORKER_INPUT_MODULE_NAME}.py")
+        found.update(shared_inputs(project, contract, directory, sources, limit))
+    for plan in worker_plans:
+        common = found.get(ClassRef(plan.path, plan.name))
+        if common is not None:
+            plan.input_name = common.name
+    return found
+
+
 def finish(
     path: Path, module: cst.Module, used_before: set[str]
 ) -> tuple[cst.Module, str, ast.Module]:
@@ -322,8 +359,12 @@ def finish(
 
 
 def merge(
-    group: Group, modules: dict[Path, cst.Module], project: Project, contract: Contract
+    group: Group,
+    modules: dict[Path, cst.Module],
+    project: Project,
+    contract: Contract,
+    sources: Mapping[Path, bytes] | None = None,
 ) -> GroupResult:
     """Plan then rewrite one group (raises Refusal; nothing is written here)."""
     runner_plans, worker_plans = plan_group(group, modules, project, contract)
-    return rewrite_group(group, modules, project, contract, runner_plans, worker_plans)
+    return rewrite_group(group, modules, project, contract, runner_plans, worker_plans, sources)

@@ -2,54 +2,73 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import libcst as cst
 
 from codemods import cstutil
 from codemods.merge_broadcasts.runner_model import MODEL_INPUT
-from codemods.merge_broadcasts.worker_model import WORKER_INPUT, WorkerPlan
+from codemods.merge_broadcasts.worker_model import WORKER_INPUT, KeyPlan, WorkerPlan
 from runnercheck.contract import Contract
 
 
+def field_annotation(key: KeyPlan) -> str:
+    """The field's annotation: ``Optional[...]`` when the receiver defaults it to None."""
+    if key.default == "None" and key.annotation != "Any":
+        return f"Optional[{key.annotation}]"
+    return key.annotation
+
+
 def worker_input_class(plan: WorkerPlan, contract: Contract) -> list[cst.BaseStatement]:
-    fields = []
-    for k in plan.keys:
-        annotation = k.annotation
-        if k.default == "None" and annotation != "Any":
-            annotation = f"Optional[{annotation}]"
-        fields.append(f"    {k.key}: {annotation}\n")
-    entries = "".join(f'            "{k.key}": self.{k.key},\n' for k in plan.keys)
-    pops = "".join(
-        f'            {k.key}=tensor_dict.pop("{k.key}"'
-        + (f", {k.default}" if k.default is not None else "")
-        + "),\n"
-        for k in plan.keys
-    )
-    doc = cstutil.docstring(
+    fields = [(k.key, field_annotation(k), k.default) for k in plan.keys]
+    doc = (
         f"What ``{plan.name}`` broadcasts for itself each step, next to the model input.",
-        4,
-        short=f"What ``{plan.name}`` broadcasts for itself each step.",
+        f"What ``{plan.name}`` broadcasts for itself each step.",
     )
-    text = (
-        f"{cstutil.typevar_line(plan.typevar, plan.input_name)}"
+    text = worker_input_text(plan.input_name, plan.typevar, doc, fields, contract)
+    return cstutil.parse_statements(text)
+
+
+def worker_input_text(
+    name: str,
+    typevar: str,
+    doc: tuple[str, str],
+    fields: Sequence[tuple[str, str, str | None]],
+    contract: Contract,
+    width: int = 79,
+) -> str:
+    """The TypeVar line and the frozen dataclass of a worker input: ``fields`` are
+    (key, annotation as written, default the receiver used or None); ``doc`` the
+    docstring and a shorter one for when it does not fit."""
+    lines = "".join(f"    {key}: {annotation}\n" for key, annotation, _ in fields)
+    entries = "".join(f'            "{key}": self.{key},\n' for key, _, _ in fields)
+    pops = "".join(
+        f'            {key}=tensor_dict.pop("{key}"'
+        + (f", {default}" if default is not None else "")
+        + "),\n"
+        for key, _, default in fields
+    )
+    docstring = cstutil.docstring(doc[0], 4, short=doc[1], width=width)
+    return (
+        f"{cstutil.typevar_line(typevar, name)}"
         "\n\n"
         "@dataclasses.dataclass(frozen=True)\n"
-        f"class {plan.input_name}:\n"
-        f"{doc}\n"
-        f"{''.join(fields)}\n"
+        f"class {name}:\n"
+        f"{docstring}\n"
+        f"{lines}\n"
         f"    def {contract.as_dict_method}(self) -> Dict[str, Any]:\n"
         "        return {\n"
         f"{entries}"
         "        }\n\n"
         "    @classmethod\n"
         f"    def {contract.from_dict_method}(\n"
-        f"        cls: Type[{plan.typevar}], tensor_dict: Dict[str, Any]\n"
-        f"    ) -> {plan.typevar}:\n"
+        f"        cls: Type[{typevar}], tensor_dict: Dict[str, Any]\n"
+        f"    ) -> {typevar}:\n"
         f'        """Pop this input\'s keys; what remains is the model input\'s."""\n'
         "        return cls(\n"
         f"{pops}"
         "        )\n"
     )
-    return cstutil.parse_statements(text)
 
 
 def needs_optional(plan: WorkerPlan) -> bool:

@@ -20,6 +20,7 @@ those types instead of ``Any``:
 from __future__ import annotations
 
 import ast
+import builtins as builtins_module
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -66,9 +67,10 @@ class _Stated:
     typing: frozenset[str]
 
 
-def _resolve(annotation: str, module: ModuleFacts) -> _Stated | None:
+def _resolve(annotation: str, module: ModuleFacts, builtins: bool = False) -> _Stated | None:
     """The annotation with the imports it needs, or None when a name in it is neither
-    imported nor a typing name."""
+    imported nor a typing name (nor, with ``builtins``, a builtin the module does not
+    rebind)."""
     try:
         tree = ast.parse(annotation, mode="eval")
     except SyntaxError:
@@ -88,10 +90,24 @@ def _resolve(annotation: str, module: ModuleFacts) -> _Stated | None:
             imports.append(Import(mod if name is not None else node.id, name, level))
         elif node.id in TYPING_NAMES:
             typing.add(node.id)
-        else:
+        elif not (
+            builtins and hasattr(builtins_module, node.id) and node.id not in module.top_level_names
+        ):
             return None
     # ``typing.Optional`` written in full needs ``import typing``, already covered above
     return _Stated(ast.unparse(tree), tuple(dict.fromkeys(imports)), frozenset(typing))
+
+
+def annotation_imports(
+    annotation: str, module: ModuleFacts
+) -> tuple[str, tuple[Import, ...], frozenset[str]] | None:
+    """An annotation written in ``module`` as another module of its directory would
+    write it: its normalised text, the imports it needs and the ``typing`` names it
+    uses; None when a name in it is defined in ``module`` itself."""
+    stated = _resolve(annotation, module, builtins=True)
+    if stated is None:
+        return None
+    return stated.text, stated.imports, stated.typing
 
 
 def _unwrap_optional(text: str) -> tuple[str, bool]:

@@ -8,7 +8,9 @@ variant of the shipped engine (``fixtures/<shape>/before``, our own code):
 * ``request_after_prepare``: ``execute_model`` reads the request list again after
   preparing, for a driver-only step;
 * ``hardware_subclass``: hardware runners in files of their own subclass the model
-  runner, one with its own worker, one driven by no worker of the package.
+  runner, one with its own worker, one driven by no worker of the package;
+* ``shared_worker_input``: a hardware worker copied from the GPU worker sends the
+  same fields, so both use one worker input in a generated ``worker_input.py``.
 
 Each migrates to its golden ``after`` byte for byte, a second run changes nothing,
 ``check`` finds nothing on the result, and (slow) at TP 2 the migrated variant
@@ -30,9 +32,18 @@ from runnercheck.demo.engine import run_engine
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-SHAPES = ("after_split", "extra_broadcast", "request_after_prepare", "hardware_subclass")
+SHAPES = (
+    "after_split",
+    "extra_broadcast",
+    "request_after_prepare",
+    "hardware_subclass",
+    "shared_worker_input",
+)
 #: the worker each variant runs with (``module:Class`` of its package)
-WORKERS = {"hardware_subclass": "xpu_worker:XPUWorker"}
+WORKERS = {
+    "hardware_subclass": "xpu_worker:XPUWorker",
+    "shared_worker_input": "hpu_worker:HPUWorker",
+}
 
 
 @pytest.mark.parametrize("shape", SHAPES)

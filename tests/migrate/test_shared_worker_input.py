@@ -1,0 +1,109 @@
+"""Workers of one directory whose inputs would have the same fields share one class in a
+generated ``worker_input.py``, also when they belong to different groups; workers
+whose fields differ keep a class of their own."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runnercheck.check import check_paths
+from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
+
+IMPORT = "from .worker_input import WorkerInput\n"
+
+
+def _engine_with_a_copied_worker(root: Path, edit: tuple[str, str] | None = None) -> Path:
+    """The toy engine plus ``accel_worker.py``: the GPU worker's step copied, driving
+    the CPU runner, so it falls in the CPU worker's group, not the GPU worker's."""
+    work = copy_tree(FIXTURES / "engine" / "before", root / "engine")
+    text = (work / "worker.py").read_text()
+    runner = (
+        "        RunnerClass = PoolingModelRunner if config.pooling else ModelRunner\n"
+        "        self.model_runner = RunnerClass(config, is_driver_worker=is_driver_worker)\n"
+    )
+    assert runner in text
+    text = (
+        text.replace(
+            runner, "        self.model_runner = CPUModelRunner(config, is_driver_worker)\n"
+        )
+        .replace(
+            "from .model_runner import ModelRunner\n"
+            "from .pooling_model_runner import PoolingModelRunner\n",
+            "from .cpu_model_runner import CPUModelRunner\n",
+        )
+        .replace("class Worker:", "class AccelWorker:")
+    )
+    if edit is not None:
+        assert edit[0] in text
+        text = text.replace(*edit)
+    (work / "accel_worker.py").write_text(text)
+    return work
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_workers_of_two_groups_share_one_generated_class(
+    jobs: str, tmp_path: Path, migrate_cli, monkeypatch
+) -> None:
+    work = _engine_with_a_copied_worker(tmp_path)
+    monkeypatch.chdir(work)
+    data = json.loads(migrate_cli("--check", "--format", "json", ".").out)
+    labels = [g["group"] for g in data["groups"]]
+    assert any(label.startswith("Worker/") for label in labels), labels
+    assert any("AccelWorker" in label and "CPUWorker" in label for label in labels), labels
+    result = migrate_cli("-j", jobs, ".")
+    assert result.code == 1 and ": MIG" not in result.out, result.out
+    shared = (work / "worker_input.py").read_text()
+    assert shared.count("\nclass ") == 1 and "class WorkerInput:" in shared
+    assert "``AccelWorker`` and ``Worker``" in shared
+    for name in ("worker.py", "accel_worker.py"):
+        text = (work / name).read_text()
+        assert IMPORT in text and "class WorkerInput" not in text, name
+        assert "worker_input = WorkerInput(" in text, name
+        assert "WorkerInput.from_broadcasted_tensor_dict(data)" in text, name
+    # the CPU worker sends other fields: its own class, as before
+    cpu = (work / "cpu_worker.py").read_text()
+    assert "class CPUWorkerInput:" in cpu and "worker_input" not in cpu.split("class")[0]
+    assert check_paths([work]).findings == []
+    again = snapshot(work)
+    assert migrate_cli(".").code == 0
+    assert snapshot(work) == again
+
+
+def test_a_field_of_another_type_keeps_a_class_per_worker(tmp_path: Path, migrate_cli) -> None:
+    work = _engine_with_a_copied_worker(
+        tmp_path,
+        (
+            "        blocks_to_swap = torch.tensor(request.blocks_to_swap, dtype=torch.int64)\n",
+            "        blocks_to_swap = request.blocks_to_swap\n",
+        ),
+    )
+    result = migrate_cli(str(work))
+    assert result.code == 1 and ": MIG" not in result.out, result.out
+    assert not (work / "worker_input.py").exists()
+    assert "class AccelWorkerInput:" in (work / "accel_worker.py").read_text()
+    assert "class WorkerInput:" in (work / "worker.py").read_text()
+
+
+def test_an_existing_worker_input_module_is_left_alone(tmp_path: Path, migrate_cli) -> None:
+    work = _engine_with_a_copied_worker(tmp_path)
+    mine = '"""Not generated."""\n'
+    (work / "worker_input.py").write_text(mine)
+    result = migrate_cli(str(work))
+    assert result.code == 1 and ": MIG" not in result.out, result.out
+    assert (work / "worker_input.py").read_text() == mine
+    assert "class AccelWorkerInput:" in (work / "accel_worker.py").read_text()
+    assert "class WorkerInput:" in (work / "worker.py").read_text()
+
+
+def test_the_shape_golden_shares_the_class_and_keeps_the_subclass_worker() -> None:
+    after = FIXTURES / "shared_worker_input" / "after"
+    for name in ("worker.py", "hpu_worker.py"):
+        text = (after / name).read_text()
+        assert IMPORT in text and "class WorkerInput" not in text, name
+    # the XPU worker inherits the GPU worker's step: nothing of its own to share
+    assert (after / "xpu_worker.py").read_bytes() == (
+        FIXTURES / "shared_worker_input" / "before" / "xpu_worker.py"
+    ).read_bytes()
