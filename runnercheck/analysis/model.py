@@ -396,3 +396,23 @@ def flatten_calls(steps: tuple[Step, ...]) -> list[CallStep]:
                 out += flatten_calls(handler)
             out += flatten_calls(step.orelse) + flatten_calls(step.finalbody)
     return out
+
+
+def non_driver_calls(steps: tuple[Step, ...], inside: bool = False) -> list[CallStep]:
+    """The calls of ``steps`` under a branch only the non-driver ranks take."""
+    out: list[CallStep] = []
+    for step in steps:
+        if isinstance(step, CallStep):
+            if inside:
+                out.append(step)
+        elif isinstance(step, BranchStep):
+            out += non_driver_calls(step.body, inside or step.then_role == "non-driver")
+            out += non_driver_calls(step.orelse, inside or step.else_role == "non-driver")
+        elif isinstance(step, LoopStep):
+            out += non_driver_calls(step.body, inside) + non_driver_calls(step.orelse, inside)
+        elif isinstance(step, TryStep):
+            out += non_driver_calls(step.body, inside)
+            for handler in step.handlers:
+                out += non_driver_calls(handler, inside)
+            out += non_driver_calls(step.orelse, inside) + non_driver_calls(step.finalbody, inside)
+    return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from runnercheck.analysis.model import ClassFacts
+from runnercheck.analysis.model import ClassFacts, FunctionFacts, non_driver_calls
 from runnercheck.analysis.project import Project
 from runnercheck.catalog import Rule
 from runnercheck.check.rules.base import CheckRule
@@ -36,21 +36,49 @@ class ModelRunner:
 
 
 def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
-    """A collective reachable from ``prepare_model_input`` through the class's own methods."""
+    """A collective reachable from ``prepare_model_input`` through the class's own
+    methods. A receive on the non-driver side of a driver split in the same function
+    as a reported send is the other half of that one mistake: it goes into the send's
+    message instead of a finding of its own."""
     prepare = project.contract.prepare_input_method
     if prepare not in cls.methods:
         return
-    for reached in project.collectives_reachable(cls, prepare):
-        site = reached.site
-        via = f" (via {' -> '.join(reached.chain[1:])})" if len(reached.chain) > 1 else ""
+    reached = project.collectives_reachable(cls, prepare)
+    paired: dict[tuple[str, str], list[int]] = {}
+    for key in {(r.site.path, r.site.where) for r in reached}:
+        func = _function(project, *key)
+        if func is None:
+            continue
+        other = {(c.line, c.col) for c in non_driver_calls(func.steps) if c.collective}
+        sites = [r.site for r in reached if (r.site.path, r.site.where) == key]
+        if other and any((s.line, s.col) not in other for s in sites):
+            paired[key] = sorted(s.line for s in sites if (s.line, s.col) in other)
+    for one in reached:
+        site = one.site
+        pair = paired.get((site.path, site.where))
+        if pair and site.line in pair:
+            continue
+        via = f" (via {' -> '.join(one.chain[1:])})" if len(one.chain) > 1 else ""
+        also = f"; its non-driver side runs `{site.callee}` too (line {pair[0]})" if pair else ""
         yield Finding(
             site.path,
             site.line,
             site.col,
             RULE.code,
             f"collective `{site.callee}` runs in {cls.name}.{prepare}{via}: only the "
-            "driver prepares inputs, so no other rank matches it",
+            f"driver prepares inputs, so no other rank matches it{also}",
         )
+
+
+def _function(project: Project, path: str, qualname: str) -> FunctionFacts | None:
+    module = project.modules.get(path)
+    if module is None:
+        return None
+    owner, _, name = qualname.rpartition(".")
+    if not owner:
+        return module.functions.get(name)
+    cls = module.classes.get(owner)
+    return cls.methods.get(name) if cls is not None else None
 
 
 CHECK = CheckRule(RULE, check_class=check_class)
