@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from runnercheck.analysis.groups import ClassRef, Group, ref_of
 from runnercheck.analysis.model import CallSite, ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.requests import request_uses
+from runnercheck.analysis.signatures import inherited_local_types
 from runnercheck.contract import Contract
 
 
@@ -92,6 +94,10 @@ def plan_group(
         if legacy:
             method = _facts(project, ref).methods.get(legacy[0].name.value)
             shape = method.split if method is not None else None
+            if shape is not None and shape.unpacked:
+                from_bases = inherited_local_types(project, _facts(project, ref), shape.unpacked)
+                known = {**from_bases, **dict(shape.types)}
+                shape = dataclasses.replace(shape, types=tuple(sorted(known.items())))
             plan_legacy_method(plan, legacy[0], contract, shape, where(ref.path))
         runner_plans[ref] = plan
     # inherited inputs

@@ -257,6 +257,7 @@ def _class_facts(
                 if field_facts is not None:
                     fields.append(field_facts)
             if isinstance(stmt.target, ast.Name):
+                facts.annotation_texts[stmt.target.id] = ast.unparse(stmt.annotation)
                 if stmt.value is not None:
                     facts.class_attrs[stmt.target.id] = names_in(stmt.value)
                 elif not facts.is_dataclass:

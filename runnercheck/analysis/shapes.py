@@ -90,6 +90,8 @@ class SplitShape:
     #: locals the method binds to ``None`` somewhere: a stated non-Optional type of
     #: theirs (a stale ``-> Tuple[...]`` element) is really ``Optional``
     nullable: tuple[str, ...] = ()
+    #: locals unpacked from ``self.<method>(...)``: (local, method, index, count)
+    unpacked: tuple[tuple[str, str, int, int], ...] = ()
 
     @property
     def fields(self) -> tuple[str, ...]:
@@ -306,7 +308,25 @@ def legacy_split(
         problem=problem or extra_problem,
         types=types,
         nullable=nullable,
+        unpacked=_unpacked(func),
     )
+
+
+def _unpacked(func: ast.FunctionDef) -> tuple[tuple[str, str, int, int], ...]:
+    out: list[tuple[str, str, int, int]] = []
+    for node in ast.walk(func):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
+            continue
+        target, value = node.targets[0], node.value
+        if not isinstance(target, (ast.Tuple, ast.List)) or not isinstance(value, ast.Call):
+            continue
+        callee = dotted(value.func)
+        if not callee.startswith("self.") or callee.count(".") != 1:
+            continue
+        for index, element in enumerate(target.elts):
+            if isinstance(element, ast.Name):
+                out.append((element.id, callee[5:], index, len(target.elts)))
+    return tuple(out)
 
 
 def _with(shape: SplitShape, **changes: object) -> SplitShape:

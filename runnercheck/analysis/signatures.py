@@ -20,6 +20,7 @@ those types instead of ``Any``:
 from __future__ import annotations
 
 import ast
+import builtins
 import builtins as builtins_module
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -31,6 +32,9 @@ from runnercheck.analysis.project import Project
 TYPING_NAMES = frozenset(
     {"Any", "Dict", "List", "Optional", "Set", "Tuple", "Type", "Union", "Sequence", "Mapping"}
 )
+
+
+_BUILTINS = frozenset(dir(builtins))
 
 
 @dataclass(frozen=True)
@@ -200,3 +204,51 @@ def runner_signature(project: Project, runners: Iterable[ClassFacts]) -> RunnerS
         tuple(sorted(imports, key=Import.statement)),
         frozenset(typing),
     )
+
+
+def inherited_local_types(
+    project: Project, cls: ClassFacts, unpacked: Iterable[tuple[str, str, int, int]]
+) -> dict[str, str]:
+    """Types of locals unpacked from ``self.<method>(...)`` where the method is found
+    along the MRO, in another module too: the element of its ``-> Tuple[...]`` or of
+    the NamedTuple it returns. Only types whose every name the class's own module
+    can write (it binds them, or they are typing names) are kept."""
+    module = project.modules.get(cls.path)
+    if module is None:
+        return {}
+    out: dict[str, str] = {}
+    for local, method, index, count in unpacked:
+        ref = project.resolve_method(cls, method)
+        if ref is None or not ref.func.return_annotation:
+            continue
+        elements = _elements(project, ref.func.return_annotation, ref.owner.path)
+        if elements is None or len(elements) != count:
+            continue
+        text = elements[index]
+        try:
+            names = {
+                n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)
+            }
+        except SyntaxError:
+            continue
+        if all(n in module.top_level_names or n in TYPING_NAMES or n in _BUILTINS for n in names):
+            out.setdefault(local, text)
+    return out
+
+
+def _elements(project: Project, annotation: str, path: str) -> list[str] | None:
+    try:
+        node = ast.parse(annotation, mode="eval").body
+    except SyntaxError:
+        return None
+    if isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("Tuple", "tuple"):
+        inner = node.slice
+        items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+        if any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in items):
+            return None
+        return [ast.unparse(e) for e in items]
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        target = project.resolve_class(ast.unparse(node), path)
+        if target is not None and any(b.endswith("NamedTuple") for b in target.bases):
+            return list(target.annotation_texts.values())
+    return None

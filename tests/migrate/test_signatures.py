@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.signatures import Import, RunnerSignature, runner_signature
+from runnercheck.analysis.signatures import (
+    Import,
+    RunnerSignature,
+    inherited_local_types,
+    runner_signature,
+)
 
 HEADER = """\
 from typing import List, Optional
@@ -81,3 +86,72 @@ def test_one_name_imported_from_two_places_gives_no_types() -> None:
         runner("B", "List[int]", "List[torch.Tensor]", "SamplerOutput", header=other),
     )
     assert (sig.request, sig.kv_caches, sig.returns, sig.imports) == ("Any", "Any", "Any", ())
+
+
+PARENT = """\
+from typing import NamedTuple, Optional, Tuple
+
+from engine.lora import LoRAMapping
+
+
+class Prepared(NamedTuple):
+    tokens: list
+    lora_mapping: Optional[LoRAMapping]
+
+
+class ParentRunner:
+    def _prepare(self, groups) -> Prepared:
+        return Prepared([], None)
+
+    def _pair(self, groups) -> Tuple[int, Optional[LoRAMapping]]:
+        return 0, None
+"""
+
+CHILD = """\
+from typing import Optional
+
+from engine.lora import LoRAMapping
+from engine.parent import ParentRunner
+
+
+class ChildRunner(ParentRunner):
+    def prepare_input_tensors(self, groups):
+        if self.is_driver_worker:
+            (tokens, lora_mapping) = self._prepare(groups)
+            (count, other) = self._pair(groups)
+"""
+
+
+def test_locals_unpacked_from_an_inherited_helper_take_its_element_types() -> None:
+    facts = [
+        extract_source(PARENT, "/engine/parent.py"),
+        extract_source(CHILD, "/engine/child.py"),
+    ]
+    project = Project(facts)
+    child = facts[1].classes["ChildRunner"]
+    shape_unpacked = [
+        ("tokens", "_prepare", 0, 2),
+        ("lora_mapping", "_prepare", 1, 2),
+        ("count", "_pair", 0, 2),
+        ("other", "_pair", 1, 2),
+        ("missing", "_absent", 0, 1),
+    ]
+    found = inherited_local_types(project, child, shape_unpacked)
+    assert found == {
+        "tokens": "list",
+        "lora_mapping": "Optional[LoRAMapping]",
+        "count": "int",
+        "other": "Optional[LoRAMapping]",
+    }
+
+
+def test_an_element_type_the_module_cannot_name_is_left_out() -> None:
+    child = CHILD.replace("from engine.lora import LoRAMapping\n", "")
+    facts = [
+        extract_source(PARENT, "/engine/parent.py"),
+        extract_source(child, "/engine/child.py"),
+    ]
+    found = inherited_local_types(
+        Project(facts), facts[1].classes["ChildRunner"], [("lora_mapping", "_prepare", 1, 2)]
+    )
+    assert found == {}
