@@ -19,6 +19,7 @@ import configparser
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -166,6 +167,25 @@ def _parenthesized(value: cst.BaseExpression, extra: str) -> cst.BaseExpression:
     )
 
 
+def _broken_test(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``a and b or c`` -> ``(\n    a\n    and b\n    or c\n)`` (an ``if``'s test)."""
+    if not isinstance(test, cst.BooleanOperation) or test.lpar:
+        return None
+
+    def broken(node: cst.BaseExpression) -> cst.BaseExpression:
+        if isinstance(node, cst.BooleanOperation) and not node.lpar:
+            return node.with_changes(
+                left=broken(node.left),
+                operator=node.operator.with_changes(whitespace_before=_newline_ws("    ")),
+            )
+        return node
+
+    return broken(test).with_changes(
+        lpar=[cst.LeftParen(whitespace_after=_newline_ws("    "))],
+        rpar=[cst.RightParen(whitespace_before=_newline_ws(""))],
+    )
+
+
 def _value_of(small: cst.BaseSmallStatement) -> cst.BaseExpression | None:
     if isinstance(small, (cst.Assign, cst.AugAssign, cst.Expr, cst.Return)):
         return small.value
@@ -258,6 +278,9 @@ def _dict_entries(value: cst.Dict, indent: int, limit: int) -> cst.Dict:
     return value.with_changes(elements=elements)
 
 
+_Headed = TypeVar("_Headed", cst.If, cst.While)
+
+
 class _Wrapper(cst.CSTTransformer):
     def __init__(self, module: cst.Module, targets: set[int], limit: int) -> None:
         self.module = module
@@ -274,6 +297,20 @@ class _Wrapper(cst.CSTTransformer):
         self.depth -= 1
         return updated_node
 
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        return self._header(original_node, updated_node)
+
+    def leave_While(self, original_node: cst.While, updated_node: cst.While) -> cst.While:
+        return self._header(original_node, updated_node)
+
+    def _header(self, original: _Headed, updated: _Headed) -> _Headed:
+        """A written ``if``/``elif``/``while`` line that is too long: its boolean test
+        in parentheses, one operand per line."""
+        if id(original) not in self.targets:
+            return updated
+        test = _broken_test(updated.test)
+        return updated if test is None else updated.with_changes(test=test)
+
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
@@ -287,19 +324,19 @@ class _Wrapper(cst.CSTTransformer):
         if isinstance(value, cst.Dict):
             laid = _dict_entries(value, indent, self.limit)
             return updated_node.with_changes(body=[_with_value(small, laid)])
-        if not isinstance(value, cst.Call) or not value.args:
-            return updated_node
-        if "\n" in self.module.code_for_node(small):
-            return updated_node  # laid out over several lines already
-        forms: list[Callable[[cst.Call, str], cst.BaseExpression | None]] = [
-            _hugged,
-            _one_per_line,
-        ]
+        if value is None or "\n" in self.module.code_for_node(small):
+            return updated_node  # nothing to wrap, or laid out over several lines already
+        candidates: list[Callable[[], cst.BaseExpression | None]] = []
+        if isinstance(value, cst.Call) and value.args:
+            call = value
+            candidates += [lambda: _hugged(call, ""), lambda: _one_per_line(call, "")]
         if isinstance(small, (cst.Assign, cst.AnnAssign)) and not value.lpar:
-            forms.append(_parenthesized)
-        forms.append(_fluent)
-        for form in forms:
-            candidate = form(value, "")
+            candidates.append(lambda: _parenthesized(value, ""))
+        if isinstance(value, cst.Call):
+            chained = value
+            candidates.append(lambda: _fluent(chained, ""))
+        for make in candidates:
+            candidate = make()
             if candidate is None:
                 continue
             statement = updated_node.with_changes(body=[_with_value(small, candidate)])
@@ -320,6 +357,11 @@ def wrap_long_statements(module: cst.Module, original: str, limit: int) -> cst.M
     positions = wrapper.resolve(PositionProvider)
     targets: set[int] = set()
     for node, where in positions.items():
+        if isinstance(node, (cst.If, cst.While)):
+            header = lines[where.start.line - 1]
+            if len(header) > limit and header not in kept:
+                targets.add(id(node))
+            continue
         if not isinstance(node, cst.SimpleStatementLine):
             continue
         span = lines[where.start.line - 1 : where.end.line]
