@@ -97,6 +97,8 @@ def detail_lines(result: MigrateResult) -> list[str]:
                     f"after them, every `{constructor}(...)` call passes them, and the "
                     f"non-driver reads them only through `{constructor}(**...)`)"
                 )
+        for path, line, text in group.worker_notes:
+            lines.append(f"{display(Path(path))}:{line}: {group.label}: {text}")
     for note in result.notes:
         lines.append(f"{where(note.path, note.line)}: {note.label}: {note.message}")
     return lines
@@ -164,6 +166,10 @@ def as_json(
             {
                 "group": g.label,
                 "worker_keys": g.worker_keys,
+                "notes": [
+                    {"path": display(Path(p)), "line": n, "message": t}
+                    for p, n, t in g.worker_notes
+                ],
                 "runners": [
                     {
                         "runner": r.runner,

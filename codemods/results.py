@@ -61,3 +61,5 @@ class GroupResult:
     created: list[Path] = field(default_factory=list)
     runners: list[RunnerSummary] = field(default_factory=list)
     worker_keys: dict[str, list[str]] = field(default_factory=dict)
+    #: latent bugs of the workers' steps carried over: (file, line, what)
+    worker_notes: list[tuple[str, int, str]] = field(default_factory=list)

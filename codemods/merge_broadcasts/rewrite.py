@@ -28,11 +28,13 @@ from codemods.merge_broadcasts.runner_rewrite import (
 from codemods.merge_broadcasts.runner_statements import subscript_key
 from codemods.merge_broadcasts.shared_worker_input import SharedInput, shared_inputs
 from codemods.merge_broadcasts.worker_model import WorkerPlan
+from codemods.merge_broadcasts.worker_notes import loop_exit_notes
 from codemods.merge_broadcasts.worker_rewrite import (
     needs_optional,
     rewrite_worker,
     worker_input_class,
 )
+from codemods.positions import Lines
 from codemods.refusal import Refusal
 from codemods.results import GroupResult, RunnerSummary
 from runnercheck.analysis.groups import ClassRef, Group, find_groups
@@ -247,6 +249,10 @@ def rewrite_group(
                 if common is not None:
                     from_imports.append((import_path(project, path, common.path), [common.name]))
                 new_w = rewrite_worker(plan_any, contract)
+                result.worker_notes += [
+                    (str(path), line, text)
+                    for line, text in loop_exit_notes(plan_any, Lines(modules[path]))
+                ]
                 for parent in [p for p in runner_plans if p.generic]:
                     runners = {p.name for p in runner_plans}
                     new_w, annotated = annotate_runner_attribute(

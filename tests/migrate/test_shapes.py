@@ -246,6 +246,16 @@ def test_behaviour_changes_and_carried_over_latent_bugs_are_notes_at_their_lines
     subclass = next(i for i, t in enumerate(pooling, 1) if t.startswith("class PoolingModelRunner"))
     assert "no longer holds" in notes[("pooling_model_runner.py", subclass)]
     assert len(notes) == 3
+    # the workers' loop exit on a step the driver does not end is a note at its line
+    worker = (work / "worker.py").read_text().splitlines()
+    exits = [
+        i
+        for i, t in enumerate(worker, 1)
+        if t.strip() == "return False" and "if not " not in worker[i - 2]
+    ]
+    group_notes = {(n["path"], n["line"]): n["message"] for g in data["groups"] for n in g["notes"]}
+    assert exits and all("leave their loop" in group_notes[("worker.py", i)] for i in exits)
+    assert not [k for k in group_notes if k[0] == "worker.py" and k[1] not in exits]
     text = migrate_cli("--check", ".").out
     assert f"model_runner.py:{profile}: Worker/PoolingModelRunner/ModelRunner: " in text
 

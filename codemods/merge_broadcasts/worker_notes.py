@@ -1,0 +1,52 @@
+"""Latent bugs of a worker's step that the migration carries over, as notes.
+
+The other ranks run the worker's step in a loop, ``while self.<step>(): pass``, and
+the driver ends that loop by broadcasting an empty dict: the step's ``if not
+<received>: return False``. Any other ``return False`` of the step ends the loop on a
+step the driver goes on from (vLLM 0.5.0 returns False when a step has nothing to
+run but swaps): the driver's next broadcast then has no receiver. The migration
+keeps the code as it was and says so.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from codemods.merge_broadcasts.runner_model import methods
+from codemods.merge_broadcasts.worker_model import WorkerPlan
+from codemods.positions import Lines
+
+
+def _loop_over(method: cst.FunctionDef, step: str) -> bool:
+    loop = m.While(test=m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(step))))
+    return bool(m.findall(method, loop))
+
+
+def loop_exit_notes(plan: WorkerPlan, lines: Lines) -> list[tuple[int, str]]:
+    """``(line, note)`` for each ``return False`` of the non-driver step other than
+    the stop signal's, when another method runs the step in a ``while`` loop."""
+    func = plan.recv_func
+    if func is None or not plan.recv_var:
+        return []
+    step = func.name.value
+    loops = [x.name.value for x in methods(plan.cdef) if x is not func and _loop_over(x, step)]
+    if not loops:
+        return []
+    false = m.Return(value=m.Name("False"))
+    signal = m.If(test=m.UnaryOperation(operator=m.Not(), expression=m.Name(plan.recv_var)))
+    stops = {id(r) for guard in m.findall(func, signal) for r in m.findall(guard, false)}
+    notes = []
+    for ret in m.findall(func, false):
+        if id(ret) in stops:
+            continue
+        notes.append(
+            (
+                lines.line(ret),
+                f"{plan.name}.{step} returns False here: the other ranks leave their loop "
+                f"in `{loops[0]}` on a step the driver does not end with the empty dict, "
+                "so the driver's next broadcast has no receiver (carried over as it was; "
+                "return True unless the stop signal came)",
+            )
+        )
+    return notes
