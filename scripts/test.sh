@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-.venv/bin/python -m pytest "$@"
+# one test process per core (at most 4): most tests wait on subprocesses
+.venv/bin/python -m pytest -n auto --maxprocesses 4 "$@"

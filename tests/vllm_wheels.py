@@ -7,6 +7,7 @@ is unpacked, into a cache directory (``$RUNNERCHECK_VLLM_CACHE`` or
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -31,6 +32,16 @@ def vllm_source(version: str) -> Path:
     if done.is_file():
         return target
     target.mkdir(parents=True, exist_ok=True)
+    # test processes running side by side download a release once, one at a time
+    with open(target.parent / f".{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            _download(version, target)
+            done.write_text(version)
+    return target
+
+
+def _download(version: str, target: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             sys.executable,
@@ -57,8 +68,6 @@ def vllm_source(version: str) -> Path:
             for name in archive.namelist():
                 if name.startswith("vllm/") and name.endswith(".py"):
                     archive.extract(name, target)
-    done.write_text(version)
-    return target
 
 
 def vllm_package(version: str) -> Path:
