@@ -68,10 +68,6 @@ def quoted(annotation: str, imports: Iterable[Import]) -> str:
     return f'"{annotation}"' if words & imported else annotation
 
 
-def _quoted(annotation: str, signature: RunnerSignature) -> str:
-    return quoted(annotation, signature.imports)
-
-
 def base_module(contract: Contract, signature: RunnerSignature | None = None) -> str:
     """``model_runner_base.py``: the input base class and the generic runner base.
 
@@ -80,9 +76,9 @@ def base_module(contract: Contract, signature: RunnerSignature | None = None) ->
     signature = signature or RunnerSignature()
     input_base = contract.input_bases[0]
     runner_base = contract.runner_bases[0]
-    request = _quoted(signature.request, signature)
-    kv_caches = _quoted(signature.kv_caches, signature)
-    returns = _quoted(signature.returns, signature)
+    request = quoted(signature.request, signature.imports)
+    kv_caches = quoted(signature.kv_caches, signature.imports)
+    returns = quoted(signature.returns, signature.imports)
     return f'''"""Base classes of the model-runner broadcast contract.
 
 The driver prepares a model input with ``{contract.prepare_input_method}``

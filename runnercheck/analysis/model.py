@@ -384,38 +384,26 @@ class ModuleFacts:
     loaded_names: frozenset[str] | None = None
 
 
+def calls_with_side(
+    steps: tuple[Step, ...], non_driver: bool = False
+) -> list[tuple[CallStep, bool]]:
+    """Every call of ``steps`` in order, with whether it sits under a branch only the
+    non-driver ranks take."""
+    out: list[tuple[CallStep, bool]] = []
+    for step in steps:
+        if isinstance(step, CallStep):
+            out.append((step, non_driver))
+        elif isinstance(step, BranchStep):
+            out += calls_with_side(step.body, non_driver or step.then_role == "non-driver")
+            out += calls_with_side(step.orelse, non_driver or step.else_role == "non-driver")
+        elif isinstance(step, LoopStep):
+            out += calls_with_side(step.body, non_driver)
+            out += calls_with_side(step.orelse, non_driver)
+        elif isinstance(step, TryStep):
+            for block in (step.body, *step.handlers, step.orelse, step.finalbody):
+                out += calls_with_side(block, non_driver)
+    return out
+
+
 def flatten_calls(steps: tuple[Step, ...]) -> list[CallStep]:
-    out: list[CallStep] = []
-    for step in steps:
-        if isinstance(step, CallStep):
-            out.append(step)
-        elif isinstance(step, BranchStep):
-            out += flatten_calls(step.body) + flatten_calls(step.orelse)
-        elif isinstance(step, LoopStep):
-            out += flatten_calls(step.body) + flatten_calls(step.orelse)
-        elif isinstance(step, TryStep):
-            out += flatten_calls(step.body)
-            for handler in step.handlers:
-                out += flatten_calls(handler)
-            out += flatten_calls(step.orelse) + flatten_calls(step.finalbody)
-    return out
-
-
-def non_driver_calls(steps: tuple[Step, ...], inside: bool = False) -> list[CallStep]:
-    """The calls of ``steps`` under a branch only the non-driver ranks take."""
-    out: list[CallStep] = []
-    for step in steps:
-        if isinstance(step, CallStep):
-            if inside:
-                out.append(step)
-        elif isinstance(step, BranchStep):
-            out += non_driver_calls(step.body, inside or step.then_role == "non-driver")
-            out += non_driver_calls(step.orelse, inside or step.else_role == "non-driver")
-        elif isinstance(step, LoopStep):
-            out += non_driver_calls(step.body, inside) + non_driver_calls(step.orelse, inside)
-        elif isinstance(step, TryStep):
-            out += non_driver_calls(step.body, inside)
-            for handler in step.handlers:
-                out += non_driver_calls(handler, inside)
-            out += non_driver_calls(step.orelse, inside) + non_driver_calls(step.finalbody, inside)
-    return out
+    return [call for call, _ in calls_with_side(steps)]

@@ -546,18 +546,25 @@ def _class_named(tree: ast.Module, name: str) -> ast.ClassDef | None:
     return None
 
 
+def tuple_elements(annotation: ast.expr) -> list[str] | None:
+    """``Tuple[a, b]`` -> [a, b]; None for anything else (``Tuple[a, ...]`` too)."""
+    if not (
+        isinstance(annotation, ast.Subscript)
+        and dotted(annotation.value) in ("Tuple", "tuple", "typing.Tuple")
+    ):
+        return None
+    inner = annotation.slice
+    elements = inner.elts if isinstance(inner, ast.Tuple) else [inner]
+    if any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in elements):
+        return None
+    return [ast.unparse(e) for e in elements]
+
+
 def _element_types(annotation: ast.expr, tree: ast.Module) -> list[str] | None:
     """``Tuple[a, b]`` -> [a, b]; a NamedTuple class of the module -> its field types."""
-    if isinstance(annotation, ast.Subscript) and dotted(annotation.value) in (
-        "Tuple",
-        "tuple",
-        "typing.Tuple",
-    ):
-        inner = annotation.slice
-        elements = inner.elts if isinstance(inner, ast.Tuple) else [inner]
-        if any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in elements):
-            return None
-        return [ast.unparse(e) for e in elements]
+    elements = tuple_elements(annotation)
+    if elements is not None:
+        return elements
     if isinstance(annotation, ast.Name):
         cls = _class_named(tree, annotation.id)
         if cls is not None and any(dotted(b).endswith("NamedTuple") for b in cls.bases):

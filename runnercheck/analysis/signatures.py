@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import ast
 import builtins
-import builtins as builtins_module
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from runnercheck.analysis.model import ClassFacts, FunctionFacts, ModuleFacts
 from runnercheck.analysis.project import Project
+from runnercheck.analysis.shapes import tuple_elements
 
 #: names the base module imports from ``typing`` itself when an annotation uses them
 TYPING_NAMES = frozenset(
@@ -71,10 +71,10 @@ class _Stated:
     typing: frozenset[str]
 
 
-def _resolve(annotation: str, module: ModuleFacts, builtins: bool = False) -> _Stated | None:
+def _resolve(annotation: str, module: ModuleFacts, allow_builtins: bool = False) -> _Stated | None:
     """The annotation with the imports it needs, or None when a name in it is neither
-    imported nor a typing name (nor, with ``builtins``, a builtin the module does not
-    rebind)."""
+    imported nor a typing name (nor, with ``allow_builtins``, a builtin the module does
+    not rebind)."""
     try:
         tree = ast.parse(annotation, mode="eval")
     except SyntaxError:
@@ -95,7 +95,7 @@ def _resolve(annotation: str, module: ModuleFacts, builtins: bool = False) -> _S
         elif node.id in TYPING_NAMES:
             typing.add(node.id)
         elif not (
-            builtins and hasattr(builtins_module, node.id) and node.id not in module.top_level_names
+            allow_builtins and node.id in _BUILTINS and node.id not in module.top_level_names
         ):
             return None
     # ``typing.Optional`` written in full needs ``import typing``, already covered above
@@ -108,7 +108,7 @@ def annotation_imports(
     """An annotation written in ``module`` as another module of its directory would
     write it: its normalised text, the imports it needs and the ``typing`` names it
     uses; None when a name in it is defined in ``module`` itself."""
-    stated = _resolve(annotation, module, builtins=True)
+    stated = _resolve(annotation, module, allow_builtins=True)
     if stated is None:
         return None
     return stated.text, stated.imports, stated.typing
@@ -241,12 +241,9 @@ def _elements(project: Project, annotation: str, path: str) -> list[str] | None:
         node = ast.parse(annotation, mode="eval").body
     except SyntaxError:
         return None
-    if isinstance(node, ast.Subscript) and ast.unparse(node.value) in ("Tuple", "tuple"):
-        inner = node.slice
-        items = inner.elts if isinstance(inner, ast.Tuple) else [inner]
-        if any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in items):
-            return None
-        return [ast.unparse(e) for e in items]
+    elements = tuple_elements(node)
+    if elements is not None:
+        return elements
     if isinstance(node, (ast.Name, ast.Attribute)):
         target = project.resolve_class(ast.unparse(node), path)
         if target is not None and any(b.endswith("NamedTuple") for b in target.bases):

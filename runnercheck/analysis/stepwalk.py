@@ -20,6 +20,7 @@ from runnercheck.analysis.model import (
     RoleAssertStep,
     Step,
     TryStep,
+    calls_with_side,
     flatten_calls,
 )
 from runnercheck.analysis.roles import Roles
@@ -66,6 +67,8 @@ class Reached:
 
     site: BroadcastSite
     chain: tuple[str, ...]
+    #: the call sits under a branch only the non-driver ranks take
+    non_driver: bool = False
 
 
 class StepWalk(Roles):
@@ -235,7 +238,7 @@ class StepWalk(Roles):
                 helper = self.resolve_function(call.callee, current.func.path)
                 if helper is not None:
                     visit(MethodRef(current.owner, helper), (*chain, helper.qualname))
-            for step in flatten_calls(current.func.steps):
+            for step, non_driver in calls_with_side(current.func.steps):
                 if step.collective is not None:
                     site = BroadcastSite(
                         current.func.path,
@@ -244,7 +247,7 @@ class StepWalk(Roles):
                         current.func.qualname,
                         step.callee,
                     )
-                    found.append(Reached(site, chain))
+                    found.append(Reached(site, chain, non_driver))
                     continue
                 parts = step.callee.split(".")
                 if len(parts) != 2 or parts[0] not in ("self", "cls", "super()"):

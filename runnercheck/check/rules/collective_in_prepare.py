@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from runnercheck.analysis.model import ClassFacts, FunctionFacts, non_driver_calls
+from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.catalog import Rule
 from runnercheck.check.rules.base import CheckRule
@@ -46,13 +46,9 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
     reached = project.collectives_reachable(cls, prepare)
     paired: dict[tuple[str, str], list[int]] = {}
     for key in {(r.site.path, r.site.where) for r in reached}:
-        func = _function(project, *key)
-        if func is None:
-            continue
-        other = {(c.line, c.col) for c in non_driver_calls(func.steps) if c.collective}
-        sites = [r.site for r in reached if (r.site.path, r.site.where) == key]
-        if other and any((s.line, s.col) not in other for s in sites):
-            paired[key] = sorted(s.line for s in sites if (s.line, s.col) in other)
+        here = [r for r in reached if (r.site.path, r.site.where) == key]
+        if any(r.non_driver for r in here) and not all(r.non_driver for r in here):
+            paired[key] = sorted(r.site.line for r in here if r.non_driver)
     for one in reached:
         site = one.site
         pair = paired.get((site.path, site.where))
@@ -68,17 +64,6 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
             f"collective `{site.callee}` runs in {cls.name}.{prepare}{via}: only the "
             f"driver prepares inputs, so no other rank matches it{also}",
         )
-
-
-def _function(project: Project, path: str, qualname: str) -> FunctionFacts | None:
-    module = project.modules.get(path)
-    if module is None:
-        return None
-    owner, _, name = qualname.rpartition(".")
-    if not owner:
-        return module.functions.get(name)
-    cls = module.classes.get(owner)
-    return cls.methods.get(name) if cls is not None else None
 
 
 CHECK = CheckRule(RULE, check_class=check_class)
