@@ -250,6 +250,8 @@ def _class_facts(
     )
     fields: list[FieldFacts] = []
     abstract: list[str] = []
+    # a NamedTuple's field types, read only where a helper may return one
+    named_tuple = any(last_name(b) == "NamedTuple" for b in bases)
     for stmt in node.body:
         if isinstance(stmt, ast.AnnAssign):
             if facts.is_dataclass:
@@ -257,7 +259,8 @@ def _class_facts(
                 if field_facts is not None:
                     fields.append(field_facts)
             if isinstance(stmt.target, ast.Name):
-                facts.annotation_texts[stmt.target.id] = ast.unparse(stmt.annotation)
+                if named_tuple:
+                    facts.annotation_texts[stmt.target.id] = ast.unparse(stmt.annotation)
                 if stmt.value is not None:
                     facts.class_attrs[stmt.target.id] = names_in(stmt.value)
                 elif not facts.is_dataclass:

@@ -356,8 +356,8 @@ class ClassFacts:
     #: Names the class body annotates without a value in a non-dataclass
     #: (``model_runner: ModelRunnerBase``): name -> names in the annotation.
     annotations: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: The class body's ``name: <annotation>`` statements as written, in order (a
-    #: NamedTuple's field types).
+    #: A NamedTuple's ``name: <annotation>`` statements as written, in order (its
+    #: field types); empty for other classes.
     annotation_texts: dict[str, str] = field(default_factory=dict)
 
 
