@@ -958,6 +958,31 @@ def central() -> tuple[Rule, ...]:
     return _CENTRAL
 
 
+#: The codes and names of the rules of ``runnercheck check`` (their entries live beside
+#: their checks, a layer above): what a configuration may name in ``select``/``ignore``,
+#: validated where the configuration is read. A test keeps it equal to those entries.
+CHECK_RULE_NAMES: dict[str, str] = {
+    "RC101": "recursive-from-dict",
+    "RC102": "unaccepted-broadcast-key",
+    "RC103": "unbroadcast-field",
+    "RC104": "parent-dict-drift",
+    "RC105": "collective-in-prepare",
+    "RC106": "paired-broadcast",
+    "RC107": "missing-contract-method",
+    "RC108": "unpicklable-broadcast-value",
+    "RC109": "merged-dict-leak",
+    "RC110": "wrapper-control-broadcast",
+}
+
+
+def rule_words() -> tuple[set[str], set[str]]:
+    """Every code and every name a ``select``/``ignore`` entry may use (central rules
+    and the rules of ``check``; a migrate reason is named by its code only)."""
+    codes = {rule.code for rule in _CENTRAL} | set(CHECK_RULE_NAMES)
+    names = {rule.name for rule in _CENTRAL if rule.tool != "migrate"}
+    return codes, names | set(CHECK_RULE_NAMES.values())
+
+
 _BY_CODE = {rule.code: rule for rule in _CENTRAL}
 _BY_NAME = {rule.name: rule for rule in _CENTRAL if rule.tool != "migrate"}
 

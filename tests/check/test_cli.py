@@ -125,7 +125,8 @@ def test_bad_config_is_one_line_exit_2(run: Run, tmp_path: Path) -> None:
     result = run("--config", str(config), rel(FIXTURES / "syntax-error" / "good.py"))
     assert result.code == 2
     assert result.err == (
-        f"runnercheck: error: {config}: [tool.runnercheck] unknown key 'broadcast_functoin'\n"
+        f"runnercheck: error: {config}: [tool.runnercheck] unknown key 'broadcast_functoin'; "
+        "did you mean 'broadcast_function'?\n"
     )
 
 
