@@ -19,11 +19,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import sys
 from pathlib import Path
 from typing import Any
 
+from runnercheck.commands.options import check_number
 from runnercheck.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 
 HELP = "round-trip input classes through a real multi-process broadcast (Hypothesis)"
@@ -100,19 +100,10 @@ SEED = (0, 2**64 - 1)
 
 def _check_numbers(args: argparse.Namespace) -> None:
     """Every numeric option finite and within its bounds (one line naming it otherwise)."""
-    checks = (
-        ("--world-size", args.world_size, WORLD_SIZE),
-        ("--examples", args.examples, EXAMPLES),
-        ("--deadline", args.deadline, DEADLINE),
-        ("--seed", args.seed, SEED),
-    )
-    for option, value, (low, high) in checks:
-        if value is None:
-            continue
-        finite = math.isfinite(value) if isinstance(value, float) else True
-        if not finite or not low <= value <= high:
-            unit = " seconds" if option == "--deadline" else ""
-            raise UsageError(f"{option} must be between {low} and {high}{unit}, not {value}")
+    check_number("--world-size", args.world_size, *WORLD_SIZE)
+    check_number("--examples", args.examples, *EXAMPLES)
+    check_number("--deadline", args.deadline, *DEADLINE, unit="seconds")
+    check_number("--seed", args.seed, *SEED)
 
 
 def run(args: argparse.Namespace) -> int:
