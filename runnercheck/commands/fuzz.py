@@ -57,7 +57,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--deadline",
         type=float,
         default=60.0,
-        help="seconds one example's round trip may take on any rank (default 60)",
+        help="seconds one example's round trip may take on any rank, and importing each "
+        "target's module (default 60)",
     )
     parser.add_argument(
         "--extra",
@@ -70,6 +71,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--config", type=Path, default=None, help="pyproject.toml to read")
+    parser.add_argument(
+        "--stub-imports",
+        action="append",
+        default=[],
+        metavar="PKG[,PKG...]|*",
+        help="serve a stub module for these top-level packages when they are not installed "
+        "('*': every missing package the targets' own modules import), so that a class whose "
+        "module imports an engine's heavy dependencies can be fuzzed without them; each stubbed "
+        "package is named on stderr, and its names are placeholders (a field typed with one "
+        "needs a strategy in fuzz_strategies)",
+    )
     parser.add_argument(
         "--attn-backend",
         default=None,
@@ -98,6 +110,19 @@ DEADLINE = (0.1, 86_400)
 SEED = (0, 2**64 - 1)
 
 
+def _stubs(values: list[str]) -> tuple[str, ...]:
+    """The packages ``--stub-imports`` names (``*``: every missing one)."""
+    names: list[str] = []
+    for value in values:
+        for name in (part.strip() for part in value.split(",")):
+            if name != "*" and not name.isidentifier():
+                raise UsageError(
+                    f"--stub-imports {value!r}: {name!r} is not a top-level package name (or '*')"
+                )
+            names.append(name)
+    return tuple(names)
+
+
 def _check_numbers(args: argparse.Namespace) -> None:
     """Every numeric option finite and within its bounds (one line naming it otherwise)."""
     check_number("--world-size", args.world_size, *WORLD_SIZE)
@@ -113,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     from runnercheck.config import load_config
     from runnercheck.fuzz import FuzzOptions, fuzz
     from runnercheck.fuzz.group import GroupLost, run_receiver, torchrun_rank
+    from runnercheck.fuzz.importing import guard
     from runnercheck.fuzz.steps import declared_extras, resolve_targets
 
     _check_numbers(args)
@@ -134,7 +160,8 @@ def run(args: argparse.Namespace) -> int:
     start = next((Path(t) for t in args.targets if Path(t).exists()), Path.cwd())
     config = load_config(start, args.config)
     extras = declared_extras(args.extra, config.fuzz_extras)
-    targets = resolve_targets(list(args.targets), config.contract(), extras)
+    with guard(deadline=args.deadline, stubs=_stubs(args.stub_imports)):
+        targets = resolve_targets(list(args.targets), config.contract(), extras)
     if args.attn_backend is not None:
         options = FuzzOptions(
             **{**options.__dict__, "attn_backend": load_object(args.attn_backend, "--attn-backend")}

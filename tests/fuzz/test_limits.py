@@ -110,3 +110,30 @@ def _parent(pid: int) -> int:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return -1
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("import os\nos._exit(7)\n", "it exited with status 7 while being imported"),
+        (
+            "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+            "it was killed by signal 9 (SIGKILL) while being imported",
+        ),
+        (
+            "import time\ntime.sleep(600)\n",
+            "it did not finish importing within the deadline of 1 s",
+        ),
+    ],
+    ids=["os._exit", "SIGKILL", "hang"],
+)
+def test_a_target_that_ends_or_hangs_while_imported_is_one_line_within_the_deadline(
+    tmp_path: Path, body: str, reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "bad_at_import.py").write_text(body)
+    started = time.monotonic()
+    assert main(["fuzz", "--deadline", "1", str(tmp_path / "bad_at_import.py")]) == 2
+    assert time.monotonic() - started < 10
+    assert capsys.readouterr().err == (
+        f"runnercheck: error: cannot import module 'bad_at_import': {reason}\n"
+    )
