@@ -25,6 +25,7 @@ from typing import Any
 
 from runnercheck.commands.options import check_number
 from runnercheck.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
+from runnercheck.processes import Sweep
 
 HELP = "round-trip input classes through a real multi-process broadcast (Hypothesis)"
 
@@ -135,13 +136,44 @@ def run(args: argparse.Namespace) -> int:
     from runnercheck.extras import require_fuzz_extra
 
     require_fuzz_extra("runnercheck fuzz")
+    from runnercheck.fuzz.group import helper_pids
+
+    _check_numbers(args)
+    # every process the targets or the ranks start, however it leaves, is ended at the end
+    sweep = Sweep()
+    try:
+        return _run(args)
+    finally:
+        sweep.spare(helper_pids())
+        _say_ended(sweep)
+
+
+def _say_ended(sweep: Sweep) -> None:
+    leftovers = sweep.living()
+    survivors = {survivor.pid for survivor in sweep.end()}
+    ended = [
+        f"{pid} ({stat[0]})" for pid, stat in sorted(leftovers.items()) if pid not in survivors
+    ]
+    if ended:
+        print(
+            f"runnercheck fuzz: ended what the run left running: {', '.join(ended)}",
+            file=sys.stderr,
+        )
+    for pid in sorted(survivors):
+        name = leftovers.get(pid, ("?",))[0]
+        print(
+            f"runnercheck fuzz: process {pid} ({name}) that the run started could not be ended",
+            file=sys.stderr,
+        )
+
+
+def _run(args: argparse.Namespace) -> int:
     from runnercheck.config import load_config
     from runnercheck.fuzz import FuzzOptions, fuzz
     from runnercheck.fuzz.group import GroupLost, run_receiver, torchrun_rank
     from runnercheck.fuzz.importing import guard
     from runnercheck.fuzz.steps import declared_extras, resolve_targets
 
-    _check_numbers(args)
     if args.device == "cuda":
         import torch
 

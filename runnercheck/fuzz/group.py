@@ -527,6 +527,18 @@ class EnvGroup:
             self._joined = None
 
 
+def helper_pids() -> list[int]:
+    """The processes multiprocessing keeps for this one (its fork server and resource
+    tracker): reused by later groups, so never ended with a run's processes."""
+    from multiprocessing import forkserver, resource_tracker
+
+    pids = [
+        getattr(forkserver._forkserver, "_forkserver_pid", None),
+        getattr(resource_tracker._resource_tracker, "_pid", None),
+    ]
+    return [pid for pid in pids if isinstance(pid, int)]
+
+
 def torchrun_rank() -> int | None:
     """This process's rank when started by torchrun (RANK and WORLD_SIZE set), else None."""
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:

@@ -30,6 +30,10 @@ def render(report: TraceReport, console: Console, per_step: bool = False) -> Non
         console.print("runnercheck trace: no collective was recorded")
     for world in report.worlds:
         _render_world(world, console, per_step)
+    if report.ended:
+        console.print(
+            "ended what the command left running: " + ", ".join(report.ended), markup=False
+        )
     problems = report.problems()
     for line in problems:
         console.print(line, markup=False)

@@ -136,3 +136,21 @@ def test_a_command_without_ranks_does_not_claim_they_agree(
     out = capsys.readouterr().out
     assert "ranks agree" not in out
     assert "no rank ran a collective, so there were no ranks to compare" in out
+
+
+def test_processes_the_command_leaves_behind_are_ended_and_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plain child, one under setsid and one that ignores SIGTERM outlive the command."""
+    pids = tmp_path / "pids"
+    script = (
+        f"sleep 600 & echo $! >> {pids}; setsid sleep 601 & echo $! >> {pids}; "
+        f"(trap '' TERM; exec sleep 602) & echo $! >> {pids}"
+    )
+    assert main(["trace", "--", "bash", "-c", script]) == 0
+    out = capsys.readouterr().out
+    started = [int(line) for line in pids.read_text().split()]
+    assert len(started) == 3
+    assert [pid for pid in started if alive(pid)] == []
+    ended = next(line for line in out.splitlines() if line.startswith("ended what the command"))
+    assert all(f" {pid} (" in ended for pid in started)  # (bash) before it execs sleep
