@@ -87,7 +87,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--attn-backend",
         default=None,
         metavar="MODULE:ATTR",
-        help="passed as attn_backend to from_broadcasted_tensor_dict",
+        help="passed as attn_backend to from_broadcasted_tensor_dict, which engines use to "
+        "rebuild the attention metadata of the received dict (a failure of a method that "
+        "takes one, when none is given, says so); e.g. "
+        "runnercheck.demo.engine.attention:TinyAttentionBackend for the demo's merged engine",
     )
 
 
