@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from mypy.maptype import map_instance_to_supertype
-from mypy.nodes import IndexExpr, RefExpr, StarExpr, TupleExpr, TypeInfo
+from mypy.nodes import (
+    IndexExpr,
+    MemberExpr,
+    NameExpr,
+    RefExpr,
+    StarExpr,
+    TupleExpr,
+    TypeInfo,
+)
 from mypy.types import (
     AnyType,
     Instance,
@@ -110,12 +118,19 @@ def unpacked_argument(info: TypeInfo, written: TypeInfo) -> str | None:
         index = expr.index
         for argument in index.items if isinstance(index, TupleExpr) else [index]:
             if isinstance(argument, StarExpr) and isinstance(argument.expr, RefExpr):
-                return f"*{argument.expr.name}"
+                return f"*{_name(argument.expr)}"
             if (
                 isinstance(argument, IndexExpr)
                 and isinstance(argument.base, RefExpr)
                 and argument.base.fullname in _UNPACK
                 and isinstance(argument.index, RefExpr)
             ):
-                return f"{argument.base.name}[{argument.index.name}]"
+                return f"{_name(argument.base)}[{_name(argument.index)}]"
     return None
+
+
+def _name(ref: RefExpr) -> str:
+    """The name as written (``Ts``, ``typing.Unpack``)."""
+    if isinstance(ref, MemberExpr) and isinstance(ref.expr, RefExpr):
+        return f"{_name(ref.expr)}.{ref.name}"
+    return ref.name if isinstance(ref, (NameExpr, MemberExpr)) else ref.fullname

@@ -28,7 +28,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 #: Seconds between two looks at a trial import.
@@ -221,7 +221,7 @@ class StubFinder(importlib.abc.MetaPathFinder):
     def _imported_by_a_target(self) -> bool:
         """Whether the module running the import statement is one of the targets' own
         (not an installed library probing for an optional package)."""
-        frame = sys._getframe(2)
+        frame: FrameType | None = sys._getframe(2)
         while frame is not None:
             name = frame.f_globals.get("__name__", "")
             if not name.startswith("importlib") and "importlib._bootstrap" not in (
