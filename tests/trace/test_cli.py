@@ -145,7 +145,9 @@ def test_processes_the_command_leaves_behind_are_ended_and_named(
     pids = tmp_path / "pids"
     script = (
         f"sleep 600 & echo $! >> {pids}; setsid sleep 601 & echo $! >> {pids}; "
-        f"(trap '' TERM; exec sleep 602) & echo $! >> {pids}"
+        f"(trap '' TERM; echo $BASHPID >> {pids}; exec sleep 602) & "
+        # exit only once the third one ignores SIGTERM
+        f"while [ $(wc -l < {pids}) -lt 3 ]; do sleep 0.01; done"
     )
     assert main(["trace", "--", "bash", "-c", script]) == 0
     out = capsys.readouterr().out
