@@ -75,8 +75,8 @@ def test_unknown_rule_is_a_usage_error(run: Run) -> None:
     assert result.code == 2
     assert result.out == ""
     assert (
-        result.err
-        == "runnercheck: error: --select: unknown rule 'RC999' (see `runnercheck rules`)\n"
+        result.err == "runnercheck: error: --select: unknown rule 'RC999'; did you mean 'RC109'? "
+        "(see `runnercheck rules`)\n"
     )
 
 
