@@ -230,3 +230,36 @@ def test_an_unknown_rule_is_the_same_line_in_every_command(
         f"runnercheck: error: {path}: [tool.runnercheck] key 'select': unknown rule 'RC999'; "
         "did you mean 'RC109'? (see `runnercheck rules`)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            'fuzz_strategies = {"X" = "nope"}',
+            "key fuzz_strategies['X']: 'nope' is not 'module:function'",
+        ),
+        (
+            'fuzz_extras = {"x" = "weird"}',
+            "key fuzz_extras: extra 'x': unknown type 'weird' (one of tensor, int, float, bool, "
+            "str, bytes, or module:attr)",
+        ),
+    ],
+)
+def test_fuzz_settings_found_wrong_when_loaded_name_the_file(
+    tmp_path: Path, body: str, expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runnercheck.cli import main
+
+    path = write(tmp_path, f"[tool.runnercheck]\n{body}\n")
+    target = tmp_path / "plain_input_for_config.py"
+    target.write_text(
+        "from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass PlainInput:\n"
+        "    n: int = 1\n\n    def as_broadcastable_tensor_dict(self):\n        return {'n': self.n}\n\n"
+        "    @classmethod\n    def from_broadcasted_tensor_dict(cls, tensor_dict):\n"
+        "        return cls(**tensor_dict)\n"
+    )
+    assert main(["fuzz", str(target)]) == 2
+    assert capsys.readouterr().err == (
+        f"runnercheck: error: {path}: [tool.runnercheck] {expected}\n"
+    )

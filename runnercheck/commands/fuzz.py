@@ -17,14 +17,16 @@ set) every process runs the same command, rank 0 reports, and the run may span n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from runnercheck.commands.options import check_number
-from runnercheck.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
+from runnercheck.errors import EXIT_CLEAN, EXIT_FINDINGS, ConfigError, UsageError
 from runnercheck.processes import Sweep
 
 HELP = "round-trip input classes through a real multi-process broadcast (Hypothesis)"
@@ -114,6 +116,20 @@ DEADLINE = (0.1, 86_400)
 SEED = (0, 2**64 - 1)
 
 
+@contextlib.contextmanager
+def _naming_the_file(source: Path | None) -> Iterator[None]:
+    """Errors in the configuration's fuzz_strategies and fuzz_extras (found when they are
+    loaded) name the file they come from, as every other configuration error does."""
+    try:
+        yield
+    except (ConfigError, UsageError) as exc:
+        text = str(exc)
+        if source is None or not text.startswith(("fuzz_strategies", "[tool.runnercheck]")):
+            raise
+        text = text.removeprefix("[tool.runnercheck] ")
+        raise ConfigError(f"{source}: [tool.runnercheck] key {text}") from None
+
+
 def _stubs(values: list[str]) -> tuple[str, ...]:
     """The packages ``--stub-imports`` names (``*``: every missing one)."""
     names: list[str] = []
@@ -171,7 +187,7 @@ def _say_ended(sweep: Sweep) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from runnercheck.config import load_config
+    from runnercheck.config import find_pyproject, load_config
     from runnercheck.fuzz import FuzzOptions, fuzz
     from runnercheck.fuzz.group import GroupLost, run_receiver, torchrun_rank
     from runnercheck.fuzz.importing import guard
@@ -194,7 +210,9 @@ def _run(args: argparse.Namespace) -> int:
         return run_receiver(options.settings())
     start = next((Path(t) for t in args.targets if Path(t).exists()), Path.cwd())
     config = load_config(start, args.config)
-    extras = declared_extras(args.extra, config.fuzz_extras)
+    source = args.config if args.config is not None else find_pyproject(start)
+    with _naming_the_file(source):
+        extras = declared_extras(args.extra, config.fuzz_extras)
     with guard(deadline=args.deadline, stubs=_stubs(args.stub_imports)):
         targets = resolve_targets(list(args.targets), config.contract(), extras)
     if args.attn_backend is not None:
@@ -202,7 +220,8 @@ def _run(args: argparse.Namespace) -> int:
             **{**options.__dict__, "attn_backend": load_object(args.attn_backend, "--attn-backend")}
         )
     try:
-        report = fuzz(targets, options, config)
+        with _naming_the_file(source):
+            report = fuzz(targets, options, config)
     except GroupLost as lost:  # the ranks could not even start
         print(f"runnercheck: RC306 the ranks could not start: {lost.message}", file=sys.stderr)
         return EXIT_FINDINGS
