@@ -12,6 +12,11 @@ shrunk to a minimal example; --seed replays them.
 
 The ranks are spawned on 127.0.0.1 (--world-size); under torchrun (RANK and WORLD_SIZE
 set) every process runs the same command, rank 0 reports, and the run may span nodes.
+
+Each target's module is first imported in a child held to --deadline: one that exits,
+kills itself or hangs while imported is one line naming it. Every process the targets
+or the ranks start, also one that left its group or session, is ended when the run
+ends; stderr names what was ended, and any process that could not be.
 """
 
 from __future__ import annotations

@@ -11,7 +11,9 @@ launcher that starts its ranks as Python processes.
 Prints broadcasts, collectives and bytes per step (median, max) and per method. When
 the ranks' sequences of collectives differ, it names the first mismatch with each
 rank's call site and stops the run at once; a rank stuck at a collective its peers
-have not reached stops the run after --deadline seconds.
+have not reached stops the run after --deadline seconds. Whatever the command leaves
+running when it ends (in its session or escaped from it) is ended and named; a process
+that cannot be ended is reported with its pid, and fails the run.
 """
 
 from __future__ import annotations
