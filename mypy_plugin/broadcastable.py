@@ -8,7 +8,7 @@ qualified, subclasses included). ``Any``, plain ``object`` and classes with an
 unknown base say nothing about the value, so they pass.
 Everything else (functions, lambdas, classes, streams, locks, arbitrary
 objects) is reported, at any depth, with the route to it (``dict value -> list
-item -> field "hook"``). The search is :class:`mypy_plugin.walk.Walk`: each distinct
+item -> union member 2 -> field "hook"``). The search is :class:`mypy_plugin.walk.Walk`: each distinct
 type is decided once per run, and recursive types cost no more than others.
 """
 
@@ -162,7 +162,7 @@ class BroadcastableTypes:
         if isinstance(proper, Instance):
             return self._decide_instance(proper)
         if isinstance(proper, UnionType):
-            return _expand(proper, _unlabelled(proper.items))
+            return _expand(proper, _union_members(proper.items))
         if isinstance(proper, TupleType):
             return _expand(proper, _tuple_items(proper))
         if isinstance(proper, TypedDictType):
@@ -253,6 +253,13 @@ def _expand(node: ProperType, children: Children) -> Expand:
 def _unlabelled(items: list[Type]) -> Children:
     for item in items:
         yield None, item
+
+
+def _union_members(items: list[Type]) -> Children:
+    """A union's members, each named by its place (``union member 2``), so that a route
+    through a union says which member holds the bad part."""
+    for index, item in enumerate(items):
+        yield f"union member {index + 1}", item
 
 
 def _tuple_items(tup: TupleType) -> Children:

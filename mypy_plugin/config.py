@@ -16,7 +16,6 @@ and the key.
 from __future__ import annotations
 
 import configparser
-import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -116,12 +115,11 @@ def _ini_section(path: Path) -> configparser.SectionProxy | None:
 def read_settings(config_file: str | None, cwd: Path) -> PluginSettings:
     """The settings for a mypy run in ``cwd`` whose config file is ``config_file``
     (None: mypy found none). An unknown rule in ``select`` or ``ignore`` is an error
-    naming the file, as it is for the CLI: otherwise ``select = RC999`` would turn
-    every rule off and mypy would say "Success"."""
+    naming the file, as it is for the CLI (the configuration validates it): otherwise
+    ``select = RC999`` would turn every rule off and mypy would say "Success"."""
     config, path, section = _find_config(config_file, cwd)
     if path is None:
         return PluginSettings(config, "defaults")
-    check_rule_codes(config, path, section)
     source = str(path) if section == _TOML_SECTION else f"{path} {section}"
     return PluginSettings(config, source)
 
@@ -142,28 +140,3 @@ def _find_config(config_file: str | None, cwd: Path) -> tuple[Config, Path | Non
     if found is not None:
         return load_config_file(found), found, _TOML_SECTION
     return Config(), None, _TOML_SECTION
-
-
-def check_rule_codes(config: Config, source: Path, section: str) -> None:
-    """Every ``select``/``ignore`` entry names a rule: its code, its name, or a prefix
-    of codes (``RC2``); a ConfigError naming the file ``source`` and the key otherwise."""
-    # the central catalog, and the codes of `runnercheck check`'s rules (RC1xx), which
-    # the plugin never reports and so never needs to know by name
-    known = [rule.code for rule in catalog.central()]
-    for key in ("select", "ignore"):
-        for entry in getattr(config, key):
-            pattern = entry.strip()
-            if not pattern:
-                continue
-            try:
-                catalog.get(pattern)
-                continue
-            except KeyError:
-                pass
-            if re.fullmatch(r"RC1\d\d", pattern.upper()):
-                continue
-            if not any(code.startswith(pattern.upper()) for code in known):
-                raise ConfigError(
-                    f"{source}: {section} key {key!r}: unknown rule {pattern!r} "
-                    "(see `runnercheck rules`)"
-                )

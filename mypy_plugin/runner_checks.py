@@ -14,7 +14,8 @@ says: the declared one under a decorator that keeps it or whose type is unknown,
 what mypy inferred.
 
 What plain mypy reports already is left to it: a ``T`` outside the base's type
-variable bound (``[type-var]``), an override incompatible with the method it overrides
+variable bound (``[type-var]``; RC201 still says which member fails and why, which
+"must be a subtype" does not), an override incompatible with the method it overrides
 (``[override]``, only where mypy compares the two: not when a decorator made either
 ``Any``), and an unbound ``T`` under ``disallow_any_generics`` (``[type-arg]``) or
 ``disallow_any_explicit`` (``[explicit-any]``).
@@ -54,7 +55,13 @@ from mypy_plugin.members import (
     parameter_type,
 )
 from mypy_plugin.report import Reporter
-from mypy_plugin.runner_input import input_classes, input_type, runner_base, unbound_base
+from mypy_plugin.runner_input import (
+    input_classes,
+    input_type,
+    runner_base,
+    unbound_base,
+    unpacked_argument,
+)
 
 _KIND_TEXT = {
     "method": "an instance method",
@@ -177,7 +184,11 @@ class RunnerChecker:
             return
         self._record_dependencies(t)
         if not self._within_bound(base, t):
-            return  # mypy reports [type-var] where the type argument is written
+            # mypy reports [type-var] ("must be a subtype") where the type argument is
+            # written; say which member of the protocol fails and why, which it does not
+            # (whether that error is shown or ignored)
+            self.check_protocol(t)
+            return
         self.check_protocol(t)
         self.check_returns(t)
         self.check_execute(t)
@@ -228,6 +239,12 @@ class RunnerChecker:
             if options.disallow_any_explicit:
                 return  # mypy: [explicit-any]
             how = f'binds the input type of "{base.name}" to "Any"'
+        elif (unpacked := unpacked_argument(self.info, written.type)) is not None:
+            # mypy says the argument is invalid ([valid-type]) and goes on with "Any"
+            how = (
+                f'binds the input type of "{base.name}" to "{unpacked}", which is not one '
+                f'type ("{named}" is not variadic, so it is "Any")'
+            )
         else:
             if options.disallow_any_generics:
                 return  # mypy: [type-arg]

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from mypy.maptype import map_instance_to_supertype
-from mypy.nodes import TypeInfo
+from mypy.nodes import (
+    IndexExpr,
+    MemberExpr,
+    NameExpr,
+    RefExpr,
+    StarExpr,
+    TupleExpr,
+    TypeInfo,
+)
 from mypy.types import (
     AnyType,
     Instance,
@@ -92,3 +100,37 @@ def input_classes(typ: Type) -> list[tuple[ProperType, TypeInfo]]:
         elif isinstance(proper, UnionType):
             stack.extend(reversed(proper.items))
     return found
+
+
+#: The forms of ``Unpack`` (``X[Unpack[Ts]]``; ``X[*Ts]`` is a star expression).
+_UNPACK = frozenset({"typing.Unpack", "typing_extensions.Unpack"})
+
+
+def unpacked_argument(info: TypeInfo, written: TypeInfo) -> str | None:
+    """The text of an unpacked type variable tuple that ``info``'s class statement passes
+    to ``written`` (``Unpack[Ts]``, ``*Ts``), or None. mypy replaces such an argument of a
+    class that is not variadic by ``Any``, as if none were written."""
+    for expr in info.defn.base_type_exprs:
+        if not (isinstance(expr, IndexExpr) and isinstance(expr.base, RefExpr)):
+            continue
+        if expr.base.fullname != written.fullname:
+            continue
+        index = expr.index
+        for argument in index.items if isinstance(index, TupleExpr) else [index]:
+            if isinstance(argument, StarExpr) and isinstance(argument.expr, RefExpr):
+                return f"*{_name(argument.expr)}"
+            if (
+                isinstance(argument, IndexExpr)
+                and isinstance(argument.base, RefExpr)
+                and argument.base.fullname in _UNPACK
+                and isinstance(argument.index, RefExpr)
+            ):
+                return f"{_name(argument.base)}[{_name(argument.index)}]"
+    return None
+
+
+def _name(ref: RefExpr) -> str:
+    """The name as written (``Ts``, ``typing.Unpack``)."""
+    if isinstance(ref, MemberExpr) and isinstance(ref.expr, RefExpr):
+        return f"{_name(ref.expr)}.{ref.name}"
+    return ref.name if isinstance(ref, (NameExpr, MemberExpr)) else ref.fullname

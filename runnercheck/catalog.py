@@ -625,7 +625,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         name="runner-input-protocol",
         tool="mypy",
         summary="A runner's input type does not satisfy the broadcastable protocol.",
-        why="The runner's `T` (or its bound) must provide the instance method `as_broadcastable_tensor_dict()` (no required argument, returns a dict) and the classmethod `from_broadcasted_tensor_dict(tensor_dict, ...)` (the dict as its one required argument), or non-driver ranks cannot rebuild it. Reported at the runner, naming the member and why; a `T` outside the base's bound is mypy's [type-var].",
+        why="The runner's `T` (or its bound) must provide the instance method `as_broadcastable_tensor_dict()` (no required argument, returns a dict) and the classmethod `from_broadcasted_tensor_dict(tensor_dict, ...)` (the dict as its one required argument), or non-driver ranks cannot rebuild it. Reported at the runner, naming the member and why, also when the `T` is outside the base's bound: mypy's [type-var] only says \"must be a subtype\", and `# type: ignore[type-var]` would hide even that.",
         bad=_RC201_BAD,
         good=_RC201_GOOD,
     ),
@@ -680,7 +680,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         name="runner-input-unbound",
         tool="mypy",
         summary="A runner leaves its input type `T` unbound: `class R(ModelRunnerBase)` or `ModelRunnerBase[Any]`.",
-        why="With `T` as `Any` nothing about the runner's input can be checked: mypy accepts any input anywhere, and the plugin's RC201, RC203 and RC204 have no type to check against. Reported at the class statement that writes the `Any` (its subclasses inherit it and are not reported again); a generic intermediate that passes its own type variable on (`class Base(ModelRunnerBase[T], Generic[T])`) binds `T`. Left to mypy under `disallow_any_generics` ([type-arg]) and `disallow_any_explicit`.",
+        why="With `T` as `Any` nothing about the runner's input can be checked: mypy accepts any input anywhere, and the plugin's RC201, RC203 and RC204 have no type to check against. Reported at the class statement that writes the `Any` (its subclasses inherit it and are not reported again); a generic intermediate that passes its own type variable on (`class Base(ModelRunnerBase[T], Generic[T])`) binds `T`. Left to mypy under `disallow_any_generics` ([type-arg]) and `disallow_any_explicit`. An unpacked type variable tuple (`ModelRunnerBase[Unpack[Ts]]`, `[*Ts]`) is not one type: mypy says [valid-type] and goes on with `Any`, which this names.",
         bad=_RC207_BAD,
         good=_RC207_GOOD,
     ),
@@ -956,6 +956,31 @@ def prepare_model_input(self, seq_group_metadata_list):
 def central() -> tuple[Rule, ...]:
     """The central entries (every code but the rules of ``runnercheck check``)."""
     return _CENTRAL
+
+
+#: The codes and names of the rules of ``runnercheck check`` (their entries live beside
+#: their checks, a layer above): what a configuration may name in ``select``/``ignore``,
+#: validated where the configuration is read. A test keeps it equal to those entries.
+CHECK_RULE_NAMES: dict[str, str] = {
+    "RC101": "recursive-from-dict",
+    "RC102": "unaccepted-broadcast-key",
+    "RC103": "unbroadcast-field",
+    "RC104": "parent-dict-drift",
+    "RC105": "collective-in-prepare",
+    "RC106": "paired-broadcast",
+    "RC107": "missing-contract-method",
+    "RC108": "unpicklable-broadcast-value",
+    "RC109": "merged-dict-leak",
+    "RC110": "wrapper-control-broadcast",
+}
+
+
+def rule_words() -> tuple[set[str], set[str]]:
+    """Every code and every name a ``select``/``ignore`` entry may use (central rules
+    and the rules of ``check``; a migrate reason is named by its code only)."""
+    codes = {rule.code for rule in _CENTRAL} | set(CHECK_RULE_NAMES)
+    names = {rule.name for rule in _CENTRAL if rule.tool != "migrate"}
+    return codes, names | set(CHECK_RULE_NAMES.values())
 
 
 _BY_CODE = {rule.code: rule for rule in _CENTRAL}

@@ -13,13 +13,15 @@ match vLLM. Unknown keys and wrong types are errors that name the file and key::
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from runnercheck import catalog
 from runnercheck.contract import Contract
 from runnercheck.errors import ConfigError
 from runnercheck.files import DEFAULT_MAX_FILE_SIZE, read_source
@@ -106,26 +108,97 @@ def _location(loc: Any) -> str:
     return text
 
 
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``; did you mean 'X'?`` for the closest of ``choices``, or nothing."""
+    close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def _describe(error: Mapping[str, Any]) -> str:
     loc = _location(error.get("loc", ()))
     kind = error.get("type", "")
     if kind in ("extra_forbidden", "unexpected_keyword_argument"):
-        return f"unknown key {loc!r}"
+        return f"unknown key {loc!r}{did_you_mean(loc, (f.name for f in fields(Config)))}"
     expected = _EXPECTED.get(kind)
     if expected is not None:
         return f"key {loc!r}: expected {expected}, got {toml_type(error.get('input'))}"
     return f"key {loc!r}: {error.get('msg', 'invalid value')}"
 
 
-def _check_values(table: Mapping[str, Any], config: Config, source: str, section: str) -> Config:
-    """What the types alone do not say: ``max_file_size`` is a positive integer."""
+#: Keys holding one Python name (a function, method, attribute or class).
+_NAME_KEYS = (
+    "worker_input",
+    "broadcast_function",
+    "as_dict_method",
+    "from_dict_method",
+    "make_input_method",
+    "prepare_input_method",
+    "execute_method",
+    "driver_flag",
+)
+#: Keys holding class names, of which there must be at least one (none would turn
+#: every check of those classes off).
+_CLASS_LIST_KEYS = ("runner_bases", "input_bases", "worker_bases")
+#: Keys holding method names (an empty list is allowed: nothing is required).
+_METHOD_LIST_KEYS = ("worker_methods", "runner_methods")
+
+
+def _is_name(text: str, dotted: bool = False) -> bool:
+    parts = text.split(".") if dotted else [text]
+    return all(part.isidentifier() for part in parts)
+
+
+def unknown_rule(entry: str) -> str | None:
+    """Why a ``select``/``ignore`` entry names no rule, with the closest rule (None: it
+    names one: a code, a name, or a prefix of codes such as ``RC2``)."""
+    pattern = entry.strip()
+    if not pattern:
+        return None
+    codes, names = catalog.rule_words()
+    if pattern.lower() in names or any(code.startswith(pattern.upper()) for code in codes):
+        return None
+    if any(char.isdigit() for char in pattern):  # a code, mistyped
+        hint = did_you_mean(pattern.upper(), codes)
+    else:
+        hint = did_you_mean(pattern.lower(), names)
+    return f"unknown rule {pattern!r}{hint}"
+
+
+def _value_errors(table: Mapping[str, Any], config: Config) -> Iterator[str]:
+    """What the types alone do not say, as ``key 'K': why`` texts: values that would
+    silently turn checking off (an empty or non-identifier name, a driver-only entry
+    that is not ``Class.field``, an unknown rule) and ``max_file_size`` out of range."""
     size = table.get("max_file_size", config.max_file_size)
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-        raise ConfigError(
-            f"{source}: {section} key 'max_file_size': expected a positive integer (bytes), "
-            f"got {size!r}"
-        )
-    return config
+        yield f"key 'max_file_size': expected a positive integer (bytes), got {size!r}"
+    for key in _NAME_KEYS:
+        value = getattr(config, key)
+        if key in table and not _is_name(value):
+            yield f"key {key!r}: expected a Python name, got {value!r}"
+    for key in _CLASS_LIST_KEYS:
+        if key in table and not getattr(config, key):
+            yield f"key {key!r}: expected at least one class name, got an empty array"
+    for key in (*_CLASS_LIST_KEYS, *_METHOD_LIST_KEYS):
+        for index, value in enumerate(getattr(config, key) if key in table else ()):
+            if not _is_name(value, dotted=key in _CLASS_LIST_KEYS):
+                yield f"key '{key}[{index}]': expected a Python name, got {value!r}"
+    for index, value in enumerate(config.driver_only):
+        owner, dot, name = value.rpartition(".")
+        if not (dot and _is_name(owner, dotted=True) and _is_name(name)):
+            yield f"key 'driver_only[{index}]': expected 'Class.field', got {value!r}"
+    if "driver_only_key" in table and not config.driver_only_key.strip():
+        yield "key 'driver_only_key': expected a non-empty string"
+    for index, value in enumerate(config.broadcastable_types):
+        if not _is_name(value, dotted=True):
+            yield (
+                f"key 'broadcastable_types[{index}]': expected a qualified type name "
+                f"such as 'pkg.module.Type', got {value!r}"
+            )
+    for key in ("select", "ignore"):
+        for value in getattr(config, key):
+            reason = unknown_rule(value)
+            if reason is not None:
+                yield f"key {key!r}: {reason} (see `runnercheck rules`)"
 
 
 def config_from_mapping(
@@ -149,7 +222,9 @@ def config_from_mapping(
         more = len(exc.errors()) - 1
         suffix = f" (and {more} more)" if more else ""
         raise ConfigError(f"{source}: {section} {_describe(first)}{suffix}") from None
-    return _check_values(table, config, source, section)
+    for problem in _value_errors(table, config):
+        raise ConfigError(f"{source}: {section} {problem}")
+    return config
 
 
 def load_config_file(path: Path) -> Config:

@@ -124,3 +124,142 @@ def test_missing_config_file(tmp_path: Path) -> None:
 def test_config_is_frozen() -> None:
     with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen error
         Config().broadcast_function = "x"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ('broadcast_function = ""', "key 'broadcast_function': expected a Python name, got ''"),
+        (
+            'driver_flag = "\\u0000"',
+            "key 'driver_flag': expected a Python name, got '\\x00'",
+        ),
+        ('execute_method = "execute model"', "key 'execute_method': expected a Python name"),
+        (
+            'driver_only = ["ModelInput.seq_lens", "noclassdot"]',
+            "key 'driver_only[1]': expected 'Class.field', got 'noclassdot'",
+        ),
+        ('driver_only = ["Input."]', "key 'driver_only[0]': expected 'Class.field'"),
+        ("runner_bases = []", "key 'runner_bases': expected at least one class name"),
+        ('input_bases = ["a-b"]', "key 'input_bases[0]': expected a Python name, got 'a-b'"),
+        ('runner_methods = [""]', "key 'runner_methods[0]': expected a Python name, got ''"),
+        ('driver_only_key = " "', "key 'driver_only_key': expected a non-empty string"),
+        ('broadcastable_types = ["pkg."]', "key 'broadcastable_types[0]': expected a qualified"),
+    ],
+)
+def test_values_that_would_turn_checking_off_are_errors(
+    tmp_path: Path, body: str, expected: str
+) -> None:
+    path = write(tmp_path, f"[tool.runnercheck]\n{body}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    assert str(info.value) == f"{path}: [tool.runnercheck] {expected}" or str(
+        info.value
+    ).startswith(f"{path}: [tool.runnercheck] {expected}")
+
+
+def test_dotted_class_names_and_rule_words_are_accepted(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        "[tool.runnercheck]\nrunner_bases = ['pkg.Runner']\ndriver_only = ['pkg.Input.seq']\n"
+        "select = ['RC1', 'rc205', 'unbroadcast-field', 'MIG101']\nworker_methods = []\n",
+    )
+    config = load_config(tmp_path)
+    assert config.runner_bases == ("pkg.Runner",) and config.worker_methods == ()
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            "broadcastable_type = ['x.Y']",
+            "unknown key 'broadcastable_type'; did you mean 'broadcastable_types'?",
+        ),
+        ("drivr_flag = 'x'", "unknown key 'drivr_flag'; did you mean 'driver_flag'?"),
+        ("zzzz = 1", "unknown key 'zzzz'"),
+        (
+            "select = ['RC3066']",
+            "key 'select': unknown rule 'RC3066'; did you mean 'RC306'? (see `runnercheck rules`)",
+        ),
+        (
+            "ignore = ['recursive-from-dikt']",
+            "key 'ignore': unknown rule 'recursive-from-dikt'; did you mean "
+            "'recursive-from-dict'? (see `runnercheck rules`)",
+        ),
+    ],
+)
+def test_did_you_mean(tmp_path: Path, body: str, expected: str) -> None:
+    path = write(tmp_path, f"[tool.runnercheck]\n{body}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    assert str(info.value) == f"{path}: [tool.runnercheck] {expected}"
+
+
+def test_the_catalog_knows_every_rule_of_check() -> None:
+    from runnercheck.catalog import CHECK_RULE_NAMES
+    from runnercheck.check.rules import CHECKS
+
+    assert CHECK_RULE_NAMES == {check.rule.code: check.rule.name for check in CHECKS}
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check", "{pkg}"],
+        ["migrate", "{pkg}"],
+        ["migrate", "--check", "{pkg}"],
+        ["fuzz", "tests.fuzz.fixtures.good:ModelInput", "--config", "{config}"],
+        ["config", "{pkg}"],
+    ],
+    ids=lambda argv: " ".join(a for a in argv if not a.startswith("{")),
+)
+def test_an_unknown_rule_is_the_same_line_in_every_command(
+    tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """(``migrate`` once said "MIG199 internal error UsageError"; the plugin's line is
+    tests/mypy_plugin/test_settings.py's.)"""
+    from runnercheck.cli import main
+
+    path = write(tmp_path, "[tool.runnercheck]\nselect = ['RC999']\n")
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "mod.py").write_text("x = 1\n")
+    assert main([a.format(pkg=pkg, config=path) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"runnercheck: error: {path}: [tool.runnercheck] key 'select': unknown rule 'RC999'; "
+        "did you mean 'RC109'? (see `runnercheck rules`)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (
+            'fuzz_strategies = {"X" = "nope"}',
+            "key fuzz_strategies['X']: 'nope' is not 'module:function'",
+        ),
+        (
+            'fuzz_extras = {"x" = "weird"}',
+            "key fuzz_extras: extra 'x': unknown type 'weird' (one of tensor, int, float, bool, "
+            "str, bytes, or module:attr)",
+        ),
+    ],
+)
+def test_fuzz_settings_found_wrong_when_loaded_name_the_file(
+    tmp_path: Path, body: str, expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runnercheck.cli import main
+
+    path = write(tmp_path, f"[tool.runnercheck]\n{body}\n")
+    target = tmp_path / "plain_input_for_config.py"
+    target.write_text(
+        "from dataclasses import dataclass\n\n\n@dataclass(frozen=True)\nclass PlainInput:\n"
+        "    n: int = 1\n\n    def as_broadcastable_tensor_dict(self):\n        return {'n': self.n}\n\n"
+        "    @classmethod\n    def from_broadcasted_tensor_dict(cls, tensor_dict):\n"
+        "        return cls(**tensor_dict)\n"
+    )
+    assert main(["fuzz", str(target)]) == 2
+    assert capsys.readouterr().err == (
+        f"runnercheck: error: {path}: [tool.runnercheck] {expected}\n"
+    )

@@ -23,7 +23,7 @@ from runnercheck.analysis.project import Project
 from runnercheck.check.discovery import SourceFile, discover_walk, walk_findings
 from runnercheck.check.partners import read_partners
 from runnercheck.check.rules import RULES, run_rules
-from runnercheck.config import Config
+from runnercheck.config import Config, unknown_rule
 from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
 from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source
@@ -172,7 +172,8 @@ def parse_codes(values: Iterable[str], option: str) -> set[str]:
                 pass
             matching = [c for c in known if c.startswith(item.upper())]
             if not matching:
-                raise UsageError(f"{option}: unknown rule {item!r} (see `runnercheck rules`)")
+                reason = unknown_rule(item) or f"unknown rule {item!r}"
+                raise UsageError(f"{option}: {reason} (see `runnercheck rules`)")
             codes.update(matching)
     return codes
 

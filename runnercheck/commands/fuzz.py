@@ -12,19 +12,27 @@ shrunk to a minimal example; --seed replays them.
 
 The ranks are spawned on 127.0.0.1 (--world-size); under torchrun (RANK and WORLD_SIZE
 set) every process runs the same command, rank 0 reports, and the run may span nodes.
+
+Each target's module is first imported in a child held to --deadline: one that exits,
+kills itself or hangs while imported is one line naming it. Every process the targets
+or the ranks start, also one that left its group or session, is ended when the run
+ends; stderr names what was ended, and any process that could not be.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
-import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runnercheck.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
+from runnercheck.commands.options import check_number
+from runnercheck.errors import EXIT_CLEAN, EXIT_FINDINGS, ConfigError, UsageError
+from runnercheck.processes import Sweep
 
 HELP = "round-trip input classes through a real multi-process broadcast (Hypothesis)"
 
@@ -57,7 +65,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--deadline",
         type=float,
         default=60.0,
-        help="seconds one example's round trip may take on any rank (default 60)",
+        help="seconds one example's round trip may take on any rank, and importing each "
+        "target's module (default 60)",
     )
     parser.add_argument(
         "--extra",
@@ -71,10 +80,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--config", type=Path, default=None, help="pyproject.toml to read")
     parser.add_argument(
+        "--stub-imports",
+        action="append",
+        default=[],
+        metavar="PKG[,PKG...]|*",
+        help="serve a stub module for these top-level packages when they are not installed "
+        "('*': every missing package the targets' own modules import), so that a class whose "
+        "module imports an engine's heavy dependencies can be fuzzed without them; each stubbed "
+        "package is named on stderr, and its names are placeholders (a field typed with one "
+        "needs a strategy in fuzz_strategies)",
+    )
+    parser.add_argument(
         "--attn-backend",
         default=None,
         metavar="MODULE:ATTR",
-        help="passed as attn_backend to from_broadcasted_tensor_dict",
+        help="passed as attn_backend to from_broadcasted_tensor_dict, which engines use to "
+        "rebuild the attention metadata of the received dict (a failure of a method that "
+        "takes one, when none is given, says so); e.g. "
+        "runnercheck.demo.engine.attention:TinyAttentionBackend for the demo's merged engine",
     )
 
 
@@ -98,33 +121,83 @@ DEADLINE = (0.1, 86_400)
 SEED = (0, 2**64 - 1)
 
 
+@contextlib.contextmanager
+def _naming_the_file(source: Path | None) -> Iterator[None]:
+    """Errors in the configuration's fuzz_strategies and fuzz_extras (found when they are
+    loaded) name the file they come from, as every other configuration error does."""
+    try:
+        yield
+    except (ConfigError, UsageError) as exc:
+        text = str(exc)
+        if source is None or not text.startswith(("fuzz_strategies", "[tool.runnercheck]")):
+            raise
+        text = text.removeprefix("[tool.runnercheck] ")
+        raise ConfigError(f"{source}: [tool.runnercheck] key {text}") from None
+
+
+def _stubs(values: list[str]) -> tuple[str, ...]:
+    """The packages ``--stub-imports`` names (``*``: every missing one)."""
+    names: list[str] = []
+    for value in values:
+        for name in (part.strip() for part in value.split(",")):
+            if name != "*" and not name.isidentifier():
+                raise UsageError(
+                    f"--stub-imports {value!r}: {name!r} is not a top-level package name (or '*')"
+                )
+            names.append(name)
+    return tuple(names)
+
+
 def _check_numbers(args: argparse.Namespace) -> None:
     """Every numeric option finite and within its bounds (one line naming it otherwise)."""
-    checks = (
-        ("--world-size", args.world_size, WORLD_SIZE),
-        ("--examples", args.examples, EXAMPLES),
-        ("--deadline", args.deadline, DEADLINE),
-        ("--seed", args.seed, SEED),
-    )
-    for option, value, (low, high) in checks:
-        if value is None:
-            continue
-        finite = math.isfinite(value) if isinstance(value, float) else True
-        if not finite or not low <= value <= high:
-            unit = " seconds" if option == "--deadline" else ""
-            raise UsageError(f"{option} must be between {low} and {high}{unit}, not {value}")
+    check_number("--world-size", args.world_size, *WORLD_SIZE)
+    check_number("--examples", args.examples, *EXAMPLES)
+    check_number("--deadline", args.deadline, *DEADLINE, unit="seconds")
+    check_number("--seed", args.seed, *SEED)
 
 
 def run(args: argparse.Namespace) -> int:
     from runnercheck.extras import require_fuzz_extra
 
     require_fuzz_extra("runnercheck fuzz")
-    from runnercheck.config import load_config
-    from runnercheck.fuzz import FuzzOptions, fuzz
-    from runnercheck.fuzz.group import GroupLost, run_receiver, torchrun_rank
-    from runnercheck.fuzz.steps import declared_extras, resolve_targets
+    from runnercheck.fuzz.group import helper_pids
 
     _check_numbers(args)
+    # every process the targets or the ranks start, however it leaves, is ended at the end
+    sweep = Sweep()
+    try:
+        return _run(args)
+    finally:
+        sweep.spare(helper_pids())
+        _say_ended(sweep)
+
+
+def _say_ended(sweep: Sweep) -> None:
+    leftovers = sweep.living()
+    survivors = {survivor.pid for survivor in sweep.end()}
+    ended = [
+        f"{pid} ({stat[0]})" for pid, stat in sorted(leftovers.items()) if pid not in survivors
+    ]
+    if ended:
+        print(
+            f"runnercheck fuzz: ended what the run left running: {', '.join(ended)}",
+            file=sys.stderr,
+        )
+    for pid in sorted(survivors):
+        name = leftovers.get(pid, ("?",))[0]
+        print(
+            f"runnercheck fuzz: process {pid} ({name}) that the run started could not be ended",
+            file=sys.stderr,
+        )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from runnercheck.config import find_pyproject, load_config
+    from runnercheck.fuzz import FuzzOptions, fuzz
+    from runnercheck.fuzz.group import GroupLost, run_receiver, torchrun_rank
+    from runnercheck.fuzz.importing import guard
+    from runnercheck.fuzz.steps import declared_extras, resolve_targets
+
     if args.device == "cuda":
         import torch
 
@@ -142,14 +215,18 @@ def run(args: argparse.Namespace) -> int:
         return run_receiver(options.settings())
     start = next((Path(t) for t in args.targets if Path(t).exists()), Path.cwd())
     config = load_config(start, args.config)
-    extras = declared_extras(args.extra, config.fuzz_extras)
-    targets = resolve_targets(list(args.targets), config.contract(), extras)
+    source = args.config if args.config is not None else find_pyproject(start)
+    with _naming_the_file(source):
+        extras = declared_extras(args.extra, config.fuzz_extras)
+    with guard(deadline=args.deadline, stubs=_stubs(args.stub_imports)):
+        targets = resolve_targets(list(args.targets), config.contract(), extras)
     if args.attn_backend is not None:
         options = FuzzOptions(
             **{**options.__dict__, "attn_backend": load_object(args.attn_backend, "--attn-backend")}
         )
     try:
-        report = fuzz(targets, options, config)
+        with _naming_the_file(source):
+            report = fuzz(targets, options, config)
     except GroupLost as lost:  # the ranks could not even start
         print(f"runnercheck: RC306 the ranks could not start: {lost.message}", file=sys.stderr)
         return EXIT_FINDINGS

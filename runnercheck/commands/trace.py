@@ -11,7 +11,9 @@ launcher that starts its ranks as Python processes.
 Prints broadcasts, collectives and bytes per step (median, max) and per method. When
 the ranks' sequences of collectives differ, it names the first mismatch with each
 rank's call site and stops the run at once; a rank stuck at a collective its peers
-have not reached stops the run after --deadline seconds.
+have not reached stops the run after --deadline seconds. Whatever the command leaves
+running when it ends (in its session or escaped from it) is ended and named; a process
+that cannot be ended is reported with its pid, and fails the run.
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ import argparse
 import json
 from pathlib import Path
 
+from runnercheck.commands.options import (
+    check_number,
+    check_output_file,
+    prepare_output_dir,
+    write_output_file,
+)
 from runnercheck.errors import EXIT_CLEAN, EXIT_FINDINGS, UsageError
 
 HELP = "record every rank's collectives of a live run, per step; budget and divergence"
@@ -29,6 +37,10 @@ EPILOG = (
     "example: runnercheck trace --max-broadcasts-per-step 1 -- "
     "python -m runnercheck.demo.engine --shape merged --tp 2"
 )
+
+#: Bounds of the numeric options (inclusive).
+SECONDS = (0.001, 7 * 86_400.0)
+BROADCASTS = (0, 1_000_000)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -43,10 +55,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--deadline",
         type=float,
         default=60.0,
-        help="seconds a rank may wait at a collective its peers have not reached (default 60)",
+        help="seconds a rank may wait at a collective its peers have not reached (default 60; "
+        "at most a week)",
     )
     parser.add_argument(
-        "--timeout", type=float, default=None, help="seconds the whole run may take (no limit)"
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds the whole run may take (default: no limit; at most a week)",
     )
     parser.add_argument(
         "--step-method",
@@ -57,9 +73,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "execute_model, _execute_model_non_driver, _run_non_driver_rank)",
     )
     parser.add_argument("--steps", action="store_true", help="also print every step")
-    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write JSON here")
     parser.add_argument(
-        "--keep", type=Path, default=None, metavar="DIR", help="keep the raw trace files in DIR"
+        "--json",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write the report as JSON to FILE (its directory must exist; checked "
+        "before the command runs; written whole or not at all)",
+    )
+    parser.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="keep the raw trace files in DIR (created if missing; it must not hold another "
+        "run's trace files)",
     )
     parser.add_argument("--config", type=Path, default=None, help="pyproject.toml to read")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -79,16 +107,15 @@ def run(args: argparse.Namespace) -> int:
         command = command[1:]
     if not command:
         raise UsageError("no command to trace: runnercheck trace [OPTIONS] -- COMMAND [ARGS...]")
-    if args.max_broadcasts_per_step is not None and args.max_broadcasts_per_step < 0:
-        raise UsageError("--max-broadcasts-per-step must be at least 0")
-    if args.deadline <= 0:
-        raise UsageError("--deadline must be positive")
-    if args.timeout is not None and args.timeout <= 0:
-        raise UsageError("--timeout must be positive")
+    check_number("--max-broadcasts-per-step", args.max_broadcasts_per_step, *BROADCASTS)
+    check_number("--deadline", args.deadline, *SECONDS, unit="seconds")
+    check_number("--timeout", args.timeout, *SECONDS, unit="seconds")
     for name in args.step_method or []:
         if not name.isidentifier():
             raise UsageError(f"--step-method {name!r}: not a method name")
     contract = load_config(Path.cwd(), args.config).contract()
+    check_output_file("--json", args.json)
+    prepare_output_dir("--keep", args.keep, holds="*.trace")
     step_methods = tuple(args.step_method) if args.step_method else None
     options = TraceOptions(
         recorder=RecorderOptions.from_contract(contract, step_methods),
@@ -107,5 +134,5 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"runnercheck trace: {' '.join(command)}", markup=False, highlight=False)
     render(report, console, per_step=args.steps)
     if args.json is not None:
-        args.json.write_text(json.dumps(report.as_json(), indent=2) + "\n", encoding="utf-8")
+        write_output_file("--json", args.json, json.dumps(report.as_json(), indent=2) + "\n")
     return EXIT_CLEAN if report.ok else EXIT_FINDINGS

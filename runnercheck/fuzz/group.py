@@ -31,6 +31,7 @@ from typing import Any
 from runnercheck.fuzz import ranks
 from runnercheck.fuzz.ranks import Settings
 from runnercheck.fuzz.roundtrip import DriverOutcome, Job, RankError
+from runnercheck.processes import descendants
 
 #: Extra seconds the parent waits beyond the deadline (rank 0 reports first if it can).
 GRACE = 2.0
@@ -331,7 +332,7 @@ def _reap(procs: list[Any]) -> None:
     victims: set[int] = set()
     for proc in procs:
         if proc.pid is not None:
-            victims |= _descendants(proc.pid)
+            victims |= set(descendants(proc.pid))
     for proc in procs:
         if proc.pid is None:
             continue
@@ -348,32 +349,6 @@ def _reap(procs: list[Any]) -> None:
             pass
     for proc in procs:
         proc.join(timeout=5)
-
-
-def _descendants(root: int) -> set[int]:
-    """Processes below ``root`` (from /proc; empty where there is none)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return set()
-    for name in entries:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as handle:
-                fields = handle.read().rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(name))
-    found: set[int] = set()
-    stack = [root]
-    while stack:
-        for child in children.get(stack.pop(), []):
-            if child not in found:
-                found.add(child)
-                stack.append(child)
-    return found
 
 
 def _seconds(value: float) -> Any:
@@ -525,6 +500,18 @@ class EnvGroup:
                     pass
             dist.destroy_process_group()
             self._joined = None
+
+
+def helper_pids() -> list[int]:
+    """The processes multiprocessing keeps for this one (its fork server and resource
+    tracker): reused by later groups, so never ended with a run's processes."""
+    from multiprocessing import forkserver, resource_tracker
+
+    pids = [
+        getattr(forkserver._forkserver, "_forkserver_pid", None),
+        getattr(resource_tracker._resource_tracker, "_pid", None),
+    ]
+    return [pid for pid in pids if isinstance(pid, int)]
 
 
 def torchrun_rank() -> int | None:

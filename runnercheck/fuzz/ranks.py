@@ -29,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from runnercheck import broadcast as reference
-from runnercheck.fuzz import roundtrip, transfer
+from runnercheck.fuzz import importing, roundtrip, transfer
 from runnercheck.fuzz.roundtrip import CONTROL_KEY, DriverOutcome, Job, RankError, ReceiverOutcome
 from runnercheck.fuzz.strategies import ALL_DTYPES
 
@@ -146,17 +146,18 @@ def start_job(joined: Joined, job_bytes: bytes) -> list[RankError]:
 
 
 def pack_job(job: Job) -> bytes:
-    """A job as sent to the ranks: its ``sys_path`` first, so that a rank can import the
-    class's module before unpickling the class."""
-    return pickle.dumps((job.sys_path, pickle.dumps(job)))
+    """A job as sent to the ranks: its ``sys_path`` and the stubbed packages first, so
+    that a rank can import the class's module before unpickling the class."""
+    return pickle.dumps((job.sys_path, importing.stubbed(), pickle.dumps(job)))
 
 
 def _load_job(joined: Joined, job_bytes: bytes) -> RankError | None:
     try:
-        sys_path, inner = pickle.loads(job_bytes)
+        sys_path, stubs, inner = pickle.loads(job_bytes)
         for entry in sys_path:  # before the class is unpickled: it may live there
             if entry not in sys.path:
                 sys.path.insert(0, entry)
+        importing.stub_in_rank(stubs)  # the packages the driver's process stubbed
         job = pickle.loads(inner)
         joined.job = job
         joined.job_error = None

@@ -27,7 +27,7 @@ from runnercheck.fuzz.compare import describe
 from runnercheck.fuzz.compare import differences as compare
 from runnercheck.fuzz.group import GroupLost
 from runnercheck.fuzz.report import ClassResult, Problem, merge
-from runnercheck.fuzz.roundtrip import DriverOutcome, Job, RankError
+from runnercheck.fuzz.roundtrip import DriverOutcome, Job, RankError, takes_backend
 from runnercheck.fuzz.snapshot import Record, Snap, Snapshotter
 from runnercheck.fuzz.targets import Target
 
@@ -70,6 +70,27 @@ def error_problem(error: RankError, code: str = "RC302") -> Problem:
     )
 
 
+def backend_hint(cls: type | None, from_dict_method: str, attn_backend: Any) -> str:
+    """What to add to an error raised by ``cls``'s ``from_dict_method`` when it takes an
+    ``attn_backend`` and none was given: engines rebuild the attention metadata of the
+    received dict with it, and without one the dict's attention keys reach ``cls(...)``."""
+    if cls is None or attn_backend is not None:
+        return ""
+    if not takes_backend(getattr(cls, from_dict_method, None)):
+        return ""
+    return (
+        f"; {cls.__qualname__}.{from_dict_method}() takes an attn_backend and none was "
+        "given: it may need the engine's attention backend to rebuild the attention "
+        "metadata (give one with --attn-backend MODULE:ATTR)"
+    )
+
+
+def with_hint(problem: Problem, hint: str) -> Problem:
+    if not hint:
+        return problem
+    return Problem(problem.code, problem.message + hint, problem.field, problem.ranks)
+
+
 def evaluate(expected: Snap, outcome: DriverOutcome, job: Job) -> list[Problem]:
     """Every problem an outcome shows against the expected snapshot."""
     problems: list[Problem] = []
@@ -95,7 +116,10 @@ def evaluate(expected: Snap, outcome: DriverOutcome, job: Job) -> list[Problem]:
         )
     for receiver in outcome.receivers:
         if receiver.error is not None:
-            problems.append(error_problem(receiver.error))
+            hint = ""
+            if receiver.error.stage.startswith(job.from_dict_method):
+                hint = backend_hint(job.cls, job.from_dict_method, job.attn_backend)
+            problems.append(with_hint(error_problem(receiver.error), hint))
         if receiver.rebuilt is not None:
             for diff in compare(expected, receiver.rebuilt):
                 if diff.path == "" and diff.aspect == "type":

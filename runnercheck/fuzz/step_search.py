@@ -27,11 +27,13 @@ from runnercheck.fuzz.roundtrip import DriverOutcome, ReceiverOutcome
 from runnercheck.fuzz.search import (
     MAX_EXAMPLE,
     SearchOptions,
+    backend_hint,
     drive,
     driver_only_rule,
     error_problem,
     example_text,
     job_ids,
+    with_hint,
 )
 from runnercheck.fuzz.snapshot import Items, Snap, Snapshotter
 from runnercheck.fuzz.step_roundtrip import StepDriverOutcome, StepJob, StepReceiverOutcome
@@ -119,6 +121,9 @@ def _receiver_error(
     assert receiver.error is not None
     problem = error_problem(receiver.error)
     failed = receiver.failed_part if isinstance(receiver, StepReceiverOutcome) else -1
+    if 0 <= failed < len(job.parts) and job.from_dict_method in receiver.error.stage:
+        hint = backend_hint(job.parts[failed].cls, job.from_dict_method, job.attn_backend)
+        problem = with_hint(problem, hint)
     if problem.field and failed >= 0:
         reason = leak_explanation(problem.field, failed, job, producers)
         if reason:

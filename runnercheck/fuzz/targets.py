@@ -10,7 +10,6 @@ packages), with its root on ``sys.path``, so that other ranks can import it too.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import sys
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from types import ModuleType
 from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
 from runnercheck.files import walk
+from runnercheck.fuzz import importing
 
 
 @dataclass(frozen=True)
@@ -46,12 +46,19 @@ def is_input_class(obj: object, contract: Contract) -> bool:
 
 
 def _import(module_name: str) -> ModuleType:
+    importing.allow_importer(module_name)
     try:
-        return importlib.import_module(module_name)
+        return importing.import_module(module_name)
+    except importing.ImportTrialError as exc:
+        raise UsageError(f"cannot import module {module_name!r}: {exc}") from None
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
             raise UsageError(f"cannot import module {module_name!r}: no such module") from None
-        raise UsageError(f"cannot import module {module_name!r}: {exc}") from None
+        hint = ""
+        if exc.name:
+            top = exc.name.partition(".")[0]
+            hint = f" (--stub-imports {top} fuzzes it with that package stubbed)"
+        raise UsageError(f"cannot import module {module_name!r}: {exc}{hint}") from None
     except SystemExit as exc:  # the module called sys.exit() (or exit()) while imported
         raise UsageError(
             f"cannot import module {module_name!r}: it exited with status {_status(exc)} "

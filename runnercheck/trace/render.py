@@ -30,10 +30,19 @@ def render(report: TraceReport, console: Console, per_step: bool = False) -> Non
         console.print("runnercheck trace: no collective was recorded")
     for world in report.worlds:
         _render_world(world, console, per_step)
+    if report.ended:
+        console.print(
+            "ended what the command left running: " + ", ".join(report.ended), markup=False
+        )
     problems = report.problems()
     for line in problems:
         console.print(line, markup=False)
-    if report.ok:
+    if report.ok and not report.worlds:
+        console.print(
+            f"ok: the command succeeded ({report.seconds:.1f} s); no rank ran a collective, "
+            "so there were no ranks to compare"
+        )
+    elif report.ok:
         budget = report.max_broadcasts_per_step
         within = f", every step within {budget} broadcasts" if budget is not None else ""
         console.print(f"ok: the ranks agree{within} ({report.seconds:.1f} s)")

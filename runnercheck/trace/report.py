@@ -243,8 +243,10 @@ class TraceReport:
     stopped: str | None = None
     #: Seconds from finding the reason to stop to the end of the run's last process.
     stop_seconds: float | None = None
-    #: Processes of the run still alive after it (should be none).
+    #: Processes of the run still alive after it, that could not be ended (should be none).
     left_behind: list[int] = field(default_factory=list)
+    #: Processes the command left running when it exited, ended after it ("PID (name)").
+    ended: list[str] = field(default_factory=list)
     #: Every process that recorded collectives.
     pids: list[int] = field(default_factory=list)
 
@@ -273,12 +275,13 @@ class TraceReport:
             lines += ["OVER BUDGET " + self.budget.lines()[0], *self.budget.lines()[1:]]
         if self.stopped:
             after = f" {self.stop_seconds:.1f} s later" if self.stop_seconds is not None else ""
+            ended = "every process of it ended" if not self.left_behind else "it was killed"
             lines.append(
-                f"stopped the run: {self.stopped}; every process of it ended{after} "
-                f"(run time {self.seconds:.1f} s)"
+                f"stopped the run: {self.stopped}; {ended}{after} (run time {self.seconds:.1f} s)"
             )
         if self.left_behind:
-            lines.append(f"processes left behind: {self.left_behind}")
+            pids = ", ".join(str(pid) for pid in self.left_behind)
+            lines.append(f"processes of the run that could not be ended, still running: {pids}")
         if self.returncode not in (0, None) and self.stopped is None:
             lines.append(f"the command exited with status {self.returncode}")
         return lines
@@ -292,6 +295,7 @@ class TraceReport:
             "stopped": self.stopped,
             "stop_seconds": None if self.stop_seconds is None else round(self.stop_seconds, 3),
             "left_behind": self.left_behind,
+            "ended": self.ended,
             "pids": self.pids,
             "max_broadcasts_per_step": self.max_broadcasts_per_step,
             "divergence": _divergence_json(self.divergence),

@@ -6,7 +6,10 @@ Both give every Python process they start the trace bootstrap (see
 :class:`~runnercheck.trace.monitor.Monitor`. On a divergence the run is stopped at once;
 on a hang once ``deadline`` seconds pass without progress; a ``timeout`` bounds the
 whole run. Stopping kills the run's processes (a command's whole session; a block's
-traced processes) and waits until they are gone, so nothing is left behind.
+traced processes) and waits until they are gone. After a command, every process it
+started and left running, in its session or escaped from it (``setsid``, a double
+fork), is ended too (:class:`~runnercheck.processes.Sweep`); the report names those and
+any that could not be ended.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from runnercheck.processes import Survivor, Sweep
 from runnercheck.trace.bootstrap import ENV_DIR, ENV_OPTIONS, write_sitecustomize
 from runnercheck.trace.monitor import Hang, Monitor, alive, belongs_to_run
 from runnercheck.trace.recorder import RecorderOptions
@@ -145,6 +149,7 @@ def trace_command(command: list[str], options: TraceOptions | None = None) -> Tr
     run = _Run(options)
     interrupted = threading.Event()
     previous = _catch_interrupts(interrupted)
+    sweep = Sweep()  # what the command starts stays below this process, however it leaves
     try:
         process = subprocess.Popen(
             command, env=run.environment(dict(os.environ)), start_new_session=True
@@ -164,12 +169,20 @@ def trace_command(command: list[str], options: TraceOptions | None = None) -> Tr
                 run.kill_traced()
             returncode = process.wait()
             left = run.wait_gone()
+            leftovers = sweep.living()
+            survivors = sweep.end()
         if interrupted.is_set():
             raise KeyboardInterrupt
         report = run.report(command, returncode)
-        report.left_behind = left
+        report.left_behind = sorted({*left, *(s.pid for s in survivors)})
+        report.ended = [
+            Survivor(pid, stat[0]).describe()
+            for pid, stat in sorted(leftovers.items())
+            if pid not in report.left_behind
+        ]
         return report
     finally:
+        sweep.close()
         for signum, handler in previous.items():
             if handler is not None:
                 signal.signal(signum, handler)

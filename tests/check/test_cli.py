@@ -75,8 +75,8 @@ def test_unknown_rule_is_a_usage_error(run: Run) -> None:
     assert result.code == 2
     assert result.out == ""
     assert (
-        result.err
-        == "runnercheck: error: --select: unknown rule 'RC999' (see `runnercheck rules`)\n"
+        result.err == "runnercheck: error: --select: unknown rule 'RC999'; did you mean 'RC109'? "
+        "(see `runnercheck rules`)\n"
     )
 
 
@@ -125,7 +125,8 @@ def test_bad_config_is_one_line_exit_2(run: Run, tmp_path: Path) -> None:
     result = run("--config", str(config), rel(FIXTURES / "syntax-error" / "good.py"))
     assert result.code == 2
     assert result.err == (
-        f"runnercheck: error: {config}: [tool.runnercheck] unknown key 'broadcast_functoin'\n"
+        f"runnercheck: error: {config}: [tool.runnercheck] unknown key 'broadcast_functoin'; "
+        "did you mean 'broadcast_function'?\n"
     )
 
 

@@ -44,3 +44,21 @@ def test_attention_fields_need_the_backend(group2: Any) -> None:
     report = fuzz(targets, FuzzOptions(2, "cpu", 60, seed=7, deadline=10.0), Config(), group2)
     [problem] = report.results[0].problems
     assert (problem.code, problem.field, problem.ranks) == ("RC302", "num_prefills", (1,))
+    assert problem.message.endswith(
+        "; ModelInputForGPU.from_broadcasted_tensor_dict() takes an attn_backend and none was "
+        "given: it may need the engine's attention backend to rebuild the attention metadata "
+        "(give one with --attn-backend MODULE:ATTR)"
+    )
+
+
+def test_a_step_names_the_backend_its_failing_part_needs(group2: Any) -> None:
+    from runnercheck.fuzz import resolve_step
+
+    step = resolve_step(
+        f"{MERGED}.worker_base:WorkerInput+{MERGED}.cpu_model_runner:CPUModelInput", VLLM
+    )
+    report = fuzz([step], FuzzOptions(2, "cpu", 30, seed=7, deadline=10.0), Config(), group2)
+    messages = [problem.message for problem in report.results[0].problems]
+    assert any(
+        "CPUModelInput.from_broadcasted_tensor_dict() takes an attn_backend" in m for m in messages
+    ), messages

@@ -110,3 +110,80 @@ def _parent(pid: int) -> int:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
     except (OSError, IndexError, ValueError):
         return -1
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ("import os\nos._exit(7)\n", "it exited with status 7 while being imported"),
+        (
+            "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+            "it was killed by signal 9 (SIGKILL) while being imported",
+        ),
+        (
+            "import time\ntime.sleep(600)\n",
+            "it did not finish importing within the deadline of 1 s",
+        ),
+    ],
+    ids=["os._exit", "SIGKILL", "hang"],
+)
+def test_a_target_that_ends_or_hangs_while_imported_is_one_line_within_the_deadline(
+    tmp_path: Path, body: str, reason: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "bad_at_import.py").write_text(body)
+    started = time.monotonic()
+    assert main(["fuzz", "--deadline", "1", str(tmp_path / "bad_at_import.py")]) == 2
+    assert time.monotonic() - started < 10
+    assert capsys.readouterr().err == (
+        f"runnercheck: error: cannot import module 'bad_at_import': {reason}\n"
+    )
+
+
+LEAKY = """
+import os, subprocess, sys
+from dataclasses import dataclass
+from typing import Any, Dict
+
+def _note(pid):
+    with open({pids!r}, "a") as handle:
+        handle.write(f"{{pid}}\\n")
+
+# at import (here, in the trial import and on every rank): a child that ignores SIGTERM,
+# and a daemon that leaves the session and double-forks
+_note(subprocess.Popen([sys.executable, "-c", "import signal, time; "
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"]).pid)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        _note(os.getpid())
+        os.execvp("sleep", ["sleep", "601"])
+    os._exit(0)
+
+@dataclass(frozen=True)
+class LeakyInput:
+    num_steps: int = 1
+
+    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+        return {{"num_steps": self.num_steps}}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(
+        cls, tensor_dict: Dict[str, Any], attn_backend: Any = None
+    ) -> "LeakyInput":
+        return cls(**tensor_dict)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="looks processes up in /proc")
+def test_every_process_the_target_started_is_ended_after_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pids = tmp_path / "pids"
+    (tmp_path / "leaky_input.py").write_text(LEAKY.format(pids=str(pids)))
+    assert main(["fuzz", "--examples", "2", "--seed", "1", str(tmp_path / "leaky_input.py")]) == 0
+    err = capsys.readouterr().err
+    started = [int(line) for line in pids.read_text().split()]
+    assert len(started) >= 4  # here and in the trial import at least
+    assert [pid for pid in started if _state(pid) not in (None, "Z")] == []
+    assert err.startswith("runnercheck fuzz: ended what the run left running: ")
+    assert "could not be ended" not in err

@@ -81,13 +81,19 @@ def test_recursive_and_deep_types(tmp_path: Path) -> None:
     lines = [re.sub(r"^trees\.py:\d+: ", "", line) for line in proc.stdout.splitlines()]
     deep_route = " -> ".join(['field "child"'] * (DEPTH - 1) + ['field "value"'])
     assert lines == [
-        value_error("bad1", "Tree1[Callable[[], int]]", None),
-        value_error("bad5", "Tree5[Callable[[], int]]", None),
+        value_error("bad1", "Tree1[Callable[[], int]]", "union member 2"),
+        value_error("bad5", "Tree5[Callable[[], int]]", "union member 6"),
         value_error("hooks", "dict[str, list[Callable[[], int]]]", "dict value -> list item"),
-        value_error("y", "Y", None),
+        value_error("y", "Y", "union member 2"),
         # X was walked (and found good so far) inside Y's walk: that verdict assumed Y.
-        value_error("x", "X", "list item"),
-        value_error("chain", "Chain", 'field "hook"', leaf="Callable[[], None]"),
+        # The route goes through the union Y to its member, not only to the list item.
+        value_error("x", "X", "list item -> union member 2"),
+        value_error(
+            "chain",
+            "Chain",
+            'union member 4 -> field "hook" -> union member 1',
+            leaf="Callable[[], None]",
+        ),
         value_error("box", "Box[Callable[[], int]]", 'field "item"'),
         value_error("deep", "Deep0", f"{deep_route} -> dict value -> list item"),
         "Found 8 errors in 1 file (checked 1 source file)",

@@ -137,7 +137,8 @@ def test_bad_configuration_stops_mypy_with_one_line(tmp_path: Path) -> None:
     proc = mypy(root, "mid.py")
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == (
-        "runnercheck mypy plugin: error: mypy.ini: [runnercheck] unknown key 'runner_base'\n"
+        "runnercheck mypy plugin: error: mypy.ini: [runnercheck] unknown key 'runner_base'; "
+        "did you mean 'runner_bases'?\n"
     )
 
 
@@ -188,7 +189,7 @@ def test_changed_settings_invalidate_the_cache(tmp_path: Path) -> None:
         (
             "mypy.ini",
             "[mypy]\nplugins = mypy_plugin\n\n[runnercheck]\nselect = RC2, RC999\n",
-            "mypy.ini: [runnercheck] key 'select': unknown rule 'RC999'",
+            "mypy.ini: [runnercheck] key 'select': unknown rule 'RC999'; did you mean 'RC109'?",
         ),
         (
             "pyproject.toml",
