@@ -102,7 +102,7 @@ def test_check_reports_the_engines_control_broadcast() -> None:
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize("version", ["0.5.1", "0.6.0"])
+@pytest.mark.parametrize("version", ["0.5.1", "0.6.0", "0.8.0"])
 def test_vllm_spec_decode_control_broadcast(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         root = vllm_source(version)
@@ -119,7 +119,89 @@ def test_vllm_spec_decode_control_broadcast(version: str, monkeypatch: pytest.Mo
     assert message.startswith(
         f"SpecDecodeWorker broadcasts its own control dict (spec_decode_worker.py:{line})"
     )
+    # 0.7+ holds the scorer as the plain WorkerBase and the proposer as a delegate of a
+    # worker class chosen at run time: counted through the classes they stand for
+    scorer = "MultiStepWorker" if version >= "0.7" else "Worker"
     assert (
         "1 (SpecDecodeWorker) + max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)"
-        " + 1 (scorer_worker: Worker) broadcasts per step"
+        f" + 1 (scorer_worker: {scorer}) broadcasts per step"
     ) in message
+    assert "runnercheck migrate --select fold-control-broadcast" in message
+
+
+DELEGATES = """
+from vllm.distributed import broadcast_tensor_dict
+
+
+class WorkerBase:
+    def execute_model(self, execute_model_req=None):
+        raise NotImplementedError
+
+
+class LocalOrDistributedWorkerBase(WorkerBase):
+    def execute_model(self, execute_model_req=None):
+        if self.is_driver_worker:
+            broadcast_tensor_dict({"tokens": execute_model_req}, src=0)
+        else:
+            broadcast_tensor_dict(src=0)
+        return []
+
+
+class DelegateWorkerBase(WorkerBase):
+    worker: WorkerBase
+
+    def execute_model(self, execute_model_req=None):
+        return self.worker.execute_model(execute_model_req)
+
+
+class DraftWorker(DelegateWorkerBase):
+    pass
+
+
+class SpecWorker(WorkerBase):
+    def __init__(self, proposer_worker: DraftWorker, scorer_worker: WorkerBase):
+        self.proposer_worker = proposer_worker
+        self.scorer_worker = scorer_worker
+        self.steps = 2
+
+    def execute_model(self, execute_model_req=None):
+        if self.rank == 0:
+            broadcast_tensor_dict({"k": 1}, src=0)
+        else:
+            broadcast_tensor_dict(src=0)
+        for _ in range(self.steps):
+            self.proposer_worker.execute_model(execute_model_req)
+        return self.scorer_worker.execute_model(execute_model_req)
+"""
+
+
+def test_a_delegate_and_a_plain_worker_base_count_through_what_they_stand_for(
+    tmp_path: Path,
+) -> None:
+    """vLLM 0.7+'s shape: the scorer held as the plain ``WorkerBase`` (not an ABC), the
+    proposer a delegate of a worker chosen at run time, a loop count on ``self``."""
+    (tmp_path / "spec.py").write_text(DELEGATES)
+    project = project_of(tmp_path)
+    wrapper = project.resolve_class("SpecWorker", str(tmp_path / "spec.py"))
+    assert wrapper is not None
+    inner = {attr: [c.name for c in held] for attr, held in project.inner_workers(wrapper).items()}
+    assert inner == {
+        "proposer_worker": ["DraftWorker"],
+        "scorer_worker": ["LocalOrDistributedWorkerBase"],
+    }
+    step = project.wrapper_step(wrapper)
+    assert step is not None
+    assert representative(step.control_paths()) == step.most("driver")
+    assert step.most("driver").describe() == (
+        "1 (SpecWorker) + self.steps·1 (proposer_worker: DraftWorker)"
+        " + 1 (scorer_worker: LocalOrDistributedWorkerBase)"
+    )
+    assert step.counts("non-driver", {"self.steps": 2}) == {4}
+    result = check_paths([tmp_path])
+    assert [f.code for f in result.findings] == ["RC110"]
+
+
+def test_dotted_loop_counts_evaluate() -> None:
+    assert evaluate("self.n + 1", {"self.n": 2}) == 3
+    with pytest.raises(ValueError, match="not a count"):
+        evaluate("self.n[0]", {"self.n": 2})
