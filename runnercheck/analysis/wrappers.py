@@ -121,10 +121,20 @@ class StepPath:
                 parts.append((term.times, term.label, term.each))
         out = []
         for times, label, each in parts:
-            factor = "·".join(times)
+            factor = "·".join(_factor(t) for t in times)
             amount = f"{factor}·{each}" if factor else str(each)
             out.append(f"{amount} ({label})")
         return " + ".join(out) or "0"
+
+
+def _factor(text: str) -> str:
+    """A loop count as a factor: an operation in parentheses (``(k - 1)·1``)."""
+    try:
+        parsed = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return text
+    bare = isinstance(parsed, ast.BinOp) and not text.startswith("(")
+    return f"({text})" if bare else text
 
 
 def _rest(term: Term) -> tuple[int, str, bool, BroadcastSite, bool]:

@@ -1,6 +1,7 @@
 """Broadcasts per engine step through wrapper workers (``Project.wrapper_step``) and RC110:
 on a fixture of our own, on the engine's speculative-decoding mode (the static count
-equals the engine's own counter at tp 2), and on vLLM 0.5.1 and 0.6.0's ``spec_decode``."""
+equals the engine's own counter at tp 2) before and after ``fold-control-broadcast``,
+and on vLLM 0.5.1, 0.6.0 and 0.8.0's ``spec_decode``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from runnercheck.analysis.wrappers import evaluate, representative
 from runnercheck.check import check_paths
 from runnercheck.demo.engine import run_engine
 from tests.check.conftest import FIXTURES, REPO
+from tests.spec_decode_fixture import copy_before
 from tests.vllm_wheels import vllm_source
 
 ENGINE = REPO / "runnercheck" / "demo" / "engine"
@@ -66,6 +68,10 @@ def test_loop_counts_evaluate() -> None:
         evaluate("len(x)", {"x": 1})
 
 
+def before_fold(tmp_path: Path) -> Path:
+    return copy_before(tmp_path / "spec_decode")
+
+
 def test_speculative_engine_static_count_equals_its_counter() -> None:
     """Static: the paths of SpecDecodeWorker's step with the lookahead count at K;
     run time: the engine's own broadcast counter, at tp 2 (a broadcast at tp 1 sends
@@ -75,30 +81,45 @@ def test_speculative_engine_static_count_equals_its_counter() -> None:
     assert worker is not None
     step = project.wrapper_step(worker)
     assert step is not None
-    chosen = representative(step.control_paths())
-    assert chosen is not None
-    assert chosen.describe() == (
-        "1 (SpecDecodeWorker) + max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)"
-        " + 1 (scorer_worker: Worker)"
-    )
+    assert step.control_paths() == []
+    # the driver's decode step (K proposer steps in `sampler_output`, the scorer) and the
+    # other ranks': the first proposer step carries the control values, the loop runs
+    # once less; the stop signal is the wrapper's only own broadcast
+    assert {p.describe() for p in step.paths["driver"]} >= {
+        "num_lookahead_slots·1 (proposer_worker: MultiStepWorker)"
+        " + 1 (scorer._scorer_worker: Worker)",
+        "1 (proposer_worker: MultiStepWorker) + (max(num_lookahead_slots, 1) - 1)·1"
+        " (proposer_worker: MultiStepWorker) + 1 (scorer_worker: Worker)",
+        "1 (SpecDecodeWorker)",
+    }
     static = step.counts("driver", {"num_lookahead_slots": K})
     result = run_engine("merged", tp=2, steps=3, timeout_s=60, num_speculative_tokens=K)
     counted = result["broadcasts_per_step_list"]
-    # prefill 3 (control, one proposer step, scorer) and decode K + 2; stop: 1
-    assert set(counted) == {3, K + 2}
+    # prefill 2 (one proposer step, scorer) and decode K + 1; stop: 1
+    assert set(counted) == {2, K + 1}
     assert static == {*counted, 1}
-    assert chosen.count({"num_lookahead_slots": K}) == max(counted)
 
 
-def test_check_reports_the_engines_control_broadcast() -> None:
-    source = ENGINE / "spec_decode" / "spec_decode_worker.py"
-    result = check_paths([ENGINE / "spec_decode"])
+def test_check_reports_the_control_broadcast_before_the_fold(tmp_path: Path) -> None:
+    copy = before_fold(tmp_path)
+    source = copy / "spec_decode_worker.py"
+    result = check_paths([copy, ENGINE / "merged"])
     assert [(f.code, Path(f.path).name, f.line) for f in result.findings] == [
         ("RC110", "spec_decode_worker.py", line_of(source, "broadcast_tensor_dict(broadcast_dict"))
     ]
-    assert "max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)" in (
-        result.findings[0].message
+    project = project_of(copy, ENGINE / "merged")
+    worker = project.resolve_class("SpecDecodeWorker", str(source))
+    assert worker is not None
+    step = project.wrapper_step(worker)
+    assert step is not None
+    chosen = representative(step.control_paths())
+    assert chosen is not None and chosen.describe() == (
+        "1 (SpecDecodeWorker) + max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)"
+        " + 1 (scorer_worker: Worker)"
     )
+    assert chosen.describe() in result.findings[0].message
+    # prefill 3, decode K + 2, stop 1
+    assert step.counts("driver", {"num_lookahead_slots": K}) == {3, K + 2, 1}
 
 
 @pytest.mark.vllm
