@@ -11,6 +11,7 @@ import libcst as cst
 import pytest
 from libcst.codemod import CodemodContext, TransformFailure, TransformSuccess, transform_module
 
+from benchmarks import spec_decode_vllm
 from codemods import fold_control_broadcast as fold
 from codemods.pipeline import migrate
 from runnercheck.analysis.extract import extract_source
@@ -236,17 +237,15 @@ def test_the_engines_wrapper_is_the_codemods_output(tmp_path: Path) -> None:
 
 @pytest.mark.vllm
 def test_vllm_0_8_0_is_refused_with_the_shape(tmp_path: Path) -> None:
+    """One release through ``benchmarks/spec_decode_vllm.py`` (the per-release table):
+    RC110 fires, the codemod refuses naming the shape, nothing is written."""
     try:
-        root = vllm_source("0.8.0")
+        vllm_source("0.8.0")
     except RuntimeError as exc:
         pytest.skip(f"vllm==0.8.0 not available: {exc}")
-    for part in ("spec_decode", "worker"):
-        for source in (root / "vllm" / part).glob("*.py"):
-            dest = tmp_path / "vllm" / part / source.name
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(source.read_bytes())
-    result = migrate([tmp_path], select=["fold-control-broadcast"])
-    assert [(r.code, r.path.name, r.shape) for r in result.refusals] == [
-        ("MIG204", "spec_decode_worker.py", "first inner step differs between paths")
+    row = spec_decode_vllm.measure("0.8.0", tmp_path)
+    assert (row.rc110_before, row.rewritten, row.compiles, row.rc110_after) == (1, False, True, 1)
+    assert [(r["code"], r["line"], r["shape"]) for r in row.refused] == [
+        ("MIG204", "533", "first inner step differs between paths")
     ]
-    assert "scorer_worker (SpecDecodeWorker._run_no_spec:" in result.refusals[0].message
+    assert "scorer_worker (SpecDecodeWorker._run_no_spec:675)" in row.refused[0]["message"]
