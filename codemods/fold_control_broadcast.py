@@ -230,7 +230,7 @@ def _at_least_once(count: cst.BaseExpression) -> bool:
     return True
 
 
-class _Rewrite(m.MatcherDecoratableTransformer):
+class _Rewrite(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
     def __init__(self, plan: Plan, contract: Contract) -> None:
