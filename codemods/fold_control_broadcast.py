@@ -50,7 +50,7 @@ from codemods.command import ContractCommand
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project, StepPath, Term
-from runnercheck.analysis.wrappers import evaluate
+from runnercheck.analysis.wrappers import evaluate, receive_lines
 from runnercheck.contract import VLLM, Contract
 
 NAME = registry.FOLD_CONTROL_BROADCAST.name
@@ -438,13 +438,11 @@ def rewrite_module(
     facts = project.modules.get(path)
     if facts is None:
         return module, [], []
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    receives = _receive_lines(wrapper, contract)
     changed: list[str] = []
     skipped: list[Skipped] = []
-    for cls in facts.classes.values():
-        lines = frozenset(line for line in receives if cls.line <= line <= (cls.end_line or line))
-        plan = plan_class(project, cls, lines)
+    # bottom-up: a rewritten class moves no line of the classes above it
+    for cls in sorted(facts.classes.values(), key=lambda c: -c.line):
+        plan = plan_class(project, cls, receive_lines(cls))
         if plan is None:
             continue
         if isinstance(plan, Skipped):
@@ -452,42 +450,23 @@ def rewrite_module(
             continue
         rewrite = _Rewrite(plan, contract)
         try:
-            new = wrapper.visit(rewrite)
+            new = MetadataWrapper(module, unsafe_skip_copy=True).visit(rewrite)
         except _Refuse as exc:
             skipped.append(Skipped(cls.name, CODE, exc.message, exc.shape, exc.line))
             continue
         if not (rewrite.done_send and rewrite.done_receive):
-            skipped.append(
-                Skipped(
-                    cls.name,
-                    CODE,
-                    f"{cls.name}'s control broadcast or its receive is not a statement of its own",
-                    "nested broadcast",
-                    min(plan.sends),
-                )
-            )
+            message = f"{cls.name}'s control broadcast or its receive is not a statement of its own"
+            skipped.append(Skipped(cls.name, CODE, message, "nested broadcast", min(plan.sends)))
             continue
         failed = _verify(project, path, cls, new, contract)
         if failed is not None:
             skipped.append(Skipped(cls.name, "MIG110", failed, "not one broadcast less", cls.line))
             continue
-        module = _drop_unused_import(new, contract)
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        receives = _receive_lines(wrapper, contract)
+        module = new
         changed.append(cls.name)
-    return module, changed, skipped
-
-
-def _receive_lines(wrapper: MetadataWrapper, contract: Contract) -> frozenset[int]:
-    positions = wrapper.resolve(PositionProvider)
-    calls = m.findall(wrapper, m.Call())
-    return frozenset(
-        positions[call].start.line
-        for call in calls
-        if isinstance(call, cst.Call)
-        and cstutil.is_broadcast(call, contract.broadcast_function)
-        and cstutil.broadcast_payload(call) is None
-    )
+    if changed:
+        module = _drop_unused_import(module, contract)
+    return module, changed[::-1], skipped[::-1]
 
 
 def _verify(

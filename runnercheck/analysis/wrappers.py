@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from runnercheck.analysis.bindings import SELF_ATTR
@@ -498,24 +498,38 @@ class Wrappers(StepWalk):
             self._delegating.discard(key)
 
 
+def _calls(steps: Iterable[Step]) -> Iterator[CallStep]:
+    """Every call among ``steps``, at any depth, in source order."""
+    for step in steps:
+        if isinstance(step, CallStep):
+            yield step
+        elif isinstance(step, BranchStep | LoopStep):
+            yield from _calls((*step.body, *step.orelse))
+        elif isinstance(step, TryStep):
+            yield from _calls((*step.body, *[s for h in step.handlers for s in h]))
+            yield from _calls((*step.orelse, *step.finalbody))
+
+
 def _delegate_attrs(steps: Iterable[Step], execute: str) -> list[str]:
     """``X`` of every ``self.X.<execute>(...)`` call among ``steps`` (any depth)."""
     found: list[str] = []
-    for step in steps:
-        if isinstance(step, CallStep):
-            parts = step.callee.split(".")
-            if len(parts) == 3 and parts[0] == "self" and parts[2] == execute:
-                if parts[1] not in found:
-                    found.append(parts[1])
-            continue
-        nested: list[Step] = []
-        if isinstance(step, BranchStep | LoopStep):
-            nested += [*step.body, *step.orelse]
-        elif isinstance(step, TryStep):
-            nested += [*step.body, *step.orelse, *step.finalbody]
-            nested += [s for handler in step.handlers for s in handler]
-        found += [a for a in _delegate_attrs(nested, execute) if a not in found]
+    for step in _calls(steps):
+        parts = step.callee.split(".")
+        if len(parts) == 3 and parts[0] == "self" and parts[2] == execute:
+            if parts[1] not in found:
+                found.append(parts[1])
     return found
+
+
+def receive_lines(cls: ClassFacts) -> frozenset[int]:
+    """Lines of the step broadcasts in ``cls``'s own methods that only receive (no dict:
+    a non-driver rank's receive)."""
+    return frozenset(
+        step.line
+        for method in cls.methods.values()
+        for step in _calls(method.steps)
+        if step.step_broadcast and not step.sends
+    )
 
 
 class _Walker:

@@ -249,3 +249,14 @@ def test_vllm_0_8_0_is_refused_with_the_shape(tmp_path: Path) -> None:
         ("MIG204", "533", "first inner step differs between paths")
     ]
     assert "scorer_worker (SpecDecodeWorker._run_no_spec:675)" in row.refused[0]["message"]
+
+
+def test_two_wrappers_in_one_file() -> None:
+    wrapper = "class SpecWorker:" + (WORKER + DRIVER + NON_DRIVER).split("class SpecWorker:")[1]
+    folded = "class SpecWorker:" + (WORKER + FOLDED).split("class SpecWorker:")[1]
+    other = "\n\n" + wrapper.replace("class SpecWorker:", "class OtherSpecWorker:")
+    after, changed, skipped = rewrite(WORKER + DRIVER + NON_DRIVER + other)
+    assert (changed, skipped) == (["SpecWorker", "OtherSpecWorker"], [])
+    assert after == WORKER + FOLDED + "\n\n" + folded.replace(
+        "class SpecWorker:", "class OtherSpecWorker:"
+    )
