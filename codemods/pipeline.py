@@ -33,7 +33,7 @@ from codemods.source import SkippedPath, collect, read_all, within_roots
 from runnercheck import deep
 from runnercheck.analysis.extract import extract_tree
 from runnercheck.analysis.groups import Group, Note, find_groups
-from runnercheck.analysis.model import ModuleFacts
+from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
 from runnercheck.config import Config
@@ -170,15 +170,23 @@ def single_targets(project: Project, select: Sequence[str]) -> dict[str, set[str
             names.add(registry.DRIVER_ONLY.name)
         if registry.SELF_RETURN.name in select and project.from_dict_returns_fixed_class(cls):
             names.add(registry.SELF_RETURN.name)
+        if registry.FOLD_CONTROL_BROADCAST.name in select and _has_control_broadcast(project, cls):
+            names.add(registry.FOLD_CONTROL_BROADCAST.name)
         if names:
             wanted.setdefault(cls.path, set()).update(names)
     return wanted
 
 
+def _has_control_broadcast(project: Project, cls: ClassFacts) -> bool:
+    """A wrapper worker that broadcasts a control dict before an inner step (RC110)."""
+    step = project.wrapper_step(cls) if project.is_worker(cls) else None
+    return step is not None and bool(step.control_paths())
+
+
 def _single_codemods(
     state: _State, path: Path, module: cst.Module, refusals: list[Refused], group: str = ""
 ) -> tuple[cst.Module, list[str]]:
-    from codemods import driver_only, self_return, super_dict
+    from codemods import driver_only, fold_control_broadcast, self_return, super_dict
 
     contract = state.config.contract()
     applied: list[str] = []
@@ -222,6 +230,17 @@ def _single_codemods(
         if changed_classes:
             module = new
             applied.append(registry.SELF_RETURN.name)
+    if registry.FOLD_CONTROL_BROADCAST.name in state.select:
+        name = registry.FOLD_CONTROL_BROADCAST.name
+        new, folded, skipped_f = fold_control_broadcast.rewrite_module(
+            module, project, str(path), contract
+        )
+        refusals += [
+            Refused(name, s.code, path, s.line, s.message, group, shape=s.shape) for s in skipped_f
+        ]
+        if folded:
+            module = new
+            applied.append(name)
     return module, applied
 
 

@@ -60,9 +60,26 @@ SUPER_DICT = Codemod(
     rewrites="a subclass dict that re-lists its parent's keys (RC104) calls `super()` and "
     "adds its own",
 )
+FOLD_CONTROL_BROADCAST = Codemod(
+    name="fold-control-broadcast",
+    module="codemods.fold_control_broadcast",
+    command="FoldControlBroadcastCommand",
+    summary="a wrapper worker's control dict travels in its first inner step's broadcast "
+    "(RC110): k+1 broadcasts per speculative decode step instead of k+2",
+    rewrites="a wrapper worker (speculative decoding) that broadcasts its own control dict "
+    "before its inner workers' steps (RC110): the driver puts the values in the request's "
+    "`broadcast_extras`, the other ranks read them from the first inner step's "
+    "`received_extras`, and the first inner step's loop runs once less",
+)
 
 #: Every codemod, in the order they run.
-CODEMODS: tuple[Codemod, ...] = (MERGE_BROADCASTS, SELF_RETURN, DRIVER_ONLY, SUPER_DICT)
+CODEMODS: tuple[Codemod, ...] = (
+    MERGE_BROADCASTS,
+    SELF_RETURN,
+    DRIVER_ONLY,
+    SUPER_DICT,
+    FOLD_CONTROL_BROADCAST,
+)
 NAMES: tuple[str, ...] = tuple(codemod.name for codemod in CODEMODS)
 #: The single-class codemods (they run on every file the analysis flags).
 SINGLE: tuple[str, ...] = tuple(c.name for c in CODEMODS if c is not MERGE_BROADCASTS)
@@ -75,8 +92,10 @@ def get(name: str) -> Codemod:
     raise KeyError(name)
 
 
-def help_lines(width: int = 18, columns: int = 88) -> str:
-    """The codemods for ``--help``: name, then the summary wrapped beside it."""
+def help_lines(width: int = 0, columns: int = 88) -> str:
+    """The codemods for ``--help``: name, then the summary wrapped beside it (in a column
+    ``width`` wide, the longest name and two spaces when 0)."""
+    width = width or max(len(c.name) for c in CODEMODS) + 2
     indent = " " * (2 + width)
     blocks = [
         textwrap.fill(

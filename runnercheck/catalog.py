@@ -536,6 +536,85 @@ _MIG202_GOOD = _variant(
     ),
 )
 
+_MIG204_WORKER = """\
+from vllm.distributed import broadcast_tensor_dict
+
+
+class Worker:
+    received_extras: dict
+
+    def __init__(self, is_driver_worker):
+        self.is_driver_worker = is_driver_worker
+
+    def execute_model(self, execute_model_req=None):
+        if self.is_driver_worker:
+            if execute_model_req is None:
+                broadcast_tensor_dict({}, src=0)
+                return None
+            data = {
+                "tokens": execute_model_req.tokens,
+                "broadcast_extras": execute_model_req.broadcast_extras,
+            }
+            broadcast_tensor_dict(data, src=0)
+        else:
+            data = broadcast_tensor_dict(src=0)
+            if not data:
+                return None
+            self.received_extras = data.pop("broadcast_extras")
+        return [data["tokens"]]
+
+
+class SpecWorker:
+    def __init__(self, proposer: Worker, scorer: Worker, rank):
+        self.proposer = proposer
+        self.scorer = scorer
+        self.rank = rank
+
+    def execute_model(self, execute_model_req=None):
+        if self.rank != 0:
+            self._run_non_driver()
+            return []
+        if execute_model_req is None:
+            broadcast_tensor_dict({}, src=0)
+            return []
+        prefill = execute_model_req.lookahead == 0
+"""
+_MIG204_BAD = (
+    _MIG204_WORKER
+    + """\
+        broadcast_tensor_dict({"prefill": prefill}, src=0)
+        if prefill:
+            return self.scorer.execute_model(execute_model_req)
+        self.proposer.execute_model(execute_model_req)
+        return self.scorer.execute_model(execute_model_req)
+
+    def _run_non_driver(self):
+        data = broadcast_tensor_dict(src=0)
+        if not data:
+            return False
+        # which worker's step comes first depends on the control values
+        if not data["prefill"]:
+            self.proposer.execute_model()
+        self.scorer.execute_model()
+        return True
+"""
+)
+_MIG204_GOOD = (
+    _MIG204_WORKER
+    + """\
+        # the proposer's step carries the control values on every step
+        execute_model_req.broadcast_extras = {"prefill": prefill}
+        self.proposer.execute_model(execute_model_req)
+        return self.scorer.execute_model(execute_model_req)
+
+    def _run_non_driver(self):
+        if self.proposer.execute_model() is None:
+            return False
+        self.scorer.execute_model()
+        return True
+"""
+)
+
 _MIG203_BAD = """\
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
@@ -949,6 +1028,16 @@ def prepare_model_input(self, seq_group_metadata_list):
         why="A partial copy of the parent's keys has already drifted; calling super() would start broadcasting keys the subclass dropped.",
         bad=_MIG203_BAD,
         good=_MIG203_GOOD,
+    ),
+    Rule(
+        code="MIG204",
+        name="control-values-unplaced",
+        tool="migrate",
+        summary="The step model cannot show that every rank reads a wrapper worker's control values from the same inner step.",
+        why="Folding the control broadcast into the first inner step's broadcast is safe only when every path that sends or receives the control values runs the same inner worker's step first, unconditionally, and that step carries the request's extras; otherwise a rank would read them from another step's dict, or never, and hang.",
+        bad=_MIG204_BAD,
+        good=_MIG204_GOOD,
+        fix="Run the same inner worker's step first on every path (e.g. the proposer before the scorer), outside any condition on the control values, and give its step the extras channel (the request's `broadcast_extras` in its merged dict, `received_extras` on the other ranks).",
     ),
 )
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from runnercheck.analysis.bindings import SELF_ATTR
@@ -53,6 +53,7 @@ MAX_PATHS = 32
 MAX_DEPTH = 10
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
 @dataclass(frozen=True)
@@ -120,10 +121,20 @@ class StepPath:
                 parts.append((term.times, term.label, term.each))
         out = []
         for times, label, each in parts:
-            factor = "·".join(times)
+            factor = "·".join(_factor(t) for t in times)
             amount = f"{factor}·{each}" if factor else str(each)
             out.append(f"{amount} ({label})")
         return " + ".join(out) or "0"
+
+
+def _factor(text: str) -> str:
+    """A loop count as a factor: an operation in parentheses (``(k - 1)·1``)."""
+    try:
+        parsed = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return text
+    bare = isinstance(parsed, ast.BinOp) and not text.startswith("(")
+    return f"({text})" if bare else text
 
 
 def _rest(term: Term) -> tuple[int, str, bool, BroadcastSite, bool]:
@@ -136,7 +147,8 @@ class _Probe(dict[str, int]):
 
 
 def evaluate(text: str, values: Mapping[str, int]) -> int:
-    """The value of a loop count (names, integers, ``+ - * //``, ``max``/``min``);
+    """The value of a loop count (names, dotted names, integers, ``+ - * //``,
+    ``max``/``min``);
     raises ValueError when it is something else or names a value not given."""
     try:
         parsed = compile(text, "<count>", "eval", ast.PyCF_ONLY_AST)
@@ -149,11 +161,15 @@ def evaluate(text: str, values: Mapping[str, int]) -> int:
 def _eval(node: ast.expr, values: Mapping[str, int], text: str) -> int:
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
         return int(node.value)
-    if isinstance(node, ast.Name):
+    if isinstance(node, ast.Name | ast.Attribute):
+        # a dotted name (``self._num_spec_prefill_steps``) is a value like a plain one
+        name = ast.unparse(node)
+        if not _DOTTED.fullmatch(name):
+            raise ValueError(f"not a count: {text!r}")
         try:
-            return values[node.id]
+            return values[name]
         except KeyError:
-            raise ValueError(f"no value for {node.id!r} in {text!r}") from None
+            raise ValueError(f"no value for {name!r} in {text!r}") from None
     if isinstance(node, ast.BinOp):
         a, b = _eval(node.left, values, text), _eval(node.right, values, text)
         if isinstance(node.op, ast.Add):
@@ -259,6 +275,7 @@ class Wrappers(StepWalk):
         self._indexed = False
         self._wrapper_memo: dict[int, WrapperStep | None] = {}
         self._sub_memo: dict[tuple[object, ...], tuple[Paths, Paths]] = {}
+        self._delegating: set[tuple[int, str, Role]] = set()
 
     # --------------------------------------------------------- attributes
     def _index_constructions(self) -> None:
@@ -337,13 +354,18 @@ class Wrappers(StepWalk):
         unique = _unique(found)
         concrete = [c for c in unique if not self._abstract_step(c)]
         if not concrete:
-            concrete = [s for c in unique for s in self._concrete_subclasses(c)]
+            concrete = [s for c in unique for s in self._stand_ins(c, cls)]
         result = tuple(_unique(concrete))
         self._attr_memo[key] = result
         return result
 
+    def _worker_like(self, cls: ClassFacts) -> bool:
+        """A worker, or one of the configured worker bases itself (vLLM 0.7+'s
+        ``WorkerBase`` is a plain class, not an ABC: it stands for its subclasses)."""
+        return self.is_worker(cls) or cls.name in self.contract.worker_bases
+
     def _abstract_step(self, cls: ClassFacts) -> bool:
-        if not self.is_worker(cls):
+        if not self._worker_like(cls):
             return False
         ref = self.resolve_method(cls, self.contract.execute_method)
         return ref is None or ref.func.is_stub or ref.func.is_abstract
@@ -358,6 +380,27 @@ class Wrappers(StepWalk):
             and not self.is_abstract(c)
         ]
 
+    def _walking(self, cls: ClassFacts) -> bool:
+        """A wrapper whose step is being walked (it is no delegate's target)."""
+        return id(cls) in self._wrapper_memo and self._wrapper_memo[id(cls)] is None
+
+    def _stand_ins(self, base: ClassFacts, holder: ClassFacts) -> list[ClassFacts]:
+        """The subclasses a worker base held by ``holder`` stands for: those with a
+        concrete step, less the holder's own kind; those that run a step themselves
+        (not through another worker they hold: wrappers, delegates) when there are any."""
+        # a class abstract for other reasons still has a step to count (vLLM 0.7+'s
+        # LocalOrDistributedWorkerBase, whose concrete Worker lives in an unread file)
+        subs = [
+            c
+            for c in self.all_classes()
+            if c is not base
+            and base in self.mro(c)
+            and holder not in self.mro(c)
+            and not self._abstract_step(c)
+        ]
+        leaves = [c for c in subs if not self.inner_workers(c)]
+        return leaves or subs
+
     def inner_workers(self, cls: ClassFacts) -> dict[str, tuple[ClassFacts, ...]]:
         """Attributes of ``cls`` that hold other workers."""
         out: dict[str, tuple[ClassFacts, ...]] = {}
@@ -366,7 +409,7 @@ class Wrappers(StepWalk):
             held = tuple(
                 c
                 for c in self.attr_classes(cls, attr)
-                if self.is_worker(c) and cls not in self.mro(c)
+                if self._worker_like(c) and cls not in self.mro(c)
             )
             if held:
                 out[attr] = held
@@ -425,7 +468,68 @@ class Wrappers(StepWalk):
             counted = self._count_function(cls, ref, role, runner)
             if counted is not None:
                 best = max(best, counted.count)
+        if not best:
+            best = self._delegated_broadcasts(cls, ref, role)
         return best
+
+    def _delegated_broadcasts(self, cls: ClassFacts, ref: MethodRef, role: Role) -> int:
+        """A step that hands the request to a worker it holds (``return
+        self.worker.execute_model(req)``, vLLM 0.7+'s ``DelegateWorkerBase``): the most
+        broadcasts of the held workers' steps. A class already being counted (a cycle
+        through a wrapper) adds nothing."""
+        key = (id(cls), "<delegate>", role)
+        if key in self._delegating:
+            return 0
+        self._delegating.add(key)
+        try:
+            best = 0
+            execute = self.contract.execute_method
+            for attr in _delegate_attrs(ref.func.steps, execute):
+                for klass in self.attr_classes(cls, attr):
+                    if not self.is_worker(klass) or klass is cls:
+                        continue
+                    if self._walking(klass):
+                        continue  # a wrapper being walked: its step is not a delegate's
+                    inner = self.resolve_method(klass, execute)
+                    if inner is not None:
+                        best = max(best, self.inner_step_broadcasts(klass, inner, role))
+            return best
+        finally:
+            self._delegating.discard(key)
+
+
+def _calls(steps: Iterable[Step]) -> Iterator[CallStep]:
+    """Every call among ``steps``, at any depth, in source order."""
+    for step in steps:
+        if isinstance(step, CallStep):
+            yield step
+        elif isinstance(step, BranchStep | LoopStep):
+            yield from _calls((*step.body, *step.orelse))
+        elif isinstance(step, TryStep):
+            yield from _calls((*step.body, *[s for h in step.handlers for s in h]))
+            yield from _calls((*step.orelse, *step.finalbody))
+
+
+def _delegate_attrs(steps: Iterable[Step], execute: str) -> list[str]:
+    """``X`` of every ``self.X.<execute>(...)`` call among ``steps`` (any depth)."""
+    found: list[str] = []
+    for step in _calls(steps):
+        parts = step.callee.split(".")
+        if len(parts) == 3 and parts[0] == "self" and parts[2] == execute:
+            if parts[1] not in found:
+                found.append(parts[1])
+    return found
+
+
+def receive_lines(cls: ClassFacts) -> frozenset[int]:
+    """Lines of the step broadcasts in ``cls``'s own methods that only receive (no dict:
+    a non-driver rank's receive)."""
+    return frozenset(
+        step.line
+        for method in cls.methods.values()
+        for step in _calls(method.steps)
+        if step.step_broadcast and not step.sends
+    )
 
 
 class _Walker:

@@ -73,8 +73,6 @@ def test_whole_engine_keeps_shapes_apart(run: Callable[..., CliResult]) -> None:
     result = run("runnercheck/demo/engine")
     legacy = [line for line in result.finding_lines if "/legacy/" in line]
     assert len(legacy) == len(LEGACY_PAIRS)
-    # and the speculative-decoding worker's control broadcast (RC110), nothing else
-    others = [line for line in result.finding_lines if line not in legacy]
-    assert len(others) == 1
-    assert others[0].startswith("runnercheck/demo/engine/spec_decode/spec_decode_worker.py:")
-    assert " RC110 " in others[0]
+    # nothing else: the speculative-decoding worker's control values travel in its
+    # first inner step's broadcast (no RC110)
+    assert [line for line in result.finding_lines if line not in legacy] == []

@@ -1,6 +1,7 @@
 """Broadcasts per engine step through wrapper workers (``Project.wrapper_step``) and RC110:
 on a fixture of our own, on the engine's speculative-decoding mode (the static count
-equals the engine's own counter at tp 2), and on vLLM 0.5.1 and 0.6.0's ``spec_decode``."""
+equals the engine's own counter at tp 2) before and after ``fold-control-broadcast``,
+and on vLLM 0.5.1, 0.6.0 and 0.8.0's ``spec_decode``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from runnercheck.analysis.wrappers import evaluate, representative
 from runnercheck.check import check_paths
 from runnercheck.demo.engine import run_engine
 from tests.check.conftest import FIXTURES, REPO
+from tests.spec_decode_fixture import copy_before
 from tests.vllm_wheels import vllm_source
 
 ENGINE = REPO / "runnercheck" / "demo" / "engine"
@@ -66,6 +68,10 @@ def test_loop_counts_evaluate() -> None:
         evaluate("len(x)", {"x": 1})
 
 
+def before_fold(tmp_path: Path) -> Path:
+    return copy_before(tmp_path / "spec_decode")
+
+
 def test_speculative_engine_static_count_equals_its_counter() -> None:
     """Static: the paths of SpecDecodeWorker's step with the lookahead count at K;
     run time: the engine's own broadcast counter, at tp 2 (a broadcast at tp 1 sends
@@ -75,34 +81,49 @@ def test_speculative_engine_static_count_equals_its_counter() -> None:
     assert worker is not None
     step = project.wrapper_step(worker)
     assert step is not None
-    chosen = representative(step.control_paths())
-    assert chosen is not None
-    assert chosen.describe() == (
-        "1 (SpecDecodeWorker) + max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)"
-        " + 1 (scorer_worker: Worker)"
-    )
+    assert step.control_paths() == []
+    # the driver's decode step (K proposer steps in `sampler_output`, the scorer) and the
+    # other ranks': the first proposer step carries the control values, the loop runs
+    # once less; the stop signal is the wrapper's only own broadcast
+    assert {p.describe() for p in step.paths["driver"]} >= {
+        "num_lookahead_slots·1 (proposer_worker: MultiStepWorker)"
+        " + 1 (scorer._scorer_worker: Worker)",
+        "1 (proposer_worker: MultiStepWorker) + (max(num_lookahead_slots, 1) - 1)·1"
+        " (proposer_worker: MultiStepWorker) + 1 (scorer_worker: Worker)",
+        "1 (SpecDecodeWorker)",
+    }
     static = step.counts("driver", {"num_lookahead_slots": K})
     result = run_engine("merged", tp=2, steps=3, timeout_s=60, num_speculative_tokens=K)
     counted = result["broadcasts_per_step_list"]
-    # prefill 3 (control, one proposer step, scorer) and decode K + 2; stop: 1
-    assert set(counted) == {3, K + 2}
+    # prefill 2 (one proposer step, scorer) and decode K + 1; stop: 1
+    assert set(counted) == {2, K + 1}
     assert static == {*counted, 1}
-    assert chosen.count({"num_lookahead_slots": K}) == max(counted)
 
 
-def test_check_reports_the_engines_control_broadcast() -> None:
-    source = ENGINE / "spec_decode" / "spec_decode_worker.py"
-    result = check_paths([ENGINE / "spec_decode"])
+def test_check_reports_the_control_broadcast_before_the_fold(tmp_path: Path) -> None:
+    copy = before_fold(tmp_path)
+    source = copy / "spec_decode_worker.py"
+    result = check_paths([copy, ENGINE / "merged"])
     assert [(f.code, Path(f.path).name, f.line) for f in result.findings] == [
         ("RC110", "spec_decode_worker.py", line_of(source, "broadcast_tensor_dict(broadcast_dict"))
     ]
-    assert "max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)" in (
-        result.findings[0].message
+    project = project_of(copy, ENGINE / "merged")
+    worker = project.resolve_class("SpecDecodeWorker", str(source))
+    assert worker is not None
+    step = project.wrapper_step(worker)
+    assert step is not None
+    chosen = representative(step.control_paths())
+    assert chosen is not None and chosen.describe() == (
+        "1 (SpecDecodeWorker) + max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)"
+        " + 1 (scorer_worker: Worker)"
     )
+    assert chosen.describe() in result.findings[0].message
+    # prefill 3, decode K + 2, stop 1
+    assert step.counts("driver", {"num_lookahead_slots": K}) == {3, K + 2, 1}
 
 
 @pytest.mark.vllm
-@pytest.mark.parametrize("version", ["0.5.1", "0.6.0"])
+@pytest.mark.parametrize("version", ["0.5.1", "0.6.0", "0.8.0"])
 def test_vllm_spec_decode_control_broadcast(version: str, monkeypatch: pytest.MonkeyPatch) -> None:
     try:
         root = vllm_source(version)
@@ -119,7 +140,89 @@ def test_vllm_spec_decode_control_broadcast(version: str, monkeypatch: pytest.Mo
     assert message.startswith(
         f"SpecDecodeWorker broadcasts its own control dict (spec_decode_worker.py:{line})"
     )
+    # 0.7+ holds the scorer as the plain WorkerBase and the proposer as a delegate of a
+    # worker class chosen at run time: counted through the classes they stand for
+    scorer = "MultiStepWorker" if version >= "0.7" else "Worker"
     assert (
         "1 (SpecDecodeWorker) + max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)"
-        " + 1 (scorer_worker: Worker) broadcasts per step"
+        f" + 1 (scorer_worker: {scorer}) broadcasts per step"
     ) in message
+    assert "runnercheck migrate --select fold-control-broadcast" in message
+
+
+DELEGATES = """
+from vllm.distributed import broadcast_tensor_dict
+
+
+class WorkerBase:
+    def execute_model(self, execute_model_req=None):
+        raise NotImplementedError
+
+
+class LocalOrDistributedWorkerBase(WorkerBase):
+    def execute_model(self, execute_model_req=None):
+        if self.is_driver_worker:
+            broadcast_tensor_dict({"tokens": execute_model_req}, src=0)
+        else:
+            broadcast_tensor_dict(src=0)
+        return []
+
+
+class DelegateWorkerBase(WorkerBase):
+    worker: WorkerBase
+
+    def execute_model(self, execute_model_req=None):
+        return self.worker.execute_model(execute_model_req)
+
+
+class DraftWorker(DelegateWorkerBase):
+    pass
+
+
+class SpecWorker(WorkerBase):
+    def __init__(self, proposer_worker: DraftWorker, scorer_worker: WorkerBase):
+        self.proposer_worker = proposer_worker
+        self.scorer_worker = scorer_worker
+        self.steps = 2
+
+    def execute_model(self, execute_model_req=None):
+        if self.rank == 0:
+            broadcast_tensor_dict({"k": 1}, src=0)
+        else:
+            broadcast_tensor_dict(src=0)
+        for _ in range(self.steps):
+            self.proposer_worker.execute_model(execute_model_req)
+        return self.scorer_worker.execute_model(execute_model_req)
+"""
+
+
+def test_a_delegate_and_a_plain_worker_base_count_through_what_they_stand_for(
+    tmp_path: Path,
+) -> None:
+    """vLLM 0.7+'s shape: the scorer held as the plain ``WorkerBase`` (not an ABC), the
+    proposer a delegate of a worker chosen at run time, a loop count on ``self``."""
+    (tmp_path / "spec.py").write_text(DELEGATES)
+    project = project_of(tmp_path)
+    wrapper = project.resolve_class("SpecWorker", str(tmp_path / "spec.py"))
+    assert wrapper is not None
+    inner = {attr: [c.name for c in held] for attr, held in project.inner_workers(wrapper).items()}
+    assert inner == {
+        "proposer_worker": ["DraftWorker"],
+        "scorer_worker": ["LocalOrDistributedWorkerBase"],
+    }
+    step = project.wrapper_step(wrapper)
+    assert step is not None
+    assert representative(step.control_paths()) == step.most("driver")
+    assert step.most("driver").describe() == (
+        "1 (SpecWorker) + self.steps·1 (proposer_worker: DraftWorker)"
+        " + 1 (scorer_worker: LocalOrDistributedWorkerBase)"
+    )
+    assert step.counts("non-driver", {"self.steps": 2}) == {4}
+    result = check_paths([tmp_path])
+    assert [f.code for f in result.findings] == ["RC110"]
+
+
+def test_dotted_loop_counts_evaluate() -> None:
+    assert evaluate("self.n + 1", {"self.n": 2}) == 3
+    with pytest.raises(ValueError, match="not a count"):
+        evaluate("self.n[0]", {"self.n": 2})

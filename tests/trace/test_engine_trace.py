@@ -79,21 +79,21 @@ def test_merged_and_speculative_trace_matches_the_counter(
     if not speculative:
         assert counted == [1] * 3
         return
-    # control + one proposer step + scorer on a prefill; control + K proposer steps +
-    # scorer on a decode step.
-    assert set(counted) == {3, K + 2} and counted[0] == 3
-    decode = next(step for step, n in enumerate(counted) if n == K + 2)
+    # one proposer step + scorer on a prefill; K proposer steps + scorer on a decode
+    # step: the wrapper's control values ride in the first proposer step's broadcast
+    # (k + 1 per decode step; k + 2 before fold-control-broadcast).
+    assert set(counted) == {2, K + 1} and counted[0] == 2
+    decode = next(step for step, n in enumerate(counted) if n == K + 1)
     calls = world.steps(0)[decode].broadcast_calls
     assert [call.method for call in calls] == [
-        "SpecDecodeWorker.execute_model",
         *["MultiStepWorker.execute_model"] * K,
         "Worker.execute_model",
     ]
     assert {call.step_method for call in calls} == {"SpecDecodeWorker.execute_model"}
-    # On the other rank the same step is the wrapper's non-driver step.
+    # On the other rank the same step is the wrapper's non-driver step, the same calls.
     other = world.steps(1)[decode].broadcast_calls
     assert {call.step_method for call in other} == {"SpecDecodeWorker._run_non_driver_rank"}
-    assert [call.method for call in other][1:] == [call.method for call in calls][1:]
+    assert [call.method for call in other] == [call.method for call in calls]
 
 
 def test_driver_only_collective_in_prepare_stops_the_run(

@@ -17,7 +17,7 @@ RULE = Rule(
     name="wrapper-control-broadcast",
     tool="check",
     summary="A wrapper worker broadcasts its own control dict, then runs inner workers' steps that broadcast too; the control keys could travel in the inner worker's dict.",
-    why="vLLM 0.5.1-0.6.x's speculative-decoding worker broadcasts `num_lookahead_slots` on its own before its proposer (once per lookahead slot) and its scorer broadcast their inputs: 1 + k + 1 broadcasts per step, each a pickled metadata round; the control keys fit in the first inner broadcast.",
+    why="vLLM's speculative-decoding worker (0.5.1 to the last V0 release, 0.8.x) broadcasts `num_lookahead_slots` on its own before its proposer (once per lookahead slot) and its scorer broadcast their inputs: 1 + k + 1 broadcasts per step, each a pickled metadata round; the control keys fit in the first inner broadcast.",
     bad="""\
 from vllm.distributed import broadcast_tensor_dict
 
@@ -81,6 +81,10 @@ class SpecWorker:
 """,
 )
 
+#: The codemod that folds the control dict into the first inner step's broadcast (the
+#: name ``runnercheck migrate --select`` takes; codemods sit above check's layer).
+CODEMOD = "fold-control-broadcast"
+
 
 def _where(term: Term) -> str:
     return f"{PurePath(term.site.path).name}:{term.site.line}"
@@ -123,8 +127,8 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
         RULE.code,
         f"{cls.name} broadcasts its own control dict ({_where(control)}), then runs inner "
         f"workers' steps that broadcast too: up to {_count(chosen)}; "
-        f"send the control keys in the first inner worker's dict (e.g. its worker input) "
-        f"to save a broadcast per step",
+        f"send the control keys in the first inner worker's dict to save a broadcast per "
+        f"step (`runnercheck migrate --select {CODEMOD}`)",
     )
 
 

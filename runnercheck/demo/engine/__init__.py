@@ -14,6 +14,7 @@ Python API (torch is imported only when an engine runs)::
 Command line: ``python -m runnercheck.demo.engine --shape legacy|merged --tp N --steps K``.
 """
 
+import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -60,6 +61,7 @@ def run_engine(
     warmup_steps: int = 0,
     device: str = "cpu",
     num_speculative_tokens: int = 0,
+    spec_decode_dir: Optional[str] = None,
 ) -> Dict[str, Any]:
     """Run the engine on ``tp`` processes for ``steps`` steps and return its figures:
     ``tokens_sha256``, ``broadcasts_per_step`` (mean, counted on the driver),
@@ -78,7 +80,8 @@ def run_engine(
 
     ``num_speculative_tokens > 0`` runs the merged shape with speculative decoding
     (:mod:`runnercheck.demo.engine.spec_decode`): the result's ``acceptance_rate`` says how
-    many draft tokens the scorer accepted."""
+    many draft tokens the scorer accepted; ``spec_decode_dir`` runs the speculative-decoding
+    package in that directory instead (e.g. a copy as it was before a codemod)."""
     from runnercheck.demo.engine.launcher import EngineRunError, EngineSpec, first_error, launch
 
     check_engine(shape, engine_dir, worker)
@@ -99,6 +102,12 @@ def run_engine(
             )
         if shape != "merged" or engine_dir is not None or worker != "default" or embedding:
             raise ValueError("speculative decoding runs on the merged shape's default worker only")
+    elif spec_decode_dir is not None:
+        raise ValueError("spec_decode_dir needs num_speculative_tokens")
+    if spec_decode_dir is not None and not os.path.isfile(
+        os.path.join(spec_decode_dir, "__init__.py")
+    ):
+        raise ValueError(f"{spec_decode_dir}: not a speculative-decoding package")
     spec = EngineSpec(
         shape=shape,
         engine_dir=engine_dir,
@@ -111,6 +120,7 @@ def run_engine(
         warmup_steps=warmup_steps,
         device=device,
         num_speculative_tokens=num_speculative_tokens,
+        spec_decode_dir=spec_decode_dir,
         # Room for every sequence and its lookahead slots: a speculative run never swaps.
         num_gpu_blocks=128 if num_speculative_tokens else 40,
     )

@@ -59,6 +59,9 @@ class EngineSpec:
     device: str = "cpu"
     #: Speculative decoding with this many draft tokens per step (0: off; merged shape).
     num_speculative_tokens: int = 0
+    #: A directory holding a speculative-decoding package to run instead of the built-in
+    #: :mod:`runnercheck.demo.engine.spec_decode` (e.g. a copy before a codemod).
+    spec_decode_dir: Optional[str] = None
 
     def worker_path(self) -> str:
         return WORKERS.get(self.worker, self.worker)

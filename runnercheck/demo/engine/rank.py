@@ -37,10 +37,13 @@ def _build_worker(rank: int, spec: EngineSpec, init_method: str) -> Any:
     package = load_engine_package(spec.shape, spec.engine_dir)
     worker_cls: Any = load_worker_class(package, spec.worker_path())
     if spec.num_speculative_tokens:
-        from runnercheck.demo.engine.spec_decode import create_spec_worker
+        from runnercheck.demo.engine import spec_decode
 
+        spec_package: Any = spec_decode
+        if spec.spec_decode_dir is not None:
+            spec_package = load_engine_package(engine_dir=spec.spec_decode_dir)
         worker_cls = functools.partial(
-            create_spec_worker, num_speculative_tokens=spec.num_speculative_tokens
+            spec_package.create_spec_worker, num_speculative_tokens=spec.num_speculative_tokens
         )
     model_config, parallel_config, scheduler_config, device_config, cache_config, lora_config = (
         spec.configs()

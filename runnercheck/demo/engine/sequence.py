@@ -1,7 +1,7 @@
 """What the scheduler hands to the workers and what they hand back."""
 
 import dataclasses
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
@@ -67,6 +67,10 @@ class ExecuteModelRequest:
     virtual_engine: int = 0
     num_steps: int = 1
     finished_requests_ids: List[str] = dataclasses.field(default_factory=list)
+    #: Values a wrapper worker (speculative decoding) sends to the other ranks with this
+    #: step's broadcast instead of a broadcast of its own; they read them back from
+    #: the worker's ``received_extras``.
+    broadcast_extras: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)

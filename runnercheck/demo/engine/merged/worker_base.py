@@ -142,6 +142,8 @@ class LocalOrDistributedWorkerBase(WorkerBase):
 
     is_driver_worker: bool
     model_runner: ModelRunnerBase[Any]
+    #: The wrapper's values that came with the last step's broadcast (non-driver ranks).
+    received_extras: Dict[str, Any]
 
     @property
     @abstractmethod
@@ -212,6 +214,7 @@ class LocalOrDistributedWorkerBase(WorkerBase):
                 broadcast_data: Dict[str, Any] = dict(worker_input.as_broadcastable_tensor_dict())
                 broadcast_data.update(model_input.as_broadcastable_tensor_dict())
                 broadcast_data["num_steps"] = num_steps
+                broadcast_data["broadcast_extras"] = execute_model_req.broadcast_extras
                 broadcast_tensor_dict(broadcast_data, src=0)
         else:
             assert self.do_metadata_broadcast
@@ -220,6 +223,7 @@ class LocalOrDistributedWorkerBase(WorkerBase):
                 return None
 
             num_steps = received.pop("num_steps")
+            self.received_extras = received.pop("broadcast_extras")
             worker_input = WorkerInput.from_broadcasted_tensor_dict(received)
             model_input = self.model_runner.make_model_input_from_broadcasted_tensor_dict(received)
 

@@ -3,18 +3,20 @@ worker, as vLLM 0.5.1's ``SpecDecodeWorker`` does.
 
 One engine step on the driver:
 
-1. broadcast this worker's own control dict (``num_lookahead_slots``,
-   ``disable_all_speculation``) so that the other ranks know how many proposer steps
-   follow;
+1. put this worker's own control values (``num_lookahead_slots``,
+   ``disable_all_speculation``) in the request's ``broadcast_extras``: the first inner
+   step's broadcast carries them to the other ranks, which need them to know how many
+   proposer steps follow;
 2. prefill (no lookahead): the proposer's and the scorer's ``execute_model`` once each;
 3. decode with ``k`` lookahead slots: the proposer's ``execute_model`` ``k`` times (one
    draft token each), then the scorer's once on the expanded batch; greedy verification
    keeps the longest agreeing prefix of the proposals plus the scorer's next token.
 
 Each inner ``execute_model`` broadcasts its inputs (merged shape: once), so a step costs
-``1 + k + 1`` broadcasts when decoding and ``1 + 1 + 1`` when prefilling. The other ranks
-run :meth:`SpecDecodeWorker._run_non_driver_rank` per step: receive the control dict, run
-the proposer ``max(k, 1)`` times and the scorer once, each receiving its broadcast.
+``k + 1`` broadcasts when decoding and ``1 + 1`` when prefilling. The other ranks run
+:meth:`SpecDecodeWorker._run_non_driver_rank` per step: the proposer's first step, whose
+broadcast brings the control values (or the driver's empty stop dict), then the proposer
+``max(k, 1) - 1`` more times and the scorer once, each receiving its broadcast.
 """
 
 from typing import Any, Dict, List, Optional, Tuple
@@ -121,7 +123,8 @@ class SpecDecodeWorker(LoraNotSupportedWorkerBase):
             num_lookahead_slots=num_lookahead_slots,
             disable_all_speculation=disable_all_speculation,
         )
-        broadcast_tensor_dict(broadcast_dict, src=self._driver_rank)
+        # The control values travel with the first inner step's broadcast.
+        execute_model_req.broadcast_extras = broadcast_dict
 
         if (
             num_lookahead_slots == 0
@@ -151,14 +154,15 @@ class SpecDecodeWorker(LoraNotSupportedWorkerBase):
         non-speculative steps alike. Returns True iff there are more steps."""
         assert self.rank != self._driver_rank
 
-        data = broadcast_tensor_dict(src=self._driver_rank)
-        if not data:
+        # The control values come with the first proposer_worker step's broadcast.
+        if self.proposer_worker.execute_model() is None:
             return False
+        data = self.proposer_worker.received_extras
         num_lookahead_slots = data["num_lookahead_slots"]
 
         # The proposer runs once per lookahead slot (once when there is none: it keeps
         # its KV cache in step with the scorer's).
-        for _ in range(max(num_lookahead_slots, 1)):
+        for _ in range(max(num_lookahead_slots, 1) - 1):
             self.proposer_worker.execute_model()
 
         self.scorer_worker.execute_model()

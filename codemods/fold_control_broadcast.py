@@ -1,0 +1,520 @@
+"""``fold-control-broadcast``: a wrapper worker's control dict travels in the first inner
+step's broadcast instead of a broadcast of its own (RC110).
+
+vLLM's speculative-decoding worker broadcasts ``num_lookahead_slots`` (and flags) on its
+own, then runs its proposer ``k`` times and its scorer once, each of which broadcasts
+again: ``k + 2`` broadcasts per decode step. The driver can hand the control values to
+the first inner step as extras of its merged dict, the way ``previous_hidden_states``
+travels; the other ranks read them back from that step::
+
+    driver (before)                          driver (after)
+    broadcast_tensor_dict(control, src=0)    execute_model_req.broadcast_extras = control
+
+    non-driver (before)                      non-driver (after)
+    data = broadcast_tensor_dict(src=0)      if self.proposer_worker.execute_model() is None:
+    if not data:                                 return False
+        return False                         data = self.proposer_worker.received_extras
+    k = data["num_lookahead_slots"]          k = data["num_lookahead_slots"]
+    for _ in range(max(k, 1)):               for _ in range(max(k, 1) - 1):
+        self.proposer_worker.execute_model()     self.proposer_worker.execute_model()
+    self.scorer_worker.execute_model()       self.scorer_worker.execute_model()
+
+The driver's empty stop dict is left as it is: the first inner receive gets it and the
+inner step returns None (``WorkerBase.start_worker_execution_loop``'s stop), so the
+non-driver loop still ends. Later inner steps (the rest of the proposer's multi-step
+loop, the scorer, a proposer step after scoring) are unchanged.
+
+The rewrite asks the step model (:meth:`Project.wrapper_step`) and refuses the class,
+naming the shape, unless every path that sends or receives the control values runs the
+same inner worker's step first (the values then reach the same point on every rank),
+the non-driver's first inner step runs unconditionally (plain, or first in a loop that
+provably runs at least once), and that worker's step carries extras (the request's
+``broadcast_extras`` out, ``received_extras`` back). The result is re-analysed: no
+control broadcast is left and every step path makes one broadcast less.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+import libcst.matchers as m
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import RemoveImportsVisitor
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from codemods import cstutil, registry
+from codemods.command import ContractCommand
+from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.model import ClassFacts
+from runnercheck.analysis.project import Project, StepPath, Term
+from runnercheck.analysis.wrappers import evaluate, receive_lines
+from runnercheck.contract import VLLM, Contract
+
+NAME = registry.FOLD_CONTROL_BROADCAST.name
+#: The request field the driver fills and the worker attribute the other ranks read
+#: (the inner worker's step sends the one in its merged dict and sets the other).
+SENT = "broadcast_extras"
+RECEIVED = "received_extras"
+CODE = "MIG204"
+
+
+@dataclass
+class Skipped:
+    cls: str
+    code: str
+    message: str
+    shape: str
+    line: int = 0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the step model shows for one wrapper class."""
+
+    cls: str
+    #: Lines of the control broadcast (driver) and of the non-driver receive.
+    sends: frozenset[int]
+    receives: frozenset[int]
+    #: The attribute holding the worker whose step runs first after the control values.
+    inner: str
+
+
+def _attr(term: Term) -> str:
+    return term.label.split(": ", 1)[0]
+
+
+def _first_inner(path: StepPath, lines: frozenset[int], path_of: str) -> Term | bool | None:
+    """The first inner step that broadcasts after the own broadcast at one of ``lines``
+    (False: the path has none of them; None: nothing broadcasts after it)."""
+    terms = path.terms
+    start = next(
+        (
+            i
+            for i, t in enumerate(terms)
+            if not t.inner and t.site.path == path_of and t.site.line in lines
+        ),
+        None,
+    )
+    if start is None:
+        return False
+    return next((t for t in terms[start + 1 :] if t.inner and t.each > 0), None)
+
+
+def plan_class(
+    project: Project, cls: ClassFacts, receives: frozenset[int]
+) -> Plan | Skipped | None:
+    """The plan for ``cls`` (None: it has no control broadcast to fold). ``receives``:
+    the lines of its non-driver receives (a broadcast call without a dict)."""
+    contract = project.contract
+    ref = project.resolve_method(cls, contract.execute_method)
+    if ref is None or ref.owner is not cls:
+        return None
+    step = project.wrapper_step(cls)
+    if step is None or not step.control_paths():
+        return None
+    paths = [p for role in step.paths.values() for p in role]
+    sends = frozenset(
+        t.site.line for p in paths for t in p.own if t.sends and t.site.path == cls.path
+    )
+    if not sends:
+        return Skipped(
+            cls.name,
+            CODE,
+            f"{cls.name}'s control broadcast is in another file",
+            "control broadcast outside the class's file",
+            cls.line,
+        )
+    if not receives:
+        return Skipped(
+            cls.name,
+            CODE,
+            f"{cls.name} has no receive of its own for the control values in this file",
+            "no non-driver receive",
+            cls.line,
+        )
+    firsts: dict[str, Term] = {}
+    for lines, side in ((sends, "sends"), (receives, "receives")):
+        for path in paths:
+            first = _first_inner(path, lines, cls.path)
+            if first is False:
+                continue
+            if first is None and side == "receives":
+                continue  # the stop signal's exit; the rewrite places it (see _receive)
+            if first is None or not isinstance(first, Term):
+                line = min(lines)
+                return Skipped(
+                    cls.name,
+                    CODE,
+                    f"a path of {cls.name}'s step {side} the control values (line {line}) "
+                    "and runs no inner step that broadcasts after it: nothing could carry them",
+                    "control values with no inner step after them",
+                    line,
+                )
+            firsts.setdefault(_attr(first), first)
+    if len(firsts) != 1:
+        where = ", ".join(
+            f"{attr} ({t.site.where}:{t.site.line})" for attr, t in sorted(firsts.items())
+        )
+        return Skipped(
+            cls.name,
+            CODE,
+            f"the first inner step after {cls.name}'s control values differs between paths: "
+            f"{where}; the other ranks could not tell which step carries them",
+            "first inner step differs between paths",
+            min(sends),
+        )
+    inner = next(iter(firsts))
+    if "." in inner:
+        return Skipped(
+            cls.name,
+            CODE,
+            f"the first inner step runs on {inner}, a worker held by a helper object",
+            "inner worker held by a helper",
+            min(sends),
+        )
+    held = project.attr_classes(cls, inner)
+    missing = [
+        k.name
+        for k in held
+        if not any(RECEIVED in (*c.annotations, *c.self_attrs) for c in project.mro(k))
+    ]
+    if not held or missing:
+        names = ", ".join(missing) or inner
+        return Skipped(
+            cls.name,
+            CODE,
+            f"{inner}'s step ({names}) sends no extras of the request in its merged dict "
+            f"(no `{RECEIVED}` for the other ranks to read them back from)",
+            "inner step without an extras channel",
+            min(sends),
+        )
+    return Plan(cls.name, sends, receives, inner)
+
+
+# ------------------------------------------------------------------ the rewrite
+def _inner_call(attr: str, execute: str) -> m.Call:
+    return m.Call(
+        func=m.Attribute(
+            value=m.Attribute(value=m.Name("self"), attr=m.Name(attr)), attr=m.Name(execute)
+        )
+    )
+
+
+def _any_step_call(execute: str, broadcast: str) -> m.Call:
+    return m.Call(
+        func=m.Attribute(attr=m.Name(execute))
+        | m.Name(broadcast)
+        | m.Attribute(attr=m.Name(broadcast))
+    )
+
+
+class _Refuse(Exception):
+    def __init__(self, message: str, shape: str, line: int) -> None:
+        super().__init__(message)
+        self.message, self.shape, self.line = message, shape, line
+
+
+def _at_least_once(count: cst.BaseExpression) -> bool:
+    """``count`` is at least 1 for every value 0..4 of the names it reads."""
+    text = cstutil.code(count)
+    names = sorted(cstutil.loaded(count))
+    for values in itertools.product(range(5), repeat=len(names)):
+        try:
+            if evaluate(text, dict(zip(names, values, strict=True))) < 1:
+                return False
+        except ValueError:
+            return False
+    return True
+
+
+class _Rewrite(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, plan: Plan, contract: Contract) -> None:
+        super().__init__()
+        self.plan = plan
+        self.contract = contract
+        self.execute = contract.execute_method
+        self.broadcast = contract.broadcast_function
+        self.done_send = self.done_receive = False
+        self._request: list[str | None] = []
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).start.line
+
+    # the request parameter of the method being rewritten
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        params = [p.name.value for p in node.params.params]
+        self._request.append(params[1] if len(params) > 1 else None)
+
+    def leave_FunctionDef(
+        self, original: cst.FunctionDef, updated: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self._request.pop()
+        body = list(updated.body.body) if isinstance(updated.body, cst.IndentedBlock) else []
+        for index, statement in enumerate(
+            original.body.body if isinstance(original.body, cst.IndentedBlock) else []
+        ):
+            if self._is_receive(statement):
+                new = self._receive(body, index, self._line(statement))
+                return updated.with_changes(body=updated.body.with_changes(body=new))
+        return updated
+
+    def _is_receive(self, statement: cst.CSTNode) -> bool:
+        if not m.matches(
+            statement,
+            m.SimpleStatementLine(
+                body=[m.Assign(targets=[m.AssignTarget(m.Name())], value=m.Call())]
+            ),
+        ):
+            return False
+        assert isinstance(statement, cst.SimpleStatementLine)
+        value = statement.body[0]
+        assert isinstance(value, cst.Assign) and isinstance(value.value, cst.Call)
+        return (
+            self._line(statement) in self.plan.receives
+            and cstutil.is_broadcast(value.value, self.broadcast)
+            and cstutil.broadcast_payload(value.value) is None
+        )
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement:
+        small = cstutil.single_small(updated)
+        if not (
+            self._line(original) in self.plan.sends
+            and isinstance(small, cst.Expr)
+            and cstutil.is_broadcast(small.value, self.broadcast)
+        ):
+            return updated
+        assert isinstance(small.value, cst.Call)
+        payload = cstutil.broadcast_payload(small.value)
+        request = self._request[-1] if self._request else None
+        if payload is None or request is None:
+            raise _Refuse(
+                "the control broadcast sends no dict of a method with a request parameter",
+                "control broadcast without a request",
+                self._line(original),
+            )
+        self.done_send = True
+        assign = cst.parse_statement(f"{request}.{SENT} = _\n")
+        assert isinstance(assign, cst.SimpleStatementLine)
+        target = assign.body[0]
+        assert isinstance(target, cst.Assign)
+        comment = cst.EmptyLine(
+            indent=True,
+            comment=cst.Comment(
+                "# The control values travel with the first inner step's broadcast."
+            ),
+        )
+        return assign.with_changes(
+            body=[target.with_changes(value=payload)],
+            leading_lines=[*updated.leading_lines, comment],
+        )
+
+    def _receive(
+        self, body: list[cst.BaseStatement], index: int, line: int
+    ) -> list[cst.BaseStatement]:
+        receive = body[index]
+        assert isinstance(receive, cst.SimpleStatementLine)
+        assign = receive.body[0]
+        assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Name)
+        data = assign.targets[0].target.value
+        rest = body[index + 1 :]
+        stop: cst.If | None = None
+        if rest and m.matches(
+            rest[0],
+            m.If(
+                test=m.UnaryOperation(operator=m.Not(), expression=m.Name(data)),
+                body=m.IndentedBlock(body=[m.SimpleStatementLine(body=[m.Return()])]),
+                orelse=None,
+            ),
+        ):
+            stop = rest[0]  # type: ignore[assignment]
+            rest = rest[1:]
+        wanted = _inner_call(self.plan.inner, self.execute)
+        anything = _any_step_call(self.execute, self.broadcast)
+        between: list[cst.BaseStatement] = []
+        for position, statement in enumerate(rest):
+            if m.findall(statement, m.Return() | m.Raise()):
+                raise _Refuse(
+                    "the non-driver can leave the step between the receive and its first "
+                    f"inner step (line {self._line_of(statement, line)})",
+                    "exit before the first inner step",
+                    line,
+                )
+            if not m.findall(statement, anything):
+                between.append(statement)
+                continue
+            first, after = self._peel(statement, wanted, line)
+            head = self._head(first, stop, data)
+            tail = [after] if after is not None else []
+            head[0] = cstutil.with_leading(
+                head[0], [*receive.leading_lines, *cstutil.leading(head[0])]
+            )
+            self.done_receive = True
+            return [*body[:index], *head, *between, *tail, *rest[position + 1 :]]
+        raise _Refuse(
+            "no inner step follows the non-driver receive", "receive without an inner step", line
+        )
+
+    def _line_of(self, statement: cst.CSTNode, default: int) -> int:
+        try:
+            return self._line(statement)
+        except KeyError:
+            return default
+
+    def _peel(
+        self, statement: cst.BaseStatement, wanted: m.Call, line: int
+    ) -> tuple[cst.Call, cst.BaseStatement | None]:
+        """The first inner call, and what is left of its statement (a loop one shorter)."""
+        small = cstutil.single_small(statement)
+        if isinstance(small, cst.Expr) and m.matches(small.value, wanted):
+            assert isinstance(small.value, cst.Call)
+            return small.value, None
+        if isinstance(statement, cst.For) and statement.orelse is None:
+            loop = statement
+            iterator = loop.iter
+            body = cstutil.body_of(loop.body)
+            inner = cstutil.single_small(body[0]) if len(body) == 1 else None
+            if (
+                m.matches(
+                    iterator, m.Call(func=m.Name("range"), args=[m.Arg(keyword=None, star="")])
+                )
+                and isinstance(inner, cst.Expr)
+                and m.matches(inner.value, wanted)
+            ):
+                assert isinstance(iterator, cst.Call) and isinstance(inner.value, cst.Call)
+                count = iterator.args[0].value
+                if not _at_least_once(count):
+                    raise _Refuse(
+                        f"the first inner step runs in `for ... in range({cstutil.code(count)})`, "
+                        "which may run no time: the other ranks could miss the control values",
+                        "first inner step in a loop that may not run",
+                        line,
+                    )
+                fewer = cst.BinaryOperation(
+                    left=count, operator=cst.Subtract(), right=cst.Integer("1")
+                )
+                shorter = loop.with_changes(
+                    iter=iterator.with_changes(args=[iterator.args[0].with_changes(value=fewer)])
+                )
+                return inner.value, shorter
+        raise _Refuse(
+            f"the non-driver's first inner step is not run unconditionally "
+            f"(`{cstutil.code(statement).strip().splitlines()[0]}`): which step carries the "
+            "control values would depend on them",
+            "first inner step under a condition",
+            line,
+        )
+
+    def _head(self, call: cst.Call, stop: cst.If | None, data: str) -> list[cst.BaseStatement]:
+        read = cst.parse_statement(f"{data} = self.{self.plan.inner}.{RECEIVED}\n")
+        comment = cst.EmptyLine(
+            indent=True,
+            comment=cst.Comment(
+                f"# The control values come with the first {self.plan.inner} step's broadcast."
+            ),
+        )
+        if stop is None:
+            first = cst.SimpleStatementLine(body=[cst.Expr(call)], leading_lines=[comment])
+            return [first, read]
+        test = cst.Comparison(
+            left=call,
+            comparisons=[cst.ComparisonTarget(operator=cst.Is(), comparator=cst.Name("None"))],
+        )
+        ended = stop.with_changes(test=test, leading_lines=[comment, *stop.leading_lines])
+        return [ended, read]
+
+
+def rewrite_module(
+    module: cst.Module, project: Project, path: str, contract: Contract = VLLM
+) -> tuple[cst.Module, list[str], list[Skipped]]:
+    """Fold the control broadcast of each wrapper class of ``path`` (as ``project``
+    sees it); returns the module, the classes changed and those refused with why."""
+    facts = project.modules.get(path)
+    if facts is None:
+        return module, [], []
+    changed: list[str] = []
+    skipped: list[Skipped] = []
+    # bottom-up: a rewritten class moves no line of the classes above it
+    for cls in sorted(facts.classes.values(), key=lambda c: -c.line):
+        plan = plan_class(project, cls, receive_lines(cls))
+        if plan is None:
+            continue
+        if isinstance(plan, Skipped):
+            skipped.append(plan)
+            continue
+        rewrite = _Rewrite(plan, contract)
+        try:
+            new = MetadataWrapper(module, unsafe_skip_copy=True).visit(rewrite)
+        except _Refuse as exc:
+            skipped.append(Skipped(cls.name, CODE, exc.message, exc.shape, exc.line))
+            continue
+        if not (rewrite.done_send and rewrite.done_receive):
+            message = f"{cls.name}'s control broadcast or its receive is not a statement of its own"
+            skipped.append(Skipped(cls.name, CODE, message, "nested broadcast", min(plan.sends)))
+            continue
+        failed = _verify(project, path, cls, new, contract)
+        if failed is not None:
+            skipped.append(Skipped(cls.name, "MIG110", failed, "not one broadcast less", cls.line))
+            continue
+        module = new
+        changed.append(cls.name)
+    if changed:
+        module = _drop_unused_import(module, contract)
+    return module, changed[::-1], skipped[::-1]
+
+
+def _verify(
+    project: Project, path: str, cls: ClassFacts, new: cst.Module, contract: Contract
+) -> str | None:
+    """None when the rewritten class has no control broadcast left and its most
+    broadcasts per step drop by one on every role."""
+    before = project.wrapper_step(cls)
+    others = [facts for p, facts in project.modules.items() if p != path]
+    after_project = Project([*others, extract_source(new.code, path, contract)], contract)
+    after_cls = after_project.modules[path].classes.get(cls.name)
+    after = after_project.wrapper_step(after_cls) if after_cls is not None else None
+    if before is None or after is None:
+        return f"{cls.name} no longer runs inner steps after the rewrite"
+    if after.control_paths():
+        return f"{cls.name} still broadcasts a control dict before an inner step"
+    for role in before.paths:
+        old, new_count = before.most(role).count(), after.most(role).count()
+        if new_count != old - 1:
+            return (
+                f"{cls.name}'s {role} step makes {new_count} broadcasts after the rewrite, "
+                f"not {old - 1} (was {old})"
+            )
+    return None
+
+
+def _drop_unused_import(module: cst.Module, contract: Contract) -> cst.Module:
+    context = CodemodContext()
+    for imported in module.body:
+        small = cstutil.single_small(imported)
+        if isinstance(small, cst.ImportFrom) and isinstance(small.names, Sequence):
+            for alias in small.names:
+                if cstutil.code(alias.name) == contract.broadcast_function and small.module:
+                    RemoveImportsVisitor.remove_unused_import(
+                        context, cstutil.code(small.module), contract.broadcast_function
+                    )
+    return RemoveImportsVisitor(context).transform_module(module)
+
+
+class FoldControlBroadcastCommand(ContractCommand):
+    """A wrapper worker's control dict travels in its first inner step's broadcast
+    (the inner worker must be in the same file when run on one file)."""
+
+    DESCRIPTION = registry.FOLD_CONTROL_BROADCAST.summary
+    NEEDLE = "broadcast_function"
+
+    def rewrite(self, tree: cst.Module) -> cst.Module:
+        path, project = self.project(tree)
+        new, _changed, skipped = rewrite_module(tree, project, path, self.contract)
+        self.warn_skipped(skipped)
+        return new

@@ -1,0 +1,262 @@
+"""``fold-control-broadcast``: the wrapper's control dict travels in the first inner step's
+broadcast. Inline before/after sources, the shapes it refuses (each named), the LibCST
+command, the engine's speculative mode (the shipped wrapper is the codemod's output) and
+vLLM's ``spec_decode_worker.py`` (refused, with the shape)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.codemod import CodemodContext, TransformFailure, TransformSuccess, transform_module
+
+from benchmarks import spec_decode_vllm
+from codemods import fold_control_broadcast as fold
+from codemods.pipeline import migrate
+from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.project import Project
+from runnercheck.check import check_sources
+from tests.spec_decode_fixture import BEFORE_WORKER, SPEC_DECODE, copy_before
+from tests.vllm_wheels import vllm_source
+
+WORKER = """\
+from vllm.distributed import broadcast_tensor_dict
+
+
+class Worker:
+    received_extras: dict
+
+    def __init__(self, is_driver_worker):
+        self.is_driver_worker = is_driver_worker
+
+    def execute_model(self, execute_model_req=None):
+        if self.is_driver_worker:
+            if execute_model_req is None:
+                broadcast_tensor_dict({}, src=0)
+                return None
+            data = {
+                "tokens": execute_model_req.tokens,
+                "broadcast_extras": execute_model_req.broadcast_extras,
+            }
+            broadcast_tensor_dict(data, src=0)
+        else:
+            data = broadcast_tensor_dict(src=0)
+            if not data:
+                return None
+            self.received_extras = data.pop("broadcast_extras")
+        return [data["tokens"]]
+
+
+class SpecWorker:
+    def __init__(self, proposer: Worker, scorer: Worker, rank):
+        self.proposer = proposer
+        self.scorer = scorer
+        self.rank = rank
+
+    def execute_model(self, execute_model_req=None):
+        if self.rank != 0:
+            self._run_non_driver()
+            return []
+        if execute_model_req is None:
+            broadcast_tensor_dict({}, src=0)
+            return []
+        k = execute_model_req.lookahead
+"""
+DRIVER = """\
+        # tell the other ranks how many proposer steps follow
+        broadcast_tensor_dict({"k": k, "again": k > 2}, src=0)
+        for _ in range(max(k, 1)):
+            self.proposer.execute_model(execute_model_req)
+        out = self.scorer.execute_model(execute_model_req)
+        if k > 2:
+            self.proposer.execute_model(execute_model_req)
+        return out
+"""
+NON_DRIVER = """\
+
+    def _run_non_driver(self):
+        data = broadcast_tensor_dict(src=0)
+        if not data:
+            return False
+        k = data["k"]
+        for _ in range(max(k, 1)):
+            self.proposer.execute_model()
+        self.scorer.execute_model()
+        # the later extra step after scoring
+        if data["again"]:
+            self.proposer.execute_model()
+        return True
+"""
+FOLDED = """\
+        # tell the other ranks how many proposer steps follow
+        # The control values travel with the first inner step's broadcast.
+        execute_model_req.broadcast_extras = {"k": k, "again": k > 2}
+        for _ in range(max(k, 1)):
+            self.proposer.execute_model(execute_model_req)
+        out = self.scorer.execute_model(execute_model_req)
+        if k > 2:
+            self.proposer.execute_model(execute_model_req)
+        return out
+
+    def _run_non_driver(self):
+        # The control values come with the first proposer step's broadcast.
+        if self.proposer.execute_model() is None:
+            return False
+        data = self.proposer.received_extras
+        k = data["k"]
+        for _ in range(max(k, 1) - 1):
+            self.proposer.execute_model()
+        self.scorer.execute_model()
+        # the later extra step after scoring
+        if data["again"]:
+            self.proposer.execute_model()
+        return True
+"""
+
+
+def rewrite(source: str, path: str = "/src/spec.py") -> tuple[str, list[str], list[fold.Skipped]]:
+    project = Project([extract_source(source, path)])
+    module, changed, skipped = fold.rewrite_module(cst.parse_module(source), project, path)
+    return module.code, changed, skipped
+
+
+def test_folds_the_control_broadcast_into_the_first_proposer_step() -> None:
+    before = WORKER + DRIVER + NON_DRIVER
+    after, changed, skipped = rewrite(before)
+    assert (changed, skipped) == (["SpecWorker"], [])
+    assert after == WORKER + FOLDED
+    # check: RC110 before, nothing after; a second run changes nothing
+    assert [f.code for f in check_sources({"/src/spec.py": before}).findings] == ["RC110"]
+    assert check_sources({"/src/spec.py": after}).findings == []
+    assert rewrite(after) == (after, [], [])
+
+
+def test_a_receive_without_a_stop_check_and_a_plain_first_step() -> None:
+    driver = DRIVER.replace(
+        "for _ in range(max(k, 1)):\n            self.proposer", "self.proposer"
+    )
+    non_driver = NON_DRIVER.replace("        if not data:\n            return False\n", "").replace(
+        "for _ in range(max(k, 1)):\n            self.proposer", "self.proposer"
+    )
+    after, changed, _ = rewrite(WORKER + driver + non_driver)
+    assert changed == ["SpecWorker"]
+    assert after.endswith(
+        """
+    def _run_non_driver(self):
+        # The control values come with the first proposer step's broadcast.
+        self.proposer.execute_model()
+        data = self.proposer.received_extras
+        k = data["k"]
+        self.scorer.execute_model()
+"""
+        + NON_DRIVER.partition("self.scorer.execute_model()\n")[2]
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "shape", "says"),
+    [
+        # the scorer runs first on a prefill: which step carries the values depends on them
+        (
+            (
+                '        k = data["k"]\n        for _',
+                '        k = data["k"]\n        if k == 0:\n            self.scorer.execute_model()\n'
+                "        for _",
+            ),
+            "first inner step differs between paths",
+            "scorer",
+        ),
+        # `range(k)` may run no time
+        (
+            (
+                "for _ in range(max(k, 1)):\n            self.proposer.execute_model()\n        self.s",
+                "for _ in range(k):\n            self.proposer.execute_model()\n        self.s",
+            ),
+            "first inner step in a loop that may not run",
+            "range(k)",
+        ),
+        # the non-driver can leave the step before its first inner step
+        (
+            (
+                '        k = data["k"]\n',
+                '        k = data["k"]\n        if k > 7:\n            return True\n',
+            ),
+            "exit before the first inner step",
+            "leave the step",
+        ),
+        # the inner worker hands no received values back
+        (
+            ("received_extras", "seen_extras"),
+            "inner step without an extras channel",
+            "received_extras",
+        ),
+    ],
+)
+def test_refuses_and_names_the_shape(change: tuple[str, str], shape: str, says: str) -> None:
+    before = WORKER + DRIVER + NON_DRIVER
+    old, new = change
+    assert old in before
+    source = before.replace(old, new, 1 if "\n" in old else -1)
+    after, changed, skipped = rewrite(source)
+    assert (after, changed) == (source, [])
+    assert [(s.cls, s.code, s.shape) for s in skipped] == [("SpecWorker", "MIG204", shape)]
+    assert says in skipped[0].message
+
+
+def test_the_libcst_command() -> None:
+    before = WORKER + DRIVER + NON_DRIVER
+    context = CodemodContext(filename="/src/spec.py")
+    result = transform_module(fold.FoldControlBroadcastCommand(context), before)
+    assert isinstance(result, TransformSuccess) and result.code == WORKER + FOLDED
+    refused = before.replace("received_extras", "seen_extras")
+    context = CodemodContext(filename="/src/spec.py")
+    result = transform_module(fold.FoldControlBroadcastCommand(context), refused)
+    assert not isinstance(result, TransformFailure)
+    assert result.code == refused and any("MIG204" in w for w in result.warning_messages)
+
+
+def test_the_engines_wrapper_is_the_codemods_output(tmp_path: Path) -> None:
+    """migrate on the engine's speculative package as it was: the shipped wrapper's code
+    (its module docstring aside, which describes the new step)."""
+    engine = tmp_path / "engine"
+    copy_before(engine / "spec_decode")
+    merged = SPEC_DECODE.parent / "merged"
+    for source in merged.glob("*.py"):
+        (engine / "merged").mkdir(exist_ok=True)
+        (engine / "merged" / source.name).write_bytes(source.read_bytes())
+    result = migrate([engine], select=["fold-control-broadcast"])
+    assert result.refusals == []
+    target = engine / "spec_decode" / "spec_decode_worker.py"
+    text = result.changes[target].new.decode()
+    shipped = (SPEC_DECODE / "spec_decode_worker.py").read_text()
+    marker = "\nfrom typing import"
+    assert text[text.index(marker) :] == shipped[shipped.index(marker) :]
+    assert BEFORE_WORKER.read_text() != text
+
+
+@pytest.mark.vllm
+def test_vllm_0_8_0_is_refused_with_the_shape(tmp_path: Path) -> None:
+    """One release through ``benchmarks/spec_decode_vllm.py`` (the per-release table):
+    RC110 fires, the codemod refuses naming the shape, nothing is written."""
+    try:
+        vllm_source("0.8.0")
+    except RuntimeError as exc:
+        pytest.skip(f"vllm==0.8.0 not available: {exc}")
+    row = spec_decode_vllm.measure("0.8.0", tmp_path)
+    assert (row.rc110_before, row.rewritten, row.compiles, row.rc110_after) == (1, False, True, 1)
+    assert [(r["code"], r["line"], r["shape"]) for r in row.refused] == [
+        ("MIG204", "533", "first inner step differs between paths")
+    ]
+    assert "scorer_worker (SpecDecodeWorker._run_no_spec:675)" in row.refused[0]["message"]
+
+
+def test_two_wrappers_in_one_file() -> None:
+    wrapper = "class SpecWorker:" + (WORKER + DRIVER + NON_DRIVER).split("class SpecWorker:")[1]
+    folded = "class SpecWorker:" + (WORKER + FOLDED).split("class SpecWorker:")[1]
+    other = "\n\n" + wrapper.replace("class SpecWorker:", "class OtherSpecWorker:")
+    after, changed, skipped = rewrite(WORKER + DRIVER + NON_DRIVER + other)
+    assert (changed, skipped) == (["SpecWorker", "OtherSpecWorker"], [])
+    assert after == WORKER + FOLDED + "\n\n" + folded.replace(
+        "class SpecWorker:", "class OtherSpecWorker:"
+    )
