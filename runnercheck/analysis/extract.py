@@ -13,6 +13,7 @@ from runnercheck.analysis.dicts import DictReader
 from runnercheck.analysis.model import (
     CallSite,
     ClassFacts,
+    Condition,
     FieldFacts,
     FunctionFacts,
     LiteralDictFacts,
@@ -30,9 +31,11 @@ from runnercheck.analysis.syntax import (
     dotted,
     is_stub_body,
     last_name,
+    literal_text,
     loaded_names,
     module_level,
     names_in,
+    param_defaults,
     read_import,
     read_import_source,
     str_const,
@@ -103,9 +106,13 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.nested: list[ast.AST] = []
         self.param_names = frozenset(self.params)
         self.role: Role | None = None
+        self.conditions: tuple[Condition, ...] = ()
+        self.call_conditions: dict[tuple[int, int], tuple[Condition, ...]] = {}
 
     def read(self) -> FunctionFacts:
+        self.facts.param_defaults = param_defaults(self.node.args)
         self.facts.steps = self._steps(self.node.body)
+        self.read_self_constants()
         self._read_dicts()
         self._read_bindings()
         returns = self.node.returns
@@ -263,12 +270,18 @@ def _class_facts(
                     facts.annotation_texts[stmt.target.id] = ast.unparse(stmt.annotation)
                 if stmt.value is not None:
                     facts.class_attrs[stmt.target.id] = names_in(stmt.value)
+                    literal = literal_text(stmt.value)
+                    if literal is not None and not facts.is_dataclass:
+                        facts.class_constants[stmt.target.id] = literal
                 elif not facts.is_dataclass:
                     facts.annotations[stmt.target.id] = names_in(stmt.annotation)
         elif isinstance(stmt, ast.Assign):
+            literal = literal_text(stmt.value)
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     facts.class_attrs[target.id] = names_in(stmt.value)
+                    if literal is not None:
+                        facts.class_constants[target.id] = literal
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             reader = FunctionReader(
                 stmt, f"{node.name}.{stmt.name}", path, imports, contract, in_class=True

@@ -63,6 +63,9 @@ class Hierarchy:
         #: Paths whose findings are reported (None: all); a rule that may place a
         #: finding in several files prefers one of these.
         self.reportable: set[str] | None = None
+        #: What a question over the whole project computed once (by the asker's name),
+        #: such as a rule's findings grouped by cause across modules.
+        self.memo: dict[str, object] = {}
 
     # ------------------------------------------------------------ classes
     def module_of(self, cls: ClassFacts) -> ModuleFacts:
