@@ -47,22 +47,28 @@ class BroadcastSite:
 
 @dataclass(frozen=True)
 class PathCount:
-    """The most step broadcasts on one path, and where they are; whether the path runs
-    the runner's step (a path that returns before it, such as the stop signal or a
-    dummy batch that never reaches the runner, is not a step)."""
+    """The most step broadcasts on one path, and where they are; how far the path goes
+    into the runner's step (``stage``: 0 neither, 1 it prepares or rebuilds the model
+    input, 2 it runs the model). A path that returns before the step, such as the stop
+    signal or a dummy batch that never reaches the runner, is not a step."""
 
     count: int
     sites: tuple[BroadcastSite, ...] = ()
-    runs_model: bool = False
+    stage: int = 0
 
     def __add__(self, other: PathCount) -> PathCount:
         return PathCount(
-            self.count + other.count, self.sites + other.sites, self.runs_model or other.runs_model
+            self.count + other.count, self.sites + other.sites, max(self.stage, other.stage)
         )
+
+    @property
+    def runs_model(self) -> bool:
+        return self.stage == 2
 
 
 ZERO = PathCount(0)
-RAN_MODEL = PathCount(0, (), True)
+PREPARED = PathCount(0, (), 1)
+RAN_MODEL = PathCount(0, (), 2)
 
 #: ``self.<attr>(...)`` calls that run the model (or sample from its output): a
 #: broadcast after one of them in the same function carries data of this step's result,
@@ -76,8 +82,8 @@ def _best(a: PathCount | None, b: PathCount | None) -> PathCount | None:
         return b
     if b is None:
         return a
-    if a.runs_model != b.runs_model:
-        return a if a.runs_model else b
+    if a.stage != b.stage:
+        return a if a.stage > b.stage else b
     return b if b.count > a.count else a
 
 
@@ -190,15 +196,19 @@ class StepWalk(Roles):
                     continue
                 sub = self._count_function(target[0], target[1], role, runner)
                 running = None if sub is None else running + sub
-                if (
-                    running is not None
-                    and target[0] is not cls
-                    and target[1].func.name == self.contract.execute_method
-                ):
-                    running = running + RAN_MODEL
+                if running is not None and target[0] is not cls:
+                    name = target[1].func.name
+                    if name == self.contract.execute_method:
+                        running = running + RAN_MODEL
+                    elif name in (
+                        self.contract.prepare_input_method,
+                        self.contract.make_input_method,
+                    ):
+                        running = running + PREPARED
             elif isinstance(step, BranchStep):
-                then_ok = step.then_role is None or step.then_role == role
-                else_ok = step.else_role is None or step.else_role == role
+                then_live, else_live = branch_reachable(step, self.constants.self_bindings(cls))
+                then_ok = then_live and (step.then_role is None or step.then_role == role)
+                else_ok = else_live and (step.else_role is None or step.else_role == role)
                 ft_then = ex_then = ft_else = ex_else = None
                 if then_ok:
                     ft_then, ex_then = self._walk(step.body, cls, ref, role, runner, running)

@@ -153,7 +153,7 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
     dropped = _dropped(project, cls, produced)
     if not dropped:
         return
-    reads = project.every_rank_reads(cls)
+    reads = project.every_rank_reads(cls, sent_by=True)
     read = [k for k in dropped if reads is not None and k in reads]
     by_sender: dict[str, list[str]] = {}
     for key, sender in dropped.items():
