@@ -19,6 +19,7 @@ from runnercheck.analysis.model import (
     BranchStep,
     CallStep,
     ClassFacts,
+    Condition,
     ExitStep,
     FunctionFacts,
     LoopStep,
@@ -109,6 +110,8 @@ class Reached:
     chain: tuple[str, ...]
     #: the call sits under a branch only the non-driver ranks take
     non_driver: bool = False
+    #: the call, or a call on the chain to it, sits under a branch only the driver takes
+    driver_only: bool = False
 
 
 class StepWalk(Roles):
@@ -268,6 +271,21 @@ class StepWalk(Roles):
         return out
 
     # ------------------------------------------------------- collectives
+    def _driver_condition(self, conditions: tuple[Condition, ...]) -> bool:
+        """Some ``if`` around a call lets only the driver through."""
+        flag = self.contract.driver_flag
+        for condition in conditions:
+            for guard in condition.guards:
+                if guard.name.rsplit(".", 1)[-1] != flag:
+                    continue
+                truthy = guard.op == "truthy"
+                alone = condition.complete and len(condition.guards) == 1
+                if (truthy and condition.then) or (
+                    guard.op == "falsy" and not condition.then and alone
+                ):
+                    return True
+        return False
+
     def collectives_reachable(self, cls: ClassFacts, method: str) -> list[Reached]:
         """Every collective call reachable from ``cls.method`` through ``self``/``cls``/
         ``super()`` calls and module-level helpers (any role), with the literal
@@ -277,11 +295,13 @@ class StepWalk(Roles):
         if ref is None:
             return []
         found: dict[tuple[str, int, int], Reached] = {}
-        seen: set[tuple[int, frozenset[tuple[str, str]]]] = set()
+        seen: set[tuple[int, frozenset[tuple[str, str]], bool]] = set()
         constants = self.constants
 
-        def visit(current: MethodRef, chain: tuple[str, ...], bindings: dict[str, str]) -> None:
-            key = (id(current.func), frozenset(bindings.items()))
+        def visit(
+            current: MethodRef, chain: tuple[str, ...], bindings: dict[str, str], driver: bool
+        ) -> None:
+            key = (id(current.func), frozenset(bindings.items()), driver)
             if key in seen:
                 return
             seen.add(key)
@@ -303,8 +323,9 @@ class StepWalk(Roles):
                         inner,
                         (*chain, helper.qualname),
                         call_bindings(call, inner, bound, self_bound=False),
+                        driver or self._driver_condition(call.conditions),
                     )
-            for step, non_driver in reachable_calls(current.func.steps, bound):
+            for step, side in reachable_calls(current.func.steps, bound):
                 if step.collective is not None:
                     site = BroadcastSite(
                         current.func.path,
@@ -314,7 +335,8 @@ class StepWalk(Roles):
                         step.callee,
                     )
                     found.setdefault(
-                        (site.path, site.line, site.col), Reached(site, chain, non_driver)
+                        (site.path, site.line, site.col),
+                        Reached(site, chain, side == "non-driver", driver or side == "driver"),
                     )
                     continue
                 parts = step.callee.split(".")
@@ -329,35 +351,32 @@ class StepWalk(Roles):
                         call_bindings(
                             step, callee, bound, self_bound=not callee.func.is_staticmethod
                         ),
+                        driver or side == "driver",
                     )
 
-        visit(ref, (ref.func.qualname,), {})
+        visit(ref, (ref.func.qualname,), {}, False)
         return list(found.values())
 
 
 def reachable_calls(
-    steps: tuple[Step, ...], bindings: Bindings, non_driver: bool = False
-) -> list[tuple[CallStep, bool]]:
-    """The calls of ``steps`` that may run under ``bindings``, in order, each with
-    whether it sits under a branch only the non-driver ranks take."""
-    out: list[tuple[CallStep, bool]] = []
+    steps: tuple[Step, ...], bindings: Bindings, side: Role | None = None
+) -> list[tuple[CallStep, Role | None]]:
+    """The calls of ``steps`` that may run under ``bindings``, in order, each with the
+    role of the innermost branch on the driver flag around it (None: every rank)."""
+    out: list[tuple[CallStep, Role | None]] = []
     for step in steps:
         if isinstance(step, CallStep):
-            out.append((step, non_driver))
+            out.append((step, side))
         elif isinstance(step, BranchStep):
             then_ok, else_ok = branch_reachable(step, bindings)
             if then_ok:
-                out += reachable_calls(
-                    step.body, bindings, non_driver or step.then_role == "non-driver"
-                )
+                out += reachable_calls(step.body, bindings, step.then_role or side)
             if else_ok:
-                out += reachable_calls(
-                    step.orelse, bindings, non_driver or step.else_role == "non-driver"
-                )
+                out += reachable_calls(step.orelse, bindings, step.else_role or side)
         elif isinstance(step, LoopStep):
-            out += reachable_calls(step.body, bindings, non_driver)
-            out += reachable_calls(step.orelse, bindings, non_driver)
+            out += reachable_calls(step.body, bindings, side)
+            out += reachable_calls(step.orelse, bindings, side)
         elif isinstance(step, TryStep):
             for block in (step.body, *step.handlers, step.orelse, step.finalbody):
-                out += reachable_calls(block, bindings, non_driver)
+                out += reachable_calls(block, bindings, side)
     return out

@@ -17,7 +17,7 @@ RULE = Rule(
     name="collective-in-prepare",
     tool="check",
     summary="`prepare_model_input` (or a method it calls) runs a collective.",
-    why="Only the driver prepares inputs; a collective there is matched by nothing on the other ranks, so they deadlock or pair it with the wrong broadcast.",
+    why="Only the driver prepares inputs; a collective there is matched by nothing on the other ranks, so they deadlock or pair it with the wrong broadcast. Branches that literal arguments rule out are not followed (a helper reached only with `align=False`). A collective other than the step broadcast that runs only under the driver flag is a note: it can only work among the drivers (a data-parallel group), as its author meant.",
     bad="""\
 from vllm.distributed import broadcast_tensor_dict
 
@@ -96,7 +96,7 @@ def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
         pair = hits[0].pair
         where = ", ".join(_via(hit, prepare) for hit in hits)
         also = f"; its non-driver side runs `{site.callee}` too (line {pair[0]})" if pair else ""
-        yield Finding(
+        finding = Finding(
             path,
             line,
             col,
@@ -104,6 +104,14 @@ def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
             f"collective `{site.callee}` runs in {where}: only the "
             f"driver prepares inputs, so no other rank matches it{also}",
         )
+        step_broadcast = site.callee.rsplit(".", 1)[-1] == project.contract.broadcast_function
+        if all(hit.reached.driver_only for hit in hits) and not step_broadcast:
+            finding = finding.as_note(
+                f"it runs only where `{project.contract.driver_flag}` holds: a collective "
+                "among the drivers (such as a data-parallel group), which the other "
+                "replicas' drivers match in their own prepare"
+            )
+        yield finding
 
 
 CHECK = CheckRule(RULE, check_module=check_module)
