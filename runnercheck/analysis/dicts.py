@@ -14,6 +14,7 @@ from runnercheck.analysis.model import (
     FunctionFacts,
     HelperCall,
     KeyFacts,
+    Role,
 )
 from runnercheck.analysis.recognise import bad_value
 from runnercheck.analysis.syntax import (
@@ -31,7 +32,10 @@ from runnercheck.contract import Contract
 
 
 def call_site(
-    node: ast.Call, nested: bool = False, conditions: tuple[Condition, ...] = ()
+    node: ast.Call,
+    nested: bool = False,
+    conditions: tuple[Condition, ...] = (),
+    role: Role | None = None,
 ) -> CallSite:
     return CallSite(
         line=node.lineno,
@@ -42,6 +46,7 @@ def call_site(
         star_kwargs=any(kw.arg is None for kw in node.keywords),
         nested=nested,
         conditions=conditions,
+        role=role,
         args=tuple(arg_text(a) for a in node.args),
         kwargs=tuple((kw.arg, arg_text(kw.value)) for kw in node.keywords if kw.arg is not None),
     )
@@ -79,6 +84,7 @@ class DictReader:
     bad_locals: dict[str, str]
     calls: list[CallSite]
     call_conditions: dict[tuple[int, int], tuple[Condition, ...]]
+    call_roles: dict[tuple[int, int], Role]
     noted: set[int]
     nodes: list[ast.AST]
     #: Nested functions, classes and lambdas of the body (their calls run later, if ever).
@@ -346,7 +352,13 @@ class DictReader:
                         self.facts.dicts[node.value.id].reads.add(key)
             elif isinstance(node, ast.Call):
                 where = (node.lineno, node.col_offset + 1)
-                self.calls.append(call_site(node, conditions=self.call_conditions.get(where, ())))
+                self.calls.append(
+                    call_site(
+                        node,
+                        conditions=self.call_conditions.get(where, ()),
+                        role=self.call_roles.get(where),
+                    )
+                )
                 mutated = _mutated_param_attr(node.func, self.params)
                 if mutated is not None:
                     self._note_write(*mutated)

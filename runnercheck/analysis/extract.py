@@ -108,6 +108,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.role: Role | None = None
         self.conditions: tuple[Condition, ...] = ()
         self.call_conditions: dict[tuple[int, int], tuple[Condition, ...]] = {}
+        self.call_roles: dict[tuple[int, int], Role] = {}
 
     def read(self) -> FunctionFacts:
         self.facts.param_defaults = param_defaults(self.node.args)

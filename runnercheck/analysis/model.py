@@ -142,6 +142,9 @@ class CallSite:
     nested: bool = False
     #: The ``if`` conditions around the call that test names against literals.
     conditions: tuple[Condition, ...] = ()
+    #: The ranks that run the call, from the driver flag (a branch on it, or what
+    #: follows ``if not self.is_driver_worker: return``); None: every rank.
+    role: Role | None = None
     #: Each positional argument's text, and ``(keyword, text)``, as :attr:`CallStep.args`.
     args: tuple[str, ...] = ()
     kwargs: tuple[tuple[str, str], ...] = ()

@@ -71,6 +71,7 @@ class StepReader:
     #: read so far (by line and column).
     conditions: tuple[Condition, ...]
     call_conditions: dict[tuple[int, int], tuple[Condition, ...]]
+    call_roles: dict[tuple[int, int], Role]
 
     def _call_steps(self, node: ast.AST, out: list[Step]) -> None:
         """Calls in ``node`` in evaluation order (arguments before the call); every node
@@ -97,8 +98,11 @@ class StepReader:
             return
         if kind is ast.Call:
             assert isinstance(node, ast.Call)
-            if self.conditions:
-                self.call_conditions[(node.lineno, node.col_offset + 1)] = self.conditions
+            if self.conditions or self.role is not None:
+                where = (node.lineno, node.col_offset + 1)
+                self.call_conditions[where] = self.conditions
+                if self.role is not None:
+                    self.call_roles[where] = self.role
             self._call_steps(node.func, out)
             for arg in node.args:
                 self._call_steps(arg, out)
