@@ -11,9 +11,10 @@ with its keyword arguments.
 
 A rewrite must not change them: where the old code built ``C(flag=<literal>)`` on a
 non-driver path, the new code must build ``C`` with the same literal on the path from
-the same entry point. The driver's own values are the driver's business (it prepared
-them before and after); a literal ``None`` is what a rank that lacks data naturally
-holds and is not compared.
+the same entry point. The flags compared are literal booleans: switches of behaviour.
+A ``None`` or a zero count is what a rank that lacks the data holds, and the driver's
+own value replacing it is the point of the merge; the driver's own values are the
+driver's business (it prepared them before and after).
 """
 
 from __future__ import annotations
@@ -195,4 +196,6 @@ def changed_values(old: list[Held], new: list[Held]) -> list[Change]:
 
 
 def _literal(text: str) -> bool:
-    return text in ("True", "False") or text.lstrip("-").isdigit() or text[:1] in "'\""
+    """A switch: a literal ``True``/``False`` (a count of zero or a ``None`` is what a
+    rank without the data holds, and the driver's own count replaces it)."""
+    return text in ("True", "False")

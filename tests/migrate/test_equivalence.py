@@ -1,9 +1,9 @@
 """``migrate`` verifies each rewritten group with the step semantics: at every entry
 point of the step, a non-driver rank must hold the same literal flags before and after
-the rewrite. A planted rewrite that drops the non-driver's ``num_prompts=0`` (the
-rebuilt sampling metadata then takes the class default) is refused, naming the entry
-point, the value and both sides, and nothing is written; with the check disabled the
-same rewrite would be written."""
+the rewrite. The legacy variant's non-driver branch builds its sampling metadata with
+``perform_sampling=False``; a planted rewrite that drops the flag (the rebuilt metadata
+then takes the class default) is refused, naming the entry point, the value and both
+sides, and nothing is written; with the check disabled the same rewrite is written."""
 
 from __future__ import annotations
 
@@ -18,7 +18,18 @@ from codemods import verify
 from codemods.merge_broadcasts import rewrite
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
 
-OVERRIDE = "            num_prompts=0,\n"
+OVERRIDE = "            perform_sampling=False,\n"
+
+
+def legacy_variant(target: Path) -> Path:
+    """The after-split legacy engine whose non-driver ranks never sample."""
+    work = copy_tree(FIXTURES / "after_split" / "before", target)
+    runner = work / "model_runner.py"
+    text = runner.read_text()
+    count = "                num_prompts=0,\n"
+    assert text.count(count) == 1
+    runner.write_text(text.replace(count, count + "                perform_sampling=False,\n"))
+    return work
 
 
 def plant(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -38,7 +49,7 @@ def plant(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_unplanted_rewrite_keeps_the_non_driver_value(tmp_path: Path, migrate_cli) -> None:
-    work = copy_tree(FIXTURES / "after_split" / "before", tmp_path / "engine")
+    work = legacy_variant(tmp_path / "engine")
     assert migrate_cli(str(work)).code == 1  # written
     assert OVERRIDE in (work / "model_runner.py").read_text()
 
@@ -47,7 +58,7 @@ def test_a_planted_change_of_a_non_driver_value_is_refused(
     tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plant(monkeypatch)
-    work = copy_tree(FIXTURES / "after_split" / "before", tmp_path / "engine")
+    work = legacy_variant(tmp_path / "engine")
     before = snapshot(work)
     monkeypatch.chdir(work)
     data = json.loads(migrate_cli("--format", "json", ".").out)
@@ -55,7 +66,8 @@ def test_a_planted_change_of_a_non_driver_value_is_refused(
     refusal = next(r for r in data["refusals"] if r["code"] == "MIG111")
     assert (
         "at Worker.execute_model with ModelRunner, a non-driver rank built "
-        "SamplingMetadata(num_prompts=0) before the rewrite and gets its default after it"
+        "SamplingMetadata(perform_sampling=False) before the rewrite and gets its default "
+        "after it"
     ) in refusal["message"]
 
 
@@ -64,12 +76,12 @@ def test_with_the_check_disabled_the_planted_change_is_written(
 ) -> None:
     plant(monkeypatch)
     monkeypatch.setattr(verify, "changed_values", lambda old, new, config: [])
-    work = copy_tree(FIXTURES / "after_split" / "before", tmp_path / "engine")
+    work = legacy_variant(tmp_path / "engine")
     assert migrate_cli(str(work)).code == 1
     assert OVERRIDE not in (work / "model_runner.py").read_text()
 
 
-LEGACY = '''
+LEGACY = """
 class ModelRunner(ModelRunnerBase):
     def prepare_input_tensors(self, seqs):
         if self.is_driver_worker:
@@ -87,9 +99,9 @@ class ModelRunner(ModelRunnerBase):
 
     def profile_run(self, seqs):
         self.execute_model(seqs, [])
-'''
+"""
 
-MERGED = '''
+MERGED = """
 class ModelRunner(ModelRunnerBase):
     def prepare_model_input(self, seqs):
         tokens = self._tokens(seqs)
@@ -106,7 +118,7 @@ class ModelRunner(ModelRunnerBase):
 
     def profile_run(self, seqs):
         self.execute_model(self.prepare_model_input(seqs), [])
-'''
+"""
 
 
 def test_profile_run_preparing_locally_changes_the_non_driver_flag() -> None:
