@@ -14,7 +14,6 @@ for the step walk, the merged dict and the rules. Values are the literals' ``rep
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Mapping
 
 from runnercheck.analysis.hierarchy import Hierarchy, MethodRef
@@ -28,8 +27,17 @@ UNKNOWN = "?"
 Bindings = Mapping[str, str]
 
 
+_NAMED: dict[str, object] = {"True": True, "False": False, "None": None}
+
+
 def _value(text: str) -> object:
-    return ast.literal_eval(text)
+    """The value of a literal's ``repr`` (as :func:`~runnercheck.analysis.syntax.
+    literal_text` writes it), read without parsing Python again."""
+    if text in _NAMED:
+        return _NAMED[text]
+    if text.lstrip("-").isdigit():
+        return int(text)
+    return text[1:-1]  # a string's repr: compared with another repr's inside
 
 
 def holds(guard: Guard, bindings: Bindings) -> bool | None:
