@@ -139,6 +139,8 @@ def _subjects(project: Project, cls: ClassFacts) -> Iterator[_Subject]:
             counts = project.broadcasts_per_step(cls, runner)
             if base is not None and _same_as_base(project, base, runner, counts):
                 continue  # reported once, on the worker that defines the step
+            if _prepare_is_the_cause(project, runner, counts):
+                continue
             if max(c.count for c in counts.values()) > 1:
                 subject = cls.name if runner is None else f"{cls.name} and {runner.name}"
                 yield _Subject(subject, counts, runner, project.silent_worker(cls))
@@ -146,6 +148,25 @@ def _subjects(project: Project, cls: ClassFacts) -> Iterator[_Subject]:
         counts = project.broadcasts_per_step(cls)
         if max(c.count for c in counts.values()) > 1:
             yield _Subject(cls.name, counts, cls, None)
+
+
+def _prepare_is_the_cause(
+    project: Project, runner: ClassFacts | None, counts: dict[Role, PathCount]
+) -> bool:
+    """The extra broadcast is one the runner's ``prepare_model_input`` runs: RC105's
+    cause, reported there once (without it every path broadcasts at most once)."""
+    if runner is None:
+        return False
+    prepare = project.contract.prepare_input_method
+    if project.resolve_method(runner, prepare) is None:
+        return False
+    reached = {(r.site.path, r.site.line) for r in project.collectives_reachable(runner, prepare)}
+    if not reached:
+        return False
+    rest = [
+        [s for s in count.sites if (s.path, s.line) not in reached] for count in counts.values()
+    ]
+    return all(len(sites) <= 1 for sites in rest)
 
 
 @dataclass(frozen=True)
