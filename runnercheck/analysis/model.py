@@ -86,11 +86,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
+from runnercheck.analysis.conditions import Condition, Guard, Role
+
 if TYPE_CHECKING:
     from runnercheck.analysis.requests import RequestUses
     from runnercheck.analysis.shapes import SplitShape
 
-Role = Literal["driver", "non-driver"]
+__all__ = ["Condition", "Guard", "Role"]
 
 
 # --------------------------------------------------------------------------- data
@@ -101,29 +103,6 @@ class SyntaxErrorFacts:
     line: int
     col: int
     message: str
-
-
-@dataclass(frozen=True)
-class Guard:
-    """One condition of an ``if`` that tests a name against a literal: ``name`` is a
-    parameter, a local or ``self.X``; ``op`` is ``"truthy"``, ``"falsy"``, ``"is"``,
-    ``"is not"``, ``"=="`` or ``"!="``; ``value`` is the literal's ``repr`` ("" for the
-    truth tests)."""
-
-    name: str
-    op: str
-    value: str = ""
-
-
-@dataclass(frozen=True)
-class Condition:
-    """An ``if`` around a statement: the conjunction of its guards (``if a and not b``),
-    and whether the statement sits in its body (True) or its ``else`` (False)."""
-
-    guards: tuple[Guard, ...]
-    then: bool
-    #: The guards are the whole test (else the ``else`` may run while they all hold).
-    complete: bool = True
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import re
 
-from runnercheck.analysis.model import Guard, Role
+from runnercheck.analysis.conditions import Guard, Role
 from runnercheck.analysis.syntax import dotted, last_name, literal_text, receiver, str_const
 from runnercheck.contract import (
     DRIVER_ONLY_KEY,
