@@ -234,6 +234,7 @@ def _class_facts(
     contract: Contract,
     tree: ast.Module,
     lines: list[str],
+    shapes: bool = True,
 ) -> ClassFacts:
     bases: list[str] = []
     base_args: list[tuple[str, ...]] = []
@@ -288,7 +289,7 @@ def _class_facts(
                 stmt, f"{node.name}.{stmt.name}", path, imports, contract, in_class=True
             )
             method = reader.read()
-            if isinstance(stmt, ast.FunctionDef):
+            if shapes and isinstance(stmt, ast.FunctionDef):
                 _method_shape(method, stmt, contract, tree, lines)
             facts.methods[stmt.name] = method
             if method.is_abstract:
@@ -306,7 +307,9 @@ def extract_tree(
     contract: Contract = VLLM,
     names: bool = False,
 ) -> ModuleFacts:
-    """Facts of an already parsed module (``names``: also every name it loads)."""
+    """Facts of an already parsed module. ``names`` (what ``migrate`` asks for): also
+    every name it loads, and the shapes ``migrate`` plans from (the legacy split, the
+    request reads of the execute method); ``check`` reads neither."""
     facts = ModuleFacts(path=path, suppressions=suppressions(source) if source else {})
     lines = source.splitlines()
     statements = module_level(tree.body)
@@ -342,7 +345,7 @@ def extract_tree(
     for stmt in statements:
         if isinstance(stmt, ast.ClassDef):
             facts.classes[stmt.name] = _class_facts(
-                stmt, path, facts.imports, contract, tree, lines
+                stmt, path, facts.imports, contract, tree, lines, shapes=names
             )
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             facts.functions[stmt.name] = FunctionReader(
