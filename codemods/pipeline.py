@@ -306,6 +306,16 @@ def _verify(
     if key not in state.before:
         state.before[key] = verify.findings(old, state.config)
     added = verify.new_findings(old, new, state.config, state.before[key])
+    changed = verify.changed_values(old, new, state.config) if not added else []
+    if changed:
+        return Refused(
+            codemod,
+            "MIG111",
+            next(iter(changes)),
+            0,
+            f"{label}: {'; '.join(c.describe() for c in changed)}",
+            label,
+        )
     if added:
         first = added[0]
         return Refused(

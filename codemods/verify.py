@@ -1,6 +1,8 @@
-"""Before anything is written: the new sources must re-parse, ``compile()``, and
+"""Before anything is written: the new sources must re-parse, ``compile()``,
 re-analyse with ``runnercheck check`` as already migrated (no RC106 paired
-broadcast, and no finding the old sources did not have)."""
+broadcast, and no finding the old sources did not have), and give every non-driver
+rank the same values at every entry point of the step (see
+:mod:`runnercheck.analysis.holds`)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from runnercheck.analysis.extract import extract_tree
+from runnercheck.analysis.holds import Change, NonDriverValues
+from runnercheck.analysis.holds import changed_values as compare_values
 from runnercheck.analysis.model import ModuleFacts
+from runnercheck.analysis.project import Project
 from runnercheck.check.pipeline import FileOutcome, check_outcomes, parse_codes
 from runnercheck.config import Config
 from runnercheck.findings import Finding
@@ -67,3 +72,14 @@ def new_findings(
         for f in findings(new, config)
         if _key(f) not in seen or (f.code == "RC106" and f.path in changed)
     ]
+
+
+def changed_values(
+    old: Mapping[Path, ModuleFacts], new: Mapping[Path, ModuleFacts], config: Config
+) -> list[Change]:
+    """The literal flags a non-driver rank held at an entry point before the rewrite
+    and holds otherwise after it."""
+    contract = config.contract()
+    before = NonDriverValues(Project(old.values(), contract)).held()
+    after = NonDriverValues(Project(new.values(), contract)).held()
+    return compare_values(before, after)

@@ -993,6 +993,17 @@ def prepare_model_input(self, seq_group_metadata_list):
         runnable=False,
     ),
     Rule(
+        code="MIG111",
+        name="non-driver-value-changed",
+        tool="migrate",
+        summary="The rewrite would change what a non-driver rank holds at an entry point of the step.",
+        why="Where the old non-driver path built an object with a literal flag (`SamplingMetadata(..., perform_sampling=False)`), the new path from the same entry point (the worker's step, `profile_run`, a dummy run) must give it the same value; a non-driver that now prepares locally gets the driver's value instead, and may run the sampler on logits only rank 0 holds.",
+        bad="(see summary)",
+        good="(see summary)",
+        runnable=False,
+        fix="Give the value explicitly where the non-driver now builds the object (for example pass the flag from `self.is_driver_worker`), or keep that entry point on the old path.",
+    ),
+    Rule(
         code="MIG199",
         name="internal-error",
         tool="migrate",

@@ -55,6 +55,10 @@ class Config(Contract):
     #: ``{"NAME": "TYPE"}`` (``tensor``, ``int``, ``float``, ``bool``, ``str``, ``bytes``
     #: or ``module:attr``).
     fuzz_extras: dict[str, str] = field(default_factory=dict)
+    #: ``check``: directories holding packages that the checked files import, read (never
+    #: imported) for context only, before the installed packages (relative to the
+    #: project root).
+    context: tuple[str, ...] = ()
 
     def contract(self) -> Contract:
         """The contract names alone (what the analyses need)."""

@@ -26,6 +26,8 @@ ILLUSTRATIVE = {
     "MIG006": "a write that fails: the file system, not source text",
     "MIG007": "a run killed while writing: a journal, not source text",
     "MIG110": "a rewrite that fails verification is a bug of the codemods",
+    "MIG111": "a rewrite that changes a non-driver value is a bug of the codemods "
+    "(tests/migrate/test_equivalence.py plants one)",
     "MIG199": "an internal error of the planner",
 }
 #: The runtime validator's rules run as fuzz defect fixtures (tests/fuzz/fixtures).

@@ -8,14 +8,17 @@ import ast
 
 from runnercheck.analysis.model import (
     CallSite,
+    Condition,
     ConstructFacts,
     DictFacts,
     FunctionFacts,
     HelperCall,
     KeyFacts,
+    Role,
 )
 from runnercheck.analysis.recognise import bad_value
 from runnercheck.analysis.syntax import (
+    arg_text,
     col_of,
     dotted,
     last_name,
@@ -28,7 +31,12 @@ from runnercheck.analysis.syntax import (
 from runnercheck.contract import Contract
 
 
-def call_site(node: ast.Call, nested: bool = False) -> CallSite:
+def call_site(
+    node: ast.Call,
+    nested: bool = False,
+    conditions: tuple[Condition, ...] = (),
+    role: Role | None = None,
+) -> CallSite:
     return CallSite(
         line=node.lineno,
         col=node.col_offset + 1,
@@ -37,6 +45,10 @@ def call_site(node: ast.Call, nested: bool = False) -> CallSite:
         keywords=tuple(kw.arg for kw in node.keywords if kw.arg),
         star_kwargs=any(kw.arg is None for kw in node.keywords),
         nested=nested,
+        conditions=conditions,
+        role=role,
+        args=tuple(arg_text(a) for a in node.args),
+        kwargs=tuple((kw.arg, arg_text(kw.value)) for kw in node.keywords if kw.arg is not None),
     )
 
 
@@ -71,6 +83,8 @@ class DictReader:
     path: str
     bad_locals: dict[str, str]
     calls: list[CallSite]
+    call_conditions: dict[tuple[int, int], tuple[Condition, ...]]
+    call_roles: dict[tuple[int, int], Role]
     noted: set[int]
     nodes: list[ast.AST]
     #: Nested functions, classes and lambdas of the body (their calls run later, if ever).
@@ -337,7 +351,14 @@ class DictReader:
                     if key is not None:
                         self.facts.dicts[node.value.id].reads.add(key)
             elif isinstance(node, ast.Call):
-                self.calls.append(call_site(node))
+                where = (node.lineno, node.col_offset + 1)
+                self.calls.append(
+                    call_site(
+                        node,
+                        conditions=self.call_conditions.get(where, ()),
+                        role=self.call_roles.get(where),
+                    )
+                )
                 mutated = _mutated_param_attr(node.func, self.params)
                 if mutated is not None:
                     self._note_write(*mutated)

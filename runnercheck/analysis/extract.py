@@ -13,6 +13,7 @@ from runnercheck.analysis.dicts import DictReader
 from runnercheck.analysis.model import (
     CallSite,
     ClassFacts,
+    Condition,
     FieldFacts,
     FunctionFacts,
     LiteralDictFacts,
@@ -30,9 +31,11 @@ from runnercheck.analysis.syntax import (
     dotted,
     is_stub_body,
     last_name,
+    literal_text,
     loaded_names,
     module_level,
     names_in,
+    param_defaults,
     read_import,
     read_import_source,
     str_const,
@@ -103,9 +106,14 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.nested: list[ast.AST] = []
         self.param_names = frozenset(self.params)
         self.role: Role | None = None
+        self.conditions: tuple[Condition, ...] = ()
+        self.call_conditions: dict[tuple[int, int], tuple[Condition, ...]] = {}
+        self.call_roles: dict[tuple[int, int], Role] = {}
 
     def read(self) -> FunctionFacts:
+        self.facts.param_defaults = param_defaults(self.node.args)
         self.facts.steps = self._steps(self.node.body)
+        self.read_self_constants()
         self._read_dicts()
         self._read_bindings()
         returns = self.node.returns
@@ -226,6 +234,7 @@ def _class_facts(
     contract: Contract,
     tree: ast.Module,
     lines: list[str],
+    shapes: bool = True,
 ) -> ClassFacts:
     bases: list[str] = []
     base_args: list[tuple[str, ...]] = []
@@ -263,18 +272,24 @@ def _class_facts(
                     facts.annotation_texts[stmt.target.id] = ast.unparse(stmt.annotation)
                 if stmt.value is not None:
                     facts.class_attrs[stmt.target.id] = names_in(stmt.value)
+                    literal = literal_text(stmt.value)
+                    if literal is not None and not facts.is_dataclass:
+                        facts.class_constants[stmt.target.id] = literal
                 elif not facts.is_dataclass:
                     facts.annotations[stmt.target.id] = names_in(stmt.annotation)
         elif isinstance(stmt, ast.Assign):
+            literal = literal_text(stmt.value)
             for target in stmt.targets:
                 if isinstance(target, ast.Name):
                     facts.class_attrs[target.id] = names_in(stmt.value)
+                    if literal is not None:
+                        facts.class_constants[target.id] = literal
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             reader = FunctionReader(
                 stmt, f"{node.name}.{stmt.name}", path, imports, contract, in_class=True
             )
             method = reader.read()
-            if isinstance(stmt, ast.FunctionDef):
+            if shapes and isinstance(stmt, ast.FunctionDef):
                 _method_shape(method, stmt, contract, tree, lines)
             facts.methods[stmt.name] = method
             if method.is_abstract:
@@ -292,7 +307,9 @@ def extract_tree(
     contract: Contract = VLLM,
     names: bool = False,
 ) -> ModuleFacts:
-    """Facts of an already parsed module (``names``: also every name it loads)."""
+    """Facts of an already parsed module. ``names`` (what ``migrate`` asks for): also
+    every name it loads, and the shapes ``migrate`` plans from (the legacy split, the
+    request reads of the execute method); ``check`` reads neither."""
     facts = ModuleFacts(path=path, suppressions=suppressions(source) if source else {})
     lines = source.splitlines()
     statements = module_level(tree.body)
@@ -328,7 +345,7 @@ def extract_tree(
     for stmt in statements:
         if isinstance(stmt, ast.ClassDef):
             facts.classes[stmt.name] = _class_facts(
-                stmt, path, facts.imports, contract, tree, lines
+                stmt, path, facts.imports, contract, tree, lines, shapes=names
             )
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             facts.functions[stmt.name] = FunctionReader(

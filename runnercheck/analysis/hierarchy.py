@@ -58,11 +58,18 @@ class Hierarchy:
             parts = module_parts(module.path)
             for i in range(len(parts)):
                 self._by_suffix.setdefault(parts[i:], []).append(module)
+        #: The package directories of the analysed files (``vllm``, ``worker``, ...).
+        self._packages = {
+            part for module in self.modules.values() for part in module_parts(module.path)[:-1]
+        }
         self._mro: dict[int, list[ClassFacts]] = {}
         self._ancestors: dict[int, set[str]] = {}
         #: Paths whose findings are reported (None: all); a rule that may place a
         #: finding in several files prefers one of these.
         self.reportable: set[str] | None = None
+        #: What a question over the whole project computed once (by the asker's name),
+        #: such as a rule's findings grouped by cause across modules.
+        self.memo: dict[str, object] = {}
 
     # ------------------------------------------------------------ classes
     def module_of(self, cls: ClassFacts) -> ModuleFacts:
@@ -110,6 +117,21 @@ class Hierarchy:
                 return str(paths[0])
         return None
 
+    def _below(self, mod_name: str, cls_name: str, from_path: str) -> ClassFacts | None:
+        """The class ``cls_name`` of a module inside package ``mod_name``."""
+        if mod_name.startswith("."):
+            level = len(mod_name) - len(mod_name.lstrip("."))
+            base = module_parts(from_path)[:-level]
+            wanted = base + tuple(p for p in mod_name.lstrip(".").split(".") if p)
+        else:
+            wanted = tuple(mod_name.split("."))
+        size = len(wanted)
+        for cls in self._by_name.get(cls_name, []):
+            parts = module_parts(cls.path)[:-1]
+            if any(parts[i : i + size] == wanted for i in range(len(parts) - size + 1)):
+                return cls
+        return None
+
     def resolve_class(self, name: str, from_path: str) -> ClassFacts | None:
         """The class a (possibly dotted) name refers to in the file ``from_path``."""
         simple = last_name(name)
@@ -125,6 +147,12 @@ class Hierarchy:
                 for candidate in self.modules_named(mod_name, from_path):
                     if cls_name in candidate.classes:
                         return candidate.classes[cls_name]
+                top = mod_name.lstrip(".").split(".", 1)[0]
+                if mod_name.startswith(".") or top in self._packages:
+                    # imported from a module of the analysed packages that was not read:
+                    # only a class of a module below it (a package re-exporting it) is
+                    # that class; a namesake elsewhere is another one
+                    return self._below(mod_name, cls_name, from_path)
         found = self._by_name.get(simple, [])
         if not found:
             return None

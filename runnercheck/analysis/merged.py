@@ -181,6 +181,9 @@ class MergedDicts(KeyFlow, StepWalk):
                 if any(is_step_broadcast(s, function) for s in facts.sources):
                     receives.append((ref, facts))
         sends = [s for s in sends if not s[1].name.startswith("<")]
+        # a control broadcast beside the step's (``{"is_dummy_batch": ...}`` sent and
+        # received on its own) carries no part: the merged step is the one that does
+        receives = [r for r in receives if self._rebuilds_parts(r[1])] or receives
         if len(sends) != 1 or len(receives) != 1:
             return None
         (send_ref, send), (recv_ref, received) = sends[0], receives[0]
@@ -204,6 +207,11 @@ class MergedDicts(KeyFlow, StepWalk):
             else:
                 self._consume(worker, runner, recv_ref, event, walk)
         return step
+
+    def _rebuilds_parts(self, received: DictFacts) -> bool:
+        """The received dict is handed to something that rebuilds a part from it."""
+        function = self.contract.broadcast_function
+        return any(not is_step_broadcast(h.callee, function) for h in received.helpers)
 
     # ----------------------------------------------------------- producers
     def _extras(self, worker: ClassFacts, ref: MethodRef, send: DictFacts) -> dict[str, Origin]:

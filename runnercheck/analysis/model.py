@@ -86,11 +86,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
+from runnercheck.analysis.conditions import Condition, Guard, Role
+
 if TYPE_CHECKING:
     from runnercheck.analysis.requests import RequestUses
     from runnercheck.analysis.shapes import SplitShape
 
-Role = Literal["driver", "non-driver"]
+__all__ = ["Condition", "Guard", "Role"]
 
 
 # --------------------------------------------------------------------------- data
@@ -117,6 +119,14 @@ class CallSite:
     star_kwargs: bool = False
     #: The call sits in a nested function or lambda of the body (it runs later, if ever).
     nested: bool = False
+    #: The ``if`` conditions around the call that test names against literals.
+    conditions: tuple[Condition, ...] = ()
+    #: The ranks that run the call, from the driver flag (a branch on it, or what
+    #: follows ``if not self.is_driver_worker: return``); None: every rank.
+    role: Role | None = None
+    #: Each positional argument's text, and ``(keyword, text)``, as :attr:`CallStep.args`.
+    args: tuple[str, ...] = ()
+    kwargs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,7 +143,8 @@ class CallStep:
     #: A send of an empty dict literal: the stop signal of a worker loop.
     sends_empty: bool = False
     #: For a ``self``/``cls``/``super()`` call: each positional argument's text when it is
-    #: a name or arithmetic (``"(count - 1)"``), else ``""``; and ``(keyword, text)``.
+    #: a name, arithmetic (``"(count - 1)"``) or a literal (``"False"``, ``"None"``,
+    #: ``"3"``, ``"'x'"``), else ``""``; and ``(keyword, text)``.
     args: tuple[str, ...] = ()
     kwargs: tuple[tuple[str, str], ...] = ()
 
@@ -145,6 +156,10 @@ class BranchStep:
     else_role: Role | None
     body: tuple[Step, ...]
     orelse: tuple[Step, ...]
+    #: The test's conjuncts that compare a name with a literal (see :class:`Guard`),
+    #: and whether they are the whole test.
+    guards: tuple[Guard, ...] = ()
+    complete: bool = False
 
 
 @dataclass(frozen=True)
@@ -335,6 +350,11 @@ class FunctionFacts:
     param_types: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: Calls that may construct a class with arguments of known classes.
     constructions: tuple[ConstructionFacts, ...] = ()
+    #: Literal defaults of parameters (keyword-only included): name -> ``repr``.
+    param_defaults: dict[str, str] = field(default_factory=dict)
+    #: ``self.X = <literal>`` anywhere in the body: X -> the literal's ``repr`` (``"?"``
+    #: when the body also assigns X something else).
+    self_constants: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -359,6 +379,9 @@ class ClassFacts:
     #: A NamedTuple's ``name: <annotation>`` statements as written, in order (its
     #: field types); empty for other classes.
     annotation_texts: dict[str, str] = field(default_factory=dict)
+    #: Class-level ``name = <literal>`` (``do_metadata_broadcast = False``): name ->
+    #: the literal's ``repr``.
+    class_constants: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -25,7 +25,14 @@ The API (stable)
 ``Project.wrapper_step(cls)`` -> :class:`WrapperStep` | None (broadcasts of one step through
 the inner workers' steps, per role and path)
 
-Its parts live in their own modules: :mod:`~runnercheck.analysis.hierarchy` (classes,
+Named parts it holds (composed, not inherited): ``Project.constants``
+(:class:`~runnercheck.analysis.constants.Constants`: literal ``self`` attributes, and
+with :func:`~runnercheck.analysis.constants.branch_taken` the branches literal
+arguments and constants decide). :class:`~runnercheck.analysis.holds.NonDriverValues`
+takes a project and answers, per entry point of the step, what a non-driver rank
+builds (``migrate``'s equivalence check).
+
+Its other parts live in their own modules: :mod:`~runnercheck.analysis.hierarchy` (classes,
 MRO, methods, fields), :mod:`~runnercheck.analysis.roles` (workers, runners, pairs),
 :mod:`~runnercheck.analysis.keyflow` (keys produced and received) and
 :mod:`~runnercheck.analysis.stepwalk` (broadcasts per step, collectives) and

@@ -8,8 +8,8 @@ from __future__ import annotations
 import ast
 import re
 
-from runnercheck.analysis.model import Role
-from runnercheck.analysis.syntax import dotted, last_name, receiver, str_const
+from runnercheck.analysis.conditions import Guard, Role
+from runnercheck.analysis.syntax import dotted, last_name, literal_text, receiver, str_const
 from runnercheck.contract import (
     DRIVER_ONLY_KEY,
     DRIVER_ONLY_METADATA_KEY,
@@ -170,6 +170,49 @@ def role_of(test: ast.expr, flag: str) -> tuple[Role | None, Role | None]:
         orelse = next((r[1] for r in roles if r[1] is not None), None)
         return None, orelse
     return None, None
+
+
+_COMPARE = {ast.Is: "is", ast.IsNot: "is not", ast.Eq: "==", ast.NotEq: "!="}
+
+
+def _guard_name(node: ast.expr) -> str | None:
+    """A name a guard may test: a local or parameter, or ``<self>.X``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def guards_of(test: ast.expr) -> tuple[tuple[Guard, ...], bool]:
+    """The conjuncts of an ``if`` test that compare a name with a literal (``if
+    align_worker``, ``if not self.do_metadata_broadcast``, ``if mode == "dummy"``,
+    ``if a and b is None``), and whether they are the whole test (the others may be
+    anything, so the test may be false while every guard holds)."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        found: list[Guard] = []
+        complete = True
+        for value in test.values:
+            guards, whole = guards_of(value)
+            found += guards
+            complete = complete and whole
+        return tuple(found), complete
+    negated = isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not)
+    operand = test.operand if isinstance(test, ast.UnaryOp) and negated else test
+    name = _guard_name(operand)
+    if name is not None:
+        return (Guard(name, "falsy" if negated else "truthy"),), True
+    if (
+        not negated
+        and isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and type(test.ops[0]) in _COMPARE
+    ):
+        name = _guard_name(test.left)
+        literal = literal_text(test.comparators[0])
+        if name is not None and literal is not None:
+            return (Guard(name, _COMPARE[type(test.ops[0])], literal),), True
+    return (), False
 
 
 def is_driver_only_marker(node: ast.expr | None, key: str = DRIVER_ONLY_KEY) -> bool:

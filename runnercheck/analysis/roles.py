@@ -63,7 +63,8 @@ class Roles(Hierarchy):
         return [c for c in self.all_classes() if self.is_runner(c)]
 
     def runner_candidates(self, worker: ClassFacts) -> dict[str, list[ClassFacts]]:
-        """Runner classes each ``self.<attr>`` of a worker may hold."""
+        """Runner classes each ``self.<attr>`` of a worker may hold: what it is assigned,
+        else what the class annotates it with (a factory method builds it)."""
         out: dict[str, list[ClassFacts]] = {}
         for klass in reversed(self.mro(worker)):
             for attr, names in klass.self_attrs.items():
@@ -71,6 +72,23 @@ class Roles(Hierarchy):
                 for name in names:
                     target = self.resolve_class(name, klass.path)
                     if target is not None and self.is_runner(target) and target not in found:
+                        found.append(target)
+                if found:
+                    out[attr] = found
+        # ``model_runner: NeuronModelRunner`` where a factory method builds it
+        for klass in self.mro(worker):
+            for attr, names in klass.annotations.items():
+                if attr in out:
+                    continue
+                found = []
+                for name in names:
+                    target = self.resolve_class(name, klass.path)
+                    if (
+                        target is not None
+                        and self.is_runner(target)
+                        and not self.is_abstract(target)
+                        and target not in found
+                    ):
                         found.append(target)
                 if found:
                     out[attr] = found

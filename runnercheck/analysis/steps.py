@@ -9,6 +9,7 @@ import ast
 from runnercheck.analysis.model import (
     BranchStep,
     CallStep,
+    Condition,
     ExitStep,
     FunctionFacts,
     LoopStep,
@@ -17,8 +18,13 @@ from runnercheck.analysis.model import (
     Step,
     TryStep,
 )
-from runnercheck.analysis.recognise import broadcast_sends, classify_collective, role_of
-from runnercheck.analysis.syntax import dotted, last_name
+from runnercheck.analysis.recognise import (
+    broadcast_sends,
+    classify_collective,
+    guards_of,
+    role_of,
+)
+from runnercheck.analysis.syntax import arg_text, dotted, last_name, literal_text
 from runnercheck.contract import Contract
 
 #: Nodes with nothing to record below them.
@@ -61,6 +67,11 @@ class StepReader:
     param_names: frozenset[str]
     #: Which ranks run the statement being read (None: every rank).
     role: Role | None
+    #: The ``if`` conditions around the statement being read, and those of each call
+    #: read so far (by line and column).
+    conditions: tuple[Condition, ...]
+    call_conditions: dict[tuple[int, int], tuple[Condition, ...]]
+    call_roles: dict[tuple[int, int], Role]
 
     def _call_steps(self, node: ast.AST, out: list[Step]) -> None:
         """Calls in ``node`` in evaluation order (arguments before the call); every node
@@ -87,6 +98,11 @@ class StepReader:
             return
         if kind is ast.Call:
             assert isinstance(node, ast.Call)
+            if self.conditions or self.role is not None:
+                where = (node.lineno, node.col_offset + 1)
+                self.call_conditions[where] = self.conditions
+                if self.role is not None:
+                    self.call_roles[where] = self.role
             self._call_steps(node.func, out)
             for arg in node.args:
                 self._call_steps(arg, out)
@@ -108,9 +124,9 @@ class StepReader:
                 args: tuple[str, ...] = ()
                 kwargs: tuple[tuple[str, str], ...] = ()
                 if collective is None:
-                    args = tuple(_arg_text(a) for a in node.args)
+                    args = tuple(arg_text(a) for a in node.args)
                     kwargs = tuple(
-                        (kw.arg, _arg_text(kw.value)) for kw in node.keywords if kw.arg is not None
+                        (kw.arg, arg_text(kw.value)) for kw in node.keywords if kw.arg is not None
                     )
                 out.append(
                     CallStep(
@@ -146,13 +162,30 @@ class StepReader:
             if isinstance(stmt, ast.If):
                 self._call_steps(stmt.test, out)
                 then_role, else_role = role_of(stmt.test, flag)
+                guards, complete = guards_of(stmt.test)
                 here = self.role
+                around = self.conditions
                 self.role = then_role or here
+                if guards:
+                    self.conditions = (*around, Condition(guards, True, complete))
                 then_steps = self._steps(stmt.body)
                 self.role = else_role or here
+                if guards:
+                    self.conditions = (*around, Condition(guards, False, complete))
                 else_steps = self._steps(stmt.orelse)
                 self.role = here
-                out.append(BranchStep(stmt.lineno, then_role, else_role, then_steps, else_steps))
+                self.conditions = around
+                out.append(
+                    BranchStep(
+                        stmt.lineno,
+                        then_role,
+                        else_role,
+                        then_steps,
+                        else_steps,
+                        guards,
+                        complete,
+                    )
+                )
                 if else_role is not None and _exits(stmt.body) and not stmt.orelse:
                     self.role = else_role
                 elif then_role is not None and stmt.orelse and _exits(stmt.orelse):
@@ -210,6 +243,26 @@ class StepReader:
         self.role = outer
         return tuple(out)
 
+    def read_self_constants(self) -> None:
+        """``self.X = <literal>`` in the body (``"?"`` when X is also assigned anything
+        else), into :attr:`FunctionFacts.self_constants`."""
+        if self.self_name is None:
+            return
+        out = self.facts.self_constants
+        for node in self.nodes:
+            if not isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == self.self_name
+                ):
+                    literal = None if isinstance(node, ast.AugAssign) else literal_text(node.value)
+                    seen = out.get(target.attr)
+                    out[target.attr] = literal if literal and seen in (None, literal) else "?"
+
     def self_attrs(self, out: dict[str, tuple[str, ...]]) -> None:
         """``self.X = ...``: the class names X may hold (into ``out``)."""
         if self.self_name is None:
@@ -231,16 +284,6 @@ class StepReader:
                         if found:
                             merged = out.get(target.attr, ()) + found
                             out[target.attr] = tuple(dict.fromkeys(merged))
-
-
-def _arg_text(node: ast.expr) -> str:
-    """An argument as :attr:`CallStep.args` records it: a name, an arithmetic expression
-    in parentheses (``(count - 1)``), else ``""``."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.BinOp):
-        return f"({ast.unparse(node)})"
-    return ""
 
 
 def range_count(node: ast.expr) -> str | None:

@@ -7,11 +7,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from runnercheck.analysis.constants import (
+    Bindings,
+    Constants,
+    branch_reachable,
+    call_bindings,
+    conditions_hold,
+)
 from runnercheck.analysis.hierarchy import MethodRef
 from runnercheck.analysis.model import (
     BranchStep,
     CallStep,
     ClassFacts,
+    Condition,
     ExitStep,
     FunctionFacts,
     LoopStep,
@@ -20,7 +28,6 @@ from runnercheck.analysis.model import (
     RoleAssertStep,
     Step,
     TryStep,
-    calls_with_side,
     flatten_calls,
 )
 from runnercheck.analysis.roles import Roles
@@ -41,24 +48,58 @@ class BroadcastSite:
 
 @dataclass(frozen=True)
 class PathCount:
-    """The most step broadcasts on one path, and where they are."""
+    """The most step broadcasts on one path, and where they are; how far the path goes
+    into the runner's step (``stage``: 0 neither, 1 it prepares or rebuilds the model
+    input, 2 it runs the model). A path that returns before the step, such as the stop
+    signal or a dummy batch that never reaches the runner, is not a step."""
 
     count: int
     sites: tuple[BroadcastSite, ...] = ()
+    stage: int = 0
 
     def __add__(self, other: PathCount) -> PathCount:
-        return PathCount(self.count + other.count, self.sites + other.sites)
+        return PathCount(
+            self.count + other.count, self.sites + other.sites, max(self.stage, other.stage)
+        )
+
+    @property
+    def runs_model(self) -> bool:
+        return self.stage == 2
 
 
 ZERO = PathCount(0)
+PREPARED = PathCount(0, (), 1)
+RAN_MODEL = PathCount(0, (), 2)
+
+#: ``self.<attr>(...)`` calls that run the model (or sample from its output): a
+#: broadcast after one of them in the same function carries data of this step's result,
+#: not metadata for it.
+MODEL_ATTRS = ("model", "sampler")
 
 
 def _best(a: PathCount | None, b: PathCount | None) -> PathCount | None:
+    """The path that runs the model, else the one with more broadcasts."""
     if a is None:
         return b
     if b is None:
         return a
+    if a.stage != b.stage:
+        return a if a.stage > b.stage else b
     return b if b.count > a.count else a
+
+
+def first_model_call(func: FunctionFacts) -> int | None:
+    """The line of the first call of the model or the sampler in ``func`` (None: none)."""
+    lines = [
+        call.line
+        for call in func.calls
+        if not call.nested
+        and any(
+            call.callee == f"self.{attr}" or call.callee.startswith(f"self.{attr}.")
+            for attr in MODEL_ATTRS
+        )
+    ]
+    return min(lines) if lines else None
 
 
 @dataclass(frozen=True)
@@ -69,12 +110,16 @@ class Reached:
     chain: tuple[str, ...]
     #: the call sits under a branch only the non-driver ranks take
     non_driver: bool = False
+    #: the call, or a call on the chain to it, sits under a branch only the driver takes
+    driver_only: bool = False
 
 
 class StepWalk(Roles):
     def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
         super().__init__(modules, contract)
         self._count_memo: dict[tuple[int, int, str, Role, int], PathCount | None] = {}
+        #: Constants and the branches they decide (a named part).
+        self.constants = Constants(self)
 
     # ------------------------------------------------- broadcasts per step
     def _dispatch(
@@ -141,7 +186,9 @@ class StepWalk(Roles):
                 break
             if isinstance(step, CallStep):
                 if step.collective is not None:
-                    if step.step_broadcast:
+                    model_line = first_model_call(ref.func)
+                    after_model = model_line is not None and step.line > model_line
+                    if step.step_broadcast and not after_model:
                         site = BroadcastSite(
                             ref.func.path, step.line, step.col, ref.func.qualname, step.callee
                         )
@@ -152,9 +199,19 @@ class StepWalk(Roles):
                     continue
                 sub = self._count_function(target[0], target[1], role, runner)
                 running = None if sub is None else running + sub
+                if running is not None and target[0] is not cls:
+                    name = target[1].func.name
+                    if name == self.contract.execute_method:
+                        running = running + RAN_MODEL
+                    elif name in (
+                        self.contract.prepare_input_method,
+                        self.contract.make_input_method,
+                    ):
+                        running = running + PREPARED
             elif isinstance(step, BranchStep):
-                then_ok = step.then_role is None or step.then_role == role
-                else_ok = step.else_role is None or step.else_role == role
+                then_live, else_live = branch_reachable(step, self.constants.self_bindings(cls))
+                then_ok = then_live and (step.then_role is None or step.then_role == role)
+                else_ok = else_live and (step.else_role is None or step.else_role == role)
                 ft_then = ex_then = ft_else = ex_else = None
                 if then_ok:
                     ft_then, ex_then = self._walk(step.body, cls, ref, role, runner, running)
@@ -214,19 +271,41 @@ class StepWalk(Roles):
         return out
 
     # ------------------------------------------------------- collectives
+    def _driver_condition(self, conditions: tuple[Condition, ...]) -> bool:
+        """Some ``if`` around a call lets only the driver through."""
+        flag = self.contract.driver_flag
+        for condition in conditions:
+            for guard in condition.guards:
+                if guard.name.rsplit(".", 1)[-1] != flag:
+                    continue
+                truthy = guard.op == "truthy"
+                alone = condition.complete and len(condition.guards) == 1
+                if (truthy and condition.then) or (
+                    guard.op == "falsy" and not condition.then and alone
+                ):
+                    return True
+        return False
+
     def collectives_reachable(self, cls: ClassFacts, method: str) -> list[Reached]:
         """Every collective call reachable from ``cls.method`` through ``self``/``cls``/
-        ``super()`` calls and module-level helpers (any path, any role)."""
+        ``super()`` calls and module-level helpers (any role), with the literal
+        arguments of each call carried into its callee: a branch those constants (or a
+        constant ``self`` attribute) rule out is not followed."""
         ref = self.resolve_method(cls, method)
         if ref is None:
             return []
-        found: list[Reached] = []
-        seen: set[int] = set()
+        found: dict[tuple[str, int, int], Reached] = {}
+        seen: set[tuple[int, frozenset[tuple[str, str]], bool]] = set()
+        constants = self.constants
 
-        def visit(current: MethodRef, chain: tuple[str, ...]) -> None:
-            if id(current.func) in seen:
+        def visit(
+            current: MethodRef, chain: tuple[str, ...], bindings: dict[str, str], driver: bool
+        ) -> None:
+            key = (id(current.func), frozenset(bindings.items()), driver)
+            if key in seen:
                 return
-            seen.add(id(current.func))
+            seen.add(key)
+            bound = {**constants.self_bindings(cls), **bindings}
             collectives = {
                 (s.line, s.col) for s in flatten_calls(current.func.steps) if s.collective
             }
@@ -235,10 +314,18 @@ class StepWalk(Roles):
                     continue
                 if "." in call.callee.split("(", 1)[0].replace("?", ""):
                     continue  # module-level helpers called by their bare name
+                if not conditions_hold(call.conditions, bound):
+                    continue
                 helper = self.resolve_function(call.callee, current.func.path)
                 if helper is not None:
-                    visit(MethodRef(current.owner, helper), (*chain, helper.qualname))
-            for step, non_driver in calls_with_side(current.func.steps):
+                    inner = MethodRef(current.owner, helper)
+                    visit(
+                        inner,
+                        (*chain, helper.qualname),
+                        call_bindings(call, inner, bound, self_bound=False),
+                        driver or self._driver_condition(call.conditions),
+                    )
+            for step, side in reachable_calls(current.func.steps, bound):
                 if step.collective is not None:
                     site = BroadcastSite(
                         current.func.path,
@@ -247,14 +334,49 @@ class StepWalk(Roles):
                         current.func.qualname,
                         step.callee,
                     )
-                    found.append(Reached(site, chain, non_driver))
+                    found.setdefault(
+                        (site.path, site.line, site.col),
+                        Reached(site, chain, side == "non-driver", driver or side == "driver"),
+                    )
                     continue
                 parts = step.callee.split(".")
                 if len(parts) != 2 or parts[0] not in ("self", "cls", "super()"):
                     continue
                 target = self._dispatch(cls, current.owner, current.func, step.callee, None)
                 if target is not None:
-                    visit(target[1], (*chain, target[1].func.qualname))
+                    callee = target[1]
+                    visit(
+                        callee,
+                        (*chain, callee.func.qualname),
+                        call_bindings(
+                            step, callee, bound, self_bound=not callee.func.is_staticmethod
+                        ),
+                        driver or side == "driver",
+                    )
 
-        visit(ref, (ref.func.qualname,))
-        return found
+        visit(ref, (ref.func.qualname,), {}, False)
+        return list(found.values())
+
+
+def reachable_calls(
+    steps: tuple[Step, ...], bindings: Bindings, side: Role | None = None
+) -> list[tuple[CallStep, Role | None]]:
+    """The calls of ``steps`` that may run under ``bindings``, in order, each with the
+    role of the innermost branch on the driver flag around it (None: every rank)."""
+    out: list[tuple[CallStep, Role | None]] = []
+    for step in steps:
+        if isinstance(step, CallStep):
+            out.append((step, side))
+        elif isinstance(step, BranchStep):
+            then_ok, else_ok = branch_reachable(step, bindings)
+            if then_ok:
+                out += reachable_calls(step.body, bindings, step.then_role or side)
+            if else_ok:
+                out += reachable_calls(step.orelse, bindings, step.else_role or side)
+        elif isinstance(step, LoopStep):
+            out += reachable_calls(step.body, bindings, side)
+            out += reachable_calls(step.orelse, bindings, side)
+        elif isinstance(step, TryStep):
+            for block in (step.body, *step.handlers, step.orelse, step.finalbody):
+                out += reachable_calls(block, bindings, side)
+    return out

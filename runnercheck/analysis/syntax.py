@@ -217,3 +217,46 @@ def module_level(body: list[ast.stmt]) -> list[ast.stmt]:
         else:
             out.append(stmt)
     return out
+
+
+def literal_text(node: ast.expr | None) -> str | None:
+    """The ``repr`` of a literal ``True``/``False``/``None``, int or str (a negative
+    number included), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = literal_text(node.operand)
+        return f"-{inner}" if inner is not None and inner[0].isdigit() else None
+    if isinstance(node, ast.Constant) and (
+        node.value is None or isinstance(node.value, (bool, int, str))
+    ):
+        return repr(node.value)
+    return None
+
+
+def param_defaults(args: ast.arguments) -> dict[str, str]:
+    """Parameters whose default is a literal: name -> its ``repr``."""
+    positional = [*args.posonlyargs, *args.args]
+    out: dict[str, str] = {}
+    pairs = list(
+        zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)
+    )
+    pairs += [
+        (a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None
+    ]
+    for arg, default in pairs:
+        text = literal_text(default)
+        if text is not None:
+            out[arg.arg] = text
+    return out
+
+
+def arg_text(node: ast.expr) -> str:
+    """An argument as :attr:`CallStep.args` records it: a name, an arithmetic expression
+    in parentheses (``(count - 1)``), a literal's ``repr``, else ``""``."""
+    if isinstance(node, ast.Name):
+        return node.id
+    literal = literal_text(node)
+    if literal is not None:
+        return literal
+    if isinstance(node, ast.BinOp):
+        return f"({ast.unparse(node)})"
+    return ""

@@ -43,18 +43,14 @@ class Uses(MergedDicts):
 
     # ------------------------------------------------------------ inputs
     def runner_inputs(self, runner: ClassFacts) -> list[ClassFacts]:
-        """The input classes ``runner`` builds: its type argument (``ModelRunnerBase[T]``
-        along its MRO) and what its ``make_model_input_...`` rebuilds."""
+        """The input classes ``runner`` builds: what its ``make_model_input_...``
+        rebuilds, else its type argument (``ModelRunnerBase[T]`` along its MRO; a
+        subclass that sets another input class inherits a type argument it no longer
+        builds)."""
         cached = self._inputs.get(id(runner))
         if cached is not None:
             return cached
         found: list[ClassFacts] = []
-        for klass in self.mro(runner):
-            for args in klass.base_args:
-                for name in args:
-                    target = self.resolve_class(name, klass.path)
-                    if target is not None and self.produced(target) is not None:
-                        found.append(target)
         ref = self.resolve_method(runner, self.contract.make_input_method)
         if ref is not None:
             for facts in ref.func.dicts.values():
@@ -62,6 +58,13 @@ class Uses(MergedDicts):
                     if last_name(call.callee) == self.contract.from_dict_method:
                         target = self._input_class(runner, ref, call.callee)
                         if target is not None:
+                            found.append(target)
+        if not found:  # what it rebuilds decides; else its type argument
+            for klass in self.mro(runner):
+                for args in klass.base_args:
+                    for name in args:
+                        target = self.resolve_class(name, klass.path)
+                        if target is not None and self.produced(target) is not None:
                             found.append(target)
         unique = list({id(c): c for c in found}.values())
         self._inputs[id(runner)] = unique
@@ -78,20 +81,43 @@ class Uses(MergedDicts):
                     break
         return out
 
+    def sends_through(self, built: ClassFacts, cls: ClassFacts) -> bool:
+        """An instance of ``built`` is broadcast with the dict method of ``cls``: its own
+        method is that one, or reaches it through ``super()`` calls."""
+        name = self.contract.as_dict_method
+        ref = self.resolve_method(built, name)
+        while ref is not None and ref.owner is not cls:
+            if not self.produced_by(built, ref).calls_super:
+                return False
+            ref = self.resolve_method(built, name, after=ref.owner)
+        return ref is not None
+
     # ------------------------------------------------------------- reads
-    def every_rank_reads(self, cls: ClassFacts) -> set[str] | None:
+    def every_rank_reads(self, cls: ClassFacts, sent_by: bool = False) -> set[str] | None:
         """Attributes of a ``cls`` instance the runners that build it read on the path
-        every rank runs; None when no runner in the analysed files builds it."""
-        cached = self._reads.get(id(cls))
+        every rank runs; None when no runner in the analysed files builds it. With
+        ``sent_by``, only runners whose input is broadcast with the dict method of
+        ``cls`` (a subclass with its own copy of the dict is another cause)."""
+        key = id(cls) * 2 + sent_by
+        cached = self._reads.get(key)
         if cached is not None:
             return cached
         runners = self.runners_of(cls)
+        if sent_by:
+            runners = [
+                r
+                for r in runners
+                if any(
+                    cls in self.mro(built) and self.sends_through(built, cls)
+                    for built in self.runner_inputs(r)
+                )
+            ]
         if not runners:
             return None
         out: set[str] = set()
         for runner in runners:
             out |= self._runner_reads(runner)
-        self._reads[id(cls)] = out
+        self._reads[key] = out
         return out
 
     def _runner_reads(self, runner: ClassFacts) -> set[str]:
@@ -128,9 +154,10 @@ class Uses(MergedDicts):
 
     # ------------------------------------------------------ reachability
     def never_broadcasts(self, worker: ClassFacts) -> bool:
-        """The worker's ``do_metadata_broadcast`` is constantly ``False``."""
-        ref = self.resolve_method(worker, BROADCAST_SWITCH)
-        return ref is not None and ref.func.constant_return == "False"
+        """The worker's ``do_metadata_broadcast`` is constantly ``False``: a property or
+        class attribute, a ``self.do_metadata_broadcast = False`` that is its only
+        assignment, each possibly inherited."""
+        return self.constants.self_constant(worker, BROADCAST_SWITCH) == "False"
 
     def unreachable_input(self, cls: ClassFacts) -> str | None:
         """Why no rank ever rebuilds ``cls`` from a broadcast (every worker whose runner

@@ -3,13 +3,16 @@
 A worker and its runner often live in two files, and a pre-commit hook may pass only
 one of them. The facts of the modules a checked file imports (relative imports, and
 absolute imports that resolve to a file in one of the file's parent directories) are read
-too, transitively, when the prefilter says they can matter. Their classes, helpers and
+too, transitively, when the prefilter says they can matter; so are the modules of
+another package it imports (the engine a vendor plugin builds on), found in the
+context directories or among the installed packages, never imported. Their classes, helpers and
 abstract bases take part in the analysis; findings located in them are not reported.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable
 
 from runnercheck.analysis.extract import extract_source
@@ -21,13 +24,27 @@ from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source
 MAX_LEVELS = 8
 
 
+def context_roots(given: Iterable[str] = ()) -> tuple[str, ...]:
+    """Where an absolute import that no parent directory of the importing file holds is
+    looked for: the given context directories, then the installed packages (the
+    directories of ``sys.path``; nothing is imported)."""
+    out: list[str] = []
+    for entry in (*given, *sys.path):
+        path = os.path.abspath(entry) if entry else ""
+        if path and os.path.isdir(path) and path not in out:
+            out.append(path)
+    return tuple(out)
+
+
 class ModuleFinder:
     """Maps ``(importing directory, dotted origin)`` to a file on disk, with caches.
 
     Paths are absolute and normalised strings (no symlink resolution: no system calls
-    beyond the ``stat`` of each candidate)."""
+    beyond the ``stat`` of each candidate). An absolute import that no parent directory
+    holds is looked for in ``roots`` (see :func:`context_roots`), in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, roots: Iterable[str] = ()) -> None:
+        self.roots = tuple(roots)
         self._anchor: dict[tuple[str, str], str | None] = {}
         self._found: dict[tuple[str, str], str | None] = {}
 
@@ -47,6 +64,16 @@ class ModuleFinder:
                 if parent == current:
                     break
                 current = parent
+            if found is None:
+                found = next(
+                    (
+                        root
+                        for root in self.roots
+                        if os.path.isdir(os.path.join(root, head))
+                        or os.path.isfile(os.path.join(root, head + ".py"))
+                    ),
+                    None,
+                )
             self._anchor[key] = found
         return self._anchor[key]
 
@@ -88,11 +115,12 @@ def read_partners(
     wanted: tuple[bytes, ...],
     contract: Contract,
     limit: int = DEFAULT_MAX_FILE_SIZE,
+    finder: ModuleFinder | None = None,
 ) -> list[ModuleFacts]:
     """Facts of the files imported (transitively) by ``modules`` (absolute path, facts)
     that are not in ``known`` (absolute normalised paths, updated) and that the
     prefilter keeps."""
-    finder = ModuleFinder()
+    finder = finder or ModuleFinder()
     queue = list(modules)
     partners: list[ModuleFacts] = []
     cwd = os.getcwd()

@@ -21,7 +21,7 @@ from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.prefilter import class_bases, might_matter, needles, subclass_rounds
 from runnercheck.analysis.project import Project
 from runnercheck.check.discovery import SourceFile, discover_walk, walk_findings
-from runnercheck.check.partners import read_partners
+from runnercheck.check.partners import ModuleFinder, context_roots, read_partners
 from runnercheck.check.rules import RULES, run_rules
 from runnercheck.config import Config, unknown_rule
 from runnercheck.contract import Contract
@@ -262,8 +262,11 @@ def check_paths(
     ignore: Iterable[str] = (),
     exclude: Iterable[str] = (),
     root: Path | None = None,
+    context: Iterable[str] = (),
 ) -> CheckResult:
-    """``runnercheck check PATH...`` as a function (no output)."""
+    """``runnercheck check PATH...`` as a function (no output). ``context``: directories
+    of packages the checked files import (besides ``context`` in the config, relative to
+    ``root``), read before the installed packages."""
     config = config or Config()
     contract = config.contract()
     select_codes = parse_codes(select, "--select") or parse_codes(config.select, "select")
@@ -287,25 +290,32 @@ def check_paths(
     subclass_rounds(skipped, read, known)
     parsed = [(o.path, o.facts) for o in outcomes if o.facts is not None and o.path is not None]
     on_disk = {os.path.abspath(s.path) for s in sources}
-    context = read_partners(
+    base = root or Path.cwd()
+    for entry in config.context:
+        if not (base / entry).is_dir():
+            raise UsageError(f"context {entry!r} in the config: not a directory under {base}")
+    roots = [*context, *(str(base / c) for c in config.context)]
+    finder = ModuleFinder(context_roots(roots))
+    partners = read_partners(
         [(os.path.abspath(path), facts) for path, facts in parsed],
         on_disk,
         needles(contract),
         contract,
         limit,
+        finder,
     )
     # and skipped files that subclass a class of a file read for context (a wrapper's
     # inner worker built on a worker of another package)
     more = subclass_rounds(
         {i: b for i, b in skipped.items() if outcomes[i].facts is None},
         read,
-        [name for module in context for name in module.classes],
+        [name for module in partners for name in module.classes],
     )
     if more:
         new = [(outcomes[i].path, outcomes[i].facts) for i in more]
         found_new = [(os.path.abspath(p), f) for p, f in new if f is not None and p is not None]
-        context += read_partners(found_new, on_disk, needles(contract), contract, limit)
-    result = check_outcomes(outcomes, contract, select_codes, ignore_codes, context)
+        partners += read_partners(found_new, on_disk, needles(contract), contract, limit, finder)
+    result = check_outcomes(outcomes, contract, select_codes, ignore_codes, partners)
     found, result.walk_notes = walk_findings(walked, paths)
     found = [f for f in found if _selected(f.code, select_codes, ignore_codes)]
     result.findings = sorted(set(result.findings) | set(found))

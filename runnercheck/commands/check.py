@@ -54,6 +54,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="also print notes: findings without a runtime consequence (they never fail the run)",
     )
+    parser.add_argument(
+        "--context",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a directory holding packages the checked files import (an engine a plugin "
+        "builds on), read for context only, never imported; repeatable; adds to `context` "
+        "in the config; the installed packages are read after it",
+    )
     parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")
 
 
@@ -62,11 +71,15 @@ def run(args: argparse.Namespace) -> int:
     from runnercheck.check.report import render
     from runnercheck.config import find_pyproject, load_config
     from runnercheck.console import is_color_terminal, make_console
+    from runnercheck.errors import UsageError
     from runnercheck.files import check_arguments
     from runnercheck.jobs import requested
 
     jobs = requested(args.jobs)
     check_arguments(args.paths)
+    for path in args.context:
+        if not Path(path).is_dir():
+            raise UsageError(f"--context {path}: not a directory")
     first = Path(args.paths[0])
     config = load_config(first, args.config)
     source = args.config if args.config is not None else find_pyproject(first)
@@ -79,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
         ignore=args.ignore,
         exclude=args.exclude,
         root=root,
+        context=args.context,
     )
     # rich only for colour on a terminal: plain text, JSON and SARIF never import it
     console = make_console() if args.format == "text" and is_color_terminal(sys.stdout) else None

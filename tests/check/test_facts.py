@@ -60,3 +60,35 @@ def test_syntax_error_is_a_fact_not_an_exception() -> None:
     assert facts.syntax_error is not None
     assert facts.syntax_error.line == 1
     assert facts.classes == {}
+
+
+def test_the_analysis_modules_import_one_another_without_a_cycle() -> None:
+    """Every ``from runnercheck.analysis.X import`` edge (``TYPE_CHECKING`` ones too):
+    the facts model, the recognisers and the migrate-side readers form no cycle."""
+    import ast as python_ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "runnercheck" / "analysis"
+    edges: dict[str, set[str]] = {}
+    for path in root.glob("*.py"):
+        tree = python_ast.parse(path.read_text())
+        edges[path.stem] = {
+            node.module.rsplit(".", 1)[-1]
+            for node in python_ast.walk(tree)
+            if isinstance(node, python_ast.ImportFrom)
+            and node.module
+            and node.module.startswith("runnercheck.analysis.")
+        }
+    state: dict[str, int] = {}
+
+    def visit(name: str, stack: list[str]) -> None:
+        state[name] = 1
+        for other in sorted(edges.get(name, ())):
+            assert state.get(other) != 1, " -> ".join([*stack, name, other])
+            if other not in state:
+                visit(other, [*stack, name])
+        state[name] = 2
+
+    for name in sorted(edges):
+        if name not in state:
+            visit(name, [])

@@ -64,8 +64,9 @@ def test_legacy_release_has_one_paired_broadcast_per_worker_runner_pair(
         "Worker and ModelRunner",
     ]
     monkeypatch.chdir(source_root("0.5.1"))
-    merged = check_paths(["vllm"], select=["RC106"])
-    # 0.5.1 merged the broadcasts; only the XPU runner still broadcasts in prepare_model_input
-    assert [f.message.split(" broadcast ")[0] for f in merged.findings] == [
-        "XPUWorker and XPUModelRunner"
+    merged = check_paths(["vllm"], select=["RC105", "RC106"])
+    # 0.5.1 merged the broadcasts; only the XPU runner still broadcasts in
+    # prepare_model_input: one cause, one finding (RC105, at that broadcast)
+    assert [(f.code, f.message.split(" runs in ")[1].split(":")[0]) for f in merged.findings] == [
+        ("RC105", "XPUModelRunner.prepare_model_input")
     ]

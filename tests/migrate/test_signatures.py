@@ -27,7 +27,7 @@ def runner(name: str, request: str, kv: str, returns: str, header: str = HEADER)
 
 
 def signature(*sources: str) -> RunnerSignature:
-    facts = [extract_source(text, f"/engine/r{i}.py") for i, text in enumerate(sources)]
+    facts = [extract_source(text, f"/engine/r{i}.py", names=True) for i, text in enumerate(sources)]
     project = Project(facts)
     classes = [c for f in facts for c in f.classes.values()]
     return runner_signature(project, classes)
@@ -124,8 +124,8 @@ class ChildRunner(ParentRunner):
 
 def test_locals_unpacked_from_an_inherited_helper_take_its_element_types() -> None:
     facts = [
-        extract_source(PARENT, "/engine/parent.py"),
-        extract_source(CHILD, "/engine/child.py"),
+        extract_source(PARENT, "/engine/parent.py", names=True),
+        extract_source(CHILD, "/engine/child.py", names=True),
     ]
     project = Project(facts)
     child = facts[1].classes["ChildRunner"]
@@ -148,8 +148,8 @@ def test_locals_unpacked_from_an_inherited_helper_take_its_element_types() -> No
 def test_an_element_type_the_module_cannot_name_is_left_out() -> None:
     child = CHILD.replace("from engine.lora import LoRAMapping\n", "")
     facts = [
-        extract_source(PARENT, "/engine/parent.py"),
-        extract_source(child, "/engine/child.py"),
+        extract_source(PARENT, "/engine/parent.py", names=True),
+        extract_source(child, "/engine/child.py", names=True),
     ]
     found = inherited_local_types(
         Project(facts), facts[1].classes["ChildRunner"], [("lora_mapping", "_prepare", 1, 2)]

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import PurePath
+from typing import cast
 
-from runnercheck.analysis.model import ClassFacts, Role
+from runnercheck.analysis.model import ClassFacts, ModuleFacts, Role
 from runnercheck.analysis.project import BroadcastSite, PathCount, Project
 from runnercheck.catalog import Rule
 from runnercheck.check.rules.base import CheckRule
@@ -102,22 +104,11 @@ def _report_site(project: Project, count: PathCount, runner: ClassFacts | None) 
     return sites[1] if len(sites) > 1 else sites[0]
 
 
-def _finding(
-    project: Project, subject: str, counts: dict[Role, PathCount], runner: ClassFacts | None
-) -> Finding | None:
+def _counts_text(counts: dict[Role, PathCount]) -> str:
     driver, other = counts["driver"], counts["non-driver"]
-    worst = driver if driver.count > 1 else other
-    if worst.count <= 1:
-        return None
-    site = _report_site(project, worst, runner)
-    return Finding(
-        site.path,
-        site.line,
-        site.col,
-        RULE.code,
-        f"{subject} broadcast step metadata {driver.count} times per step on the driver "
-        f"path ({_describe(driver)}) and {other.count} on the non-driver path "
-        f"({_describe(other)}); merge them into one broadcast: run `runnercheck migrate`",
+    return (
+        f"{driver.count} times per step on the driver path ({_describe(driver)}) and "
+        f"{other.count} on the non-driver path ({_describe(other)})"
     )
 
 
@@ -132,7 +123,7 @@ def _same_as_base(
     return project.broadcasts_per_step(base, runner) == counts
 
 
-def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
+def _subjects(project: Project, cls: ClassFacts) -> Iterator[_Subject]:
     """More than one step-metadata broadcast per ``execute_model`` call on a role's path:
     a concrete worker with each runner it may hold, or a runner no worker holds."""
     execute = project.contract.execute_method
@@ -148,15 +139,90 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
             counts = project.broadcasts_per_step(cls, runner)
             if base is not None and _same_as_base(project, base, runner, counts):
                 continue  # reported once, on the worker that defines the step
-            subject = cls.name if runner is None else f"{cls.name} and {runner.name}"
-            finding = _finding(project, subject, counts, runner)
-            if finding is not None:
-                silent = project.silent_worker(cls)
-                yield finding if silent is None else finding.as_note(silent)
+            if _prepare_is_the_cause(project, runner, counts):
+                continue
+            if max(c.count for c in counts.values()) > 1:
+                subject = cls.name if runner is None else f"{cls.name} and {runner.name}"
+                yield _Subject(subject, counts, runner, project.silent_worker(cls))
     elif project.is_runner(cls) and cls not in project.paired_runners():
-        finding = _finding(project, cls.name, project.broadcasts_per_step(cls), cls)
-        if finding is not None:
-            yield finding
+        counts = project.broadcasts_per_step(cls)
+        if max(c.count for c in counts.values()) > 1:
+            yield _Subject(cls.name, counts, cls, None)
 
 
-CHECK = CheckRule(RULE, check_class=check_class)
+def _prepare_is_the_cause(
+    project: Project, runner: ClassFacts | None, counts: dict[Role, PathCount]
+) -> bool:
+    """The extra broadcast is one the runner's ``prepare_model_input`` runs: RC105's
+    cause, reported there once (without it every path broadcasts at most once)."""
+    if runner is None:
+        return False
+    prepare = project.contract.prepare_input_method
+    if project.resolve_method(runner, prepare) is None:
+        return False
+    reached = {(r.site.path, r.site.line) for r in project.collectives_reachable(runner, prepare)}
+    if not reached:
+        return False
+    rest = [
+        [s for s in count.sites if (s.path, s.line) not in reached] for count in counts.values()
+    ]
+    return all(len(sites) <= 1 for sites in rest)
+
+
+@dataclass(frozen=True)
+class _Subject:
+    name: str
+    counts: dict[Role, PathCount]
+    runner: ClassFacts | None
+    #: Why the worker's broadcasts never run, or None.
+    silent: str | None
+
+    def site(self, project: Project) -> BroadcastSite:
+        driver, other = self.counts["driver"], self.counts["non-driver"]
+        return _report_site(project, driver if driver.count > 1 else other, self.runner)
+
+
+Causes = dict[tuple[str, int, int, bool], list[_Subject]]
+
+
+def _causes(project: Project) -> Causes:
+    """Every pair with too many broadcasts, grouped by cause: the broadcast a merge
+    removes (one extra broadcast in a shared worker base is one cause for every pair
+    that inherits it), live workers apart from silent ones."""
+    cached = project.memo.get(RULE.code)
+    if cached is None:
+        causes: Causes = {}
+        for cls in project.all_classes():
+            for subject in _subjects(project, cls):
+                site = subject.site(project)
+                key = (site.path, site.line, site.col, subject.silent is not None)
+                causes.setdefault(key, []).append(subject)
+        project.memo[RULE.code] = cached = causes
+    return cast(Causes, cached)
+
+
+def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
+    """One finding per cause, listing every worker/runner pair it makes broadcast more
+    than once per step."""
+    for (path, line, col, _), subjects in _causes(project).items():
+        if path != module.path:
+            continue
+        first = subjects[0]
+        by_counts: dict[str, list[str]] = {}
+        for subject in subjects:
+            by_counts.setdefault(_counts_text(subject.counts), []).append(subject.name)
+        text = "; ".join(
+            f"{', '.join(names)} broadcast step metadata {counts}"
+            for counts, names in by_counts.items()
+        )
+        finding = Finding(
+            path,
+            line,
+            col,
+            RULE.code,
+            f"{text}; merge them into one broadcast: run `runnercheck migrate`",
+        )
+        yield finding if first.silent is None else finding.as_note(first.silent)
+
+
+CHECK = CheckRule(RULE, check_module=check_module)

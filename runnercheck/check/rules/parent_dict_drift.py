@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from runnercheck.analysis.model import ClassFacts
-from runnercheck.analysis.project import Project
+from runnercheck.analysis.project import Produced, Project
 from runnercheck.catalog import Rule
 from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
@@ -98,8 +98,34 @@ class PoolingModelRunner(ModelRunnerBase[PoolingModelInput]):
 )
 
 
+def _dropped(project: Project, cls: ClassFacts, produced: Produced) -> dict[str, str]:
+    """Fields of ``cls`` that an ancestor's dict sends and the copy does not (directly or
+    through a helper), with the ancestor that sends each; keys the merged dict delivers
+    anyway and driver-only fields are not dropped."""
+    as_dict = project.contract.as_dict_method
+    fields = project.dataclass_fields(cls) or {}
+    sent = set(produced.keys) | produced.fields | project.delivered_keys(cls)
+    out: dict[str, str] = {}
+    after = cls
+    while True:
+        ref = project.resolve_method(cls, as_dict, after=after)
+        if ref is None or ref.func.is_stub or ref.func.is_abstract:
+            break
+        ancestor = project.produced_by(ref.owner, ref)
+        for key in [*ancestor.keys, *sorted(ancestor.fields)]:
+            if key in sent or key in out or key not in fields:
+                continue
+            if project.is_driver_only(cls, fields[key][1]):
+                continue
+            out[key] = ref.owner.name
+        after = ref.owner
+    return out
+
+
 def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
-    """A subclass re-listing its parent's keys instead of calling ``super()``."""
+    """A subclass re-listing its parent's keys instead of calling ``super()``: a note;
+    one finding for the keys the copy drops that some ancestor sends, an error when a
+    runner building the class reads one of them on every rank's path."""
     as_dict = project.contract.as_dict_method
     own = cls.methods.get(as_dict)
     if own is None or own.is_stub or own.is_abstract:
@@ -124,33 +150,30 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
         f"{'key' if len(relisted) == 1 else 'keys'} of {parent_name} instead "
         "of calling super(); the copy drifts when the parent changes",
     ).as_note("the copy sends what the parent sends today")
-    reads = project.every_rank_reads(cls)
-    unreachable = project.unreachable_input(cls)
-    fields = project.dataclass_fields(cls) or {}
-    dropped = [k for k in parent.keys if k not in produced.keys]
-    # fields the parent sends through helpers (attention metadata, ...)
-    dropped += sorted(
-        f
-        for f in parent.fields - produced.fields - set(produced.keys)
-        if f not in parent.keys and f in fields
-    )
-    for key in dropped:
-        if key in fields and project.is_driver_only(cls, fields[key][1]):
-            continue
-        finding = Finding(
-            own.path,
-            own.line,
-            own.col,
-            RULE.code,
-            f"{cls.name}.{as_dict} drops {key!r}, which {parent_name} broadcasts",
+    dropped = _dropped(project, cls, produced)
+    if not dropped:
+        return
+    reads = project.every_rank_reads(cls, sent_by=True)
+    read = [k for k in dropped if reads is not None and k in reads]
+    by_sender: dict[str, list[str]] = {}
+    for key, sender in dropped.items():
+        by_sender.setdefault(sender, []).append(repr(key))
+    listed = "; ".join(f"{', '.join(keys)} (sent by {who})" for who, keys in by_sender.items())
+    message = f"{cls.name}.{as_dict} drops {listed}"
+    if read:
+        message += (
+            f": read on every rank ({', '.join(repr(k) for k in read)}), non-driver ranks "
+            "see the default"
         )
-        if unreachable is not None:
-            finding = finding.as_note(unreachable)
-        elif reads is None or key not in reads:
-            finding = finding.as_note(
-                "no runner that builds it reads the key on a non-driver rank's path"
-            )
-        yield finding
+    finding = Finding(own.path, own.line, own.col, RULE.code, message)
+    unreachable = project.unreachable_input(cls)
+    if unreachable is not None:
+        finding = finding.as_note(unreachable)
+    elif not read:
+        finding = finding.as_note(
+            "no runner that builds it reads these keys on a non-driver rank's path"
+        )
+    yield finding
 
 
 CHECK = CheckRule(RULE, check_class=check_class)
