@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codemods import registry, verify
+from codemods import formatting, registry, verify
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import SkippedPath, collect, read_all, within_roots
@@ -375,7 +375,13 @@ def _run_group(group: Group) -> TaskResult:
             if applied:
                 code = module.code
                 tree = verify.parse(path, code)
-        new = code.encode(modules[path].encoding)
+        encoding = modules[path].encoding
+        formatted = formatting.format_change(
+            path, state.sources[path].decode(encoding, "replace"), code
+        )
+        if formatted != code:
+            code, tree = formatted, verify.parse(path, formatted)
+        new = code.encode(encoding)
         if new != state.sources[path]:
             changes[path] = FileChange(
                 path, state.sources[path], new, [MERGE, *applied], group.label
@@ -397,6 +403,7 @@ def _run_group(group: Group) -> TaskResult:
                 )
             )
             return result
+        text = formatting.format_change(path, None, text)
         changes[path] = FileChange(path, None, text.encode("utf-8"), [MERGE], group.label)
     failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
@@ -433,7 +440,8 @@ def _run_file(path: Path) -> TaskResult:
     module, applied = _single_codemods(state, path, original, result.refusals)
     if not applied:
         return result
-    change = FileChange(path, state.sources[path], module.bytes, applied)
+    code = formatting.format_change(path, original.code, module.code)
+    change = FileChange(path, state.sources[path], code.encode(module.encoding), applied)
     failed = _verify(state, {path: change}, path.name, applied[0])
     if failed is not None:
         result.refusals.append(failed)
@@ -556,6 +564,23 @@ def migrate(
                     )
                 continue
             result.changes[path] = change
+    result.notes += _layout_notes(result.changes)
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
     result.changes = dict(sorted(result.changes.items()))
     return result
+
+
+def _layout_notes(changes: dict[Path, FileChange]) -> list[Note]:
+    """One line per project whose changed files keep the migration's own layout."""
+    notes: list[Note] = []
+    seen: set[Path | None] = set()
+    for path in changes:
+        found = formatting.find_formatter(path)
+        key = found.directory if found is not None else None
+        if key in seen:
+            continue
+        seen.add(key)
+        message = formatting.layout_note(found)
+        if message is not None:
+            notes.append(Note(path, 0, "format", message))
+    return notes
