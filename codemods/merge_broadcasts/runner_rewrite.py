@@ -8,6 +8,7 @@ from typing import cast
 import libcst as cst
 
 from codemods import cstutil
+from codemods.merge_broadcasts.narrowing import is_optional, narrow_reads
 from codemods.merge_broadcasts.runner_model import (
     ATTN_BACKEND,
     MODEL_INPUT,
@@ -368,7 +369,13 @@ def rewrite_execute(plan: RunnerPlan) -> cst.FunctionDef:
         default=None,
         equal=cst.MaybeSentinel.DEFAULT,
     )
-    return execute.with_changes(params=execute.params.with_changes(params=params), body=block)
+    optional = {f.name for f in input_plan.fields if is_optional(f.annotation)}
+    values = [f"{MODEL_INPUT}.{name}" for name in sorted(optional)]
+    values += [
+        name for name, value in bindings if value.removeprefix(f"{MODEL_INPUT}.") in optional
+    ]
+    new = execute.with_changes(params=execute.params.with_changes(params=params), body=block)
+    return narrow_reads(new, values)
 
 
 def _tail_statements(
