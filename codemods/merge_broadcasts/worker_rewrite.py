@@ -144,9 +144,9 @@ def rewrite_worker(plan: WorkerPlan, contract: Contract) -> cst.ClassDef:
             if c is not None and c.startswith("self.") and c[5:] in optional
         ]
         if checks and isinstance(site.where.statement, cst.SimpleStatementLine):
-            key = id(site.where.statement)
-            inserts_before[key] = [
-                *inserts_before.get(key, []),
+            at = id(site.where.statement)
+            inserts_before[at] = [
+                *inserts_before.get(at, []),
                 *cstutil.parse_statements("".join(checks)),
             ]
         first = site.call.args[0]
