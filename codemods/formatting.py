@@ -62,7 +62,7 @@ def _importable(tool: str) -> bool:
     return importlib.util.find_spec(tool) is not None
 
 
-def _project_dir(start: Path) -> Path | None:
+def project_dir(start: Path) -> Path | None:
     here = start if start.is_dir() else start.parent
     here = here.resolve()
     for directory in [here, *here.parents]:
@@ -124,7 +124,7 @@ def _pinned(directory: Path) -> Formatter | None:
 @functools.lru_cache(maxsize=64)
 def find_formatter(start: Path) -> Formatter | None:
     """The formatter the project holding ``start`` (a file or directory) uses."""
-    directory = _project_dir(start)
+    directory = project_dir(start)
     if directory is None:
         return None
     declared = _declared(directory)

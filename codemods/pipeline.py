@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codemods import formatting, registry, verify
+from codemods import callers, formatting, registry, verify
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import SkippedPath, collect, read_all, within_roots
@@ -564,6 +564,8 @@ def migrate(
                     )
                 continue
             result.changes[path] = change
+    if MERGE in select:
+        _update_callers(result, config, collected.roots)
     result.notes += _layout_notes(result.changes)
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
     result.changes = dict(sorted(result.changes.items()))
@@ -584,3 +586,34 @@ def _layout_notes(changes: dict[Path, FileChange]) -> list[Note]:
         if message is not None:
             notes.append(Note(path, 0, "format", message))
     return notes
+
+
+def _update_callers(result: MigrateResult, config: Config, roots: Sequence[Path]) -> None:
+    """Calls of the legacy methods the groups removed, anywhere in the project:
+    rewritten inside the given paths when the new method is a drop-in, else named."""
+    contract = config.contract()
+    removed = [
+        callers.Removed(
+            runner.runner,
+            runner.removed_method,
+            contract.prepare_input_method,
+            runner.input_class,
+            tuple(runner.returned_fields),
+            frozenset(group.used_before),
+        )
+        for group in result.groups
+        for runner in group.runners
+        if runner.removed_method
+    ]
+    found = callers.find_callers(removed, roots, roots, skip=result.changes)
+    for path, (old, new) in found.rewritten.items():
+        new = formatting.format_change(path, old, new)
+        if verify.compiles(path, new.encode("utf-8")) is not None:
+            result.notes.append(
+                Note(path, 0, "callers", "the rewritten calls do not compile: left alone")
+            )
+            continue
+        result.changes[path] = FileChange(
+            path, old.encode("utf-8"), new.encode("utf-8"), [MERGE], "callers"
+        )
+    result.notes += [Note(path, line, "callers", text) for path, line, text in found.named]
