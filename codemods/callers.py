@@ -29,6 +29,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods import cstutil
 from codemods.formatting import project_dir
+from codemods.merge_broadcasts.narrowing import narrow_reads
 
 #: directories never searched (environments, caches, build output)
 _SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__", ".tox"}
@@ -47,6 +48,9 @@ class Removed:
     fields: tuple[str, ...]
     #: the files of the group (their own calls were rewritten with them)
     files: frozenset[Path] = frozenset()
+    #: the input's fields declared Optional (a name read from one is asserted set
+    #: before the caller dereferences it, as the legacy untyped tuple allowed)
+    optional: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -97,6 +101,8 @@ class _Calls(cst.CSTTransformer):
         self.removed = removed
         self.rewrite = rewrite
         self.functions: list[cst.FunctionDef] = []
+        #: per enclosing function, the names now read from Optional fields
+        self.narrow: list[list[str]] = []
         #: per enclosing class, the methods it defines itself
         self.classes: list[set[str]] = []
         self.named: list[tuple[int, Removed, str]] = []
@@ -120,12 +126,13 @@ class _Calls(cst.CSTTransformer):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.append(node)
+        self.narrow.append([])
 
     def leave_FunctionDef(
         self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
     ) -> cst.FunctionDef:
         self.functions.pop()
-        return updated_node
+        return narrow_reads(updated_node, self.narrow.pop())
 
     def _candidates(self, call: cst.BaseExpression) -> list[Removed]:
         if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
@@ -198,6 +205,8 @@ class _Calls(cst.CSTTransformer):
         )
         kept = [(n, f) for n, f in zip(names, removed.fields, strict=True) if n != "_"]
         self.changed += 1
+        if self.narrow:
+            self.narrow[-1] += [n for n, f in kept if f in removed.optional]
         if not kept:
             return first
         if len(kept) == 1:

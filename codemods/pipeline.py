@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codemods import callers, formatting, registry, verify
+from codemods import callers, formatting, registry, typecheck, verify
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import SkippedPath, collect, read_all, within_roots
@@ -567,6 +567,11 @@ def migrate(
     if MERGE in select:
         _update_callers(result, config, collected.roots)
     result.notes += _layout_notes(result.changes)
+    if result.changes:
+        result.notes += [
+            Note(e.path, e.line, "mypy", f"a new plain-mypy error [{e.code}]: {e.message}")
+            for e in typecheck.new_errors({p: (c.old, c.new) for p, c in result.changes.items()})
+        ]
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
     result.changes = dict(sorted(result.changes.items()))
     return result
@@ -600,6 +605,7 @@ def _update_callers(result: MigrateResult, config: Config, roots: Sequence[Path]
             runner.input_class,
             tuple(runner.returned_fields),
             frozenset(group.used_before),
+            frozenset(runner.optional_fields),
         )
         for group in result.groups
         for runner in group.runners

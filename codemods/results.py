@@ -51,6 +51,8 @@ class RunnerSummary:
     #: result the input field that holds it ("" where none does)
     removed_method: str = ""
     returned_fields: list[str] = field(default_factory=list)
+    #: the input's fields declared Optional
+    optional_fields: list[str] = field(default_factory=list)
 
 
 @dataclass
