@@ -187,7 +187,7 @@ def measure(version: str, work: Path) -> Row:
 def table(rows: list[Row]) -> str:
     lines = [
         "| release | config | files | yapf lines before → after | mypy errors before → after "
-        "(new) | test calls: updated / named | WorkerInput classes | diff +/− (hand 0.5.1) |",
+        "(new) | test calls: updated / named | WorkerInput classes | diff +/- (hand 0.5.1) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
@@ -198,7 +198,7 @@ def table(rows: list[Row]) -> str:
             f"| {r.mypy_before} → {r.mypy_after} ({len(r.mypy_new or [])}) "
             f"| {r.test_calls}: {r.tests_updated} / {r.calls_named} "
             f"| {len(r.worker_inputs or [])}: {', '.join(r.worker_inputs or [])} "
-            f"| +{r.added}/−{r.removed}{hand} |"
+            f"| +{r.added}/-{r.removed}{hand} |"
         )
     return "\n".join(lines)
 

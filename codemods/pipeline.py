@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codemods import callers, formatting, registry, typecheck, verify
+from codemods.positions import line_map
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import SkippedPath, collect, read_all, within_roots
@@ -381,6 +382,7 @@ def _run_group(group: Group) -> TaskResult:
         )
         if formatted != code:
             code, tree = formatted, verify.parse(path, formatted)
+        _renumber_notes(merged, path, state.sources[path].decode(encoding, "replace"), code)
         new = code.encode(encoding)
         if new != state.sources[path]:
             changes[path] = FileChange(
@@ -623,3 +625,16 @@ def _update_callers(result: MigrateResult, config: Config, roots: Sequence[Path]
             path, old.encode("utf-8"), new.encode("utf-8"), [MERGE], "callers"
         )
     result.notes += [Note(path, line, "callers", text) for path, line, text in found.named]
+
+
+def _renumber_notes(merged: GroupResult, path: Path, old: str, new: str) -> None:
+    """The group's notes on ``path`` cite lines of its rewritten text."""
+    where = str(path)
+    to_new = line_map(old, new)
+
+    def moved(notes: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+        return [(p, to_new(n) if p == where and n else n, t) for p, n, t in notes]
+
+    merged.worker_notes = moved(merged.worker_notes)
+    for runner in merged.runners:
+        runner.notes = moved(runner.notes)
