@@ -21,15 +21,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from codemods import cstutil
-
-
-def is_optional(annotation: str) -> bool:
-    text = annotation.replace(" ", "")
-    return (
-        text.startswith(("Optional[", "typing.Optional["))
-        or "|None" in text
-        or (text.startswith("None|"))
-    )
+from codemods.cstutil import is_optional
 
 
 def optional_attributes(cdef: cst.ClassDef) -> set[str]:

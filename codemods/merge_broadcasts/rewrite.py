@@ -18,7 +18,6 @@ from codemods.merge_broadcasts.generic_base import (
     split_generic,
 )
 from codemods.merge_broadcasts.groups import plan_group
-from codemods.merge_broadcasts.narrowing import is_optional
 from codemods.merge_broadcasts.runner_model import RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import (
     input_class,
@@ -322,7 +321,7 @@ def rewrite_group(
                 notes=[(str(plan.path), line, text) for line, text in plan.notes],
                 removed_method=plan.method.name.value,
                 returned_fields=_returned_fields(plan),
-                optional_fields=[f.name for f in plan.fields if is_optional(f.annotation)],
+                optional_fields=[f.name for f in plan.fields if cstutil.is_optional(f.annotation)],
             )
         )
     for plan_w in worker_plans:
