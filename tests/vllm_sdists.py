@@ -10,7 +10,6 @@ the wheels of :mod:`tests.vllm_wheels`. Nothing of vLLM is ever committed.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import shutil
 import sys
@@ -19,7 +18,7 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
-from tests.vllm_wheels import cache_root
+from tests.vllm_wheels import cache_root, cached
 
 #: the configuration files looked for at the top of the sdist
 CONFIG_FILES = (
@@ -34,17 +33,7 @@ CONFIG_FILES = (
 def sdist_root(version: str) -> Path:
     """A directory with that release's configuration files and ``tests/``
     (downloaded once, then cached). Raises RuntimeError when it cannot be had."""
-    target = cache_root() / "sdist" / version
-    done = target / ".complete"
-    if done.is_file():
-        return target
-    target.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f".{version}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not done.is_file():
-            _download(version, target)
-            done.write_text(version)
-    return target
+    return cached(cache_root() / "sdist" / version, version, _download)
 
 
 def _sdist_url(version: str) -> str:

@@ -320,6 +320,7 @@ def _without_dead_targets(
                 for e in target.elements
             ]
             if elements != list(target.elements):
+                elements = _star_trailing(elements)
                 new_target = target.with_changes(elements=elements)
                 new_small = small.with_changes(
                     targets=[small.targets[0].with_changes(target=new_target)]
@@ -328,6 +329,24 @@ def _without_dead_targets(
                 statement = statement.with_changes(body=[new_small])
         out.append(statement)
     return out
+
+
+def _star_trailing(elements: list[cst.BaseElement]) -> list[cst.BaseElement]:
+    """Two or more ``_`` at the end of an unpacking become one ``*_``."""
+
+    def unused(e: cst.BaseElement) -> bool:
+        return isinstance(e, cst.Element) and isinstance(e.value, cst.Name) and e.value.value == "_"
+
+    if any(isinstance(e, cst.StarredElement) for e in elements):
+        return elements
+    count = 0
+    while count < len(elements) and unused(elements[len(elements) - 1 - count]):
+        count += 1
+    if count < 2 or count == len(elements):
+        return elements
+    last = elements[-1]
+    star = cst.StarredElement(value=cst.Name("_"), comma=last.comma)
+    return [*elements[:-count], star]
 
 
 def rewrite_execute(plan: RunnerPlan) -> cst.FunctionDef:
