@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods.formatting import changed_ranges, find_formatter, format_change
+from codemods.formatting import changed_ranges, find_formatter, format_change, layout_note
 from codemods.pipeline import MERGE, migrate
 from tests.migrate.conftest import FIXTURES, copy_tree
 
@@ -64,3 +64,17 @@ def test_rewritten_lines_are_clean_under_the_targets_yapf(
         ranges = changed_ranges(old, new)
         again, _ = yapf_api.FormatCode(new, style_config="pep8", lines=ranges)
         assert again == new, path.name
+
+
+def test_a_formatter_that_cannot_run_keeps_the_own_layout_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.black]\nline-length = 88\n")
+    find_formatter.cache_clear()
+    found = find_formatter(tmp_path)
+    assert found is not None
+    if found.available:
+        pytest.skip("black is installed here")
+    assert format_change(tmp_path / "m.py", "x = 1\n", "x = f( 1 )\n") == "x = f( 1 )\n"
+    assert layout_note(found) == (
+        "black (named by pyproject.toml [tool.black]) cannot be imported here: "
+        "the rewritten lines keep the migration's own layout"
+    )
