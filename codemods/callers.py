@@ -61,13 +61,22 @@ class CallerEdits:
     named: list[tuple[Path, int, str]] = field(default_factory=list)
 
 
+#: the most ``*.py`` files searched per project (a project directory found far above
+#: the given paths, say a home directory under git, must not mean a walk of everything)
+MAX_FILES = 50_000
+
+
 def _files(root: Path) -> Iterable[Path]:
+    seen = 0
     for directory, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
         for name in sorted(files):
             if name.endswith(".py"):
                 path = Path(directory) / name
                 if not path.is_symlink():
+                    seen += 1
+                    if seen > MAX_FILES:
+                        return
                     yield path
 
 
