@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from codemods.pipeline import MERGE, migrate  # noqa: E402
+from codemods.pipeline import MERGE, MigrateResult, migrate  # noqa: E402
 from codemods.transaction import commit  # noqa: E402
 from codemods.write import Change  # noqa: E402
 from runnercheck import catalog  # noqa: E402
@@ -111,6 +111,16 @@ def plugin_errors(root: Path) -> set[str]:
     }
 
 
+def migrate_and_write(version: str, paths: list[Path]) -> MigrateResult:
+    outcome = migrate(paths, select=(MERGE,))
+    written = commit(
+        [Change(c.path, c.old, c.new, c.group) for c in outcome.changes.values()], outcome.roots
+    )
+    if written.refused:
+        raise SystemExit(f"{version}: writing the migrated tree failed: {written.refused[0]}")
+    return outcome
+
+
 def measure(version: str, work: Path, plugin: bool) -> Coverage:
     result = Coverage(version)
     original = vllm_package(version)
@@ -119,12 +129,7 @@ def measure(version: str, work: Path, plugin: bool) -> Coverage:
     runners = paired_runner_files(copy)
     result.runner_files = sorted(p.name for p in runners)
     result.rc106_before = sum(1 for f in check_paths([copy]).findings if f.code == "RC106")
-    outcome = migrate([copy], select=(MERGE,))
-    written = commit(
-        [Change(c.path, c.old, c.new, c.group) for c in outcome.changes.values()], outcome.roots
-    )
-    if written.refused:
-        raise SystemExit(f"{version}: writing the migrated tree failed: {written.refused[0]}")
+    outcome = migrate_and_write(version, [copy])
     result.files_changed = len(outcome.changes)
     changed = set(outcome.changes)
     for path in sorted(runners):

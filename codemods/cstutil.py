@@ -465,3 +465,20 @@ def docstring(text: str, indent: int, short: str = "", width: int = 79) -> str:
     if short and indent + len(text) + 6 > width:
         text = short
     return f'{pad}"""{text}"""\n'
+
+
+def is_optional(annotation: str) -> bool:
+    """The annotation text admits None at its top level (``Optional[X]``, ``X | None``)."""
+    text = annotation.replace(" ", "")
+    return text.startswith(("Optional[", "typing.Optional[")) or (
+        text.endswith("|None") or text.startswith("None|")
+    )
+
+
+def without_optional(annotation: str) -> str:
+    """``Optional[X]`` -> ``X`` (the text as it was when it is not Optional)."""
+    text = annotation.strip()
+    for prefix in ("Optional[", "typing.Optional["):
+        if text.startswith(prefix) and text.endswith("]"):
+            return text[len(prefix) : -1].strip()
+    return text

@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codemods import registry, verify
+from codemods import callers, formatting, registry, typecheck, verify
+from codemods.positions import line_map
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import SkippedPath, collect, read_all, within_roots
@@ -404,7 +405,14 @@ def _run_group(group: Group) -> TaskResult:
             if applied:
                 code = module.code
                 tree = verify.parse(path, code)
-        new = code.encode(modules[path].encoding)
+        encoding = modules[path].encoding
+        formatted = formatting.format_change(
+            path, state.sources[path].decode(encoding, "replace"), code
+        )
+        if formatted != code:
+            code, tree = formatted, verify.parse(path, formatted)
+        _renumber_notes(merged, path, state.sources[path].decode(encoding, "replace"), code)
+        new = code.encode(encoding)
         if new != state.sources[path]:
             changes[path] = FileChange(
                 path, state.sources[path], new, [MERGE, *applied], group.label
@@ -426,6 +434,7 @@ def _run_group(group: Group) -> TaskResult:
                 )
             )
             return result
+        text = formatting.format_change(path, None, text)
         changes[path] = FileChange(path, None, text.encode("utf-8"), [MERGE], group.label)
     failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
@@ -462,7 +471,8 @@ def _run_file(path: Path) -> TaskResult:
     module, applied = _single_codemods(state, path, original, result.refusals)
     if not applied:
         return result
-    change = FileChange(path, state.sources[path], module.bytes, applied)
+    code = formatting.format_change(path, original.code, module.code)
+    change = FileChange(path, state.sources[path], code.encode(module.encoding), applied)
     failed = _verify(state, {path: change}, path.name, applied[0])
     if failed is not None:
         result.refusals.append(failed)
@@ -585,6 +595,75 @@ def migrate(
                     )
                 continue
             result.changes[path] = change
+    if MERGE in select:
+        _update_callers(result, config, collected.roots)
+    result.notes += _layout_notes(result.changes)
+    if result.changes:
+        result.notes += [
+            Note(e.path, e.line, "mypy", f"a new plain-mypy error [{e.code}]: {e.message}")
+            for e in typecheck.new_errors({p: (c.old, c.new) for p, c in result.changes.items()})
+        ]
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
     result.changes = dict(sorted(result.changes.items()))
     return result
+
+
+def _layout_notes(changes: dict[Path, FileChange]) -> list[Note]:
+    """One line per project whose changed files keep the migration's own layout."""
+    notes: list[Note] = []
+    seen: set[Path | None] = set()
+    for path in changes:
+        found = formatting.find_formatter(path)
+        key = found.directory if found is not None else None
+        if key in seen:
+            continue
+        seen.add(key)
+        message = formatting.layout_note(found)
+        if message is not None:
+            notes.append(Note(path, 0, "format", message))
+    return notes
+
+
+def _update_callers(result: MigrateResult, config: Config, roots: Sequence[Path]) -> None:
+    """Calls of the legacy methods the groups removed, anywhere in the project:
+    rewritten inside the given paths when the new method is a drop-in, else named."""
+    contract = config.contract()
+    removed = [
+        callers.Removed(
+            runner.runner,
+            runner.removed_method,
+            contract.prepare_input_method,
+            runner.input_class,
+            tuple(runner.returned_fields),
+            frozenset(group.used_before),
+            frozenset(runner.optional_fields),
+        )
+        for group in result.groups
+        for runner in group.runners
+        if runner.removed_method
+    ]
+    found = callers.find_callers(removed, roots, roots, skip=result.changes)
+    for path, (old, new) in found.rewritten.items():
+        new = formatting.format_change(path, old, new)
+        if verify.compiles(path, new.encode("utf-8")) is not None:
+            result.notes.append(
+                Note(path, 0, "callers", "the rewritten calls do not compile: left alone")
+            )
+            continue
+        result.changes[path] = FileChange(
+            path, old.encode("utf-8"), new.encode("utf-8"), [MERGE], "callers"
+        )
+    result.notes += [Note(path, line, "callers", text) for path, line, text in found.named]
+
+
+def _renumber_notes(merged: GroupResult, path: Path, old: str, new: str) -> None:
+    """The group's notes on ``path`` cite lines of its rewritten text."""
+    where = str(path)
+    to_new = line_map(old, new)
+
+    def moved(notes: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+        return [(p, to_new(n) if p == where and n else n, t) for p, n, t in notes]
+
+    merged.worker_notes = moved(merged.worker_notes)
+    for runner in merged.runners:
+        runner.notes = moved(runner.notes)

@@ -47,6 +47,12 @@ class RunnerSummary:
     narrows: str = ""
     #: where the runner's behaviour changes: (file name, line, what changes)
     notes: list[tuple[str, int, str]] = field(default_factory=list)
+    #: the legacy method the rewrite removed ("" for none), and per position of its
+    #: result the input field that holds it ("" where none does)
+    removed_method: str = ""
+    returned_fields: list[str] = field(default_factory=list)
+    #: the input's fields declared Optional
+    optional_fields: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from codemods.cstutil import without_optional
 from runnercheck.analysis.signatures import Import, RunnerSignature
 from runnercheck.contract import Contract
 
@@ -76,7 +77,9 @@ def base_module(contract: Contract, signature: RunnerSignature | None = None) ->
     signature = signature or RunnerSignature()
     input_base = contract.input_bases[0]
     runner_base = contract.runner_bases[0]
-    request = quoted(signature.request, signature.imports)
+    # the driver always has its requests when it prepares (no Optional here: a
+    # runner that accepts None as well still overrides it soundly)
+    request = quoted(without_optional(signature.request), signature.imports)
     kv_caches = quoted(signature.kv_caches, signature.imports)
     returns = quoted(signature.returns, signature.imports)
     return f'''"""Base classes of the model-runner broadcast contract.

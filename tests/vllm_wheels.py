@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 VERSIONS = ("0.5.0", "0.5.1", "0.6.0")
@@ -27,16 +28,20 @@ def vllm_source(version: str) -> Path:
     """The directory holding ``vllm/`` of that release (downloaded once, then cached).
 
     Raises RuntimeError when the wheel cannot be downloaded."""
-    target = cache_root() / version
+    return cached(cache_root() / version, version, _download)
+
+
+def cached(target: Path, version: str, download: Callable[[str, Path], None]) -> Path:
+    """``target``, filled by ``download(version, target)`` once: test processes
+    running side by side download a release once, one at a time."""
     done = target / ".complete"
     if done.is_file():
         return target
     target.mkdir(parents=True, exist_ok=True)
-    # test processes running side by side download a release once, one at a time
     with open(target.parent / f".{version}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.is_file():
-            _download(version, target)
+            download(version, target)
             done.write_text(version)
     return target
 

@@ -57,9 +57,9 @@ def split_generic(
     ]
     summary = cstutil.parse_statements(
         cstutil.docstring(
-            f"What {plan.name} and the runners built on it share, generic over the input.",
+            f"{plan.name} but for the methods that depend on its input type.",
             4,
-            short=f"What {plan.name} and its subclasses share.",
+            short=f"{plan.name} without its input-specific methods.",
         ).lstrip()
     )
     if shared:

@@ -319,11 +319,21 @@ def rewrite_group(
                 dropped=[dataclasses.replace(d, node=None) for d in plan.dropped],
                 narrows=plan.narrows_from,
                 notes=[(str(plan.path), line, text) for line, text in plan.notes],
+                removed_method=plan.method.name.value,
+                returned_fields=_returned_fields(plan),
+                optional_fields=[f.name for f in plan.fields if cstutil.is_optional(f.annotation)],
             )
         )
     for plan_w in worker_plans:
         result.worker_keys[plan_w.name] = [k.key for k in plan_w.keys]
     return result
+
+
+def _returned_fields(plan: RunnerPlan) -> list[str]:
+    """Per position of the legacy method's result, the input field holding it."""
+    fields = {f.name for f in plan.fields}
+    tail = set(plan.input_plan.tail_bound)
+    return [r if r in fields and r not in tail else "" for r in plan.input_plan.returned]
 
 
 def _shared_worker_inputs(

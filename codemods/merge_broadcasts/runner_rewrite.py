@@ -8,6 +8,8 @@ from typing import cast
 import libcst as cst
 
 from codemods import cstutil
+from codemods.cstutil import is_optional, without_optional
+from codemods.merge_broadcasts.narrowing import narrow_reads
 from codemods.merge_broadcasts.runner_model import (
     ATTN_BACKEND,
     MODEL_INPUT,
@@ -229,6 +231,7 @@ def runner_methods(plan: RunnerPlan, contract: Contract) -> list[cst.FunctionDef
         returns=returns,
         body=method.body.with_changes(body=body),
     )
+    prepare = _required_request(prepare)
     args = ["tensor_dict"]
     if plan.uses_attn_backend:
         args.append(f"{ATTN_BACKEND}=self.{ATTN_BACKEND}")
@@ -248,6 +251,46 @@ def runner_methods(plan: RunnerPlan, contract: Contract) -> list[cst.FunctionDef
     assert isinstance(make, cst.FunctionDef)
     make = make.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
     return [prepare, make]
+
+
+def _required_request(prepare: cst.FunctionDef) -> cst.FunctionDef:
+    """The driver prepares from a request list it always has: a legacy
+    ``requests: Optional[X]`` with ``assert requests is not None`` first becomes
+    ``requests: X`` without the assert."""
+    params = list(prepare.params.params)
+    if len(params) < 2 or params[1].annotation is None:
+        return prepare
+    name = params[1].name.value
+    annotation = cstutil.code(params[1].annotation.annotation)
+    if not is_optional(annotation) or without_optional(annotation) == annotation:
+        return prepare
+    body = list(cstutil.body_of(prepare.body))
+    first = 1 if body and _is_docstring(body[0]) else 0
+    if len(body) <= first:
+        return prepare
+    small = cstutil.single_small(body[first])
+    if not (
+        isinstance(small, cst.Assert)
+        and cstutil.code(small.test).strip() == f"{name} is not None"
+        and small.msg is None
+    ):
+        return prepare
+    rest = body[first + 1 :]
+    if rest:
+        lead = [*cstutil.comments(cstutil.leading(body[first])), *cstutil.leading(rest[0])]
+        rest[0] = cstutil.with_leading(rest[0], lead)
+    params[1] = params[1].with_changes(
+        annotation=cst.Annotation(annotation=cst.parse_expression(without_optional(annotation)))
+    )
+    return prepare.with_changes(
+        params=prepare.params.with_changes(params=params),
+        body=prepare.body.with_changes(body=[*body[:first], *rest]),
+    )
+
+
+def _is_docstring(statement: cst.BaseStatement) -> bool:
+    small = cstutil.single_small(statement)
+    return isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString)
 
 
 def _without_dead_targets(
@@ -277,6 +320,7 @@ def _without_dead_targets(
                 for e in target.elements
             ]
             if elements != list(target.elements):
+                elements = _star_trailing(elements)
                 new_target = target.with_changes(elements=elements)
                 new_small = small.with_changes(
                     targets=[small.targets[0].with_changes(target=new_target)]
@@ -285,6 +329,24 @@ def _without_dead_targets(
                 statement = statement.with_changes(body=[new_small])
         out.append(statement)
     return out
+
+
+def _star_trailing(elements: list[cst.BaseElement]) -> list[cst.BaseElement]:
+    """Two or more ``_`` at the end of an unpacking become one ``*_``."""
+
+    def unused(e: cst.BaseElement) -> bool:
+        return isinstance(e, cst.Element) and isinstance(e.value, cst.Name) and e.value.value == "_"
+
+    if any(isinstance(e, cst.StarredElement) for e in elements):
+        return elements
+    count = 0
+    while count < len(elements) and unused(elements[len(elements) - 1 - count]):
+        count += 1
+    if count < 2 or count == len(elements):
+        return elements
+    last = elements[-1]
+    star = cst.StarredElement(value=cst.Name("_"), comma=last.comma)
+    return [*elements[:-count], star]
 
 
 def rewrite_execute(plan: RunnerPlan) -> cst.FunctionDef:
@@ -368,7 +430,13 @@ def rewrite_execute(plan: RunnerPlan) -> cst.FunctionDef:
         default=None,
         equal=cst.MaybeSentinel.DEFAULT,
     )
-    return execute.with_changes(params=execute.params.with_changes(params=params), body=block)
+    optional = {f.name for f in input_plan.fields if is_optional(f.annotation)}
+    values = [f"{MODEL_INPUT}.{name}" for name in sorted(optional)]
+    values += [
+        name for name, value in bindings if value.removeprefix(f"{MODEL_INPUT}.") in optional
+    ]
+    new = execute.with_changes(params=execute.params.with_changes(params=params), body=block)
+    return narrow_reads(new, values)
 
 
 def _tail_statements(

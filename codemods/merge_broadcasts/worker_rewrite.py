@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import libcst as cst
 
 from codemods import cstutil
+from codemods.merge_broadcasts.narrowing import optional_attributes
 from codemods.merge_broadcasts.runner_model import MODEL_INPUT
 from codemods.merge_broadcasts.worker_model import WORKER_INPUT, KeyPlan, WorkerPlan
 from runnercheck.contract import Contract
@@ -132,7 +133,22 @@ def rewrite_worker(plan: WorkerPlan, contract: Contract) -> cst.ClassDef:
         *inserts_before.get(id(nd.where.statement), []),
         *cstutil.parse_statements(make_input),
     ]
+    optional = optional_attributes(plan.cdef)
     for site in {id(plan.driver_site.call): plan.driver_site, id(nd.call): nd}.values():
+        # the runner's execute_model is typed now: a kv cache the worker declares
+        # Optional (set before the first step) is asserted set where it is passed
+        caches = [cstutil.dotted(a.value) for a in site.call.args[1:]]
+        checks = [
+            f"assert {c} is not None\n"
+            for c in caches
+            if c is not None and c.startswith("self.") and c[5:] in optional
+        ]
+        if checks and isinstance(site.where.statement, cst.SimpleStatementLine):
+            at = id(site.where.statement)
+            inserts_before[at] = [
+                *inserts_before.get(at, []),
+                *cstutil.parse_statements("".join(checks)),
+            ]
         first = site.call.args[0]
         replace[id(site.call)] = site.call.with_changes(
             args=[first.with_changes(value=cst.Name(MODEL_INPUT)), *site.call.args[1:]]

@@ -236,18 +236,26 @@ def test_behaviour_changes_and_carried_over_latent_bugs_are_notes_at_their_lines
         for r in g["runners"]
         for n in r["notes"]
     }
-    runner = (work / "model_runner.py").read_text().splitlines()
-    profile = next(i for i, t in enumerate(runner, 1) if "self.execute_model(dummy_groups" in t)
+    # notes cite lines of the rewritten files (the golden ones)
+    after = FIXTURES / "engine" / "after"
+    runner = (after / "model_runner.py").read_text().splitlines()
+    profile = next(
+        i
+        for i, t in enumerate(runner, 1)
+        if "self.execute_model(self.prepare_model_input(dummy_groups)" in t
+    )
     assert "does not broadcast" in notes[("model_runner.py", profile)]
-    cpu = (work / "cpu_model_runner.py").read_text().splitlines()
-    read = next(i for i, t in enumerate(cpu, 1) if "image_inputs)" in t and "self.model(" in t)
+    cpu = (after / "cpu_model_runner.py").read_text().splitlines()
+    read = next(i for i, t in enumerate(cpu, 1) if "= self.model(" in t)
     assert "never broadcast" in notes[("cpu_model_runner.py", read)]
-    pooling = (work / "pooling_model_runner.py").read_text().splitlines()
-    subclass = next(i for i, t in enumerate(pooling, 1) if t.startswith("class PoolingModelRunner"))
+    pooling = (after / "pooling_model_runner.py").read_text().splitlines()
+    subclass = next(
+        i for i, t in enumerate(pooling, 1) if t.startswith("class PoolingModelRunner(")
+    )
     assert "no longer holds" in notes[("pooling_model_runner.py", subclass)]
     assert len(notes) == 3
     # the workers' loop exit on a step the driver does not end is a note at its line
-    worker = (work / "worker.py").read_text().splitlines()
+    worker = (after / "worker.py").read_text().splitlines()
     exits = [
         i
         for i, t in enumerate(worker, 1)

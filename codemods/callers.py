@@ -1,0 +1,297 @@
+"""Calls of the methods a migration removes, anywhere in the target's project.
+
+The legacy method of a migrated runner (vLLM's ``prepare_input_tensors``) is gone
+after the rewrite; code elsewhere in the project (its tests, benchmarks) may still
+call it. Every ``*.py`` under the project directory above the given paths (the
+first one holding ``pyproject.toml``, ``setup.cfg``, ``.git``, ...) is searched,
+byte prefilter first, LibCST only on the files that mention the method.
+
+A call is rewritten when the new API is a drop-in and the file lies inside the
+given paths: ``(a, b, _) = r.prepare_input_tensors(x)`` becomes::
+
+    model_input = r.prepare_model_input(x)
+    (a, b) = (model_input.a_field, model_input.b_field)
+
+(each kept name reads the field that held its position; ``_`` positions go).
+Otherwise the call is named, ``file:line``, with what to change by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from codemods import cstutil
+from codemods.formatting import project_dir
+from codemods.merge_broadcasts.narrowing import narrow_reads
+
+#: directories never searched (environments, caches, build output)
+_SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__", ".tox"}
+
+
+@dataclass(frozen=True)
+class Removed:
+    """A runner method the rewrite removed, and what replaces it."""
+
+    runner: str
+    method: str
+    #: the replacement (``prepare_model_input``) and its input class
+    replacement: str
+    input_class: str
+    #: per position of the legacy result: the input field holding it ("" for none)
+    fields: tuple[str, ...]
+    #: the files of the group (their own calls were rewritten with them)
+    files: frozenset[Path] = frozenset()
+    #: the input's fields declared Optional (a name read from one is asserted set
+    #: before the caller dereferences it, as the legacy untyped tuple allowed)
+    optional: frozenset[str] = frozenset()
+
+
+@dataclass
+class CallerEdits:
+    #: file -> (old text, new text) for files whose calls were rewritten
+    rewritten: dict[Path, tuple[str, str]] = field(default_factory=dict)
+    #: (file, line, what) for each call left for a person
+    named: list[tuple[Path, int, str]] = field(default_factory=list)
+
+
+#: the most ``*.py`` files searched per project (a project directory found far above
+#: the given paths, say a home directory under git, must not mean a walk of everything)
+MAX_FILES = 50_000
+
+
+def _files(root: Path) -> Iterable[Path]:
+    seen = 0
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = Path(directory) / name
+                if not path.is_symlink():
+                    seen += 1
+                    if seen > MAX_FILES:
+                        return
+                    yield path
+
+
+def _free_name(func: cst.CSTNode | None, wanted: str) -> str:
+    taken = cstutil.bound(func) if func is not None else set()
+    name, n = wanted, 1
+    while name in taken:
+        n += 1
+        name = f"{wanted}{n}"
+    return name
+
+
+def _targets(assign: cst.Assign) -> list[str] | None:
+    if len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    names: list[str] = []
+    for element in target.elements:
+        if not isinstance(element, cst.Element) or not isinstance(element.value, cst.Name):
+            return None
+        names.append(element.value.value)
+    return names
+
+
+class _Calls(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, removed: dict[str, list[Removed]], rewrite: bool) -> None:
+        self.removed = removed
+        self.rewrite = rewrite
+        self.functions: list[cst.FunctionDef] = []
+        #: per enclosing function, the names now read from Optional fields
+        self.narrow: list[list[str]] = []
+        #: per enclosing class, the methods it defines itself
+        self.classes: list[set[str]] = []
+        self.named: list[tuple[int, Removed, str]] = []
+        self.changed = 0
+        self.handled: set[int] = set()
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.append(
+            {
+                item.name.value
+                for item in cstutil.body_of(node.body)
+                if isinstance(item, cst.FunctionDef)
+            }
+        )
+
+    def leave_ClassDef(
+        self, original_node: cst.ClassDef, updated_node: cst.ClassDef
+    ) -> cst.ClassDef:
+        self.classes.pop()
+        return updated_node
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.append(node)
+        self.narrow.append([])
+
+    def leave_FunctionDef(
+        self, original_node: cst.FunctionDef, updated_node: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self.functions.pop()
+        return narrow_reads(updated_node, self.narrow.pop())
+
+    def _candidates(self, call: cst.BaseExpression) -> list[Removed]:
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
+            return []
+        name = call.func.attr.value
+        receiver = call.func.value
+        if isinstance(receiver, cst.Name) and receiver.value == "self":
+            if self.classes and name in self.classes[-1]:
+                return []  # the class's own method of that name, still there
+        return self.removed.get(name, [])
+
+    def _removed(self, call: cst.BaseExpression) -> Removed | None:
+        found = self._candidates(call)
+        return found[0] if found else None
+
+    def _choose(
+        self, call: cst.BaseExpression, names: list[str] | None
+    ) -> tuple[Removed, str | None]:
+        """The removed method a call means (the receiver's type is not known here):
+        the runners whose result has as many values as the call unpacks, when they
+        agree on the fields the call keeps; else why the call is left alone."""
+        found = self._candidates(call)
+        if names is None:
+            return found[0], "its result is not unpacked into names"
+        same = [r for r in found if len(r.fields) == len(names)]
+        if not same:
+            sizes = ", ".join(f"{r.runner} {len(r.fields)}" for r in found)
+            return found[0], f"it unpacks {len(names)} values; the method returned {sizes}"
+        kept = {tuple(f for n, f in zip(names, r.fields, strict=True) if n != "_") for r in same}
+        runners = " or ".join(dict.fromkeys(r.runner for r in same))
+        chosen = dataclasses.replace(same[0], runner=runners)
+        if len(kept) > 1:
+            return chosen, "those runners keep different fields at these positions"
+        missing = [n for n, f in zip(names, same[0].fields, strict=True) if n != "_" and not f]
+        if missing:
+            return chosen, f"{', '.join(missing)} is computed in execute_model now, not a field"
+        return chosen, None
+
+    def _line(self, node: cst.CSTNode) -> int:
+        return self.get_metadata(PositionProvider, node).start.line
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        if len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
+            if self._removed(node.body[0].value) is not None:
+                self.handled.add(id(node.body[0].value))
+
+    def leave_SimpleStatementLine(
+        self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        if len(original_node.body) != 1 or not isinstance(original_node.body[0], cst.Assign):
+            return updated_node
+        assign = original_node.body[0]
+        if self._removed(assign.value) is None:
+            return updated_node
+        names = _targets(assign)
+        removed, why = self._choose(assign.value, names)
+        if why is not None or not self.rewrite:
+            self.named.append((self._line(assign.value), removed, why or ""))
+            return updated_node
+        assert names is not None and isinstance(assign.value, cst.Call)
+        call = assign.value
+        assert isinstance(call.func, cst.Attribute)
+        var = _free_name(self.functions[-1] if self.functions else None, "model_input")
+        new_call = call.with_changes(
+            func=call.func.with_changes(attr=cst.Name(removed.replacement))
+        )
+        first = cst.SimpleStatementLine(
+            body=[cst.Assign([cst.AssignTarget(cst.Name(var))], new_call)],
+            leading_lines=original_node.leading_lines,
+        )
+        kept = [(n, f) for n, f in zip(names, removed.fields, strict=True) if n != "_"]
+        self.changed += 1
+        if self.narrow:
+            self.narrow[-1] += [n for n, f in kept if f in removed.optional]
+        if not kept:
+            return first
+        if len(kept) == 1:
+            text = f"{kept[0][0]} = {var}.{kept[0][1]}\n"
+        else:
+            targets = ", ".join(n for n, _f in kept)
+            values = ", ".join(f"{var}.{f}" for _n, f in kept)
+            text = f"({targets}) = ({values})\n"
+        return cst.FlattenSentinel([first, *cstutil.parse_statements(text)])
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        removed = self._removed(original_node)
+        if removed is not None and id(original_node) not in self.handled:
+            why = "its result is not unpacked into names"
+            self.named.append((self._line(original_node), removed, why))
+        return updated_node
+
+
+def find_callers(
+    removed: Sequence[Removed],
+    roots: Sequence[Path],
+    within: Iterable[Path],
+    skip: Iterable[Path] = (),
+) -> CallerEdits:
+    """Calls of ``removed`` methods under the project directory of ``roots``.
+
+    ``within``: the given paths (only files under them are rewritten);
+    ``skip``: files already rewritten by the migration."""
+    edits = CallerEdits()
+    if not removed or not roots:
+        return edits
+    by_name: dict[str, list[Removed]] = {}
+    for r in removed:
+        by_name.setdefault(r.method, []).append(r)
+    group_files = {p.resolve() for r in removed for p in r.files}
+    skipped = {p.resolve() for p in skip} | group_files
+    allowed = [p.resolve() for p in within]
+    projects = {project_dir(root) or (root if root.is_dir() else root.parent) for root in roots}
+    needles = [f".{name}(".encode() for name in by_name]
+    seen: set[Path] = set()
+    for project in sorted(projects):
+        for path in _files(project):
+            resolved = path.resolve()
+            if resolved in seen or resolved in skipped:
+                continue
+            seen.add(resolved)
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if not any(n in data for n in needles):
+                continue
+            try:
+                module = cst.parse_module(data)
+            except cst.ParserSyntaxError:
+                continue
+            inside = any(resolved == a or a in resolved.parents for a in allowed)
+            visitor = _Calls(by_name, rewrite=inside)
+            new = MetadataWrapper(module, unsafe_skip_copy=True).visit(visitor)
+            if visitor.changed:
+                edits.rewritten[path] = (module.code, new.code)
+                # the calls left, at their lines in the rewritten text
+                visitor = _Calls(by_name, rewrite=False)
+                MetadataWrapper(new, unsafe_skip_copy=True).visit(visitor)
+                visitor.named = [(ln, r, w) for ln, r, w in visitor.named if w]
+            for line, found, why in visitor.named:
+                edits.named.append((path, line, describe(found, why)))
+    return edits
+
+
+def describe(removed: Removed, why: str) -> str:
+    """The note for a call left for a person (``why`` empty: the file lies outside
+    the given paths)."""
+    reason = why or "outside the given paths (give it too, to rewrite it)"
+    return (
+        f"calls {removed.runner}.{removed.method}, which the migration removes: "
+        f"use {removed.replacement}(), which returns {removed.input_class}; "
+        f"not rewritten: {reason}"
+    )

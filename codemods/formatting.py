@@ -1,0 +1,221 @@
+"""The target's own formatter, run on the lines the migration wrote.
+
+:func:`find_formatter` reads which formatter the target uses from the project
+directory above it (the first one holding ``pyproject.toml``, ``setup.cfg``,
+``.style.yapf``, ``tox.ini`` or ``.git``):
+
+* yapf: ``.style.yapf``, ``setup.cfg [yapf]``, ``[tool.yapf]`` in ``pyproject.toml``,
+  or a ``yapf`` pin in its lint requirements (``requirements-lint.txt``,
+  ``requirements-dev.txt``, ``requirements/lint.txt``);
+* black: ``[tool.black]`` or a ``black`` pin;
+* ruff format: ``[tool.ruff.format]``.
+
+:func:`format_change` runs it on the line ranges of the new text that differ
+from the old one (yapf ``lines``, black ``--line-ranges``, ruff format
+``--range``), with the style the formatter itself resolves from that directory,
+so untouched lines stay byte-identical. A new file is formatted whole. When the
+formatter cannot be imported or run, the text keeps the migration's own layout
+(:func:`layout_note` says so in one line).
+"""
+
+from __future__ import annotations
+
+import configparser
+import difflib
+import functools
+import importlib.util
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", ".style.yapf", "tox.ini", ".git")
+_REQUIREMENTS = ("requirements-lint.txt", "requirements-dev.txt", "requirements/lint.txt")
+_PIN = re.compile(r"^\s*(yapf|black)\s*(?:[=<>~!]=?\s*([\w.]+))?", re.IGNORECASE | re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Formatter:
+    #: ``yapf``, ``black`` or ``ruff``
+    tool: str
+    #: the project directory its style is resolved from
+    directory: Path
+    #: what names it (``pyproject.toml [tool.yapf]``, ``requirements-dev.txt: yapf==0.32.0``)
+    declared_by: str
+    #: the pinned version, when a requirements file pins one
+    pin: str = ""
+
+    @property
+    def available(self) -> bool:
+        return _importable(self.tool)
+
+
+def _importable(tool: str) -> bool:
+    if tool == "yapf":
+        return importlib.util.find_spec("yapf") is not None
+    return importlib.util.find_spec(tool) is not None
+
+
+def project_dir(start: Path) -> Path | None:
+    here = start if start.is_dir() else start.parent
+    here = here.resolve()
+    for directory in [here, *here.parents]:
+        if any((directory / name).exists() for name in _PROJECT_MARKERS):
+            return directory
+    return None
+
+
+def _declared(directory: Path) -> Formatter | None:
+    style = directory / ".style.yapf"
+    if style.is_file():
+        return Formatter("yapf", directory, ".style.yapf")
+    pyproject = directory / "pyproject.toml"
+    tool: dict[str, object] = {}
+    if pyproject.is_file():
+        try:
+            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+            data = {}
+        found = data.get("tool", {})
+        tool = found if isinstance(found, dict) else {}
+    if "yapf" in tool:
+        return Formatter("yapf", directory, "pyproject.toml [tool.yapf]")
+    setup = directory / "setup.cfg"
+    if setup.is_file():
+        parser = configparser.ConfigParser()
+        try:
+            parser.read(setup, encoding="utf-8")
+        except (OSError, configparser.Error, UnicodeDecodeError):
+            pass
+        else:
+            if parser.has_section("yapf"):
+                return Formatter("yapf", directory, "setup.cfg [yapf]")
+    if "black" in tool:
+        return Formatter("black", directory, "pyproject.toml [tool.black]")
+    ruff = tool.get("ruff")
+    if isinstance(ruff, dict) and "format" in ruff:
+        return Formatter("ruff", directory, "pyproject.toml [tool.ruff.format]")
+    return None
+
+
+def _pinned(directory: Path) -> Formatter | None:
+    for name in _REQUIREMENTS:
+        path = directory / name
+        if not path.is_file():
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        match = _PIN.search(text)
+        if match is not None:
+            tool, version = match.group(1).lower(), match.group(2) or ""
+            pin = f"{tool}=={version}" if version else tool
+            return Formatter(tool, directory, f"{name}: {pin}", version)
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def find_formatter(start: Path) -> Formatter | None:
+    """The formatter the project holding ``start`` (a file or directory) uses."""
+    directory = project_dir(start)
+    if directory is None:
+        return None
+    declared = _declared(directory)
+    pinned = _pinned(directory)
+    if declared is not None and pinned is not None and pinned.tool == declared.tool:
+        return Formatter(declared.tool, directory, declared.declared_by, pinned.pin)
+    return declared or pinned
+
+
+def layout_note(formatter: Formatter | None) -> str | None:
+    """One line when the rewritten lines keep the migration's own layout."""
+    if formatter is None:
+        return None
+    if not formatter.available:
+        return (
+            f"{formatter.tool} (named by {formatter.declared_by}) cannot be imported here: "
+            "the rewritten lines keep the migration's own layout"
+        )
+    if formatter.pin and formatter.tool == "yapf":
+        import yapf
+
+        if yapf.__version__ != formatter.pin:
+            return (
+                f"yapf {yapf.__version__} formats the rewritten lines; the project pins "
+                f"{formatter.pin} ({formatter.declared_by})"
+            )
+    return None
+
+
+def changed_ranges(old: str | None, new: str) -> list[tuple[int, int]]:
+    """1-based inclusive line ranges of ``new`` that are not lines of ``old``."""
+    new_lines = new.splitlines()
+    if old is None:
+        return [(1, len(new_lines))] if new_lines else []
+    matcher = difflib.SequenceMatcher(None, old.splitlines(), new_lines, autojunk=False)
+    return [
+        (j1 + 1, j2)
+        for tag, _i1, _i2, j1, j2 in matcher.get_opcodes()
+        if tag in ("replace", "insert") and j2 > j1
+    ]
+
+
+def format_change(path: Path, old: str | None, new: str) -> str:
+    """``new`` with the project's formatter run on the lines that differ from ``old``
+    (all of it when ``old`` is None); ``new`` unchanged when there is no formatter,
+    it cannot run, or it fails on the text."""
+    formatter = find_formatter(path)
+    if formatter is None or not formatter.available:
+        return new
+    ranges = changed_ranges(old, new)
+    if not ranges:
+        return new
+    try:
+        if formatter.tool == "yapf":
+            return _yapf(formatter, new, ranges)
+        if formatter.tool == "black":
+            return _black(formatter, path, new, ranges)
+        return _ruff(formatter, path, new, ranges)
+    except Exception:  # the formatter's own failure keeps the migration's layout
+        return new
+
+
+def _yapf(formatter: Formatter, text: str, ranges: list[tuple[int, int]]) -> str:
+    import warnings
+
+    with warnings.catch_warnings():  # yapf 0.32 imports lib2to3
+        warnings.simplefilter("ignore", (DeprecationWarning, PendingDeprecationWarning))
+        from yapf.yapflib import file_resources, yapf_api
+
+    style = file_resources.GetDefaultStyleForDir(str(formatter.directory))
+    formatted, _changed = yapf_api.FormatCode(text, style_config=style, lines=ranges)
+    return str(formatted)
+
+
+def _black(formatter: Formatter, path: Path, text: str, ranges: list[tuple[int, int]]) -> str:
+    args = [sys.executable, "-m", "black", "-q", "--stdin-filename", str(path)]
+    for start, end in ranges:
+        args += ["--line-ranges", f"{start}-{end}"]
+    return _run([*args, "-"], text, formatter.directory)
+
+
+def _ruff(formatter: Formatter, path: Path, text: str, ranges: list[tuple[int, int]]) -> str:
+    # one range per call, bottom up, so the earlier ranges keep their line numbers
+    for start, end in sorted(ranges, reverse=True):
+        args = [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(path)]
+        text = _run([*args, "--range", f"{start}:{end}", "-"], text, formatter.directory)
+    return text
+
+
+def _run(args: list[str], text: str, cwd: Path) -> str:
+    proc = subprocess.run(args, input=text, capture_output=True, text=True, cwd=cwd, timeout=60)
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.strip()[-300:])
+    return proc.stdout

@@ -1,0 +1,168 @@
+"""Plain mypy on the rewritten files, before and after, under the target's own mypy
+configuration: the errors the rewrite adds, each with its line in the new file.
+
+The configuration is read from the project directory above the files (``mypy.ini``,
+``.mypy.ini``, ``setup.cfg [mypy]``, ``pyproject.toml [tool.mypy]``); when there is
+none, nothing runs. Its ``plugins`` are left out (``migrate`` never imports the
+target's code). The old and the new texts of the changed files are written, at
+their paths relative to the project, into two temporary trees checked in one
+process each: modules outside the changed files are not there, so the target's
+``follow_imports``/``ignore_missing_imports`` decide how they read (vLLM skips
+them). An error is new when the old files lack one of the same file, code and
+message.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from codemods.formatting import project_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+_ERROR = re.compile(
+    r"^(?P<path>[^:\n]+):(?P<line>\d+): error: (?P<message>.*?)(?:  \[(?P<code>[\w-]+)\])?$"
+)
+
+
+@dataclass(frozen=True)
+class MypyError:
+    path: Path
+    line: int
+    code: str
+    message: str
+
+
+def _ini_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "True" if value else "False"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def mypy_config(start: Path) -> tuple[Path, str] | None:
+    """The project directory and its mypy configuration as ini text (no plugins)."""
+    directory = project_dir(start)
+    if directory is None:
+        return None
+    parser = configparser.ConfigParser(interpolation=None)
+    for name in ("mypy.ini", ".mypy.ini", "setup.cfg"):
+        path = directory / name
+        if not path.is_file():
+            continue
+        try:
+            parser.read(path, encoding="utf-8")
+        except (OSError, configparser.Error, UnicodeDecodeError):
+            return None
+        if parser.has_section("mypy"):
+            out = configparser.ConfigParser(interpolation=None)
+            for section in parser.sections():
+                if section == "mypy" or section.startswith("mypy-"):
+                    out[section] = {
+                        k: v for k, v in parser[section].items() if k not in ("plugins", "files")
+                    }
+            return directory, _write(out)
+        parser = configparser.ConfigParser(interpolation=None)
+    pyproject = directory / "pyproject.toml"
+    if not pyproject.is_file():
+        return None
+    try:
+        tool = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {})
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        return None
+    table = tool.get("mypy") if isinstance(tool, dict) else None
+    if not isinstance(table, dict):
+        return None
+    out = configparser.ConfigParser(interpolation=None)
+    out["mypy"] = {
+        k: _ini_value(v)
+        for k, v in table.items()
+        if k not in ("plugins", "files", "exclude", "overrides")
+    }
+    for override in table.get("overrides", []) or []:
+        if not isinstance(override, dict):
+            continue
+        modules = override.get("module", [])
+        names = [modules] if isinstance(modules, str) else list(modules)
+        values = {k: _ini_value(v) for k, v in override.items() if k not in ("module", "plugins")}
+        for module in names:
+            out[f"mypy-{module}"] = values
+    return directory, _write(out)
+
+
+def _write(parser: configparser.ConfigParser) -> str:
+    import io
+
+    text = io.StringIO()
+    parser.write(text)
+    return text.getvalue()
+
+
+def _errors(root: Path, config: str, files: list[Path]) -> list[MypyError]:
+    from mypy import api
+
+    (root / "mypy.ini").write_text(config, encoding="utf-8")
+    args = [
+        "--config-file", str(root / "mypy.ini"), "--cache-dir", str(root / ".mypy_cache"),
+        "--show-error-codes", "--no-error-summary", "--hide-error-context",
+        "--no-color-output", "--show-absolute-path",
+        *[str(root / f) for f in files],
+    ]  # fmt: skip
+    stdout, _stderr, _status = api.run(args)
+    found: list[MypyError] = []
+    for line in stdout.splitlines():
+        match = _ERROR.match(line)
+        if match is None:
+            continue
+        path = Path(match["path"])
+        try:
+            relative = path.relative_to(root)
+        except ValueError:
+            continue
+        found.append(MypyError(relative, int(match["line"]), match["code"] or "", match["message"]))
+    return found
+
+
+def new_errors(changes: Mapping[Path, tuple[bytes | None, bytes]]) -> list[MypyError]:
+    """The plain-mypy errors in the new texts that the old ones lack (paths as given)."""
+    by_project: dict[Path, tuple[str, dict[Path, tuple[bytes | None, bytes]]]] = {}
+    for path, texts in changes.items():
+        found = mypy_config(path)
+        if found is None:
+            continue
+        directory, config = found
+        by_project.setdefault(directory, (config, {}))[1][path] = texts
+    out: list[MypyError] = []
+    for directory, (config, files) in sorted(by_project.items()):
+        relative = {p: p.resolve().relative_to(directory) for p in files}
+        with tempfile.TemporaryDirectory(prefix="runnercheck-mypy-") as tmp:
+            before, after = Path(tmp) / "before", Path(tmp) / "after"
+            for path, (old, new) in files.items():
+                for root, data in ((before, old), (after, new)):
+                    if data is None:
+                        continue
+                    target = root / relative[path]
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_bytes(data)
+                    for parent in target.relative_to(root).parents:  # packages stay packages
+                        init = root / parent / "__init__.py"
+                        if parent != Path(".") and not init.exists():
+                            init.write_text("")
+            olds = [relative[p] for p, (old, _new) in files.items() if old is not None]
+            old_errors = _errors(before, config, olds) if olds else []
+            seen = {(e.path, e.code, e.message) for e in old_errors}
+            back = {v: k for k, v in relative.items()}
+            for error in _errors(after, config, list(relative.values())):
+                if (error.path, error.code, error.message) not in seen and error.path in back:
+                    out.append(MypyError(back[error.path], error.line, error.code, error.message))
+    return out
