@@ -65,14 +65,12 @@ def test_check_mode_writes_nothing_names_each_file_and_exits_1(
     assert "would change" in result.out
     # one line per file, as black's "would reformat X"
     named = sorted(line for line in result.out.splitlines() if line.startswith("would "))
-    changed = sorted(
-        name for name in snapshot(AFTER) if snapshot(AFTER)[name] != before.get(name)
-    )
+    changed = sorted(name for name in snapshot(AFTER) if snapshot(AFTER)[name] != before.get(name))
     expected = sorted(
         f"would {'migrate' if name in before else 'create'} engine/{name}" for name in changed
     )
     assert named == expected and len(named) >= 2
-    clean = copy_tree(AFTER, tmp_path / "clean")
+    copy_tree(AFTER, tmp_path / "clean")
     again = migrate_cli("--check", "clean")
     assert again.code == 0 and "would migrate" not in again.out
 
