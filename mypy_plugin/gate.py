@@ -131,17 +131,23 @@ def gating(
 def run_mypy(mypy_args: Sequence[str]) -> tuple[list[str], int]:
     """mypy on ``mypy_args`` with the plugin loaded; (its report lines, 2 if mypy stopped)."""
     from mypy import build
+    from mypy.defaults import RECURSION_LIMIT
     from mypy.errors import CompileError
+    from mypy.fscache import FileSystemCache
     from mypy.main import process_options
 
-    sources, options = process_options(list(mypy_args), program=PROG)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))  # as mypy's main
+    fscache = FileSystemCache()
+    sources, options = process_options(list(mypy_args), program=PROG, fscache=fscache)
     if PLUGIN not in options.plugins:
         options.plugins.append(PLUGIN)
     options.hide_error_codes = False
     options.pretty = False
     options.show_absolute_path = False
     try:
-        result = build.build(sources, options, stdout=sys.stdout, stderr=sys.stderr)
+        result = build.build(
+            sources, options, fscache=fscache, stdout=sys.stdout, stderr=sys.stderr
+        )
     except CompileError as exc:
         return list(exc.messages), 2
     return list(result.errors), 0
