@@ -336,3 +336,34 @@ def test_setup_takes_torch_from_runnercheck_torch_index(tmp_path: Path, borrowed
     assert Path(where).is_relative_to(venv)
     tool = ok(run([python, "-c", "import runnercheck; print(runnercheck.__file__)"], tmp_path))
     assert Path(tool.stdout.strip()) == REPO / "runnercheck" / "__init__.py"
+
+
+@pytest.mark.slow
+def test_setup_if_needed_skips_an_up_to_date_environment(
+    tmp_path: Path, source: Path, borrowed: Path
+) -> None:
+    """scripts/test.sh runs `setup.sh --if-needed`: a fresh environment is set up, an
+    up-to-date one is left alone, and a change to constraints.txt sets it up again."""
+    assert "bash scripts/setup.sh --if-needed" in (REPO / "scripts" / "test.sh").read_text()
+    clone = tmp_path / "clone"
+    shutil.copytree(source, clone, ignore=IGNORE)
+    venv = mode_venv(tmp_path, borrowed)
+    stamp = venv / ".runnercheck-setup"
+
+    def setup() -> str:
+        proc = run(["bash", "scripts/setup.sh", "--if-needed"], clone, RUNNERCHECK_VENV=str(venv))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    first = setup()
+    assert "up to date" not in first and stamp.is_file()
+    probe = "import runnercheck; print(runnercheck.__file__)"
+    assert (
+        clone in Path(ok(run([str(venv / "bin" / "python"), "-c", probe], tmp_path)).stdout).parents
+    )
+    written = stamp.read_text()
+    assert setup().splitlines() == [f"setup: {venv} is up to date (delete {stamp} to set up again)"]
+    with (clone / "constraints.txt").open("a", encoding="utf-8") as f:
+        f.write("# a changed pin\n")
+    again = setup()
+    assert "up to date" not in again and stamp.read_text() != written
