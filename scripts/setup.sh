@@ -14,7 +14,8 @@
 # choose a build: on the public index torch 2.13.0 for Linux x86_64 is the CUDA build.
 #
 # A finished set-up leaves a stamp in the environment: a hash of what it depends on
-# (pyproject.toml, constraints.txt, this script, RUNNERCHECK_TORCH_INDEX, the Python).
+# (pyproject.toml, constraints.txt, this script, the build backend, RUNNERCHECK_TORCH_INDEX,
+# the Python).
 # --if-needed skips the set-up while the stamp matches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,7 +24,7 @@ stamp="$venv/.runnercheck-setup"
 wanted="$(python3 - "${RUNNERCHECK_TORCH_INDEX:-}" <<'PY'
 import hashlib, sys
 digest = hashlib.sha256()
-for name in ("pyproject.toml", "constraints.txt", "scripts/setup.sh"):
+for name in ("pyproject.toml", "constraints.txt", "scripts/setup.sh", "build_backend/runnercheck_build.py"):
     with open(name, "rb") as f:
         digest.update(name.encode() + b"\0" + f.read() + b"\0")
 digest.update(sys.argv[1].encode() + b"\0" + sys.version.encode())

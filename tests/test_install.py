@@ -263,11 +263,35 @@ def test_demo_under_each_install_mode(
         assert where.parent == site / "runnercheck"
         assert (site / "runnercheck" / "demo" / "engine" / "legacy" / "worker.py").is_file()
     else:
-        assert where.parent == source / "runnercheck"
-        # a path entry that static tools follow, not an import hook they cannot see
+        # a path entry that static tools follow, not an import hook they cannot see, and
+        # that holds this project's packages only, never the repository root
+        links = source / "build" / "__editable__.runnercheck-links"
         (pth,) = site.glob("__editable__*runnercheck*.pth")
-        assert pth.read_text(encoding="utf-8").strip() == str(source)
+        assert pth.read_text(encoding="utf-8").strip() == str(links)
         assert not list(site.glob("__editable__*finder*.py"))
+        assert sorted(p.name for p in links.iterdir()) == ["codemods", "mypy_plugin", "runnercheck"]
+        assert where.parent == links / "runnercheck"
+        assert where.resolve().parent == source / "runnercheck"
+    # only the packages are importable: not the repository's tests/ or benchmarks/
+    for name in ("tests", "benchmarks", "build_backend"):
+        probe = run([python, "-c", f"import {name}"], tmp_path)
+        assert probe.returncode == 1 and "ModuleNotFoundError" in probe.stderr, name
+    # and mypy, run with this environment's Python, finds the packages (and only them)
+    (tmp_path / "use.py").write_text(
+        "import codemods\nimport mypy_plugin\nfrom runnercheck.catalog import get\n"
+        "reveal_type(get)\nimport tests\n",
+        encoding="utf-8",
+    )
+    found = run(
+        [python, "-m", "mypy", "--no-incremental", "--python-executable", python, "use.py"],
+        tmp_path,
+    )
+    lines = [line for line in found.stdout.splitlines() if line.startswith("use.py:")]
+    revealed = (
+        'use.py:4: note: Revealed type is "def (code_or_name: str) -> runnercheck.catalog.Rule"'
+    )
+    assert lines[0] == revealed, found.stdout
+    assert [line.split(":")[1] for line in lines if ": error:" in line] == ["5"], found.stdout
 
     if mode != "wheel":
         # the stage an editable mode can break: mypy must find the engine's modules
