@@ -25,6 +25,7 @@ import zipfile
 from pathlib import Path
 
 from setuptools import build_meta as _setuptools  # type: ignore[import-untyped]
+
 # every hook but build_editable as setuptools has it
 from setuptools.build_meta import *  # type: ignore[import-untyped]  # noqa: F403
 
