@@ -78,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if through:  # a command that hands the arguments it does not know to another tool
         setattr(args, through, [*unknown, *getattr(args, through)])
+    args._command_line = argv is None  # this process runs the command line, not a caller
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE

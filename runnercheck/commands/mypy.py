@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
     from runnercheck.errors import UsageError
 
     try:
-        return gate(args, args.mypy_args)
+        # the command line's own process ends at once (see mypy_plugin.gate.gate)
+        return gate(args, args.mypy_args, fast_exit=args._command_line)
     except GateError as exc:
         raise UsageError(str(exc)) from None
     except SystemExit as exc:  # mypy's own usage errors (it printed them)
