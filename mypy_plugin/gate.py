@@ -139,14 +139,25 @@ def run_mypy(mypy_args: Sequence[str]) -> tuple[list[str], int]:
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))  # as mypy's main
     fscache = FileSystemCache()
     sources, options = process_options(list(mypy_args), program=PROG, fscache=fscache)
-    if PLUGIN not in options.plugins:
-        options.plugins.append(PLUGIN)
+    extra = []
+    if PLUGIN not in options.plugins or not options.config_file:
+        # mypy loads configured plugins only from a configuration file: add it directly
+        from mypy.version import __version__
+
+        from mypy_plugin import plugin
+
+        extra.append(plugin(__version__)(options))
     options.hide_error_codes = False
     options.pretty = False
     options.show_absolute_path = False
     try:
         result = build.build(
-            sources, options, fscache=fscache, stdout=sys.stdout, stderr=sys.stderr
+            sources,
+            options,
+            fscache=fscache,
+            stdout=sys.stdout,
+            stderr=sys.stderr,
+            extra_plugins=extra,
         )
     except CompileError as exc:
         return list(exc.messages), 2

@@ -85,6 +85,16 @@ def test_gate_fails_on_the_contract_only_and_on_new_errors_against_a_baseline(
     assert [line for line in new.stdout.splitlines() if ": error: " in line] == [lines[0]]
 
 
+def test_gate_adds_the_plugin_without_any_mypy_configuration(engine: Path) -> None:
+    """mypy loads configured plugins only from a configuration file: with none at all the
+    gate still runs the plugin (on a tree like a bare copy of an engine)."""
+    (engine / "mypy.ini").unlink()
+    break_the_contract(engine)
+    proc = gate(engine, "--follow-imports=skip", "engine")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stdout.splitlines()[0].endswith(FIXED), proc.stdout
+
+
 def test_gate_usage_errors_exit_2(tmp_path: Path) -> None:
     missing = gate(tmp_path, "--baseline", str(tmp_path / "none.txt"), "x.py")
     assert missing.returncode == 2
