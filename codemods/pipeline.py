@@ -30,7 +30,7 @@ from codemods import callers, formatting, registry, typecheck, verify
 from codemods.positions import line_map
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
-from codemods.source import SkippedPath, collect, read_all, within_roots
+from codemods.source import SkippedPath, collect, package_files, read_all, within_roots
 from runnercheck import deep
 from runnercheck.analysis.extract import extract_tree
 from runnercheck.analysis.groups import Group, Note, find_groups
@@ -428,7 +428,7 @@ def _run_group(group: Group) -> TaskResult:
                     runner.path,
                     _class_line(state, runner.path, runner.name),
                     f"{group.label}: needs a new {path.name} next to {runner.path.name}, "
-                    "outside the given paths (give the directory, not single files)",
+                    "outside the given paths and the packages of the given files",
                     group.label,
                     held_back=_held_back(group),
                 )
@@ -481,6 +481,12 @@ def _run_file(path: Path) -> TaskResult:
     return result
 
 
+def _given_files(paths: Sequence[str | os.PathLike[str]], files: Iterable[Path]) -> set[Path]:
+    """The collected files that were given as files (not found in a given directory)."""
+    named = {Path(os.path.realpath(p)) for p in paths if not os.path.isdir(p)}
+    return {path for path in files if path in named}
+
+
 def migrate(
     paths: Sequence[str | os.PathLike[str]],
     select: Sequence[str] = CODEMODS,
@@ -505,43 +511,59 @@ def migrate(
             result.refusals.append(Refused("parse", "MIG002", path, 0, str(data)))
             continue
         read[path] = data
+    given = set(read)
+    wanted = select_sources(read, contract, runners=MERGE in select)
+    # a file given alone stands for its group: its package is read as context
+    packages = _given_files(paths, collected.files) & set(wanted)
+    context = package_files(packages, collected.files)
+    for path, data in read_all(context, config.max_file_size):
+        if not isinstance(data, OSError):
+            read[path] = data
+    if context:
+        wanted = select_sources(read, contract, runners=MERGE in select)
     sources: dict[Path, bytes] = {}
     facts: dict[Path, ModuleFacts] = {}
-    for path in select_sources(read, contract, runners=MERGE in select):
+    for path in wanted:
         data = read[path]
+        refused: Refused | None = None
         try:
             tree = ast.parse(data, filename=str(path))
+            too_deep = deep.too_deep(tree)
+            if too_deep is not None:
+                refused = Refused("parse", "MIG001", path, 0, too_deep)
         except SyntaxError as exc:
-            result.refusals.append(
-                Refused("parse", "MIG001", path, exc.lineno or 0, f"does not parse: {exc.msg}")
-            )
-            continue
+            message = f"does not parse: {exc.msg}"
+            refused = Refused("parse", "MIG001", path, exc.lineno or 0, message)
         except (ValueError, RecursionError, MemoryError) as exc:
             message = f"does not parse: {deep.parse_failure(exc)}"
-            result.refusals.append(Refused("parse", "MIG001", path, 0, message))
-            continue
-        too_deep = deep.too_deep(tree)
-        if too_deep is not None:
-            result.refusals.append(Refused("parse", "MIG001", path, 0, too_deep))
+            refused = Refused("parse", "MIG001", path, 0, message)
+        if refused is not None:
+            if path in given:  # a context file that does not parse adds nothing
+                result.refusals.append(refused)
             continue
         text = data.decode("utf-8", "replace")
         module_facts = extract_tree(tree, str(path), text, contract, names=True)
         sources[path] = data
         facts[path] = module_facts
-    result.files_parsed = len(sources)
+    result.files_parsed = len([p for p in sources if p in given])
     for skip in collected.skipped:
         if skip.note:
             result.notes.append(Note(skip.path, 0, "note", skip.message))
         else:
             result.refusals.append(Refused("parse", skip.code, skip.path, 0, skip.message))
-    state = _State(sources, facts, config, select, collected.roots)
+    roots = (*collected.roots, *sorted({p.parent for p in packages}))
+    result.roots = roots
+    state = _State(sources, facts, config, select, roots)
     groups: list[Group] = []
     if MERGE in select:
         groups, found = find_groups(state.project)
-        result.notes += found
+        # only the groups of the given files; a group of context files alone is not ours
+        groups = [g for g in groups if any(p in given for p in g.files)]
+        mine = given | {p for g in groups for p in g.files}
+        result.notes += [note for note in found if note.path in mine]
     in_groups = {p for g in groups for p in g.files}
     single = single_targets(state.project, select)
-    files = [p for p in sources if p not in in_groups and str(p) in single]
+    files = [p for p in sources if p in given and p not in in_groups and str(p) in single]
     total = len(groups) + len(files)
     done = 0
     outcomes: list[TaskResult] = []

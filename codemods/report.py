@@ -104,6 +104,20 @@ def detail_lines(result: MigrateResult) -> list[str]:
     return lines
 
 
+def file_lines(result: MigrateResult, mode: str, written: list[Path]) -> list[str]:
+    """One line per file, as black and ruff name them: ``would migrate`` /
+    ``would create`` (``--check``, ``--diff``), ``migrated`` / ``created`` (written)."""
+    lines: list[str] = []
+    for path, change in result.changes.items():
+        if mode == "write" and path not in written:
+            continue
+        verb = "migrated" if change.old is not None else "created"
+        if mode != "write":
+            verb = "would migrate" if change.old is not None else "would create"
+        lines.append(f"{verb} {display(path)}")
+    return lines
+
+
 def summary_table(result: MigrateResult, console: Console, mode: str) -> None:
     title = {
         "write": "runnercheck migrate",

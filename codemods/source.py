@@ -70,3 +70,28 @@ def within_roots(path: Path, roots: Iterable[Path]) -> bool:
     """True when ``path`` (not following a final link) lies inside one of ``roots``."""
     parent = Path(os.path.realpath(path.parent))
     return _inside(parent / path.name, roots) and not path.is_symlink()
+
+
+def package_files(files: Iterable[Path], known: Iterable[Path]) -> tuple[Path, ...]:
+    """The other ``*.py`` files of the directories holding ``files`` (each file's
+    package, read as context: a worker and its runner are planned together even when
+    only one of them is given), not in ``known``; regular files only, no links, no
+    subdirectories."""
+    seen = set(known)
+    found: set[Path] = set()
+    for directory in sorted({path.parent for path in files}):
+        try:
+            entries = list(os.scandir(directory))
+        except OSError:
+            continue
+        for entry in entries:
+            if not entry.name.endswith(".py") or entry.name.startswith("."):
+                continue
+            try:
+                regular = entry.is_file(follow_symlinks=False)
+            except OSError:
+                continue
+            path = Path(entry.path)
+            if regular and path not in seen:
+                found.add(path)
+    return tuple(sorted(found))

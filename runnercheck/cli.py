@@ -20,6 +20,7 @@ from runnercheck.errors import EXIT_USAGE, RunnerCheckError
 COMMANDS = {
     "check": "runnercheck.commands.check",
     "migrate": "runnercheck.commands.migrate",
+    "mypy": "runnercheck.commands.mypy",
     "fuzz": "runnercheck.commands.fuzz",
     "trace": "runnercheck.commands.trace",
     "demo": "runnercheck.demo.command",
@@ -56,19 +57,28 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module in _command_modules().items():
         command_parser = sub.add_parser(
             name,
+            allow_abbrev=not hasattr(module, "PASS_THROUGH"),
             help=module.HELP,
             description=module.__doc__.strip().splitlines()[0] if module.__doc__ else None,
             epilog=getattr(module, "EPILOG", EPILOG),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.configure(command_parser)
-        command_parser.set_defaults(_run=module.run)
+        command_parser.set_defaults(
+            _run=module.run, _pass_through=getattr(module, "PASS_THROUGH", "")
+        )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    through = getattr(args, "_pass_through", "")
+    if unknown and not through:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if through:  # a command that hands the arguments it does not know to another tool
+        setattr(args, through, [*unknown, *getattr(args, through)])
+    args._command_line = argv is None  # this process runs the command line, not a caller
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE

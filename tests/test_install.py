@@ -263,11 +263,35 @@ def test_demo_under_each_install_mode(
         assert where.parent == site / "runnercheck"
         assert (site / "runnercheck" / "demo" / "engine" / "legacy" / "worker.py").is_file()
     else:
-        assert where.parent == source / "runnercheck"
-        # a path entry that static tools follow, not an import hook they cannot see
+        # a path entry that static tools follow, not an import hook they cannot see, and
+        # that holds this project's packages only, never the repository root
+        links = source / "build" / "__editable__.runnercheck-links"
         (pth,) = site.glob("__editable__*runnercheck*.pth")
-        assert pth.read_text(encoding="utf-8").strip() == str(source)
+        assert pth.read_text(encoding="utf-8").strip() == str(links)
         assert not list(site.glob("__editable__*finder*.py"))
+        assert sorted(p.name for p in links.iterdir()) == ["codemods", "mypy_plugin", "runnercheck"]
+        assert where.parent == links / "runnercheck"
+        assert where.resolve().parent == source / "runnercheck"
+    # only the packages are importable: not the repository's tests/ or benchmarks/
+    for name in ("tests", "benchmarks", "build_backend"):
+        probe = run([python, "-c", f"import {name}"], tmp_path)
+        assert probe.returncode == 1 and "ModuleNotFoundError" in probe.stderr, name
+    # and mypy, run with this environment's Python, finds the packages (and only them)
+    (tmp_path / "use.py").write_text(
+        "import codemods\nimport mypy_plugin\nfrom runnercheck.catalog import get\n"
+        "reveal_type(get)\nimport tests\n",
+        encoding="utf-8",
+    )
+    found = run(
+        [python, "-m", "mypy", "--no-incremental", "--python-executable", python, "use.py"],
+        tmp_path,
+    )
+    lines = [line for line in found.stdout.splitlines() if line.startswith("use.py:")]
+    revealed = (
+        'use.py:4: note: Revealed type is "def (code_or_name: str) -> runnercheck.catalog.Rule"'
+    )
+    assert lines[0] == revealed, found.stdout
+    assert [line.split(":")[1] for line in lines if ": error:" in line] == ["5"], found.stdout
 
     if mode != "wheel":
         # the stage an editable mode can break: mypy must find the engine's modules
@@ -336,3 +360,34 @@ def test_setup_takes_torch_from_runnercheck_torch_index(tmp_path: Path, borrowed
     assert Path(where).is_relative_to(venv)
     tool = ok(run([python, "-c", "import runnercheck; print(runnercheck.__file__)"], tmp_path))
     assert Path(tool.stdout.strip()) == REPO / "runnercheck" / "__init__.py"
+
+
+@pytest.mark.slow
+def test_setup_if_needed_skips_an_up_to_date_environment(
+    tmp_path: Path, source: Path, borrowed: Path
+) -> None:
+    """scripts/test.sh runs `setup.sh --if-needed`: a fresh environment is set up, an
+    up-to-date one is left alone, and a change to constraints.txt sets it up again."""
+    assert "bash scripts/setup.sh --if-needed" in (REPO / "scripts" / "test.sh").read_text()
+    clone = tmp_path / "clone"
+    shutil.copytree(source, clone, ignore=IGNORE)
+    venv = mode_venv(tmp_path, borrowed)
+    stamp = venv / ".runnercheck-setup"
+
+    def setup() -> str:
+        proc = run(["bash", "scripts/setup.sh", "--if-needed"], clone, RUNNERCHECK_VENV=str(venv))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    first = setup()
+    assert "up to date" not in first and stamp.is_file()
+    probe = "import runnercheck; print(runnercheck.__file__)"
+    assert (
+        clone in Path(ok(run([str(venv / "bin" / "python"), "-c", probe], tmp_path)).stdout).parents
+    )
+    written = stamp.read_text()
+    assert setup().splitlines() == [f"setup: {venv} is up to date (delete {stamp} to set up again)"]
+    with (clone / "constraints.txt").open("a", encoding="utf-8") as f:
+        f.write("# a changed pin\n")
+    again = setup()
+    assert "up to date" not in again and stamp.read_text() != written

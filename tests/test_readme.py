@@ -1,4 +1,8 @@
-"""The README stays true: its rule table is the catalog's, its mypy snippet works."""
+"""The README and the manuals in docs/ stay true: the README is a landing page of at
+most 300 lines whose links (and the manuals' links) resolve; the rule, codemod and
+configuration tables are the catalog's, the registry's and the configuration model's;
+every `runnercheck ...` command shown parses with the real CLI; the mypy snippet and the
+LibCST command work."""
 
 from __future__ import annotations
 
@@ -7,29 +11,120 @@ import shlex
 import shutil
 import subprocess
 import sys
+from dataclasses import fields
 from pathlib import Path
 
+import pytest
+
 from codemods import registry
+from runnercheck import cli
 from runnercheck.commands import rules
+from runnercheck.config import Config
 from runnercheck.demo.engine import engine_source_dir
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+MANUALS = sorted(DOCS.glob("*.md"))
+#: the manual of each tool, which the README links to
+TOOL_MANUALS = (
+    "install", "check", "mypy", "migrate", "fuzz", "trace", "rules", "configuration", "ci",
+)  # fmt: skip
 
 
 def readme() -> str:
     return README.read_text(encoding="utf-8")
 
 
+def manual(name: str) -> str:
+    return (DOCS / f"{name}.md").read_text(encoding="utf-8")
+
+
+def test_readme_is_a_landing_page_that_links_every_manual() -> None:
+    text = readme()
+    assert len(text.splitlines()) <= 300
+    linked = set(re.findall(r"\]\(docs/([\w-]+)\.md[)#]", text))
+    assert set(TOOL_MANUALS) <= linked, set(TOOL_MANUALS) - linked
+    assert {path.stem for path in MANUALS} - {"README"} <= linked | {"README"}
+
+
+def slug(heading: str) -> str:
+    """GitHub's anchor for a heading."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text, found, fenced = path.read_text(encoding="utf-8"), set(), False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            found.add(slug(line.lstrip("#")))
+    return found
+
+
+@pytest.mark.parametrize("doc", [README, *MANUALS], ids=lambda p: p.name)
+def test_links_resolve(doc: Path) -> None:
+    text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
+    links = re.findall(r"\]\(([^)\s]+)\)", text)
+    for link in links:
+        if link.startswith(("http://", "https://", "mailto:")):
+            continue
+        target, _, fragment = link.partition("#")
+        path = (doc.parent / target).resolve() if target else doc
+        assert path.exists(), f"{doc.name}: {link} does not exist"
+        if fragment:
+            assert fragment in anchors(path), f"{doc.name}: no heading #{fragment} in {target}"
+
+
+def table(text: str, marker: str) -> str:
+    match = re.search(rf"<!-- {marker}:begin -->\n(.*?)\n<!-- {marker}:end -->", text, re.S)
+    assert match, f"lost the {marker}-table markers"
+    return match.group(1).strip()
+
+
 def test_rule_table_matches_catalog() -> None:
-    match = re.search(r"<!-- rules:begin -->\n(.*?)\n<!-- rules:end -->", readme(), re.S)
-    assert match, "README lost its rule-table markers"
-    assert match.group(1).strip() == rules.markdown_table()
+    assert table(manual("rules"), "rules") == rules.markdown_table()
 
 
 def test_codemod_table_matches_the_registry() -> None:
-    match = re.search(r"<!-- codemods:begin -->\n(.*?)\n<!-- codemods:end -->", readme(), re.S)
-    assert match, "README lost its codemod-table markers"
-    assert match.group(1).strip() == registry.markdown_table()
+    assert table(manual("migrate"), "codemods") == registry.markdown_table()
+
+
+def test_configuration_table_lists_every_key_of_the_model() -> None:
+    section = manual("configuration").split("| key | default | meaning |", 1)[1]
+    rows = [line for line in section.splitlines()[2:] if line.startswith("| `")]
+    documented = {key.strip(" `") for row in rows for key in row.split("|")[1].split(" / ")}
+    assert documented == {f.name for f in fields(Config)}
+
+
+def shown_commands() -> list[tuple[str, str]]:
+    """Every `runnercheck ...` line of the bash blocks of the README and the manuals."""
+    found = []
+    for doc in [README, *MANUALS]:
+        for block in re.findall(r"```bash\n(.*?)```", doc.read_text(encoding="utf-8"), re.S):
+            for text in block.splitlines():
+                for line in text.split(" # ")[0].split("&&"):
+                    line = line.strip()
+                    if line.startswith(("runnercheck ", ".venv/bin/runnercheck ")):
+                        found.append((doc.name, line))
+    return found
+
+
+def test_every_command_shown_parses_with_the_cli() -> None:
+    commands = shown_commands()
+    assert len(commands) >= 20
+    parser = cli.build_parser()
+    for doc, line in commands:
+        argv = shlex.split(line)[1:]
+        try:
+            args, unknown = parser.parse_known_args(argv)
+        except SystemExit:
+            raise AssertionError(f"{doc}: {line!r} does not parse") from None
+        assert not unknown or args._pass_through, f"{doc}: {line!r}: unknown {unknown}"
+    shown = {shlex.split(line)[1] for _doc, line in commands}
+    assert set(cli.COMMANDS) <= shown, set(cli.COMMANDS) - shown
 
 
 def test_readme_starts_with_the_two_commands() -> None:
@@ -42,8 +137,8 @@ def test_readme_starts_with_the_two_commands() -> None:
 
 
 def mypy_ini_snippet() -> str:
-    match = re.search(r"```ini\n# mypy.ini or setup.cfg\n(.*?)```", readme(), re.S)
-    assert match, "README lost its mypy.ini snippet"
+    match = re.search(r"```ini\n# mypy.ini or setup.cfg\n(.*?)```", manual("mypy"), re.S)
+    assert match, "docs/mypy.md lost its mypy.ini snippet"
     return match.group(1)
 
 
@@ -85,9 +180,9 @@ def test_readme_mypy_snippet_on_merged_engine_and_a_broken_variant(tmp_path: Pat
 
 
 def test_readme_libcst_command_runs_verbatim(tmp_path: Path) -> None:
-    """The README's `python -m libcst.tool codemod ...` line, exactly as written, in a
-    directory of its own: it rewrites the file and needs no formatter."""
-    (line,) = re.findall(r"`(python -m libcst\.tool codemod [^`]*)`", readme())
+    """docs/migrate.md's `python -m libcst.tool codemod ...` line, exactly as written, in
+    a directory of its own: it rewrites the file and needs no formatter."""
+    (line,) = re.findall(r"`(python -m libcst\.tool codemod [^`]*)`", manual("migrate"))
     argv = shlex.split(line)
     assert argv[0] == "python" and argv[-1] == "file.py"
     single = Path(__file__).resolve().parent / "migrate" / "fixtures" / "single"

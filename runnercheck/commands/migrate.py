@@ -41,10 +41,14 @@ written (MIG006) leaves its group as it was, a read-only file is refused (MIG004
 unless --force, and a group an interrupted run left half-applied is rolled back
 by the next run (reported as MIG007 by --check and --diff).
 
-exit status: 0 nothing to change, 1 files changed (or, with --check/--diff, would
-change) or something was refused, 2 usage or input error, or an interrupted run
-left files that a person has to put right (one line says where every version is);
---recover: 0 recovered or nothing to recover, 2 as above"""
+Each file changed (or, with --check, that would change) is named on a line of its
+own, as black and ruff do.
+
+exit status: 0 nothing to change, or every change written; 1 with --check or --diff
+when something would change, or when something was refused (left for a person);
+2 usage or input error, or an interrupted run left files that a person has to put
+right (one line says where every version is); --recover: 0 recovered or nothing to
+recover, 2 as above"""
 CODEMODS = registry.NAMES
 
 
@@ -166,10 +170,19 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(report.unified_diff(result))
             sys.stdout.flush()
         info = err if mode == "diff" else out
-        for line in recovered + report.refusal_lines(result) + report.detail_lines(result):
+        lines = recovered + report.refusal_lines(result) + report.detail_lines(result)
+        for line in lines + report.file_lines(result, mode, written):
             info.print(line, markup=False, highlight=False)
         report.summary_table(result, info, mode)
-    return 1 if result.changes or result.refusals else 0
+    return exit_status(result, mode)
+
+
+def exit_status(result: MigrateResult, mode: str) -> int:
+    """As black and ruff: a clean write exits 0; ``--check``/``--diff`` exit 1 when
+    something would change; anything refused (left for a person) exits 1."""
+    if result.refusals:
+        return 1
+    return 1 if mode != "write" and result.changes else 0
 
 
 def _run_with_progress(

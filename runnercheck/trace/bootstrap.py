@@ -69,7 +69,8 @@ _runnercheck_trace_start()
 
 def write_sitecustomize(directory: Path) -> Path:
     """Write the ``sitecustomize.py`` of a traced run into ``directory``."""
-    root = str(Path(__file__).resolve().parents[2])
+    # the folder holding the package (not resolved: an editable install links it)
+    root = str(Path(os.path.abspath(__file__)).parents[2])
     path = directory / "sitecustomize.py"
     path.write_text(SITECUSTOMIZE.format(root=root), encoding="utf-8")
     return path

@@ -318,7 +318,7 @@ class Recorder:
         self._kinds.update({name: "?" for name in o.execute_methods})
         self._kinds.update({name: "convert" for name in o.convert_methods})
         self._kinds.update({name: "prepare" for name in o.prepare_methods})
-        self._cwd = os.getcwd() + os.sep
+        self._cwd = os.path.realpath(os.getcwd()) + os.sep
 
     # ------------------------------------------------------------------ install
 
@@ -670,7 +670,9 @@ class Recorder:
         flags = 0
         if not filename.startswith(self._internal_dirs):
             flags |= _EXTERNAL
-            display = filename[len(self._cwd) :] if filename.startswith(self._cwd) else filename
+            # the file itself, not a link to it (an editable install links the packages)
+            real = os.path.realpath(filename)
+            display = real[len(self._cwd) :] if real.startswith(self._cwd) else real
             self._displays[key] = _clean(display)
         if code.co_name in self._steps:
             flags |= _STEP

@@ -27,7 +27,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("demo")
     work = copy_tree(engine_source_dir("legacy"), root / "migrated_engine")
-    assert main(["migrate", str(work)]) == 1
+    assert main(["migrate", str(work)]) == 0
     return work
 
 

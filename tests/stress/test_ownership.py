@@ -33,7 +33,7 @@ def test_owner_group_and_mode_are_kept(work: Path, capsys: pytest.CaptureFixture
     os.chown(runner, 1234, 4321)
     runner.chmod(0o640)
     before = identity(runner)
-    assert main(["migrate", str(work)]) == 1
+    assert main(["migrate", str(work)]) == 0
     capsys.readouterr()
     assert identity(runner) == before
     assert runner.read_bytes() == (AFTER / "model_runner.py").read_bytes()
@@ -46,7 +46,7 @@ def test_hard_links_are_kept(
     outside = tmp_path / "worker-link.py"
     os.link(worker, outside)
     before = identity(worker)
-    assert main(["migrate", str(work)]) == 1
+    assert main(["migrate", str(work)]) == 0
     capsys.readouterr()
     assert identity(worker) == before and before[4] == 2
     assert outside.read_bytes() == worker.read_bytes() == (AFTER / "worker.py").read_bytes()
@@ -64,7 +64,7 @@ def test_a_read_only_file_refuses_its_group_unless_forced(
     assert len(refusals) == 1 and refusals[0].startswith(f"{runner}: MIG004 [write] read-only")
     assert "--force" in refusals[0]
     assert snapshot(work) == before  # the whole group (one unit here) left alone
-    assert main(["migrate", "--force", str(work)]) == 1
+    assert main(["migrate", "--force", str(work)]) == 0
     capsys.readouterr()
     assert stat.S_IMODE(runner.stat().st_mode) == 0o444
     assert snapshot(work) == snapshot(AFTER)

@@ -1,0 +1,268 @@
+"""A CI gate over mypy with the plugin: fail on the contract's codes only, or only on
+errors that a committed baseline does not hold.
+
+mypy has no ``--disable-error-code`` for "everything else", and an engine's tree gives
+mypy hundreds of errors of its own (missing stubs, its own typing debts). This runs
+mypy once, as configured (the plugin is added when the configuration lacks it), and
+decides the exit status from the errors it reports:
+
+* by default only the plugin's codes (the RC2xx rules: ``runner-input-protocol``,
+  ``from-dict-fixed-return``, ...) and any ``--code`` given fail the run;
+* with ``--baseline FILE`` every error not in the baseline fails it, whatever its code
+  (``--write-baseline`` records the current errors there; lines are compared without
+  their line numbers, so an edit above an old error does not make it new).
+
+Run it as ``runnercheck mypy [OPTIONS] [MYPY ARGUMENTS]`` or
+``python -m mypy_plugin.gate``. Exit status: 0 nothing gating, 1 gating errors,
+2 usage error or a mypy error that stops the run (a syntax error, a bad configuration).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runnercheck import catalog
+
+PLUGIN = "mypy_plugin"
+PROG = "runnercheck mypy"
+
+#: ``path:line[:col]: error: message  [code]`` as mypy prints it.
+_LINE = re.compile(
+    r"^(?P<path>[^:\n]+):(?P<line>\d+)(?::\d+)?(?::\d+:\d+)?: (?P<severity>error|note): "
+    r"(?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$"
+)
+
+
+def contract_codes() -> frozenset[str]:
+    """The plugin's mypy error codes (the names of the catalog's mypy rules)."""
+    return frozenset(rule.name for rule in catalog.for_tool("mypy"))
+
+
+class GateError(Exception):
+    """A usage or input error: one line, exit status 2."""
+
+
+@dataclass
+class Error:
+    path: str
+    line: int
+    code: str
+    message: str
+    #: the error's lines as mypy printed them, its notes after it
+    text: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        """The baseline's form: no line number, one tab-separated line."""
+        return f"{self.path}\t{self.code}\t{self.message}"
+
+
+def parse(lines: Sequence[str]) -> list[Error]:
+    """mypy's errors, each with the notes that follow it."""
+    errors: list[Error] = []
+    for raw in lines:
+        match = _LINE.match(raw)
+        if match is None:
+            if errors and raw.startswith(" "):  # a note's continuation, a source excerpt
+                errors[-1].text.append(raw)
+            continue
+        path = match["path"].replace(os.sep, "/")
+        if match["severity"] == "note":
+            if errors and errors[-1].path == path:
+                errors[-1].text.append(raw)
+            continue
+        errors.append(Error(path, int(match["line"]), match["code"] or "misc", match["message"]))
+        errors[-1].text.append(raw)
+    return errors
+
+
+def read_baseline(path: Path) -> Counter[str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise GateError(f"{path}: no such baseline (make it with --write-baseline)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GateError(f"{path}: cannot read the baseline ({exc})") from None
+    entries: Counter[str] = Counter()
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line or line.startswith("#"):
+            continue
+        if line.count("\t") < 2:
+            raise GateError(f"{path}:{number}: not a baseline line (path, code, message)")
+        entries[line] += 1
+    return entries
+
+
+def write_baseline(path: Path, errors: Sequence[Error]) -> None:
+    lines = sorted(error.key for error in errors)
+    header = (
+        "# mypy errors accepted by `runnercheck mypy --baseline` (path, code, message; "
+        "tab-separated). Regenerate with --write-baseline.\n"
+    )
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(header + "".join(f"{line}\n" for line in lines), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def gating(
+    errors: Sequence[Error], codes: frozenset[str], baseline: Counter[str] | None
+) -> list[Error]:
+    """The errors that fail the run: those of ``codes`` or, with a baseline, those it
+    does not hold (each baseline line covers one error)."""
+    if baseline is None:
+        return [error for error in errors if error.code in codes]
+    left = Counter(baseline)
+    new: list[Error] = []
+    for error in errors:
+        if left[error.key] > 0:
+            left[error.key] -= 1
+        else:
+            new.append(error)
+    return new
+
+
+def run_mypy(mypy_args: Sequence[str]) -> tuple[list[str], int]:
+    """mypy on ``mypy_args`` with the plugin loaded; (its report lines, 2 if mypy stopped)."""
+    from mypy import build
+    from mypy.defaults import RECURSION_LIMIT
+    from mypy.errors import CompileError
+    from mypy.fscache import FileSystemCache
+    from mypy.main import process_options
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))  # as mypy's main
+    fscache = FileSystemCache()
+    sources, options = process_options(list(mypy_args), program=PROG, fscache=fscache)
+    extra = []
+    if PLUGIN not in options.plugins or not options.config_file:
+        # mypy loads configured plugins only from a configuration file: add it directly
+        from mypy.version import __version__
+
+        from mypy_plugin import plugin
+
+        extra.append(plugin(__version__)(options))
+    options.hide_error_codes = False
+    options.pretty = False
+    options.show_absolute_path = False
+    try:
+        result = build.build(
+            sources,
+            options,
+            fscache=fscache,
+            stdout=sys.stdout,
+            stderr=sys.stderr,
+            extra_plugins=extra,
+        )
+    except CompileError as exc:
+        return list(exc.messages), 2
+    return list(result.errors), 0
+
+
+def summary(errors: Sequence[Error], gated: Sequence[Error], baseline: bool) -> str:
+    failing = {id(error) for error in gated}
+    others = Counter(error.code for error in errors if id(error) not in failing)
+    files = len({error.path for error in gated})
+    what = "new mypy error" if baseline else "contract error"
+    head = (
+        f"{len(gated)} {what}{'s' if len(gated) != 1 else ''} in {files} "
+        f"file{'s' if files != 1 else ''}"
+        if gated
+        else f"no {what}s"
+    )
+    if not others:
+        return head
+    listed = ", ".join(f"{code} {count}" for code, count in others.most_common(5))
+    rest = "" if len(others) <= 5 else ", ..."
+    kind = "in the baseline" if baseline else "not gating"
+    return f"{head}; {sum(others.values())} other mypy errors {kind} ({listed}{rest})"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="mypy with the runnercheck plugin, failing only on the contract's "
+        "codes, or only on errors a committed baseline does not hold.",
+        epilog="Other arguments go to mypy (targets, --config-file, ...). Exit status: "
+        "0 nothing gating, 1 gating errors, 2 usage error or mypy stopped.",
+    )
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help="fail only on errors (any code) this file does not hold",
+    )
+    parser.add_argument(
+        "--write-baseline",
+        action="store_true",
+        help="record the current errors in --baseline FILE and exit 0",
+    )
+    parser.add_argument(
+        "--code",
+        action="append",
+        default=[],
+        metavar="CODE",
+        help="also fail on this mypy error code (e.g. override, type-var); repeatable",
+    )
+    parser.add_argument("--all", action="store_true", help="print every error, not only gating")
+
+
+def gate(options: argparse.Namespace, mypy_args: Sequence[str], fast_exit: bool = False) -> int:
+    """Run mypy and decide; ``fast_exit`` ends the process at once when done, without
+    freeing mypy's graph (as mypy's own command does: that teardown costs about as much
+    CPU as checking a small package), so only a command line's process should ask it."""
+    status = _gate(options, mypy_args)
+    if fast_exit:
+        from mypy.util import hard_exit
+
+        hard_exit(status)
+    return status
+
+
+def _gate(options: argparse.Namespace, mypy_args: Sequence[str]) -> int:
+    if options.write_baseline and options.baseline is None:
+        raise GateError("--write-baseline needs --baseline FILE")
+    baseline = None
+    if options.baseline is not None and not options.write_baseline:
+        baseline = read_baseline(options.baseline)
+    lines, stopped = run_mypy(mypy_args)
+    if stopped:
+        for line in lines:
+            print(line, file=sys.stderr)
+        return 2
+    errors = parse(lines)
+    if options.write_baseline:
+        write_baseline(options.baseline, errors)
+        print(f"{PROG}: {len(errors)} errors recorded in {options.baseline}")
+        return 0
+    gated = gating(errors, contract_codes() | frozenset(options.code), baseline)
+    for error in errors if options.all else gated:
+        print("\n".join(error.text))
+    print(f"{PROG}: {summary(errors, gated, baseline is not None)}")
+    return 1 if gated else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    options, mypy_args = parser.parse_known_args(argv)
+    try:
+        return gate(options, mypy_args, fast_exit=argv is None)
+    except GateError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except SystemExit as exc:  # mypy's own usage errors (it printed them)
+        return exc.code if isinstance(exc.code, int) else 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
