@@ -30,12 +30,26 @@ COMMANDS = {
 EPILOG = "exit status: 0 clean, 1 findings or files changed, 2 usage or input error"
 
 
-def _command_modules() -> dict[str, ModuleType]:
+def _command_modules(only: str | None = None) -> dict[str, ModuleType]:
+    """The command modules, or only ``only``'s: each command imports what it needs,
+    so naming one (``check`` in a pre-commit hook) never imports the others."""
     modules: dict[str, ModuleType] = {}
     for name, qualified in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         if importlib.util.find_spec(qualified) is not None:
             modules[name] = importlib.import_module(qualified)
     return modules
+
+
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names before any other positional argument, if any."""
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,7 +58,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, the parser of that one command (a command line that
+    names it needs no other)."""
     parser = _Parser(
         prog="runnercheck",
         description="Check, migrate and fuzz the model-runner broadcast contract "
@@ -53,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"runnercheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name, module in _command_modules().items():
+    for name, module in _command_modules(only).items():
         command_parser = sub.add_parser(
             name,
             help=module.HELP,
@@ -67,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_named_command(arguments))
+    args = parser.parse_args(arguments)
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
