@@ -55,6 +55,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="also print notes: findings without a runtime consequence (they never fail the run)",
     )
     parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the facts cache (.runnercheck_cache/ under the project root)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
         ignore=args.ignore,
         exclude=args.exclude,
         root=root,
+        cache_root=None if args.no_cache else root,
     )
     # rich only for colour on a terminal: plain text, JSON and SARIF never import it
     console = make_console() if args.format == "text" and is_color_terminal(sys.stdout) else None
