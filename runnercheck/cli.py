@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -101,5 +102,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+#: Commands whose process may end without Python's teardown (see :func:`entry`).
+QUICK_EXIT = frozenset({"check"})
+
+
+def entry() -> None:
+    """The ``runnercheck`` program: :func:`main`, then the exit.
+
+    ``check`` holds every file's facts when it is done; freeing them one by one at
+    interpreter shutdown costs a tenth of a small run. It starts no process and leaves
+    no file open, so once its output is flushed its process ends at once, as mypy's
+    does. Every other command exits normally (their children and journals are cleaned
+    up by their own handlers)."""
+    code = main()
+    if _named_command(sys.argv[1:]) in QUICK_EXIT:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BrokenPipeError:
+            pass
+        except OSError:
+            raise SystemExit(code) from None
+        os._exit(code)
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    entry()

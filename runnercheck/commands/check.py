@@ -9,6 +9,7 @@ its line.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 
@@ -63,6 +64,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # the facts are many small objects that live to the end of the run: the cyclic
+    # collector would walk them again and again for nothing
+    threshold = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        return _run(args)
+    finally:
+        gc.set_threshold(*threshold)
+
+
+def _run(args: argparse.Namespace) -> int:
     from runnercheck.check.pipeline import check_paths
     from runnercheck.check.report import render
     from runnercheck.config import find_pyproject, load_config

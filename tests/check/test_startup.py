@@ -63,3 +63,18 @@ def test_a_mistyped_command_is_a_usage_error() -> None:
     )
     assert proc.returncode == 2
     assert "invalid choice: 'chekc'" in proc.stderr
+
+
+def test_the_quick_exit_keeps_the_output_and_the_exit_status() -> None:
+    bad = str(FIXTURES / "recursive-from-dict" / "bad.py")
+    for args, code in ((["--no-cache", bad], 1), (["--no-cache", "--format", "json", bad], 1)):
+        proc = subprocess.run(
+            [sys.executable, "-m", "runnercheck", "check", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == code
+        assert proc.stdout.endswith("\n") and proc.stderr == ""
+        assert proc.stdout.count("RC101") == 2
