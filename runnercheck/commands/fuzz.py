@@ -17,9 +17,11 @@ set) every process runs the same command, rank 0 reports, and the run may span n
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -115,10 +117,26 @@ def _check_numbers(args: argparse.Namespace) -> None:
             raise UsageError(f"{option} must be between {low} and {high}{unit}, not {value}")
 
 
+def start_fork_server() -> None:
+    """Start the fork server of the local ranks now, before this process imports torch:
+    it imports torch for the ranks while this process imports torch and Hypothesis for
+    the examples, instead of after (the group uses the server that is running)."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(["runnercheck.fuzz.ranks"])
+    try:
+        forkserver.ensure_running()
+    except OSError:  # the group starts it (and reports what fails) when it needs it
+        pass
+
+
 def run(args: argparse.Namespace) -> int:
     from runnercheck.extras import require_fuzz_extra
 
     require_fuzz_extra("runnercheck fuzz")
+    if not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):  # not under torchrun
+        start_fork_server()
     from runnercheck.config import load_config
     from runnercheck.fuzz import FuzzOptions, fuzz
     from runnercheck.fuzz.group import GroupLost, run_receiver, torchrun_rank
@@ -148,6 +166,9 @@ def run(args: argparse.Namespace) -> int:
         options = FuzzOptions(
             **{**options.__dict__, "attn_backend": load_object(args.attn_backend, "--attn-backend")}
         )
+    # everything imported so far lives to the end: Hypothesis's first run collects
+    # garbage once in full, which then skips torch's objects
+    gc.freeze()
     try:
         report = fuzz(targets, options, config)
     except GroupLost as lost:  # the ranks could not even start
