@@ -1,15 +1,16 @@
 """Run the engine on N processes over gloo on loopback and collect one result.
 
-Every rank is a fresh ``python -m runnercheck.demo.engine.rank`` process (so nothing of
-the caller is re-imported); rank 0 is the driver. What a rank does is in
-:mod:`runnercheck.demo.engine.rank`. This module does not import torch.
+Every rank is a process forked from a fork server: a fresh interpreter that imported
+torch and :mod:`runnercheck.demo.engine.rank` once (nothing of the caller is
+re-imported), so that a run does not pay torch's import on every rank; rank 0 is the
+driver. What a rank does is in :mod:`runnercheck.demo.engine.rank`. This module does not
+import torch.
 """
 
 import dataclasses
 import os
 import pickle
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -130,23 +131,22 @@ def _launch_once(spec: EngineSpec) -> Dict[int, Tuple[bool, Any]]:
         spec_file = os.path.join(tmp, "spec.pickle")
         with open(spec_file, "wb") as handle:
             pickle.dump(spec, handle)
-        env = dict(os.environ, OMP_NUM_THREADS=str(spec.threads_per_rank))
-        processes: List[subprocess.Popen[bytes]] = []
-        logs = []
+        context = _context()
+        processes: List[Any] = []
         try:
             for rank in range(spec.tp):
-                log = open(os.path.join(tmp, f"rank{rank}.log"), "wb")
-                logs.append(log)
-                command = [sys.executable, "-m", "runnercheck.demo.engine.rank"]
-                command += [str(rank), spec_file, init_method, _result_file(tmp, rank)]
-                processes.append(
-                    subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+                log = os.path.join(tmp, f"rank{rank}.log")
+                args = (str(rank), spec_file, init_method, _result_file(tmp, rank))
+                process = context.Process(
+                    target=_rank_process, args=(args, log), name=f"runnercheck-engine-rank{rank}"
                 )
+                process.start()
+                processes.append(process)
             while len(outcome) < spec.tp:
                 for rank, process in enumerate(processes):
-                    if rank in outcome or process.poll() is None:
+                    if rank in outcome or process.exitcode is None:
                         continue
-                    outcome[rank] = _read_outcome(tmp, rank, process.returncode)
+                    outcome[rank] = _read_outcome(tmp, rank, process.exitcode)
                     if not outcome[rank][0]:
                         # The others get one collective timeout to notice, then go.
                         deadline = min(deadline, time.monotonic() + spec.timeout_s + 2)
@@ -159,12 +159,44 @@ def _launch_once(spec: EngineSpec) -> Dict[int, Tuple[bool, Any]]:
                 time.sleep(0.02)
         finally:
             for process in processes:
-                if process.poll() is None:
+                if process.exitcode is None:
                     process.kill()
-                process.wait()
-            for log in logs:
-                log.close()
+                process.join()
     return outcome
+
+
+#: The module every rank runs, imported (with torch) once by the fork server.
+RANK_MODULE = "runnercheck.demo.engine.rank"
+
+
+def _context() -> Any:
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([RANK_MODULE])
+    return context
+
+
+def _rank_process(args: Tuple[str, ...], log: str) -> None:
+    """A rank, in a process forked from the server: its output goes to ``log``."""
+    import importlib
+
+    handle = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(handle, 1)
+    os.dup2(handle, 2)
+    os.close(handle)
+    code = 1
+    try:
+        code = int(importlib.import_module(RANK_MODULE).main(list(args)))
+    except BaseException:  # as an interpreter would: the traceback, in the log
+        import traceback
+
+        traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _result_file(tmp: str, rank: int) -> str:
