@@ -117,14 +117,15 @@ def _check_numbers(args: argparse.Namespace) -> None:
             raise UsageError(f"{option} must be between {low} and {high}{unit}, not {value}")
 
 
-def start_fork_server() -> None:
+def start_fork_server(preload: tuple[str, ...] = ("runnercheck.fuzz.ranks",)) -> None:
     """Start the fork server of the local ranks now, before this process imports torch:
-    it imports torch for the ranks while this process imports torch and Hypothesis for
-    the examples, instead of after (the group uses the server that is running)."""
+    it imports torch (and ``preload``) for the ranks while this process imports torch
+    and Hypothesis for the examples, instead of after (the group uses the server that
+    is running)."""
     import multiprocessing
     from multiprocessing import forkserver
 
-    multiprocessing.get_context("forkserver").set_forkserver_preload(["runnercheck.fuzz.ranks"])
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
     try:
         forkserver.ensure_running()
     except OSError:  # the group starts it (and reports what fails) when it needs it
