@@ -89,6 +89,7 @@ class Before:
         self.proc = subprocess.Popen(
             [sys.executable, "-c", CHILD, str(package)],
             env=env,
+            cwd=tree,  # ``-c`` puts the working directory first on sys.path
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
