@@ -230,6 +230,7 @@ def stage_engines(ws: Workspace, options: DemoOptions) -> StageResult:
                     seed=options.seed,
                     engine_dir=str(directory),
                     warmup_steps=2,
+                    fork_server=True,  # 2 x repeats runs: torch imported once
                 )
             )
     legacy, migrated = runs["legacy"], runs["migrated"]

@@ -1,16 +1,18 @@
 """Run the engine on N processes over gloo on loopback and collect one result.
 
-Every rank is a process forked from a fork server: a fresh interpreter that imported
-torch and :mod:`runnercheck.demo.engine.rank` once (nothing of the caller is
-re-imported), so that a run does not pay torch's import on every rank; rank 0 is the
-driver. What a rank does is in :mod:`runnercheck.demo.engine.rank`. This module does not
-import torch.
+Every rank is a fresh ``python -m runnercheck.demo.engine.rank`` process (so nothing of
+the caller is re-imported, and a trace session sees it start); with ``fork_server``
+(the demo's repeated runs), a process forked from a fork server instead: a fresh
+interpreter that imported torch and :mod:`runnercheck.demo.engine.rank` once, so that a
+run does not pay torch's import on every rank. Rank 0 is the driver. What a rank does is
+in :mod:`runnercheck.demo.engine.rank`. This module does not import torch.
 """
 
 import dataclasses
 import os
 import pickle
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +62,8 @@ class EngineSpec:
     device: str = "cpu"
     #: Speculative decoding with this many draft tokens per step (0: off; merged shape).
     num_speculative_tokens: int = 0
+    #: Fork the ranks from a server that imported torch once (see the module's docstring).
+    fork_server: bool = False
 
     def worker_path(self) -> str:
         return WORKERS.get(self.worker, self.worker)
@@ -131,17 +135,12 @@ def _launch_once(spec: EngineSpec) -> Dict[int, Tuple[bool, Any]]:
         spec_file = os.path.join(tmp, "spec.pickle")
         with open(spec_file, "wb") as handle:
             pickle.dump(spec, handle)
-        context = _context()
         processes: List[Any] = []
         try:
             for rank in range(spec.tp):
                 log = os.path.join(tmp, f"rank{rank}.log")
                 args = (str(rank), spec_file, init_method, _result_file(tmp, rank))
-                process = context.Process(
-                    target=_rank_process, args=(args, log), name=f"runnercheck-engine-rank{rank}"
-                )
-                process.start()
-                processes.append(process)
+                processes.append(_start_rank(spec, args, log))
             while len(outcome) < spec.tp:
                 for rank, process in enumerate(processes):
                     if rank in outcome or process.exitcode is None:
@@ -165,8 +164,42 @@ def _launch_once(spec: EngineSpec) -> Dict[int, Tuple[bool, Any]]:
     return outcome
 
 
-#: The module every rank runs, imported (with torch) once by the fork server.
+#: The module every rank runs (imported with torch once by the fork server).
 RANK_MODULE = "runnercheck.demo.engine.rank"
+
+
+class _Fresh:
+    """A rank in a fresh interpreter, with the face of a ``multiprocessing`` process."""
+
+    def __init__(self, spec: EngineSpec, args: Tuple[str, ...], log: str) -> None:
+        env = dict(os.environ, OMP_NUM_THREADS=str(spec.threads_per_rank))
+        with open(log, "wb") as out:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", RANK_MODULE, *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+
+    @property
+    def exitcode(self) -> Optional[int]:
+        return self._process.poll()
+
+    def kill(self) -> None:
+        self._process.kill()
+
+    def join(self) -> None:
+        self._process.wait()
+
+
+def _start_rank(spec: EngineSpec, args: Tuple[str, ...], log: str) -> Any:
+    if not spec.fork_server:
+        return _Fresh(spec, args, log)
+    process = _context().Process(
+        target=_rank_process, args=(args, log), name=f"runnercheck-engine-rank{args[0]}"
+    )
+    process.start()
+    return process
 
 
 def _context() -> Any:
