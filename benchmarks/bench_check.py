@@ -18,9 +18,19 @@ Measurements on the same tree, in the same run:
   checked: mypy must exit 0 or 1 (1: it reported type errors; 2 is a crash or a usage
   error and stops the benchmark), and the command must exit as the in-process check.
 
+* commands, before and after (``--speed-reps``, on ``--speed-version``, default 0.6.3):
+  this tree against an earlier commit (``--baseline``, default where this branch left
+  ``main``, unpacked beside it by ``benchmarks/baseline.py``) and against ruff (its
+  default rules, ``--no-cache --isolated``), on a copy of the tree, interleaved, in the
+  child processes' CPU time (user + system), medians: one file as a pre-commit hook
+  passes it (cold, ``--no-cache``, and with the facts cache warm), the whole tree cold
+  (``--no-cache``) and repeated on the unchanged tree (served from the facts cache).
+  Targets: one file <= 0.2 s, repeated tree <= 0.3 s, cold tree <= ruff.
+
 Usage::
 
     python benchmarks/bench_check.py [--version 0.6.0] [--reps 9] [--mypy-runs 1] [--json out.json]
+    python benchmarks/bench_check.py --reps 0 --mypy-runs 0 --startup-runs 0 --speed-reps 9
 
 The vLLM wheel is downloaded once from the package index and cached (see
 ``tests/vllm_wheels.py``).
@@ -32,6 +42,7 @@ import argparse
 import ast
 import json
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,6 +56,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks import baseline  # noqa: E402
 from benchmarks.common import spread  # noqa: E402
 from runnercheck.check import CheckResult, check_paths  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
@@ -155,6 +167,106 @@ def startup(runs: int) -> dict[str, object]:
     }
 
 
+PYPROJECT = """[tool.runnercheck]
+driver_only = ["ModelInputForGPU.seq_lens", "ModelInputForGPU.query_lens"]
+exclude = ["vllm/third_party/*"]
+"""
+
+#: The file a pre-commit hook passes (a worker: its runner is read for context).
+ONE_FILE = "vllm/worker/worker.py"
+
+
+def command_speed(version: str, reps: int, ref: str) -> dict[str, Any]:
+    """Before/after/ruff as commands on a copy of ``vllm/``, interleaved (CPU seconds)."""
+    ruff = str(Path(sys.executable).parent / "ruff")
+    with baseline.temporary() as tmp:
+        before = Path(tmp) / "before"
+        before.mkdir()
+        baseline.baseline_tree(ref, before)
+        baseline.compile_tree(REPO)
+        work = Path(tmp) / "tree"
+        shutil.copytree(vllm_package(version), work / "vllm")
+        # a configured project, as a pre-commit user's is (ruff runs --isolated)
+        (work / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
+
+        def ours(tree: Path, *args: str) -> tuple[list[str], dict[str, str] | None]:
+            return baseline.runnercheck_command(tree, ["check", *args])
+
+        cases: dict[str, tuple[list[str], dict[str, str] | None]] = {
+            "python -c pass": ([sys.executable, "-c", "pass"], None),
+            "before: check FILE": ours(before, ONE_FILE),
+            "after: check --no-cache FILE": ours(REPO, "--no-cache", ONE_FILE),
+            "after: check FILE, cache warm": ours(REPO, ONE_FILE),
+            "before: check TREE": ours(before, "vllm"),
+            "after: check --no-cache TREE": ours(REPO, "--no-cache", "vllm"),
+            "after: check TREE, cache warm": ours(REPO, "vllm"),
+            "ruff check --no-cache --isolated TREE": (
+                [ruff, "check", "--no-cache", "--isolated", "vllm"],
+                None,
+            ),
+        }
+        exits: dict[str, int] = {}
+        for name, (cmd, env) in cases.items():  # warm-up; fills the facts cache
+            exits[name] = baseline.timed_command(cmd, work, env)[2]
+        for what in ("FILE", "TREE"):  # before and after must agree
+            codes = {exits[n] for n in cases if what in n and n.startswith(("before", "after"))}
+            if len(codes) != 1:
+                raise SystemExit(f"bench_check: exit codes differ on {what}: {exits}")
+        cpu: dict[str, list[float]] = {name: [] for name in cases}
+        wall: dict[str, list[float]] = {name: [] for name in cases}
+        names = list(cases)
+        for rep in range(reps):
+            for name in names[rep % len(names) :] + names[: rep % len(names)]:
+                cmd, env = cases[name]
+                spent, seconds, _ = baseline.timed_command(cmd, work, env)
+                cpu[name].append(spent)
+                wall[name].append(seconds)
+    med = {name: statistics.median(samples) for name, samples in cpu.items()}
+    ruff_version = subprocess.run([ruff, "--version"], capture_output=True, text=True).stdout
+    return {
+        "vllm": version,
+        "baseline": baseline.short(ref),
+        "ruff": ruff_version.strip(),
+        "one_file": ONE_FILE,
+        "cpu_s": {name: spread(samples) for name, samples in cpu.items()},
+        "wall_s": {name: spread(samples) for name, samples in wall.items()},
+        "ratios": {
+            "one file, after (no cache) / before": med["after: check --no-cache FILE"]
+            / med["before: check FILE"],
+            "tree, after warm cache / before": med["after: check TREE, cache warm"]
+            / med["before: check TREE"],
+            "tree cold, before / ruff": med["before: check TREE"]
+            / med["ruff check --no-cache --isolated TREE"],
+            "tree cold, after / ruff": med["after: check --no-cache TREE"]
+            / med["ruff check --no-cache --isolated TREE"],
+        },
+        "targets": {
+            "one file <= 0.2 s CPU": med["after: check --no-cache FILE"] <= 0.2,
+            "repeated tree <= 0.3 s CPU": med["after: check TREE, cache warm"] <= 0.3,
+            "cold tree <= ruff": med["after: check --no-cache TREE"]
+            <= med["ruff check --no-cache --isolated TREE"],
+        },
+    }
+
+
+def print_speed(figures: dict[str, Any], reps: int) -> None:
+    print(
+        f"commands on vLLM {figures['vllm']} vllm/ (copy), CPU seconds, medians of {reps}, "
+        f"before = {figures['baseline']}, {figures['ruff']}:"
+    )
+    for name, samples in figures["cpu_s"].items():
+        label = name.replace("FILE", figures["one_file"])
+        print(
+            f"  {label + ':':<52} {samples['median']:.3f}s "
+            f"[{samples['min']:.3f}-{samples['max']:.3f}] "
+            f"(wall {figures['wall_s'][name]['median']:.3f}s)"
+        )
+    for name, ratio in figures["ratios"].items():
+        print(f"  {name}: {ratio:.2f}x")
+    for name, met in figures["targets"].items():
+        print(f"  target {name}: {'met' if met else 'NOT met'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", default="0.6.0", help="vLLM release (default 0.6.0)")
@@ -162,7 +274,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mypy-runs", type=int, default=1, help="cold mypy runs (0: skip)")
     parser.add_argument("--startup-runs", type=int, default=15, help="start-up runs (0: skip)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--speed-reps", type=int, default=0, help="before/after/ruff command runs (0: skip)"
+    )
+    parser.add_argument("--speed-version", default="0.6.3", help="vLLM release of those runs")
+    parser.add_argument(
+        "--baseline", default=None, help="the before commit (default: where HEAD left main)"
+    )
     args = parser.parse_args(argv)
+    if args.reps <= 0:
+        if args.speed_reps <= 0:
+            raise SystemExit("bench_check: nothing to measure (--reps 0 and --speed-reps 0)")
+        figures = command_speed(
+            args.speed_version, args.speed_reps, args.baseline or baseline.default_ref()
+        )
+        print_speed(figures, args.speed_reps)
+        if args.json:
+            args.json.write_text(json.dumps({"speed": figures}, indent=2) + "\n")
+        return 0
 
     package = vllm_package(args.version)
     files = sorted(package.rglob("*.py"))
@@ -281,6 +410,12 @@ def main(argv: list[str] | None = None) -> int:
             f"{figures['mypy_over_check_in_process']:.1f}x against the in-process check "
             "(target >= 10x)"
         )
+    if args.speed_reps > 0:
+        speed = command_speed(
+            args.speed_version, args.speed_reps, args.baseline or baseline.default_ref()
+        )
+        figures["speed"] = speed
+        print_speed(speed, args.speed_reps)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
     return 0

@@ -12,12 +12,20 @@
    (16 sequences). Blocks of steps alternate (legacy, merged), (merged, legacy), ...;
    each pair of blocks gives one ratio legacy/merged of the time per step.
 
+3. One-example runs (``--one-example-runs``): ``runnercheck fuzz CLASS --examples 1`` as
+   a command, this tree against an earlier commit (``--baseline``, default where this
+   branch left ``main``; see ``benchmarks/baseline.py``), alternating, wall time
+   (target: at most 2.5 s) and the children's CPU time.
+4. fuzz's marginal rate against the raw broadcast of the same inputs at the same world
+   size on the same device (``benchmarks/fuzz_rate.py``; target: at least half).
+
 Figures are medians with min-max spread over repetitions.
 
 Usage::
 
     python benchmarks/bench_fuzz.py [--examples 300] [--reps 3] [--steps 200]
                                     [--blocks 10] [--device cpu|cuda] [--json out.json]
+                                    [--one-example-runs 5] [--baseline REF]
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ if str(REPO) not in sys.path:
 
 import torch  # noqa: E402
 
+from benchmarks import baseline, fuzz_rate  # noqa: E402
 from benchmarks.common import spread  # noqa: E402
 from runnercheck.config import Config  # noqa: E402
 from runnercheck.fuzz import FuzzOptions, LocalGroup, Target, fuzz  # noqa: E402
@@ -202,6 +211,46 @@ def bench_merged_vs_legacy(steps: int, blocks: int) -> dict[str, Any]:
     }
 
 
+ONE_EXAMPLE = [
+    "fuzz",
+    "runnercheck.demo.engine.merged.model_runner:ModelInputForGPUWithSamplingMetadata",
+    "--examples",
+    "1",
+    "--attn-backend",
+    "runnercheck.demo.engine.attention:TinyAttentionBackend",
+]
+
+
+def bench_one_example(runs: int, ref: str, device: str) -> dict[str, Any]:
+    """``runnercheck fuzz CLASS --examples 1``: before and after, alternating."""
+    args = [*ONE_EXAMPLE, "--device", device]
+    wall: dict[str, list[float]] = {"before": [], "after": []}
+    cpu: dict[str, list[float]] = {"before": [], "after": []}
+    with baseline.temporary() as tmp:
+        before = Path(tmp) / "before"
+        before.mkdir()
+        baseline.baseline_tree(ref, before)
+        baseline.compile_tree(REPO)
+        trees = {"before": before, "after": REPO}
+        for run in range(runs):
+            for name in ("before", "after") if run % 2 == 0 else ("after", "before"):
+                cmd, env = baseline.runnercheck_command(trees[name], args)
+                spent, seconds, code = baseline.timed_command(cmd, Path(tmp), env)
+                if code != 0:
+                    raise SystemExit(f"bench_fuzz: the one-example run ({name}) exited {code}")
+                wall[name].append(seconds)
+                cpu[name].append(spent)
+    return {
+        "baseline": baseline.short(ref),
+        "device": device,
+        "wall_s": {name: spread(samples) for name, samples in wall.items()},
+        "cpu_s": {name: spread(samples) for name, samples in cpu.items()},
+        "after_over_before_wall": statistics.median(wall["after"])
+        / statistics.median(wall["before"]),
+        "target_met": statistics.median(wall["after"]) <= 2.5,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=300, help="examples per repetition")
@@ -210,7 +259,34 @@ def main() -> int:
     parser.add_argument("--blocks", type=int, default=10, help="timed blocks per shape")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--one-example-runs", type=int, default=5, help="one-example runs each (0: skip)"
+    )
+    parser.add_argument("--baseline", default=None, help="the before commit of those runs")
+    parser.add_argument(
+        "--rate-reps", type=int, default=5, help="marginal-vs-raw repetitions (0: skip)"
+    )
     args = parser.parse_args()
+    figures: dict[str, Any] = {}
+    if args.one_example_runs > 0:
+        one = bench_one_example(
+            args.one_example_runs, args.baseline or baseline.default_ref(), args.device
+        )
+        figures["one_example"] = one
+        print(
+            f"one-example run ({args.device}), wall, medians of {args.one_example_runs}: "
+            f"before ({one['baseline']}) {one['wall_s']['before']['median']:.2f}s "
+            f"[{one['wall_s']['before']['min']:.2f}-{one['wall_s']['before']['max']:.2f}], "
+            f"after {one['wall_s']['after']['median']:.2f}s "
+            f"[{one['wall_s']['after']['min']:.2f}-{one['wall_s']['after']['max']:.2f}]: "
+            f"{one['after_over_before_wall']:.2f}x; CPU before "
+            f"{one['cpu_s']['before']['median']:.2f}s, after {one['cpu_s']['after']['median']:.2f}s"
+            f" (target <= 2.5 s wall: {'met' if one['target_met'] else 'NOT met'})"
+        )
+    if args.rate_reps > 0:
+        rate = fuzz_rate.marginal_vs_raw(args.device, 2, reps=args.rate_reps)
+        figures["marginal_vs_raw"] = rate
+        print(fuzz_rate.describe(rate))
     round_trips = bench_round_trips(args.examples, args.reps, args.device)
     rt = round_trips["round_trips_per_s"]
     split = round_trips["split"]
@@ -224,7 +300,7 @@ def main() -> int:
         f"round trip {split['round_trip']:.0%} (broadcast itself {split['broadcast']:.0%}), "
         f"comparison {split['comparison']:.0%}"
     )
-    figures: dict[str, Any] = {"round_trips": round_trips}
+    figures["round_trips"] = round_trips
     if args.device == "cpu":
         versus = bench_merged_vs_legacy(args.steps, args.blocks)
         ratio = versus["legacy_over_merged"]

@@ -20,6 +20,11 @@
    no-op with one rank) and 2 (gloo through host copies on one GPU); the same at world
    size 2 on the CPU is the baseline of the same run.
 
+3. ``marginal_vs_raw``: fuzz's marginal rate against the raw broadcast of the same
+   inputs at world size 2 on the device (``benchmarks/fuzz_rate.py``): what one more
+   example costs fuzz, against the same dicts through the reference
+   ``broadcast_tensor_dict`` alone. Target: at least half.
+
 Figures are medians with min-max spread. ``--quick`` shrinks every count and leaves
 out world size 1 (a rehearsal of the logic, not a measurement).
 
@@ -348,6 +353,19 @@ def main(argv: list[str] | None = None) -> int:
             f"{rate['median']:.0f}/s (min {rate['min']:.0f}, max {rate['max']:.0f}; "
             f"{counts.reps} runs of {counts.examples} examples); split {rt['time_split']}"
         )
+    from benchmarks import fuzz_rate
+
+    try:
+        rate = fuzz_rate.marginal_vs_raw(
+            args.device, 2, *((5, 20, 1) if args.quick else (20, 200, 3))
+        )
+    except Exception as exc:
+        failed = True
+        figures["marginal_vs_raw"] = {"error": f"{type(exc).__name__}: {exc}"}
+        print(f"fuzz marginal rate vs raw broadcast: failed: {figures['marginal_vs_raw']['error']}")
+    else:
+        figures["marginal_vs_raw"] = rate
+        print(fuzz_rate.describe(rate))
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     return 1 if failed else 0

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TypeVar
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -282,11 +281,18 @@ _Headed = TypeVar("_Headed", cst.If, cst.While)
 
 
 class _Wrapper(cst.CSTTransformer):
-    def __init__(self, module: cst.Module, targets: set[int], limit: int) -> None:
+    def __init__(
+        self, module: cst.Module, targets: set[int], limit: int, ancestors: set[int]
+    ) -> None:
         self.module = module
         self.targets = targets
         self.limit = limit
+        self.ancestors = ancestors
         self.depth = 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # the children of a node that holds no target are left as they are, unvisited
+        return super().on_visit(node) and id(node) in self.ancestors
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self.depth += 1
@@ -351,22 +357,80 @@ def wrap_long_statements(module: cst.Module, original: str, limit: int) -> cst.M
     code = module.code
     kept = set(original.splitlines())
     lines = code.splitlines()
-    if all(len(line) <= limit or line in kept for line in lines):
+    long = {n for n, line in enumerate(lines, 1) if len(line) > limit and line not in kept}
+    if not long:
         return module
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(PositionProvider)
-    targets: set[int] = set()
-    for node, where in positions.items():
-        if isinstance(node, (cst.If, cst.While)):
-            header = lines[where.start.line - 1]
-            if len(header) > limit and header not in kept:
-                targets.add(id(node))
-            continue
-        if not isinstance(node, cst.SimpleStatementLine):
-            continue
-        span = lines[where.start.line - 1 : where.end.line]
-        if any(len(line) > limit and line not in kept for line in span):
-            targets.add(id(node))
-    if not targets:
+    finder = _LongStatements(module, lines, long, limit)
+    finder.container(module, 1)
+    if not finder.targets:
         return module
-    return module.visit(_Wrapper(module, targets, limit))
+    return module.visit(_Wrapper(module, finder.targets, limit, finder.ancestors))
+
+
+#: Nodes that hold statements (searched for long lines, block by block).
+_CONTAINERS = (
+    cst.BaseCompoundStatement,
+    cst.IndentedBlock,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+)
+#: What ends a compound statement after its header: blocks, and the lines between them.
+_TAIL = (*_CONTAINERS, cst.EmptyLine, cst.TrailingWhitespace)
+
+
+class _LongStatements:
+    """The statements on the long lines, found from the text: a block's first line is
+    counted from the code of the statements before it (or after it, for the blocks that
+    end a compound statement), and only blocks that hold a long line are searched
+    further (no position metadata for the whole module)."""
+
+    def __init__(self, module: cst.Module, lines: list[str], long: set[int], limit: int) -> None:
+        self.module = module
+        self.lines = lines
+        self.long = sorted(long)
+        self.limit = limit
+        self.targets: set[int] = set()
+        #: The containers on the way to a target (the transformer visits only these).
+        self.ancestors: set[int] = set()
+
+    def _holds_long(self, first: int, last: int) -> bool:
+        return any(first <= n <= last for n in self.long)
+
+    def _size(self, node: cst.CSTNode) -> int:
+        return self.module.code_for_node(node).count("\n")
+
+    def container(self, node: cst.CSTNode, start: int) -> bool:
+        """Search ``node``, whose code starts on line ``start``; whether it holds a target."""
+        found = False
+        if isinstance(node, (cst.If, cst.While)) and start + len(node.leading_lines) in self.long:
+            self.targets.add(id(node))
+            found = True
+        if isinstance(node, (cst.Module, cst.IndentedBlock)):
+            line = start
+            for child in node.children:  # lines, then statements, one after the other
+                size = self._size(child)
+                found = self._child(child, line, size) or found
+                line += size
+        else:  # a compound statement: its header, then its blocks up to its end
+            line = start + self._size(node)
+            for child in reversed(node.children):
+                if not isinstance(child, _TAIL):
+                    break
+                size = self._size(child)
+                line -= size
+                found = self._child(child, line, size) or found
+        if found:
+            self.ancestors.add(id(node))
+        return found
+
+    def _child(self, child: cst.CSTNode, line: int, size: int) -> bool:
+        if isinstance(child, cst.SimpleStatementLine):
+            if self._holds_long(line + len(child.leading_lines), line + max(size, 1) - 1):
+                self.targets.add(id(child))
+                return True
+        elif isinstance(child, _CONTAINERS) and self._holds_long(line, line + size):
+            return self.container(child, line)
+        return False

@@ -1,3 +1,3 @@
-from runnercheck.cli import main
+from runnercheck.cli import entry
 
-raise SystemExit(main())
+entry()

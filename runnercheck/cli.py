@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 from types import ModuleType
@@ -31,12 +32,26 @@ COMMANDS = {
 EPILOG = "exit status: 0 clean, 1 findings or files changed, 2 usage or input error"
 
 
-def _command_modules() -> dict[str, ModuleType]:
+def _command_modules(only: str | None = None) -> dict[str, ModuleType]:
+    """The command modules, or only ``only``'s: each command imports what it needs,
+    so naming one (``check`` in a pre-commit hook) never imports the others."""
     modules: dict[str, ModuleType] = {}
     for name, qualified in COMMANDS.items():
+        if only is not None and name != only:
+            continue
         if importlib.util.find_spec(qualified) is not None:
             modules[name] = importlib.import_module(qualified)
     return modules
+
+
+def _named_command(argv: Sequence[str]) -> str | None:
+    """The subcommand ``argv`` names before any other positional argument, if any."""
+    for arg in argv:
+        if arg == "--":
+            return None
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+    return None
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,7 +60,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``only``, the parser of that one command (a command line that
+    names it needs no other)."""
     parser = _Parser(
         prog="runnercheck",
         description="Check, migrate and fuzz the model-runner broadcast contract "
@@ -54,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"runnercheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name, module in _command_modules().items():
+    for name, module in _command_modules(only).items():
         command_parser = sub.add_parser(
             name,
             allow_abbrev=not hasattr(module, "PASS_THROUGH"),
@@ -71,8 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_named_command(arguments))
+    args, unknown = parser.parse_known_args(arguments)
     through = getattr(args, "_pass_through", "")
     if unknown and not through:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
@@ -94,5 +112,30 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+#: Commands whose process may end without Python's teardown (see :func:`entry`).
+QUICK_EXIT = frozenset({"check"})
+
+
+def entry() -> None:
+    """The ``runnercheck`` program: :func:`main`, then the exit.
+
+    ``check`` holds every file's facts when it is done; freeing them one by one at
+    interpreter shutdown costs a tenth of a small run. It starts no process and leaves
+    no file open, so once its output is flushed its process ends at once, as mypy's
+    does. Every other command exits normally (their children and journals are cleaned
+    up by their own handlers)."""
+    code = main()
+    if _named_command(sys.argv[1:]) in QUICK_EXIT:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BrokenPipeError:
+            pass
+        except OSError:
+            raise SystemExit(code) from None
+        os._exit(code)
+    raise SystemExit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    entry()

@@ -26,11 +26,6 @@ from runnercheck.contract import Contract
 from runnercheck.errors import ConfigError
 from runnercheck.files import DEFAULT_MAX_FILE_SIZE, read_source
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
 TABLE = ("tool", "runnercheck")
 
 
@@ -205,6 +200,39 @@ def _value_errors(table: Mapping[str, Any], config: Config) -> Iterator[str]:
                 yield f"key {key!r}: {reason} (see `runnercheck rules`)"
 
 
+def _plain_value(kind: str, value: Any) -> tuple[bool, Any]:
+    """(whether ``value`` is plainly of the field type ``kind``, the value to store)."""
+    if kind == "str":
+        return isinstance(value, str), value
+    if kind == "tuple[str, ...]":
+        ok = isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+        return ok, tuple(value) if ok else value
+    if kind == "dict[str, str]":
+        ok = isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+        )
+        return ok, dict(value) if ok else value
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool), value
+    return False, value
+
+
+def _plain_config(table: Mapping[str, Any]) -> Config | None:
+    """The configuration of a table whose every key is known and every value plainly of
+    its field's type (what pydantic would build from it), else None: pydantic then
+    validates it and names what is wrong. Keeps pydantic off ``check``'s start-up."""
+    kinds = {f.name: str(f.type) for f in fields(Config)}
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        kind = kinds.get(key)
+        if kind is None:
+            return None
+        ok, values[key] = _plain_value(kind, value)
+        if not ok:
+            return None
+    return Config(**values)
+
+
 def config_from_mapping(
     table: Mapping[str, Any], source: str, section: str = "[tool.runnercheck]"
 ) -> Config:
@@ -212,6 +240,9 @@ def config_from_mapping(
     keys, e.g. ``[runnercheck]`` of a mypy ini file); errors name ``source`` and the key."""
     if not table:
         return Config()
+    plain = _plain_config(table)
+    if plain is not None:  # the usual table: no need to import pydantic
+        return _checked(table, plain, source, section)
     try:  # only when there is something to check
         from pydantic import TypeAdapter, ValidationError
     except ImportError:
@@ -226,6 +257,12 @@ def config_from_mapping(
         more = len(exc.errors()) - 1
         suffix = f" (and {more} more)" if more else ""
         raise ConfigError(f"{source}: {section} {_describe(first)}{suffix}") from None
+    return _checked(table, config, source, section)
+
+
+def _checked(table: Mapping[str, Any], config: Config, source: str, section: str) -> Config:
+    """``config`` when its values pass :func:`_value_errors`, else the first problem as
+    one line naming ``source`` and the key."""
     for problem in _value_errors(table, config):
         raise ConfigError(f"{source}: {section} {problem}")
     return config
@@ -238,6 +275,10 @@ def load_config_file(path: Path) -> Config:
     except (OSError, UnicodeDecodeError) as exc:
         reason = str(exc).removeprefix("cannot read: ")
         raise ConfigError(f"{path}: cannot read configuration: {reason}") from None
+    if sys.version_info >= (3, 11):  # imported here: no pyproject.toml, no TOML parser
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

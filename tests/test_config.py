@@ -263,3 +263,50 @@ def test_fuzz_settings_found_wrong_when_loaded_name_the_file(
     assert capsys.readouterr().err == (
         f"runnercheck: error: {path}: [tool.runnercheck] {expected}\n"
     )
+
+
+VALID_TABLES = [
+    {"driver_only": ["ModelInputForGPU.seq_lens"], "exclude": ["tests/*"]},
+    {"runner_bases": ("A", "B"), "driver_flag": "is_leader", "max_file_size": 10},
+    {"fuzz_strategies": {"Blob": "pkg.mod:blobs"}, "fuzz_extras": {"hidden": "tensor"}},
+    {"select": [], "ignore": ["RC103"], "worker_input": "StepInput"},
+]
+
+
+@pytest.mark.parametrize("table", VALID_TABLES)
+def test_plain_tables_give_what_pydantic_gives(table: dict[str, object]) -> None:
+    from pydantic import TypeAdapter
+
+    from runnercheck.config import _plain_config, config_from_mapping
+
+    plain = _plain_config(table)
+    assert plain is not None
+    assert plain == TypeAdapter(Config).validate_python(dict(table))
+    assert config_from_mapping(table, "pyproject.toml") == plain
+    assert isinstance(plain.runner_bases, tuple) and isinstance(plain.exclude, tuple)
+
+
+@pytest.mark.parametrize(
+    "table",
+    [{"bogus": 1}, {"exclude": "tests/*"}, {"exclude": [1]}, {"max_file_size": True}],
+)
+def test_other_tables_go_to_pydantic(table: dict[str, object]) -> None:
+    from runnercheck.config import _plain_config
+
+    assert _plain_config(table) is None
+
+
+def test_check_with_a_configuration_does_not_import_pydantic(tmp_path: Path) -> None:
+    write(tmp_path, '[tool.runnercheck]\ndriver_only = ["A.b"]\nexclude = ["tests/*"]\n')
+    (tmp_path / "a.py").write_text("x = 1\n", encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "runnercheck", "check", "--no-cache", "a.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()}
+    assert "runnercheck.config" in modules and "tomllib" in modules
+    assert "pydantic" not in modules

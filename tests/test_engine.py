@@ -55,6 +55,17 @@ def test_shapes_generate_the_same_tokens(
     assert legacy["tokens_sha256"] == merged["tokens_sha256"]
 
 
+def test_ranks_forked_from_the_server_run_the_same_steps(
+    runs: dict[tuple[str, int], dict[str, Any]],
+) -> None:
+    """The demo's fork server changes how ranks start, not what they compute."""
+    for shape in SHAPES:
+        forked = run_engine(shape, tp=2, steps=STEPS, seed=0, fork_server=True)
+        fresh = runs[shape, 2]
+        assert forked["tokens_sha256"] == fresh["tokens_sha256"]
+        assert forked["broadcasts_per_step"] == fresh["broadcasts_per_step"]
+
+
 def test_tensor_parallel_split_keeps_the_tokens(
     runs: dict[tuple[str, int], dict[str, Any]],
 ) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
+from runnercheck.check.cache import FactsCache
 from runnercheck.contract import Contract
 from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source
 
@@ -116,10 +117,11 @@ def read_partners(
     contract: Contract,
     limit: int = DEFAULT_MAX_FILE_SIZE,
     finder: ModuleFinder | None = None,
+    cache: FactsCache | None = None,
 ) -> list[ModuleFacts]:
     """Facts of the files imported (transitively) by ``modules`` (absolute path, facts)
     that are not in ``known`` (absolute normalised paths, updated) and that the
-    prefilter keeps."""
+    prefilter keeps (their facts from ``cache`` when one is given)."""
     finder = finder or ModuleFinder()
     queue = list(modules)
     partners: list[ModuleFacts] = []
@@ -142,7 +144,10 @@ def read_partners(
             if display.startswith(".."):
                 display = found
             try:
-                partner = extract_source(data, display, contract)
+                if cache is not None:
+                    partner = cache.facts(data, display, contract)
+                else:
+                    partner = extract_source(data, display, contract)
             except Exception:  # context only: a partner we cannot read adds nothing
                 continue
             if partner.syntax_error is None:

@@ -20,6 +20,7 @@ from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.prefilter import class_bases, might_matter, needles, subclass_rounds
 from runnercheck.analysis.project import Project
+from runnercheck.check.cache import FactsCache
 from runnercheck.check.discovery import SourceFile, discover_walk, walk_findings
 from runnercheck.check.partners import ModuleFinder, context_roots, read_partners
 from runnercheck.check.rules import RULES, run_rules
@@ -103,8 +104,10 @@ def analyse_file(
     contract: Contract,
     force: bool = False,
     limit: int = DEFAULT_MAX_FILE_SIZE,
+    cache: FactsCache | None = None,
 ) -> FileOutcome:
-    """Read one file and extract its facts, or say why it was skipped or failed."""
+    """Read one file and extract its facts (or take them from ``cache``), or say why it
+    was skipped or failed."""
     try:
         data = read_source(source.path, limit)
     except ReadError as exc:
@@ -112,17 +115,24 @@ def analyse_file(
     try:
         if not force and not might_matter(data, needles(contract)):
             return FileOutcome(source.display, skipped_bases=class_bases(data))
-        facts = extract_source(data, source.display, contract)
+        if cache is not None:
+            facts = cache.facts(data, source.display, contract)
+        else:
+            facts = extract_source(data, source.display, contract)
         return FileOutcome(source.display, facts=facts, path=source.path)
     except Exception as exc:  # an internal error is reported for this file only
         return FileOutcome(source.display, error=f"internal error: {deep.describe(exc)}")
 
 
 def _analyse_chunk(
-    chunk: list[SourceFile], contract: Contract, force: bool, limit: int = DEFAULT_MAX_FILE_SIZE
+    chunk: list[SourceFile],
+    contract: Contract,
+    force: bool,
+    limit: int = DEFAULT_MAX_FILE_SIZE,
+    cache: FactsCache | None = None,
 ) -> list[FileOutcome]:
     """A chunk of files, in a thread that can walk deeply nested code (runnercheck.deep)."""
-    return deep.call(lambda: [analyse_file(s, contract, force, limit) for s in chunk])
+    return deep.call(lambda: [analyse_file(s, contract, force, limit, cache) for s in chunk])
 
 
 def _analyse_all(
@@ -131,10 +141,11 @@ def _analyse_all(
     jobs: int,
     force: bool = False,
     limit: int = DEFAULT_MAX_FILE_SIZE,
+    cache: FactsCache | None = None,
 ) -> list[FileOutcome]:
     workers = worker_count(jobs, len(sources) // 4)
     if workers <= 1 or len(sources) < 8:
-        return _analyse_chunk(sources, contract, force, limit)
+        return _analyse_chunk(sources, contract, force, limit, cache)
     from concurrent.futures import ProcessPoolExecutor  # only for -j: costs start-up time
 
     size = max(1, len(sources) // (workers * 4))
@@ -142,7 +153,12 @@ def _analyse_all(
     count = len(chunks)
     with ProcessPoolExecutor(max_workers=workers) as pool:
         results = pool.map(
-            _analyse_chunk, chunks, [contract] * count, [force] * count, [limit] * count
+            _analyse_chunk,
+            chunks,
+            [contract] * count,
+            [force] * count,
+            [limit] * count,
+            [cache] * count,
         )
         return [outcome for chunk in results for outcome in chunk]
 
@@ -263,24 +279,29 @@ def check_paths(
     exclude: Iterable[str] = (),
     root: Path | None = None,
     context: Iterable[str] = (),
+    cache_root: Path | None = None,
 ) -> CheckResult:
     """``runnercheck check PATH...`` as a function (no output). ``context``: directories
     of packages the checked files import (besides ``context`` in the config, relative to
-    ``root``), read before the installed packages."""
+    ``root``), read before the installed packages.
+
+    With ``cache_root``, facts are read from and written to the facts cache under it
+    (:mod:`runnercheck.check.cache`)."""
     config = config or Config()
     contract = config.contract()
+    cache = FactsCache(cache_root, contract) if cache_root is not None else None
     select_codes = parse_codes(select, "--select") or parse_codes(config.select, "select")
     ignore_codes = parse_codes(ignore, "--ignore") | parse_codes(config.ignore, "ignore")
     sources, walked = discover_walk(paths, (*config.exclude, *exclude), root)
     limit = config.max_file_size
-    outcomes = _analyse_all(sources, contract, jobs, limit=limit)
+    outcomes = _analyse_all(sources, contract, jobs, limit=limit, cache=cache)
     # later rounds: skipped files defining a subclass of a class found so far
     by_display = {s.display: s for s in sources}
     skipped = {i: o.skipped_bases for i, o in enumerate(outcomes) if o.skipped_bases is not None}
 
     def read(indices: list[int]) -> list[str]:
         redone = _analyse_all(
-            [by_display[outcomes[i].display] for i in indices], contract, jobs, True, limit
+            [by_display[outcomes[i].display] for i in indices], contract, jobs, True, limit, cache
         )
         for index, outcome in zip(indices, redone, strict=True):
             outcomes[index] = outcome
@@ -303,6 +324,7 @@ def check_paths(
         contract,
         limit,
         finder,
+        cache,
     )
     # and skipped files that subclass a class of a file read for context (a wrapper's
     # inner worker built on a worker of another package)
@@ -314,7 +336,9 @@ def check_paths(
     if more:
         new = [(outcomes[i].path, outcomes[i].facts) for i in more]
         found_new = [(os.path.abspath(p), f) for p, f in new if f is not None and p is not None]
-        partners += read_partners(found_new, on_disk, needles(contract), contract, limit, finder)
+        partners += read_partners(
+            found_new, on_disk, needles(contract), contract, limit, finder, cache
+        )
     result = check_outcomes(outcomes, contract, select_codes, ignore_codes, partners)
     found, result.walk_notes = walk_findings(walked, paths)
     found = [f for f in found if _selected(f.code, select_codes, ignore_codes)]

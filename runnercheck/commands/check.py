@@ -9,6 +9,7 @@ its line.
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from pathlib import Path
 
@@ -64,9 +65,25 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "in the config; the installed packages are read after it",
     )
     parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the facts cache (.runnercheck_cache/ under the project root)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    # the facts are many small objects that live to the end of the run: the cyclic
+    # collector would walk them again and again for nothing
+    threshold = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        return _run(args)
+    finally:
+        gc.set_threshold(*threshold)
+
+
+def _run(args: argparse.Namespace) -> int:
     from runnercheck.check.pipeline import check_paths
     from runnercheck.check.report import render
     from runnercheck.config import find_pyproject, load_config
@@ -93,6 +110,7 @@ def run(args: argparse.Namespace) -> int:
         exclude=args.exclude,
         root=root,
         context=args.context,
+        cache_root=None if args.no_cache else root,
     )
     # rich only for colour on a terminal: plain text, JSON and SARIF never import it
     console = make_console() if args.format == "text" and is_color_terminal(sys.stdout) else None

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -156,10 +158,27 @@ def _check_numbers(args: argparse.Namespace) -> None:
     check_number("--seed", args.seed, *SEED)
 
 
+def start_fork_server(preload: tuple[str, ...] = ("runnercheck.fuzz.ranks",)) -> None:
+    """Start the fork server of the local ranks now, before this process imports torch:
+    it imports torch (and ``preload``) for the ranks while this process imports torch
+    and Hypothesis for the examples, instead of after (the group uses the server that
+    is running)."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    multiprocessing.get_context("forkserver").set_forkserver_preload(list(preload))
+    try:
+        forkserver.ensure_running()
+    except OSError:  # the group starts it (and reports what fails) when it needs it
+        pass
+
+
 def run(args: argparse.Namespace) -> int:
     from runnercheck.extras import require_fuzz_extra
 
     require_fuzz_extra("runnercheck fuzz")
+    if not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):  # not under torchrun
+        start_fork_server()
     from runnercheck.fuzz.group import helper_pids
 
     _check_numbers(args)
@@ -224,6 +243,9 @@ def _run(args: argparse.Namespace) -> int:
         options = FuzzOptions(
             **{**options.__dict__, "attn_backend": load_object(args.attn_backend, "--attn-backend")}
         )
+    # everything imported so far lives to the end: Hypothesis's first run collects
+    # garbage once in full, which then skips torch's objects
+    gc.freeze()
     try:
         with _naming_the_file(source):
             report = fuzz(targets, options, config)

@@ -36,6 +36,11 @@ def run(args: argparse.Namespace) -> int:
     from runnercheck.extras import require_fuzz_extra
 
     require_fuzz_extra("runnercheck demo")
+    from runnercheck.commands.fuzz import start_fork_server
+
+    # the ranks of the fuzz and engine stages fork from one server: it imports torch
+    # now, while the first stages run
+    start_fork_server(("runnercheck.fuzz.ranks", "runnercheck.demo.engine.rank"))
     from runnercheck.console import make_console
     from runnercheck.demo.story import DemoOptions, StageResult, run_demo
 

@@ -77,3 +77,66 @@ def test_no_configuration_means_eighty_columns(tmp_path: Path) -> None:
     (tmp_path / "pkg").mkdir()
     assert DEFAULT_LIMIT == 80
     assert line_limit(tmp_path / "pkg" / "worker.py") == 80
+
+
+NESTED = '''"""A module."""
+import os  # a comment
+
+
+@decorator(with_a_rather_long_argument_list, and_another_one)
+class Runner(Base):
+    """Doc."""
+
+    def prepare(self, seq_group_metadata_list, virtual_engine=0, finished_requests_ids=None):
+        # a comment line that is long enough to be longer than the limit here
+        if self.is_driver_worker and seq_group_metadata_list is not None and virtual_engine:
+            tensor_dict = dict(input_tokens=input_tokens, input_positions=input_positions)
+        elif virtual_engine and finished_requests_ids and seq_group_metadata_list:
+            pass
+        else:
+            while self.keep_going and seq_group_metadata_list and finished_requests_ids:
+                value = self.model_runner.prepare_model_input(seq_group_metadata_list, 0)
+        try:
+            with open(os.path.join("a", "b")) as handle:
+                data = handle.read(); other = compute_something_long(data, data, data, data)
+        except (ValueError, KeyError) as exc:
+            raise RuntimeError(f"cannot prepare the input of {seq_group_metadata_list}") from exc
+        finally:
+            self.cleanup_everything_that_was_allocated(seq_group_metadata_list, virtual_engine)
+        for index in range(10):
+            result = self.combine(index, seq_group_metadata_list, finished_requests_ids)
+        else:
+            short = 1
+        if x: y = make_metadata(num_prefills, slot_mapping, num_decode_tokens, block_tables)
+        return broadcast_tensor_dict(tensor_dict, src=0, group=self.group, async_op=False)
+
+
+def helper(a, b):
+    return make_metadata(num_prefills, slot_mapping, num_decode_tokens, block_tables)
+'''
+
+
+def test_long_statements_are_found_where_position_metadata_finds_them() -> None:
+    """The statements found from the text, block by block, are those LibCST's position
+    metadata puts on the long lines (the walk it replaces), at every depth."""
+    from libcst.metadata import MetadataWrapper, PositionProvider
+
+    from codemods.layout import _LongStatements
+
+    module = cst.parse_module(NESTED)
+    lines = module.code.splitlines()
+    for limit in (40, 60, 80, 88):
+        long = {n for n, line in enumerate(lines, 1) if len(line) > limit}
+        finder = _LongStatements(module, lines, long, limit)
+        finder.container(module, 1)
+        expected: set[int] = set()
+        positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        for node, where in positions.items():
+            if isinstance(node, (cst.If, cst.While)) and where.start.line in long:
+                expected.add(id(node))
+            elif isinstance(node, cst.SimpleStatementLine) and any(
+                n in long for n in range(where.start.line, where.end.line + 1)
+            ):
+                expected.add(id(node))
+        assert finder.targets == expected, limit
+        assert len(expected) >= 5

@@ -62,6 +62,7 @@ def run_engine(
     device: str = "cpu",
     num_speculative_tokens: int = 0,
     spec_decode_dir: Optional[str] = None,
+    fork_server: bool = False,
 ) -> Dict[str, Any]:
     """Run the engine on ``tp`` processes for ``steps`` steps and return its figures:
     ``tokens_sha256``, ``broadcasts_per_step`` (mean, counted on the driver),
@@ -81,7 +82,11 @@ def run_engine(
     ``num_speculative_tokens > 0`` runs the merged shape with speculative decoding
     (:mod:`runnercheck.demo.engine.spec_decode`): the result's ``acceptance_rate`` says how
     many draft tokens the scorer accepted; ``spec_decode_dir`` runs the speculative-decoding
-    package in that directory instead (e.g. a copy as it was before a codemod)."""
+    package in that directory instead (e.g. a copy as it was before a codemod).
+
+    ``fork_server`` forks the ranks from a server that imported torch once (repeated
+    runs start in a fraction of the time) instead of starting fresh interpreters; a
+    trace session sees only ranks it saw start, so it needs the default."""
     from runnercheck.demo.engine.launcher import EngineRunError, EngineSpec, first_error, launch
 
     check_engine(shape, engine_dir, worker)
@@ -121,6 +126,7 @@ def run_engine(
         device=device,
         num_speculative_tokens=num_speculative_tokens,
         spec_decode_dir=spec_decode_dir,
+        fork_server=fork_server,
         # Room for every sequence and its lookahead slots: a speculative run never swaps.
         num_gpu_blocks=128 if num_speculative_tokens else 40,
     )

@@ -1,8 +1,11 @@
 """Run the engine on N processes over gloo on loopback and collect one result.
 
 Every rank is a fresh ``python -m runnercheck.demo.engine.rank`` process (so nothing of
-the caller is re-imported); rank 0 is the driver. What a rank does is in
-:mod:`runnercheck.demo.engine.rank`. This module does not import torch.
+the caller is re-imported, and a trace session sees it start); with ``fork_server``
+(the demo's repeated runs), a process forked from a fork server instead: a fresh
+interpreter that imported torch and :mod:`runnercheck.demo.engine.rank` once, so that a
+run does not pay torch's import on every rank. Rank 0 is the driver. What a rank does is
+in :mod:`runnercheck.demo.engine.rank`. This module does not import torch.
 """
 
 import dataclasses
@@ -62,6 +65,8 @@ class EngineSpec:
     #: A directory holding a speculative-decoding package to run instead of the built-in
     #: :mod:`runnercheck.demo.engine.spec_decode` (e.g. a copy before a codemod).
     spec_decode_dir: Optional[str] = None
+    #: Fork the ranks from a server that imported torch once (see the module's docstring).
+    fork_server: bool = False
 
     def worker_path(self) -> str:
         return WORKERS.get(self.worker, self.worker)
@@ -133,23 +138,17 @@ def _launch_once(spec: EngineSpec) -> Dict[int, Tuple[bool, Any]]:
         spec_file = os.path.join(tmp, "spec.pickle")
         with open(spec_file, "wb") as handle:
             pickle.dump(spec, handle)
-        env = dict(os.environ, OMP_NUM_THREADS=str(spec.threads_per_rank))
-        processes: List[subprocess.Popen[bytes]] = []
-        logs = []
+        processes: List[Any] = []
         try:
             for rank in range(spec.tp):
-                log = open(os.path.join(tmp, f"rank{rank}.log"), "wb")
-                logs.append(log)
-                command = [sys.executable, "-m", "runnercheck.demo.engine.rank"]
-                command += [str(rank), spec_file, init_method, _result_file(tmp, rank)]
-                processes.append(
-                    subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-                )
+                log = os.path.join(tmp, f"rank{rank}.log")
+                args = (str(rank), spec_file, init_method, _result_file(tmp, rank))
+                processes.append(_start_rank(spec, args, log))
             while len(outcome) < spec.tp:
                 for rank, process in enumerate(processes):
-                    if rank in outcome or process.poll() is None:
+                    if rank in outcome or process.exitcode is None:
                         continue
-                    outcome[rank] = _read_outcome(tmp, rank, process.returncode)
+                    outcome[rank] = _read_outcome(tmp, rank, process.exitcode)
                     if not outcome[rank][0]:
                         # The others get one collective timeout to notice, then go.
                         deadline = min(deadline, time.monotonic() + spec.timeout_s + 2)
@@ -162,12 +161,78 @@ def _launch_once(spec: EngineSpec) -> Dict[int, Tuple[bool, Any]]:
                 time.sleep(0.02)
         finally:
             for process in processes:
-                if process.poll() is None:
+                if process.exitcode is None:
                     process.kill()
-                process.wait()
-            for log in logs:
-                log.close()
+                process.join()
     return outcome
+
+
+#: The module every rank runs (imported with torch once by the fork server).
+RANK_MODULE = "runnercheck.demo.engine.rank"
+
+
+class _Fresh:
+    """A rank in a fresh interpreter, with the face of a ``multiprocessing`` process."""
+
+    def __init__(self, spec: EngineSpec, args: Tuple[str, ...], log: str) -> None:
+        env = dict(os.environ, OMP_NUM_THREADS=str(spec.threads_per_rank))
+        with open(log, "wb") as out:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", RANK_MODULE, *args],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
+
+    @property
+    def exitcode(self) -> Optional[int]:
+        return self._process.poll()
+
+    def kill(self) -> None:
+        self._process.kill()
+
+    def join(self) -> None:
+        self._process.wait()
+
+
+def _start_rank(spec: EngineSpec, args: Tuple[str, ...], log: str) -> Any:
+    if not spec.fork_server:
+        return _Fresh(spec, args, log)
+    process = _context().Process(
+        target=_rank_process, args=(args, log), name=f"runnercheck-engine-rank{args[0]}"
+    )
+    process.start()
+    return process
+
+
+def _context() -> Any:
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([RANK_MODULE])
+    return context
+
+
+def _rank_process(args: Tuple[str, ...], log: str) -> None:
+    """A rank, in a process forked from the server: its output goes to ``log``."""
+    import importlib
+
+    handle = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(handle, 1)
+    os.dup2(handle, 2)
+    os.close(handle)
+    code = 1
+    try:
+        code = int(importlib.import_module(RANK_MODULE).main(list(args)))
+    except BaseException:  # as an interpreter would: the traceback, in the log
+        import traceback
+
+        traceback.print_exc()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _result_file(tmp: str, rank: int) -> str:
