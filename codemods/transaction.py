@@ -121,6 +121,10 @@ def _precheck(unit: Sequence[Change], roots: Sequence[Path], force: bool) -> Ref
         if not stat.S_ISREG(info.st_mode):
             message = f"no longer a regular file: {label} left alone"
             return Refused(path, label, "MIG005", message, paths)
+        if not jr.valid_mode(stat.S_IMODE(info.st_mode) & 0o777):
+            mode = stat.S_IMODE(info.st_mode)
+            message = f"its owner cannot read it (mode {mode:04o}): {label} left alone"
+            return Refused(path, label, "MIG004", message, paths)
         if not force and (not is_writable(info.st_mode) or not os.access(path, os.W_OK)):
             mode = stat.S_IMODE(info.st_mode)
             message = (
@@ -148,7 +152,7 @@ def _entries(ready: list[list[Change]]) -> list[jr.Entry]:
         for change in unit:
             mode = None
             if change.old is not None:
-                mode = stat.S_IMODE(os.lstat(change.path).st_mode)
+                mode = stat.S_IMODE(os.lstat(change.path).st_mode) & 0o777
             entries.append(jr.Entry(change.path, label, change.old, change.new, mode))
     return entries
 

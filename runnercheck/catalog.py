@@ -614,7 +614,9 @@ def prepare_model_input(self, seq_group_metadata_list):
         summary="An interrupted `runnercheck migrate` left a worker/runner group half-applied.",
         why="Some files of the group are in the merged shape and some are not: every file "
         "compiles, but the old worker calls the new runner with the old arguments and fails "
-        "at run time. `runnercheck migrate --recover` puts the old contents back.",
+        "at run time. `runnercheck migrate --recover` puts the old contents back. A journal "
+        "that is not as `migrate` writes it (a symbolic link, a file outside its tree, a "
+        "field of the wrong type or range) is reported too, and left alone.",
         bad="# worker.py still calls execute_model(seq_group_metadata_list, kv_caches)\n"
         "# model_runner.py already defines execute_model(model_input, kv_caches)",
         good="# both files old, or both files migrated",

@@ -128,12 +128,18 @@ def too_large(size: int, limit: int) -> str:
     return f"{size} bytes, more than max_file_size ({limit}): not read"
 
 
-def read_source(path: str | os.PathLike[str], limit: int = DEFAULT_MAX_FILE_SIZE) -> bytes:
+def read_source(
+    path: str | os.PathLike[str], limit: int = DEFAULT_MAX_FILE_SIZE, *, follow: bool = True
+) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes; else :class:`ReadError`.
 
-    Never blocks on a FIFO and never reads more than ``limit + 1`` bytes."""
+    Never blocks on a FIFO and never reads more than ``limit + 1`` bytes. ``follow``
+    False: a symbolic link (the last name of ``path``) is not read."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags)
     except OSError as exc:
         kind: ProblemKind = "link-loop" if exc.errno == errno.ELOOP else "unreadable"
         raise ReadError(_reason(exc), kind) from None

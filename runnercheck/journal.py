@@ -23,9 +23,12 @@ The tree lock is in :mod:`runnercheck.treelock`.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import re
+import stat
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,7 +36,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from runnercheck.errors import RunnerCheckError
-from runnercheck.files import DEFAULT_MAX_FILE_SIZE, JOURNAL_NAME, ReadError, read_source
+from runnercheck.files import (
+    DEFAULT_MAX_FILE_SIZE,
+    JOURNAL_NAME,
+    ReadError,
+    kind_of,
+    read_source,
+)
 from runnercheck.treelock import locked
 
 FORMAT = "runnercheck-migrate-journal"
@@ -47,7 +56,13 @@ State = Literal["old", "new", "partial", "changed"]
 
 
 class JournalError(RunnerCheckError):
-    """A journal that cannot be read or does not match its manifest."""
+    """A journal that is not accepted: unreadable, not as ``migrate`` writes it, or
+    listing a file outside its tree. ``why`` says what is wrong, in a few words."""
+
+    def __init__(self, directory: Path, why: str) -> None:
+        self.directory = directory
+        self.why = why
+        super().__init__(f"{_shown(directory)}: {why}")
 
 
 @dataclass(frozen=True)
@@ -108,52 +123,235 @@ def manifest(entries: list[Entry], root: Path) -> dict[str, Any]:
     }
 
 
+#: The most bytes of a manifest (it holds paths and hashes, never contents).
+MANIFEST_LIMIT = 16 * 1024 * 1024
+#: The most bytes of the progress log (a few lines per file).
+PROGRESS_LIMIT = 4 * 1024 * 1024
+#: The most bytes of one blob: what ``migrate`` reads (``max_file_size``) and more.
+BLOB_LIMIT = 2 * DEFAULT_MAX_FILE_SIZE
+#: The most files one journal lists.
+MAX_ENTRIES = 100_000
+#: The deepest nesting of ``[`` and ``{`` a manifest has (it has 3).
+MAX_DEPTH = 8
+#: The largest pid a kernel hands out (Linux's ``pid_max`` limit is 2**22).
+MAX_PID = 2**31 - 1
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_ENTRY_KEYS = frozenset({"path", "group", "old", "new", "mode", "old_sha256", "new_sha256"})
+_NOFOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+class _Bad(ValueError):
+    """Why a journal is not accepted (the message says what is wrong)."""
+
+
 def load(directory: Path) -> Journal:
-    """The journal in ``directory``; :class:`JournalError` naming what is wrong."""
-    root = directory.parent
+    """The journal in ``directory``; :class:`JournalError` naming what is wrong.
+
+    A journal is untrusted input (a repository can ship one): it is accepted only when
+    the directory, its manifest, progress log and blobs are real files and directories
+    (no symbolic link is followed), every field has the type and range ``migrate``
+    writes, and every file it lists resolves, links followed, to a path inside the
+    tree that holds the journal with no link on the way. Nothing is changed here."""
+    root = Path(os.path.realpath(directory.parent))
+    directory = root / directory.name
     try:
-        data = json.loads(read_source(directory / MANIFEST, DEFAULT_MAX_FILE_SIZE))
-        if data.get("format") != FORMAT or data.get("version") != VERSION:
-            raise ValueError("not a journal of this version")
-        journal = Journal(root, directory, pid=int(data["pid"]), started=str(data["started"]))
-        for item in data["entries"]:
-            path = Path(os.path.normpath(root / item["path"]))
-            if root not in path.parents:
-                raise ValueError(f"{item['path']!r} lies outside {root}")
-            old = None
-            if item["old"] is not None:
-                old = _blob(directory, item["old"], item["old_sha256"])
-            new = _blob(directory, item["new"], item["new_sha256"])
-            mode = item.get("mode")
-            journal.entries.append(
-                Entry(path, str(item["group"]), old, new, None if mode is None else int(mode))
-            )
-        journal.steps = _steps(directory, len(journal.entries))
-        return journal
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise JournalError(f"{directory}: unreadable migrate journal ({exc})") from None
+        fd = _open_dir(directory)
+        try:
+            journal = _load(root, directory, fd)
+        finally:
+            os.close(fd)
+    except (_Bad, OSError) as exc:
+        why = str(exc) if isinstance(exc, _Bad) else (exc.strerror or type(exc).__name__)
+        raise JournalError(
+            directory, f"migrate journal left alone ({why}): nothing was read from it or changed"
+        ) from None
+    return journal
 
 
-def _steps(directory: Path, count: int) -> dict[int, str]:
+def _open_dir(directory: Path, dir_fd: int | None = None, name: str | None = None) -> int:
+    """A descriptor of a real directory (never through a symbolic link)."""
+    target = name if name is not None else directory
     try:
-        text = read_source(directory / PROGRESS, DEFAULT_MAX_FILE_SIZE).decode("ascii", "replace")
-    except ReadError:
+        info = os.lstat(target, dir_fd=dir_fd)
+    except OSError as exc:
+        raise _Bad(f"{target}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(info.st_mode):
+        raise _Bad(f"{target} is a symbolic link, not followed")
+    if not stat.S_ISDIR(info.st_mode):
+        raise _Bad(f"{target} is not a directory")
+    flags = os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW
+    try:
+        return os.open(target, flags, dir_fd=dir_fd)
+    except OSError as exc:
+        raise _Bad(f"{target}: {exc.strerror or exc}") from None
+
+
+def _read_in(dir_fd: int, name: str, limit: int, missing_ok: bool = False) -> bytes | None:
+    """A regular file in ``dir_fd`` of at most ``limit`` bytes, never through a link."""
+    try:
+        fd = os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=dir_fd)
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise _Bad(f"{name} is missing") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _Bad(f"{name} is a symbolic link, not followed") from None
+        raise _Bad(f"{name}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Bad(f"{name} is {kind_of(info.st_mode)}, not a regular file")
+        if info.st_size > limit:
+            raise _Bad(f"{name} has {info.st_size} bytes, more than {limit}")
+        chunks: list[bytes] = []
+        total = 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:
+                raise _Bad(f"{name} has more than {limit} bytes")
+    except OSError as exc:
+        raise _Bad(f"{name}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+
+
+def _depth(text: bytes) -> int:
+    """The deepest nesting of arrays and objects in a JSON text (strings skipped),
+    without recursion, so that a hostile manifest cannot exhaust the stack."""
+    brackets = re.sub(rb"[^\[\]{}]", b"", re.sub(rb'"(?:[^"\\]|\\.)*"', b"", text))
+    depth = deepest = 0
+    for byte in brackets:
+        depth += 1 if byte in b"[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _field(item: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = item.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise _Bad(f"{where}: {key!r} is {_kind(value)}, not what migrate writes")
+    return value
+
+
+def _kind(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _load(root: Path, directory: Path, fd: int) -> Journal:
+    text = _read_in(fd, MANIFEST, MANIFEST_LIMIT)
+    assert text is not None
+    if _depth(text) > MAX_DEPTH:
+        raise _Bad(f"{MANIFEST} is nested deeper than {MAX_DEPTH} levels")
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise _Bad(f"{MANIFEST} is not JSON: {str(exc)[:80]}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise _Bad(f"{MANIFEST} is not a runnercheck migrate journal")
+    if data.get("version") != VERSION:
+        raise _Bad(f"{MANIFEST} has version {_kind(data.get('version'))}, not {VERSION}")
+    pid = _field(data, "pid", int, MANIFEST)
+    if not 0 < pid <= MAX_PID:
+        raise _Bad(f"{MANIFEST}: 'pid' {_kind(pid)} is out of range")
+    started = _field(data, "started", str, MANIFEST)
+    items = _field(data, "entries", list, MANIFEST)
+    if len(started) > 64 or "\0" in started:
+        raise _Bad(f"{MANIFEST}: 'started' is not a time migrate writes")
+    if len(items) > MAX_ENTRIES:
+        raise _Bad(f"{MANIFEST} lists {len(items)} files, more than {MAX_ENTRIES}")
+    journal = Journal(root, directory, pid=pid, started=started)
+    seen: set[Path] = set()
+    old_fd = _open_dir(directory, fd, "old")
+    new_fd = _open_dir(directory, fd, "new")
+    try:
+        for index, item in enumerate(items):
+            entry = _entry(root, index, item, old_fd, new_fd)
+            if entry.path in seen:
+                raise _Bad(f"{MANIFEST}: {os.path.relpath(entry.path, root)} is listed twice")
+            seen.add(entry.path)
+            journal.entries.append(entry)
+    finally:
+        os.close(old_fd)
+        os.close(new_fd)
+    journal.steps = _steps(fd, len(journal.entries))
+    return journal
+
+
+def _entry(root: Path, index: int, item: object, old_fd: int, new_fd: int) -> Entry:
+    where = f"{MANIFEST} entry {index}"
+    if not isinstance(item, dict) or set(item) != _ENTRY_KEYS:
+        raise _Bad(f"{where} does not have the fields migrate writes")
+    path = inside_tree(root, _field(item, "path", str, where))
+    group = _field(item, "group", str, where)
+    if "\0" in group or len(group) > 4096:
+        raise _Bad(f"{where}: 'group' is not a group name")
+    created = item["old"] is None
+    if created != (item["old_sha256"] is None) or created != (item["mode"] is None):
+        raise _Bad(f"{where}: 'old', 'old_sha256' and 'mode' disagree")
+    if _field(item, "new", str, where) != blob_name("new", index):
+        raise _Bad(f"{where}: 'new' is not {blob_name('new', index)!r}")
+    new = _blob(new_fd, index, _field(item, "new_sha256", str, where), where)
+    if created:
+        return Entry(path, group, None, new)
+    if _field(item, "old", str, where) != blob_name("old", index):
+        raise _Bad(f"{where}: 'old' is not {blob_name('old', index)!r}")
+    old = _blob(old_fd, index, _field(item, "old_sha256", str, where), where)
+    mode = _field(item, "mode", int, where)
+    if not valid_mode(mode):
+        raise _Bad(
+            f"{where}: mode {_kind(mode)} is not a file's permission bits as migrate records "
+            "them (0o400 to 0o777, no setuid, setgid or sticky bit)"
+        )
+    return Entry(path, group, old, new, mode)
+
+
+def valid_mode(mode: int) -> bool:
+    """A mode ``migrate`` records: permission bits only, readable by the owner."""
+    return 0 <= mode <= 0o777 and bool(mode & stat.S_IRUSR)
+
+
+def inside_tree(root: Path, relative: str) -> Path:
+    """``root / relative`` when it names a path inside ``root`` with no symbolic link on
+    the way (links resolved, as the kernel would); :class:`ValueError` otherwise."""
+    if "\0" in relative or not relative or len(relative) > 4096:
+        raise _Bad(f"{_kind(relative)} is not a file name")
+    if os.path.isabs(relative):
+        raise _Bad(f"{_kind(relative)} is an absolute path")
+    lexical = Path(os.path.normpath(root / relative))
+    real = Path(os.path.realpath(lexical))
+    if root not in real.parents:
+        raise _Bad(f"{_kind(relative)} leads outside {root} (to {real})")
+    if real != lexical:
+        raise _Bad(f"{_kind(relative)} goes through a symbolic link (to {real})")
+    return lexical
+
+
+def _blob(dir_fd: int, index: int, expected: str, where: str) -> bytes:
+    if not _HEX64.fullmatch(expected):
+        raise _Bad(f"{where}: a hash is not a sha256")
+    data = _read_in(dir_fd, str(index), BLOB_LIMIT)
+    assert data is not None
+    if digest(data) != expected:
+        raise _Bad(f"{where}: blob {index} does not match its hash")
+    return data
+
+
+def _steps(dir_fd: int, count: int) -> dict[int, str]:
+    raw = _read_in(dir_fd, PROGRESS, PROGRESS_LIMIT, missing_ok=True)
+    if raw is None:
         return {}
     steps: dict[int, str] = {}
-    for line in text.splitlines():  # a last line cut short by a crash is ignored
+    for line in raw.decode("ascii", "replace").splitlines():  # a last line cut short is ignored
         verb, _, index = line.partition(" ")
-        if verb in STEPS and index.isdigit() and int(index) < count:
+        if verb in STEPS and index.isdigit() and len(index) < 10 and int(index) < count:
             steps[int(index)] = verb
     return steps
-
-
-def _blob(directory: Path, name: str, expected: str) -> bytes:
-    if not isinstance(name, str) or name.split("/")[0] not in ("old", "new") or ".." in name:
-        raise ValueError(f"bad blob name {name!r}")
-    data = read_source(directory / name, 1 << 40)
-    if digest(data) != expected:
-        raise ValueError(f"{name} does not match its hash")
-    return data
 
 
 #: ``step`` when the run's steps are not known (any write may have been under way).
@@ -163,7 +361,9 @@ UNKNOWN = "unknown"
 def state_of(entry: Entry, step: str | None = UNKNOWN, limit: int = DEFAULT_MAX_FILE_SIZE) -> State:
     """Where ``entry``'s file stands now; ``step``: the last step the run recorded for it."""
     try:
-        current: bytes | None = read_source(entry.path, max(limit, len(entry.new) * 2 + 1))
+        current: bytes | None = read_source(
+            entry.path, max(limit, len(entry.new) * 2 + 1), follow=False
+        )
     except ReadError:
         if os.path.lexists(entry.path):
             return "changed"
@@ -257,7 +457,8 @@ def _base(journal: Journal, index: int) -> Literal["old", "new"] | None:
         return "new"
     entry = journal.entries[index]
     try:
-        current = read_source(entry.path, max(DEFAULT_MAX_FILE_SIZE, len(entry.new) * 2 + 1))
+        limit = max(DEFAULT_MAX_FILE_SIZE, len(entry.new) * 2 + 1)
+        current = read_source(entry.path, limit, follow=False)
     except ReadError:
         return None
     if current.startswith(entry.new):
@@ -299,7 +500,10 @@ def groups(journal: Journal) -> list[GroupState]:
 
 def find(paths: Iterable[str | os.PathLike[str]], met: Iterable[Path] = ()) -> list[Path]:
     """Journal directories that concern ``paths``: in each path (a directory), in the
-    directories above it, and ``met`` (found while walking below them)."""
+    directories above it, and ``met`` (found while walking below them).
+
+    A ``.runnercheck-migrate`` that is a symbolic link is listed too (under its own
+    name, never its target), so that :func:`load` reports it."""
     found: dict[Path, None] = {}
     for raw in paths:
         start = Path(os.path.realpath(raw))
@@ -307,12 +511,13 @@ def find(paths: Iterable[str | os.PathLike[str]], met: Iterable[Path] = ()) -> l
         for directory in (here, *here.parents):
             candidate = journal_dir(directory)
             try:
-                if candidate.is_dir() and not candidate.is_symlink():
-                    found[candidate] = None
+                info = os.lstat(candidate)
             except OSError:
                 continue
+            if stat.S_ISDIR(info.st_mode) or stat.S_ISLNK(info.st_mode):
+                found[candidate] = None
     for directory in met:
-        found[Path(os.path.realpath(directory))] = None
+        found[Path(os.path.realpath(directory.parent)) / directory.name] = None
     return list(found)
 
 
@@ -339,7 +544,7 @@ def pending(paths: Iterable[str | os.PathLike[str]], met: Iterable[Path] = ()) -
         try:
             found = load(directory)
         except JournalError as exc:
-            out.append(Pending(directory, str(exc)))
+            out.append(Pending(directory, exc.why))
             continue
         when = (
             "a `runnercheck migrate` is writing it now"
