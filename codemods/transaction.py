@@ -37,7 +37,14 @@ from codemods.checkpoints import checkpoint, deferred_signals, stop_if_interrupt
 from codemods.journal_files import Progress, retire, write_journal
 from codemods.recovery import Unrecoverable, put_back, recover, recover_all, shown, tree_root
 from codemods.source import within_roots
-from codemods.write import Change, Conflict, create, fsync_dir, replace_contents
+from codemods.write import (
+    Change,
+    Conflict,
+    WriteError,
+    create,
+    fsync_dir,
+    replace_contents,
+)
 from codemods.write import writable as is_writable
 from runnercheck import journal as jr
 from runnercheck.files import ReadError, read_source
@@ -169,9 +176,11 @@ class _Failed(Exception):
 def _write_unit(
     unit: Sequence[Change], force: bool, index: dict[Path, int], progress: Progress
 ) -> None:
-    """Write one unit; on any failure put back what was written and re-raise."""
+    """Write one unit; on any failure put back what was written (the file whose write
+    failed part-way too) and re-raise."""
     done: list[Change] = []
     change = unit[0]
+    begun: list[Change] = []  # the file being written, once its first byte may be
     try:
         for change in unit:
             stop_if_interrupted()
@@ -179,17 +188,19 @@ def _write_unit(
             number = index[change.path]
             if change.old is None:
                 progress.record("start", number)
+                begun[:] = [change]
                 create(change.path, change.new, checkpoint)
                 progress.record("done", number)
             else:
                 expected = change.old
 
-                def verified(name: str, number: int = number) -> None:
+                def verified(name: str, number: int = number, change: Change = change) -> None:
                     if name == "written":  # logged while the lease still holds editors off
                         progress.record("done", number)
                     checkpoint(name)
                     if name == "verified":  # re-read and as planned: the write begins
                         progress.record("start", number)
+                        begun[:] = [change]
 
                 replace_contents(
                     change.path,
@@ -199,9 +210,10 @@ def _write_unit(
                     force,
                     verified,
                 )
+            begun.clear()
             done.append(change)
     except BaseException as exc:
-        _undo(done, unit, index, progress)
+        _undo(done + begun, unit, index, progress)
         if isinstance(exc, (Conflict, OSError)):
             raise _Failed(change.path, exc) from None
         raise
@@ -210,18 +222,29 @@ def _write_unit(
 def _undo(
     done: list[Change], unit: Sequence[Change], index: dict[Path, int], progress: Progress
 ) -> None:
+    """Put back every file of ``done`` (the last one may hold a write cut short)."""
     label = unit_label(unit)
     for change in reversed(done):
         number = index[change.path]
         try:
-            progress.record("undo", number)
+            _record(progress, "undo", number)
             put_back(jr.Entry(change.path, label, change.old, change.new))
-            progress.record("undone", number)
+            _record(progress, "undone", number)
         except (Conflict, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise Unrecoverable(
-                f"{shown(change.path)}: cannot put back its old contents ({exc}); "
+                f"{shown(change.path)}: cannot put back its old contents ({reason}); "
                 "the journal stays: run `runnercheck migrate --recover` on the tree"
             ) from None
+
+
+def _record(progress: Progress, step: str, number: int) -> None:
+    """Log a step of putting a file back, if the log can still grow (a full disk): the
+    old contents go back either way, and recovery reads the file itself."""
+    try:
+        progress.record(step, number)
+    except OSError:
+        pass
 
 
 def _refusal(unit: Sequence[Change], path: Path, code: str, reason: str) -> Refused:
@@ -257,8 +280,17 @@ def commit(
             return outcome
         entries = _entries(ready)
         index = {entry.path: number for number, entry in enumerate(entries)}
-        directory = write_journal(tree, entries)
-        progress = Progress(directory)
+        directory = None
+        try:
+            directory = write_journal(tree, entries)
+            progress = Progress(directory)
+        except OSError as exc:
+            if directory is not None:
+                retire(directory)  # published, but nothing was written under it
+            raise WriteError(
+                f"{shown(tree)}: cannot write the migrate journal ({exc.strerror or exc}): "
+                "nothing was changed"
+            ) from None
         try:
             for unit in ready:
                 try:

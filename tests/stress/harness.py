@@ -322,12 +322,56 @@ def runs(
     return tally
 
 
+def fill(path: Path) -> None:
+    """Fill the file system holding ``path`` until it has no byte left (ENOSPC)."""
+    chunk = b"\0" * 4096
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        while True:
+            try:
+                if os.write(fd, chunk) < len(chunk):
+                    continue
+            except OSError:
+                break
+        for size in (1024, 256, 64, 16, 4, 1):  # the last bytes of a block
+            while True:
+                try:
+                    os.write(fd, chunk[:size])
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+
+
+def _after_journal(fault: str) -> None:
+    """At the checkpoint where the journal is complete, make the disk fill up:
+    ``fsize:N`` sets RLIMIT_FSIZE to N bytes (writes past it fail with EFBIG),
+    ``fill:PATH`` fills the file system holding PATH (ENOSPC)."""
+    import resource
+
+    def hook(name: str) -> None:
+        if name != "journal-written":
+            return
+        kind, _, value = fault.partition(":")
+        if kind == "fsize":
+            resource.setrlimit(resource.RLIMIT_FSIZE, (int(value), resource.RLIM_INFINITY))
+        elif kind == "fill":
+            fill(Path(value))
+
+    checkpoints.hook = hook
+
+
 def _child(spool: str) -> None:
-    """The writer process: commit a pickled change set."""
+    """The writer process: commit a pickled change set; prints each refusal."""
     with open(spool, "rb") as handle:
         changes, roots = pickle.load(handle)
+    fault = os.environ.get("RUNNERCHECK_STRESS_AFTER_JOURNAL", "")
+    if fault:
+        _after_journal(fault)
     print("ready", flush=True)
-    commit(changes, roots)
+    outcome = commit(changes, roots)
+    for refused in outcome.refused:
+        print(f"{refused.code} {refused.message}", flush=True)
     print("ok", flush=True)
 
 
