@@ -36,6 +36,7 @@ from runnercheck.analysis.groups import Group, Note, find_groups
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
+from runnercheck.analysis.stages import mixed_pairs
 from runnercheck.config import Config
 from runnercheck.jobs import worker_count
 
@@ -409,6 +410,15 @@ def _run_group(group: Group) -> TaskResult:
     return result
 
 
+def _mixed(project: Project) -> list[Refused]:
+    """MIG007 for each worker driving a runner at another stage of the migration."""
+    return [
+        Refused(MERGE, "MIG007", Path(pair.worker.path), pair.line, pair.message)
+        for worker in project.workers()
+        for pair in mixed_pairs(project, worker)
+    ]
+
+
 def run_file(path: Path) -> TaskResult:
     """The single-class codemods on one file; any failure leaves it alone."""
     import libcst as cst
@@ -500,6 +510,7 @@ def migrate(
     if MERGE in select:
         groups, found = find_groups(state.project)
         result.notes += found
+        result.refusals += _mixed(state.project)
     in_groups = {p for g in groups for p in g.files}
     single = single_targets(state.project, select)
     files = [p for p in sources if p not in in_groups and str(p) in single]

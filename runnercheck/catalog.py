@@ -810,7 +810,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         name="half-applied",
         tool="migrate",
         summary="An interrupted run left the group half-applied (`migrate` rolls it back).",
-        why="A kill in the middle of a group's writes leaves its journal; the next run (or `--recover`) rolls the group back, or forward when that is what keeps the user's edits.",
+        why="A kill in the middle of a group's writes leaves its journal; the next run (or `--recover`) rolls the group back, or forward when that is what keeps the user's edits. Without a journal (an editor saved a buffer read before the run), a legacy worker driving a migrated runner, or the reverse, is reported as well: it fails at its first step, and only a person knows which version of each file to keep. A journal that is not as `migrate` writes it is reported and left alone.",
         bad="(reported by migrate itself, on the state of the files on disk)",
         good="(no such refusal)",
         runnable=False,

@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import random
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -334,3 +335,43 @@ def test_a_journal_crafted_the_same_way_but_honest_is_recovered(
     assert "recovered" in capsys.readouterr().out
     assert (tree / "a.py").read_bytes() == b"x = 0\n"
     assert not (tree / JOURNAL_NAME).exists()
+
+
+# ------------------------------------------------------------------ mixed groups
+ENGINE = Path(__file__).parent / "migrate" / "fixtures" / "engine"
+
+
+def _codes(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+@pytest.mark.parametrize("stale", ["worker.py", "runners"])
+def test_a_group_at_two_stages_is_half_applied_without_a_journal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stale: str
+) -> None:
+    """An editor saves a buffer it read before ``migrate`` ran: the worker old and its
+    runners new (or the reverse). No journal says anything; the code does."""
+    tree = tmp_path / "engine"
+    shutil.copytree(ENGINE / "after", tree)
+    for name in ("check", "migrate"):  # a consistent tree: no RC003, no MIG007
+        argv = [name, str(tree)] if name == "check" else [name, "--check", str(tree)]
+        code, text = _codes(argv, capsys)
+        assert "RC003" not in text and "MIG007" not in text, text
+    if stale == "worker.py":
+        shutil.copy(ENGINE / "before" / "worker.py", tree / "worker.py")
+        expected = "Worker (legacy) calls `self.model_runner.execute_model`"
+    else:
+        for name in ("model_runner.py", "pooling_model_runner.py"):
+            shutil.copy(ENGINE / "before" / name, tree / name)
+        expected = "Worker (migrated) calls `self.model_runner.prepare_model_input`"
+    assert not (tree / JOURNAL_NAME).exists()
+    code, text = _codes(["check", str(tree)], capsys)
+    assert code == 1
+    found = [line for line in text.splitlines() if " RC003 " in line]
+    assert found and all(line.startswith(f"{tree / 'worker.py'}:") for line in found), text
+    assert expected in found[0]
+    code, text = _codes(["migrate", "--check", str(tree)], capsys)
+    assert code == 1
+    assert any("MIG007" in line and expected in line for line in text.splitlines()), text

@@ -235,7 +235,7 @@ def check_outcomes(
     project.reportable = reportable
     wanted = {rule.code for rule in RULES}
     if select:
-        wanted &= select
+        wanted &= select | ALWAYS_SELECTED
     wanted -= ignore
     findings.extend(run_rules(project, wanted))
     kept: list[Finding] = []
