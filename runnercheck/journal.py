@@ -516,8 +516,9 @@ def find(paths: Iterable[str | os.PathLike[str]], met: Iterable[Path] = ()) -> l
                 continue
             if stat.S_ISDIR(info.st_mode) or stat.S_ISLNK(info.st_mode):
                 found[candidate] = None
-    for directory in met:
-        found[Path(os.path.realpath(directory.parent)) / directory.name] = None
+    for directory in met:  # met before the tree lock was taken: it may be gone since
+        if os.path.lexists(directory):
+            found[Path(os.path.realpath(directory.parent)) / directory.name] = None
     return list(found)
 
 
@@ -535,6 +536,8 @@ class Pending:
     message: str
     #: False: a note (nothing is half-applied).
     half_applied: bool = True
+    #: The files of the group (whose own findings of a mixed group this one covers).
+    files: tuple[Path, ...] = ()
 
 
 def pending(paths: Iterable[str | os.PathLike[str]], met: Iterable[Path] = ()) -> list[Pending]:
@@ -561,7 +564,7 @@ def pending(paths: Iterable[str | os.PathLike[str]], met: Iterable[Path] = ()) -
                     f"({when}); `runnercheck migrate --recover {_shown(found.root)}` puts the "
                     "old contents back"
                 )
-                out.append(Pending(first, message))
+                out.append(Pending(first, message, files=tuple(group.states)))
         if not any(group.mixed for group in states):
             message = (
                 f"journal {when.removeprefix('left ')}; no group is half-applied; "

@@ -3,8 +3,15 @@
 An ``flock`` on the tree's root directory itself (no lock file is left behind),
 exclusive for the tree a run writes and shared on every directory above it, taken
 from the top down: two runs on nested trees exclude each other, runs on sibling trees
-do not, and a run never waits on itself. ``check`` only asks whether a run holds it
-(:func:`locked`), to tell a migration being written from an interrupted one.
+do not, and a run never waits on itself (a lock the process already holds on the same
+tree is not taken again).
+
+``migrate`` holds the exclusive lock from before it reads the tree until it has
+written it, so a second run never plans from files the first one is writing: it waits
+(bounded) and then reads the finished tree, or says that the tree is held. ``check``
+and ``migrate --check`` read under the shared lock (:func:`reading`), which waits for a
+run writing the tree (or a tree around it) to finish; :func:`locked` tells a migration
+being written from an interrupted one.
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ import errno
 import fcntl
 import os
 import time
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from runnercheck.errors import RunnerCheckError
@@ -22,34 +31,62 @@ class LockBusy(RunnerCheckError):
     """Another run holds the tree lock."""
 
 
-class TreeLock:
-    """``flock`` on ``root`` (exclusive) and on each directory above it (shared)."""
+#: Locks this process holds: resolved root -> (exclusive, how many holders).
+_held: dict[Path, tuple[bool, int]] = {}
 
-    def __init__(self, root: Path, timeout: float = 30.0) -> None:
-        self.root = root
+
+class TreeLock:
+    """``flock`` on ``root`` (exclusive, or shared with ``shared``) and on each
+    directory above it (shared)."""
+
+    def __init__(
+        self, root: Path, timeout: float = 30.0, shared: bool = False, required: bool = True
+    ) -> None:
+        self.root = Path(os.path.realpath(root))
         self.timeout = timeout
+        self.shared = shared
+        #: False: a root that cannot be opened is not locked (nothing can be read there)
+        self.required = required
         self._fds: list[int] = []
+        self._counted = False
+
+    def _covered(self) -> bool:
+        """True when this process already holds this tree's lock (exclusive, or shared
+        and a shared one is wanted)."""
+        exclusive, count = _held.get(self.root, (False, 0))
+        return count > 0 and (exclusive or self.shared)
 
     def acquire(self) -> TreeLock:
         """Wait up to ``timeout`` seconds; :class:`LockBusy` when another run holds it."""
-        if self._fds:
+        if self._fds or self._counted:
+            return self
+        if self._covered():
             return self
         chain = [self.root, *self.root.parents]
         deadline = time.monotonic() + self.timeout
         try:
             for index, directory in enumerate(reversed(chain)):
-                exclusive = index == len(chain) - 1
-                fd = _open_dir(directory, required=exclusive)
+                own = index == len(chain) - 1
+                fd = _open_dir(directory, required=own and not self.shared and self.required)
                 if fd is None:
                     continue
                 self._fds.append(fd)
-                _flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, deadline, directory)
+                how = fcntl.LOCK_EX if own and not self.shared else fcntl.LOCK_SH
+                _flock(fd, how, deadline, directory)
         except BaseException:
             self.release()
             raise
+        exclusive, count = _held.get(self.root, (False, 0))
+        _held[self.root] = (exclusive or not self.shared, count + 1)
+        self._counted = True
         return self
 
     def release(self) -> None:
+        if self._counted:
+            exclusive, count = _held.pop(self.root, (False, 1))
+            if count > 1:
+                _held[self.root] = (exclusive, count - 1)
+            self._counted = False
         while self._fds:
             os.close(self._fds.pop())  # closing drops the lock
 
@@ -58,6 +95,21 @@ class TreeLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+@contextmanager
+def reading(paths: Iterable[str | os.PathLike[str]], timeout: float = 30.0) -> Iterator[None]:
+    """Hold the shared lock of every tree ``paths`` name (a directory, or a file's
+    directory) while they are read: a ``migrate`` writing one of them (or a tree
+    around it) is waited for, up to ``timeout`` seconds (then :class:`LockBusy`)."""
+    roots: dict[Path, None] = {}
+    for raw in paths:
+        real = Path(os.path.realpath(raw))
+        roots[real if real.is_dir() else real.parent] = None
+    with ExitStack() as stack:
+        for root in roots:
+            stack.enter_context(TreeLock(root, timeout, shared=True))
+        yield
 
 
 def _open_dir(directory: Path, required: bool) -> int | None:

@@ -29,6 +29,7 @@ from runnercheck.errors import UsageError
 from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source
 from runnercheck.findings import Finding
 from runnercheck.jobs import worker_count
+from runnercheck.treelock import reading
 
 
 @dataclass
@@ -262,7 +263,21 @@ def check_paths(
     exclude: Iterable[str] = (),
     root: Path | None = None,
 ) -> CheckResult:
-    """``runnercheck check PATH...`` as a function (no output)."""
+    """``runnercheck check PATH...`` as a function (no output); reads under the shared
+    tree lock (a ``migrate`` writing the tree is waited for)."""
+    with reading(paths):
+        return _check_paths(paths, config, jobs, select, ignore, exclude, root)
+
+
+def _check_paths(
+    paths: Sequence[str | Path],
+    config: Config | None,
+    jobs: int,
+    select: Iterable[str],
+    ignore: Iterable[str],
+    exclude: Iterable[str],
+    root: Path | None,
+) -> CheckResult:
     config = config or Config()
     contract = config.contract()
     select_codes = parse_codes(select, "--select") or parse_codes(config.select, "select")
@@ -305,9 +320,9 @@ def check_paths(
         found_new = [(os.path.abspath(p), f) for p, f in new if f is not None and p is not None]
         context += read_partners(found_new, on_disk, needles(contract), contract, limit)
     result = check_outcomes(outcomes, contract, select_codes, ignore_codes, context)
-    found, result.walk_notes = walk_findings(walked, paths)
+    found, result.walk_notes = walk_findings(walked, paths, result.findings)
     found = [f for f in found if _selected(f.code, select_codes, ignore_codes)]
-    result.findings = sorted(set(result.findings) | set(found))
+    result.findings = sorted(set(found))
     return result
 
 
