@@ -28,6 +28,7 @@ contents back, the units written stay, the journal is removed, and the run exits
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -119,6 +120,9 @@ def _precheck(unit: Sequence[Change], roots: Sequence[Path], force: bool) -> Ref
             if os.path.lexists(path):
                 message = f"created by someone else since it was planned: {label} left alone"
                 return Refused(path, label, "MIG005", message, paths)
+            cannot = _directory_not_writable(path.parent)
+            if cannot:
+                return Refused(path, label, "MIG004", f"{cannot}: {label} left alone", paths)
             continue
         try:
             info = os.lstat(path)
@@ -132,13 +136,9 @@ def _precheck(unit: Sequence[Change], roots: Sequence[Path], force: bool) -> Ref
             mode = stat.S_IMODE(info.st_mode)
             message = f"its owner cannot read it (mode {mode:04o}): {label} left alone"
             return Refused(path, label, "MIG004", message, paths)
-        if not force and (not is_writable(info.st_mode) or not os.access(path, os.W_OK)):
-            mode = stat.S_IMODE(info.st_mode)
-            message = (
-                f"read-only (mode {mode:04o}): {label} left alone (--force rewrites read-only "
-                "files and keeps their mode)"
-            )
-            return Refused(path, label, "MIG004", message, paths)
+        cannot = _not_writable(path, info, force)
+        if cannot:
+            return Refused(path, label, "MIG004", f"{cannot}: {label} left alone", paths)
         try:
             current = read_source(path, max(len(change.old), 1) + 1)
         except ReadError:
@@ -147,6 +147,65 @@ def _precheck(unit: Sequence[Change], roots: Sequence[Path], force: bool) -> Ref
             message = f"changed on disk since it was planned: {label} left alone"
             return Refused(path, label, "MIG005", message, paths)
     return None
+
+
+def _owner(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return f"uid {uid}"
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _not_writable(path: Path, info: os.stat_result, force: bool) -> str:
+    """Why this run may not rewrite ``path`` (``""`` when it may), in words."""
+    mode = stat.S_IMODE(info.st_mode)
+    if _read_only_fs(path):
+        return "on a read-only file system"
+    owner = info.st_uid == os.geteuid()
+    if not is_writable(info.st_mode):
+        if not force:
+            return (
+                f"read-only (mode {mode:04o}; --force rewrites read-only files and keeps "
+                "their mode)"
+            )
+        if owner or os.access(path, os.W_OK):
+            return ""
+        return (
+            f"read-only (mode {mode:04o}) and owned by {_owner(info.st_uid)}, not by this "
+            "user: --force cannot make it writable (only its owner can)"
+        )
+    if os.access(path, os.W_OK):
+        return ""
+    if owner:
+        return f"not writable by this user, its owner (mode {mode:04o})"
+    return (
+        f"not writable by this user: owned by {_owner(info.st_uid)} (mode {mode:04o}); run as "
+        "a user who may write it"
+    )
+
+
+def _directory_not_writable(directory: Path) -> str:
+    """Why no file can be created in (or a journal written to) ``directory``."""
+    if os.access(directory, os.W_OK | os.X_OK):
+        return ""
+    try:
+        info = os.stat(directory)
+    except OSError as exc:
+        return f"{shown(directory)}: {exc.strerror or exc}"
+    if _read_only_fs(directory):
+        return f"{shown(directory)} is on a read-only file system"
+    mode = stat.S_IMODE(info.st_mode)
+    return (
+        f"cannot create files in {shown(directory)}: the directory is not writable by this "
+        f"user (owned by {_owner(info.st_uid)}, mode {mode:04o})"
+    )
 
 
 # ------------------------------------------------------------------ commit
@@ -280,6 +339,11 @@ def commit(
             return outcome
         entries = _entries(ready)
         index = {entry.path: number for number, entry in enumerate(entries)}
+        cannot = _directory_not_writable(tree)
+        if cannot:
+            raise WriteError(
+                f"{cannot}; migrate writes its journal there first: nothing was changed"
+            )
         directory = None
         try:
             directory = write_journal(tree, entries)
