@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from runnercheck import __version__
-from runnercheck.errors import EXIT_USAGE, RunnerCheckError
+from runnercheck.errors import EXIT_INTERRUPTED, EXIT_USAGE, RunnerCheckError
 
 #: Subcommands in the order ``--help`` lists them, and the module of each.
 COMMANDS = {
@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("runnercheck: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
 
