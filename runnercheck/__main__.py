@@ -11,20 +11,24 @@ once, without finalizing under it. Commands that handle SIGINT themselves (``tra
 ``migrate``'s writes) install their own handlers meanwhile.
 """
 
-import atexit
-import os
 import signal
-import sys
-import threading
 from types import FrameType
-
-from runnercheck.cli import main
-from runnercheck.errors import EXIT_INTERRUPTED
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
+
+
+if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    signal.signal(signal.SIGINT, _interrupt)  # first of all: before the imports
+
+import atexit  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+
+EXIT_INTERRUPTED = 130  # runnercheck.errors.EXIT_INTERRUPTED, before any import of ours
 
 
 def _analysis_running() -> bool:
@@ -46,10 +50,15 @@ def _stop(code: int) -> None:
     raise SystemExit(code)
 
 
-if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-    signal.signal(signal.SIGINT, _interrupt)
-try:
-    status = main()
-except KeyboardInterrupt:  # raised while the first Ctrl-C was being reported
-    status = EXIT_INTERRUPTED
-_stop(status)
+def _main() -> int:
+    try:
+        from runnercheck.cli import main
+
+        return main()
+    except KeyboardInterrupt:  # while importing, or while the first one was reported
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        print("runnercheck: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+_stop(_main())
