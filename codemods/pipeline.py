@@ -38,6 +38,7 @@ from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.stages import mixed_pairs
 from runnercheck.config import Config
+from runnercheck.files import MAX_ANALYSED_SIZE, too_large_to_analyse
 from runnercheck.jobs import worker_count
 
 if TYPE_CHECKING:
@@ -480,6 +481,11 @@ def migrate(
     facts: dict[Path, ModuleFacts] = {}
     for path in select_sources(read, contract, runners=MERGE in select):
         data = read[path]
+        if len(data) > MAX_ANALYSED_SIZE:
+            result.refusals.append(
+                Refused("parse", "MIG002", path, 0, too_large_to_analyse(len(data)))
+            )
+            continue
         try:
             tree = ast.parse(data, filename=str(path))
         except SyntaxError as exc:

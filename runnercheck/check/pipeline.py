@@ -26,7 +26,13 @@ from runnercheck.check.rules import RULES, run_rules
 from runnercheck.config import Config
 from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
-from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source
+from runnercheck.files import (
+    DEFAULT_MAX_FILE_SIZE,
+    MAX_ANALYSED_SIZE,
+    ReadError,
+    read_source,
+    too_large_to_analyse,
+)
 from runnercheck.findings import Finding
 from runnercheck.jobs import worker_count
 from runnercheck.treelock import reading
@@ -113,6 +119,10 @@ def analyse_file(
     try:
         if not force and not might_matter(data, needles(contract)):
             return FileOutcome(source.display, skipped_bases=class_bases(data))
+        if len(data) > MAX_ANALYSED_SIZE:
+            return FileOutcome(
+                source.display, error=too_large_to_analyse(len(data)), error_code="RC001"
+            )
         facts = extract_source(data, source.display, contract)
         return FileOutcome(source.display, facts=facts, path=source.path)
     except Exception as exc:  # an internal error is reported for this file only
