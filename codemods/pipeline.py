@@ -337,15 +337,14 @@ def run_group(group: Group) -> TaskResult:
 
 
 def _run_group(group: Group) -> TaskResult:
-    import libcst as cst
-
+    from codemods import cstutil
     from codemods.merge_broadcasts.rewrite import finish, merge
 
     state = _STATE
     assert state is not None
     result = TaskResult()
     contract = state.config.contract()
-    modules = {p: cst.parse_module(state.sources[p]) for p in group.files}
+    modules = {p: cstutil.parse_module(state.sources[p]) for p in group.files}
     result.cst_files = len(modules)
     try:
         merged = merge(group, modules, state.project, contract, state.sources)
@@ -399,7 +398,10 @@ def _run_group(group: Group) -> TaskResult:
                 )
             )
             return result
-        changes[path] = FileChange(path, None, text.encode("utf-8"), [MERGE], group.label)
+        # a new file takes the line ending of the files around it
+        newline = cstutil.dominant_newline(b"".join(state.sources[p] for p in group.files))
+        new = text.replace("\r\n", "\n").replace("\n", newline).encode("utf-8")
+        changes[path] = FileChange(path, None, new, [MERGE], group.label)
     failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
         result.refusals.append(dataclasses.replace(failed, held_back=_held_back(group)))
@@ -435,12 +437,12 @@ def run_file(path: Path) -> TaskResult:
 
 
 def _run_file(path: Path) -> TaskResult:
-    import libcst as cst
+    from codemods import cstutil
 
     state = _STATE
     assert state is not None
     result = TaskResult(cst_files=1)
-    original = cst.parse_module(state.sources[path])
+    original = cstutil.parse_module(state.sources[path])
     module, applied = _single_codemods(state, path, original, result.refusals)
     if not applied:
         return result
