@@ -32,10 +32,10 @@ EXIT_INTERRUPTED = 130  # runnercheck.errors.EXIT_INTERRUPTED, before any import
 
 
 def _analysis_running() -> bool:
-    return any(
-        thread.daemon and thread.is_alive() and thread.name == "runnercheck-analysis"
-        for thread in threading.enumerate()
-    )
+    """True while the analysis thread has not ended. Not ``is_alive()``: once a
+    ``join()`` of the thread was interrupted, CPython 3.11 may report it stopped while
+    it still runs; a thread leaves ``enumerate()`` only as it ends."""
+    return any(thread.name == "runnercheck-analysis" for thread in threading.enumerate())
 
 
 def _stop(code: int) -> None:
