@@ -53,7 +53,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from codemods.transaction import commit  # noqa: E402
+from runnercheck.writes.transaction import commit  # noqa: E402
 from tests.stress.harness import CLI_KINDS, Plan, make_plan, reset, runs  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 

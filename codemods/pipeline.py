@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from codemods import registry, verify
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
-from codemods.source import SkippedPath, collect, read_all, within_roots
+from codemods.source import SkippedPath, collect, read_all
 from runnercheck import deep
 from runnercheck.analysis.extract import extract_tree
 from runnercheck.analysis.groups import Group, Note, find_groups
@@ -38,7 +38,7 @@ from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.stages import mixed_pairs
 from runnercheck.config import Config
-from runnercheck.files import MAX_ANALYSED_SIZE, too_large_to_analyse
+from runnercheck.files import MAX_ANALYSED_SIZE, too_large_to_analyse, within_roots
 from runnercheck.jobs import worker_count
 
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ class MigrateResult:
     notes: list[Note] = field(default_factory=list)
     groups: list[GroupResult] = field(default_factory=list)
     skipped: list[SkippedPath] = field(default_factory=list)
-    #: Journals of interrupted runs met below the given paths (see runnercheck.journal).
+    #: Journals of interrupted runs met below the given paths (see runnercheck.writes.journal).
     journals: list[Path] = field(default_factory=list)
 
     def counts(self) -> dict[str, dict[str, int]]:
@@ -462,7 +462,7 @@ def migrate(
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
 ) -> MigrateResult:
-    """Plan, rewrite and verify; nothing is written (see :mod:`codemods.transaction`)."""
+    """Plan, rewrite and verify; nothing is written (see :mod:`runnercheck.writes.transaction`)."""
     global _STATE
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
         return deep.call(migrate, paths, select, config, jobs, progress)

@@ -64,9 +64,3 @@ def read_all(
             yield path, read_source(path, limit)
         except ReadError as exc:
             yield path, exc
-
-
-def within_roots(path: Path, roots: Iterable[Path]) -> bool:
-    """True when ``path`` (not following a final link) lies inside one of ``roots``."""
-    parent = Path(os.path.realpath(path.parent))
-    return _inside(parent / path.name, roots) and not path.is_symlink()

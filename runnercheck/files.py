@@ -58,7 +58,7 @@ DEFAULT_MAX_FILE_SIZE = 32 * 1024 * 1024
 #: source) instead of parsed, so a run's memory stays within a few times the size of
 #: the largest file it reads.
 MAX_ANALYSED_SIZE = 2 * 1024 * 1024
-#: Names of ``migrate``'s journal (see :mod:`runnercheck.journal`): never walked into.
+#: Names of ``migrate``'s journal (see :mod:`runnercheck.writes.journal`): never walked into.
 JOURNAL_NAME = ".runnercheck-migrate"
 
 Links = Literal["read", "inside"]
@@ -383,6 +383,12 @@ def _stat_reason(exc: OSError) -> str:
 
 def _inside(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
+
+
+def within_roots(path: Path, roots: Iterable[Path]) -> bool:
+    """True when ``path`` (not following a final link) lies inside one of ``roots``."""
+    parent = Path(os.path.realpath(path.parent))
+    return _inside(parent / path.name, roots) and not path.is_symlink()
 
 
 def walk(

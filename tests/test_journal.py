@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from runnercheck import journal as jr
 from runnercheck.cli import main
 from runnercheck.files import JOURNAL_NAME
-from runnercheck.treelock import LockBusy, TreeLock, locked
+from runnercheck.writes import journal as jr
+from runnercheck.writes.treelock import LockBusy, TreeLock, locked
 
 
 def entry(old: bytes | None, new: bytes) -> jr.Entry:

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runnercheck import journal
 from runnercheck.files import Walk, walk
 from runnercheck.findings import Finding
+from runnercheck.writes import journal
 
 
 @dataclass(frozen=True)

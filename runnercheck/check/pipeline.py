@@ -35,7 +35,7 @@ from runnercheck.files import (
 )
 from runnercheck.findings import Finding
 from runnercheck.jobs import worker_count
-from runnercheck.treelock import reading
+from runnercheck.writes.treelock import reading
 
 
 @dataclass

@@ -9,7 +9,7 @@ stays byte-identical. New sources must compile and re-analyse clean with
 `runnercheck check` before anything is written. Each group is written as one
 transaction under a lock on the tree, with a journal that the next run (or
 `--recover`) uses to roll back a group an interrupted run left half-written
-(see codemods.transaction). The code read is never imported or executed.
+(see runnercheck.writes.transaction). The code read is never imported or executed.
 """
 
 from __future__ import annotations
@@ -106,11 +106,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codemods import recovery
     from codemods.source import collect
     from runnercheck.console import make_console
     from runnercheck.files import check_arguments
     from runnercheck.jobs import requested
+    from runnercheck.writes import recovery
 
     jobs = requested(args.jobs)
     select = _select(args.select)
@@ -123,13 +123,13 @@ def run(args: argparse.Namespace) -> int:
             out.print(line, markup=False, highlight=False)
         return 0
 
-    from codemods import report, transaction
+    from codemods import report
     from codemods.pipeline import Refused
-    from codemods.write import Change
-    from runnercheck import journal
     from runnercheck.analysis.groups import Note
     from runnercheck.config import load_config
-    from runnercheck.treelock import TreeLock
+    from runnercheck.writes import journal, transaction
+    from runnercheck.writes.treelock import TreeLock
+    from runnercheck.writes.write import Change
 
     config = load_config(Path(args.paths[0]), args.config)
     mode = "diff" if args.diff else "check" if args.check else "write"

@@ -1,7 +1,7 @@
 """Randomized kill/edit runs of ``migrate``'s writes, and what each must leave.
 
 A run starts from a copy of a tree in its old shape. A writer process commits the
-tree's planned change set (``codemods.transaction.commit``, or the whole ``runnercheck
+tree's planned change set (``runnercheck.writes.transaction.commit``, or the whole ``runnercheck
 migrate`` command in ``cli`` runs) and is killed with SIGKILL: at a random checkpoint
 (``RUNNERCHECK_FAULT=kill:N``), or after a random delay. Meanwhile an editor may
 append a line to a random file of the change set at a random moment, as a person
@@ -14,7 +14,7 @@ checks, with the edit taken out of the file it went into:
   contents;
 - nothing is left behind: no journal, no staging directory.
 
-A run whose recovery needs a person (see :mod:`codemods.recovery`) is counted apart;
+A run whose recovery needs a person (see :mod:`runnercheck.writes.recovery`) is counted apart;
 it must still have lost nothing and kept the journal.
 """
 
@@ -36,13 +36,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codemods import checkpoints
-from codemods.recovery import Unrecoverable, recover
 from codemods.source import collect
-from codemods.transaction import commit, units
-from codemods.write import Change
 from runnercheck.errors import RunnerCheckError
 from runnercheck.files import JOURNAL_NAME
+from runnercheck.writes import checkpoints
+from runnercheck.writes.recovery import Unrecoverable, recover
+from runnercheck.writes.transaction import commit, units
+from runnercheck.writes.write import Change
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from runnercheck.files import JOURNAL_NAME
-from runnercheck.treelock import LockBusy, TreeLock, reading
+from runnercheck.writes.treelock import LockBusy, TreeLock, reading
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
 from tests.stress.harness import ROOT
 
@@ -65,7 +65,7 @@ def test_a_reader_waits_for_a_writer_and_says_when_it_is_held(tmp_path: Path) ->
             [
                 sys.executable,
                 "-c",
-                "from runnercheck.treelock import reading\n"
+                "from runnercheck.writes.treelock import reading\n"
                 f"with reading([{str(tree)!r}], timeout=0.2): pass",
             ],
             cwd=ROOT,

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from codemods.write import Change
 from runnercheck.files import JOURNAL_NAME
+from runnercheck.writes.write import Change
 from tests.migrate.conftest import FIXTURES, snapshot
 from tests.stress.harness import ROOT, fill
 

@@ -1,7 +1,7 @@
 """RC003 half-applied-migration, as the code shows it: a worker and a runner it drives
 at different stages of the migration (see :mod:`runnercheck.analysis.stages`).
 
-The same code is reported from ``migrate``'s journal (:mod:`runnercheck.journal`) when
+The same code is reported from ``migrate``'s journal (:mod:`runnercheck.writes.journal`) when
 an interrupted run left a group half-written; this check needs no journal: it finds a
 group mixed by any cause, such as an editor saving a buffer read before the run."""
 

@@ -1,5 +1,5 @@
 """Writing, extending and removing ``migrate``'s journal (its format and states are in
-:mod:`runnercheck.journal`, which ``check`` reads too).
+:mod:`runnercheck.writes.journal`, which ``check`` reads too).
 
 The journal is built in ``ROOT/.runnercheck-migrate.<pid>.new`` (every file fsynced)
 and made visible with one ``rename``; it is removed by a rename to
@@ -19,10 +19,10 @@ import shutil
 import stat
 from pathlib import Path
 
-from codemods.checkpoints import checkpoint
-from codemods.write import fsync_dir
-from runnercheck import journal as jr
 from runnercheck.files import JOURNAL_NAME
+from runnercheck.writes import journal as jr
+from runnercheck.writes.checkpoints import checkpoint
+from runnercheck.writes.write import fsync_dir
 
 
 def _write_blob(path: Path, data: bytes) -> None:

@@ -18,7 +18,7 @@ recovered group by group, under the tree lock, by the next ``runnercheck migrate
 
 An edited file is never written by recovery: only the other files of its group are.
 What the run had written comes from the journal's progress log
-(:func:`runnercheck.journal.decide`).
+(:func:`runnercheck.writes.journal.decide`).
 """
 
 from __future__ import annotations
@@ -28,14 +28,13 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from codemods.checkpoints import deferred_signals
-from codemods.journal_files import Progress, remove_stale, retire
-from codemods.source import within_roots
-from codemods.write import Conflict, create, remove_created, replace_contents
-from runnercheck import journal as jr
 from runnercheck.errors import RunnerCheckError
-from runnercheck.files import JOURNAL_NAME
-from runnercheck.treelock import TreeLock
+from runnercheck.files import JOURNAL_NAME, within_roots
+from runnercheck.writes import journal as jr
+from runnercheck.writes.checkpoints import deferred_signals
+from runnercheck.writes.journal_files import Progress, remove_stale, retire
+from runnercheck.writes.treelock import TreeLock
+from runnercheck.writes.write import Conflict, create, remove_created, replace_contents
 
 
 class Unrecoverable(RunnerCheckError):

@@ -2,18 +2,18 @@
 
 A run's changes are split into *units*: the files of one group, joined with every
 other group that changes one of the same files (a shared ``model_runner_base.py``),
-or one file changed alone. Under the tree lock (:class:`runnercheck.treelock.TreeLock`)
+or one file changed alone. Under the tree lock (:class:`runnercheck.writes.treelock.TreeLock`)
 :func:`commit`
 
-1. recovers what an interrupted run left (:mod:`codemods.recovery`) and removes the
+1. recovers what an interrupted run left (:mod:`runnercheck.writes.recovery`) and removes the
    staging directories a ``kill -9`` may have left;
 2. checks each unit: inside the given paths, no links, no read-only file (unless
    ``force``), every file still as planned; a unit that fails is refused
    (MIG003/MIG004/MIG005) and the others go on;
 3. writes the journal (old and new contents of every file, see
-   :mod:`runnercheck.journal` and :mod:`codemods.journal_files`) and makes it visible
+   :mod:`runnercheck.writes.journal` and :mod:`runnercheck.writes.journal_files`) and makes it visible
    with one ``rename``;
-4. writes each unit's files in place (:mod:`codemods.write`), re-verifying each file
+4. writes each unit's files in place (:mod:`runnercheck.writes.write`), re-verifying each file
    right before its write and logging each step; a unit whose file changed meanwhile
    or cannot be written gets its old contents back (MIG005/MIG006) and the others go
    on;
@@ -34,11 +34,20 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codemods.checkpoints import checkpoint, deferred_signals, stop_if_interrupted
-from codemods.journal_files import Progress, retire, write_journal
-from codemods.recovery import Unrecoverable, put_back, recover, recover_all, shown, tree_root
-from codemods.source import within_roots
-from codemods.write import (
+from runnercheck.files import ReadError, read_source, within_roots
+from runnercheck.writes import journal as jr
+from runnercheck.writes.checkpoints import checkpoint, deferred_signals, stop_if_interrupted
+from runnercheck.writes.journal_files import Progress, retire, write_journal
+from runnercheck.writes.recovery import (
+    Unrecoverable,
+    put_back,
+    recover,
+    recover_all,
+    shown,
+    tree_root,
+)
+from runnercheck.writes.treelock import TreeLock
+from runnercheck.writes.write import (
     Change,
     Conflict,
     WriteError,
@@ -46,10 +55,7 @@ from codemods.write import (
     fsync_dir,
     replace_contents,
 )
-from codemods.write import writable as is_writable
-from runnercheck import journal as jr
-from runnercheck.files import ReadError, read_source
-from runnercheck.treelock import TreeLock
+from runnercheck.writes.write import writable as is_writable
 
 __all__ = ["Outcome", "Refused", "Unrecoverable", "commit", "recover", "units"]
 

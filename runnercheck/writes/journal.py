@@ -1,7 +1,7 @@
 """``migrate``'s journal and tree lock: what ``check`` and ``migrate`` both read.
 
 ``runnercheck migrate`` writes a change set as one transaction (see
-:mod:`codemods.transaction`). Before it touches a file it writes a journal into the
+:mod:`runnercheck.writes.transaction`). Before it touches a file it writes a journal into the
 root of the tree it migrates, holding every file's old and new contents::
 
     ROOT/.runnercheck-migrate/
@@ -18,7 +18,7 @@ since). A group whose files are not all ``old`` or all ``new`` is half-applied:
 ``check`` reports it (RC003), ``migrate`` rolls it back, and ``migrate --recover``
 only rolls back. Nothing here executes or imports what it reads.
 
-The tree lock is in :mod:`runnercheck.treelock`.
+The tree lock is in :mod:`runnercheck.writes.treelock`.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from runnercheck.files import (
     kind_of,
     read_source,
 )
-from runnercheck.treelock import locked
+from runnercheck.writes.treelock import locked
 
 FORMAT = "runnercheck-migrate-journal"
 VERSION = 1
