@@ -34,8 +34,6 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from codemods.pipeline import MERGE, MigrateResult, migrate  # noqa: E402
-from codemods.transaction import commit  # noqa: E402
-from codemods.write import Change  # noqa: E402
 from runnercheck import catalog  # noqa: E402
 from runnercheck.analysis.extract import extract_source  # noqa: E402
 from runnercheck.analysis.groups import find_groups  # noqa: E402
@@ -43,6 +41,8 @@ from runnercheck.analysis.prefilter import select_sources  # noqa: E402
 from runnercheck.analysis.project import Project  # noqa: E402
 from runnercheck.check import check_paths  # noqa: E402
 from runnercheck.config import Config  # noqa: E402
+from runnercheck.writes.transaction import commit  # noqa: E402
+from runnercheck.writes.write import Change  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
 VERSIONS = ("0.4.0.post1", "0.4.1", "0.4.2", "0.4.3", "0.5.0", "0.5.0.post1")

@@ -1,27 +1,39 @@
-"""Soak test of ``migrate``'s writes on real vLLM: randomized kill -9 and edit runs.
+"""Soak test of ``migrate``'s writes on real vLLM: kills, edits, a full disk, Ctrl-C,
+concurrent runs and crafted journals.
 
 The harness of ``tests/stress`` (see :mod:`tests.stress.harness`), for longer and on a
 copy of vLLM 0.5.0's ``vllm/worker/`` (six files rewritten or created, one
-transaction). Run kinds, in turn:
+transaction). Run kinds:
 
-* ``checkpoint``: the writer is killed at a random checkpoint of the commit;
-* ``timed``: the writer is killed after a random delay within the commit's duration;
-* ``cli``: the whole ``runnercheck migrate`` command (planning included) is killed
-  after a random delay within its duration.
+* killed (``--killed`` runs, in turn): ``checkpoint`` (the writer is killed with
+  SIGKILL at a random checkpoint of the commit), ``timed`` (after a random delay within
+  the commit's duration), ``cli`` (the whole ``runnercheck migrate`` command, planning
+  included, after a random delay within its duration);
+* ``diskfull`` (``--diskfull``): the file size limit (RLIMIT_FSIZE, writes past it fail
+  with EFBIG) set at random once the journal is written, so that a write is cut short,
+  or before the run, so that the journal does not fit;
+* ``sigint`` (``--sigint``): ``runnercheck migrate`` gets Ctrl-C one to three times;
+* ``concurrent`` (``--concurrent``): two ``runnercheck migrate`` at once on the tree;
+* ``hostile`` (``--hostile``): a crafted journal in the tree that would write outside it
+  if it were trusted (a directory link, a foreign journal, a blob link, mode 6777).
 
 Half the runs (``--edit-chance``) also append a line to a random file at a random
 moment. After each run, ``runnercheck migrate --recover`` and the checks: no lost
-edit, every group old or new, nothing left behind. The CI part of the same harness
-is ``tests/stress/test_kill_and_edit.py`` (``RUNNERCHECK_STRESS_RUNS`` runs, default 75).
+edit, every group old or new, nothing left behind, nothing outside the tree changed
+(a directory beside it is hashed around every run), no traceback, no abort, no wrong
+answer (a second run judging the first one's writes, a crafted journal not reported
+in one line). The CI part of the same harness is ``tests/stress``.
 
 It also measures, in the same run, what the transaction costs: a whole commit
 (lock, journal, verified in-place writes, journal removed) against plain in-place
-writes of the same contents (open, write, fsync each file), median of ``--reps``.
+writes of the same contents (open, write, fsync each file), median of ``--reps``;
+and the peak memory of ``runnercheck check`` on a 30 MB file against an empty one.
 
 Usage::
 
-    python benchmarks/soak_migrate.py [--version 0.5.0] [--runs 120] [--seed 1]
-        [--kinds checkpoint,timed,cli] [--edit-chance 0.5] [--json out.json]
+    python benchmarks/soak_migrate.py [--version 0.5.0] [--killed 105] [--diskfull 20]
+        [--sigint 20] [--concurrent 10] [--hostile 12] [--seed 1] [--edit-chance 0.5]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -40,8 +53,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from codemods.transaction import commit  # noqa: E402
-from tests.stress.harness import Plan, make_plan, reset, runs  # noqa: E402
+from runnercheck.writes.transaction import commit  # noqa: E402
+from tests.stress.harness import CLI_KINDS, Plan, make_plan, reset, runs  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
 
@@ -90,19 +103,62 @@ def cli_seconds(plan: Plan) -> float:
     return time.perf_counter() - started
 
 
+def peak_memory(tmp: Path) -> dict[str, float]:
+    """Peak RSS of ``runnercheck check`` on a 30 MB file that mentions the contract,
+    against the same command on an empty file (the baseline: the interpreter and the
+    imports), both measured here and now."""
+
+    def peak(directory: Path) -> int:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import resource, subprocess, sys\n"
+                "subprocess.run([sys.executable, '-m', 'runnercheck', 'check', sys.argv[1]],"
+                " capture_output=True)\n"
+                "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)",
+                str(directory),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=600,
+        )
+        return int(done.stdout.split()[-1])
+
+    big, empty = tmp / "big", tmp / "empty"
+    big.mkdir()
+    empty.mkdir()
+    (empty / "a.py").write_bytes(b"")
+    line = b"def f(x):\n    return broadcast_tensor_dict(x)\n\n"
+    (big / "a.py").write_bytes(line * (30 * 1024 * 1024 // len(line)))
+    big_kb, empty_kb = peak(big), peak(empty)
+    return {"big_kb": big_kb, "empty_kb": empty_kb, "ratio": big_kb / empty_kb}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", default="0.5.0")
     parser.add_argument("--tree", type=Path, help="another tree (default: vLLM's worker/)")
-    parser.add_argument("--runs", type=int, default=120)
+    parser.add_argument("--killed", type=int, default=105)
+    parser.add_argument("--diskfull", type=int, default=20)
+    parser.add_argument("--sigint", type=int, default=20)
+    parser.add_argument("--concurrent", type=int, default=10)
+    parser.add_argument("--hostile", type=int, default=12)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--kinds", default="checkpoint,timed,cli")
+    parser.add_argument("--kinds", default="checkpoint,timed,cli", help="the killed kinds")
     parser.add_argument("--edit-chance", type=float, default=0.5)
     parser.add_argument("--reps", type=int, default=9)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     source = args.tree or vllm_package(args.version) / "worker"
-    kinds = tuple(k for k in args.kinds.split(",") if k)
+    killed = [k for k in args.kinds.split(",") if k]
+    schedule = [killed[n % len(killed)] for n in range(args.killed)]
+    for kind in ("diskfull", "sigint", "concurrent", "hostile"):
+        schedule += [kind] * getattr(args, kind)
+    random.Random(args.seed).shuffle(schedule)
+    kinds = tuple(schedule)
     with tempfile.TemporaryDirectory(prefix="runnercheck-soak-") as tmp:
         plan = make_plan(source, Path(tmp).resolve() / "tree")
         names = ", ".join(c.path.name for c in plan.changes)
@@ -115,11 +171,16 @@ def main() -> int:
             f"commit {cost['commit_s'] * 1e3:.1f} ms vs plain in-place writes "
             f"{cost['plain_writes_s'] * 1e3:.1f} ms (x{cost['ratio']:.1f}, median of {args.reps})"
         )
-        if "cli" in kinds:
+        if set(kinds) & set(CLI_KINDS):
             plan.cli_seconds = cli_seconds(plan)
             print(f"one `runnercheck migrate` run: {plan.cli_seconds:.1f} s")
         started = time.perf_counter()
-        tally = runs(plan, args.runs, args.seed, kinds, args.edit_chance)
+        tally = runs(plan, len(kinds), args.seed, kinds, args.edit_chance)
+        memory = peak_memory(Path(tmp))
+        print(
+            f"runnercheck check, peak RSS: a 30 MB file {memory['big_kb'] / 1024:.0f} MiB, an "
+            f"empty file {memory['empty_kb'] / 1024:.0f} MiB (x{memory['ratio']:.2f})"
+        )
         elapsed = time.perf_counter() - started
     print(tally.line() + f" ({elapsed:.0f} s)")
     for line in tally.persons:
@@ -140,7 +201,12 @@ def main() -> int:
             "mixed_groups": tally.mixed_units,
             "files_neither_old_nor_new": tally.foreign_files,
             "leftovers": tally.leftovers,
+            "writes_outside_the_tree": tally.outside_writes,
+            "tracebacks": tally.tracebacks,
+            "aborts": tally.aborts,
+            "wrong_answers": tally.wrong,
             "cost": cost,
+            "memory": memory,
         }
         args.json.write_text(json.dumps(report, indent=2))
     return 0 if not tally.failures else 1

@@ -35,9 +35,9 @@ if str(REPO) not in sys.path:
 
 from codemods import registry  # noqa: E402
 from codemods.pipeline import migrate  # noqa: E402
-from codemods.transaction import commit  # noqa: E402
-from codemods.write import Change  # noqa: E402
 from runnercheck.check import check_paths  # noqa: E402
+from runnercheck.writes.transaction import commit  # noqa: E402
+from runnercheck.writes.write import Change  # noqa: E402
 from tests.spec_decode_fixture import SPEC_DECODE, copy_before  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 

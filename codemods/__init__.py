@@ -11,8 +11,8 @@ One command per module, each also an ordinary LibCST codemod command::
 * :mod:`codemods.super_dict` -- a subclass dict that re-lists its parent's keys calls ``super()``
 
 The pipeline is :mod:`codemods.pipeline` (facts -> plan -> rewrite -> verify) and
-:mod:`codemods.transaction` (each group written as one journaled transaction, in place:
-:mod:`codemods.write`; recovered after a crash: :mod:`codemods.recovery`); refusal
+:mod:`runnercheck.writes.transaction` (each group written as one journaled transaction, in place:
+:mod:`runnercheck.writes.write`; recovered after a crash: :mod:`runnercheck.writes.recovery`); refusal
 reasons (MIG codes) are in :mod:`runnercheck.catalog`.
 
 """

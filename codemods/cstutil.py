@@ -482,3 +482,39 @@ def without_optional(annotation: str) -> str:
         if text.startswith(prefix) and text.endswith("]"):
             return text[len(prefix) : -1].strip()
     return text
+
+
+def dominant_newline(data: bytes | str, default: str = "\n") -> str:
+    """The line ending most lines of ``data`` end with (``default`` when none does)."""
+    raw = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+    crlf = raw.count(b"\r\n")
+    lf = raw.count(b"\n") - crlf
+    if not crlf and not lf:
+        return default
+    return "\r\n" if crlf > lf else "\n"
+
+
+class _ExplicitNewlines(cst.CSTTransformer):
+    """Spell out every line ending that follows the module's default."""
+
+    def __init__(self, newline: str) -> None:
+        super().__init__()
+        self.newline = newline
+
+    def leave_Newline(self, original: cst.Newline, updated: cst.Newline) -> cst.Newline:
+        return updated.with_changes(value=self.newline) if updated.value is None else updated
+
+
+def parse_module(data: bytes) -> cst.Module:
+    """``data`` parsed, with the file's dominant line ending as the one new lines take.
+
+    LibCST takes a module's default line ending from its first line; in a file that
+    mixes CRLF and LF, lines added by a rewrite must take the ending most lines have.
+    The lines parsed keep theirs (they are spelled out first), so untouched code stays
+    byte-identical."""
+    module = cst.parse_module(data)
+    newline = dominant_newline(data, module.default_newline)
+    if newline == module.default_newline:
+        return module
+    explicit = module.visit(_ExplicitNewlines(module.default_newline))
+    return explicit.with_changes(default_newline=newline)

@@ -30,14 +30,16 @@ from codemods import callers, formatting, registry, typecheck, verify
 from codemods.positions import line_map
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
-from codemods.source import SkippedPath, collect, package_files, read_all, within_roots
+from codemods.source import SkippedPath, collect, package_files, read_all
 from runnercheck import deep
 from runnercheck.analysis.extract import extract_tree
 from runnercheck.analysis.groups import Group, Note, find_groups
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
+from runnercheck.analysis.stages import mixed_pairs
 from runnercheck.config import Config
+from runnercheck.files import MAX_ANALYSED_SIZE, too_large_to_analyse, within_roots
 from runnercheck.jobs import worker_count
 
 if TYPE_CHECKING:
@@ -96,7 +98,7 @@ class MigrateResult:
     notes: list[Note] = field(default_factory=list)
     groups: list[GroupResult] = field(default_factory=list)
     skipped: list[SkippedPath] = field(default_factory=list)
-    #: Journals of interrupted runs met below the given paths (see runnercheck.journal).
+    #: Journals of interrupted runs met below the given paths (see runnercheck.writes.journal).
     journals: list[Path] = field(default_factory=list)
 
     def counts(self) -> dict[str, dict[str, int]]:
@@ -365,15 +367,14 @@ def run_group(group: Group) -> TaskResult:
 
 
 def _run_group(group: Group) -> TaskResult:
-    import libcst as cst
-
+    from codemods import cstutil
     from codemods.merge_broadcasts.rewrite import finish, merge
 
     state = _STATE
     assert state is not None
     result = TaskResult()
     contract = state.config.contract()
-    modules = {p: cst.parse_module(state.sources[p]) for p in group.files}
+    modules = {p: cstutil.parse_module(state.sources[p]) for p in group.files}
     result.cst_files = len(modules)
     try:
         merged = merge(group, modules, state.project, contract, state.sources)
@@ -435,7 +436,10 @@ def _run_group(group: Group) -> TaskResult:
             )
             return result
         text = formatting.format_change(path, None, text)
-        changes[path] = FileChange(path, None, text.encode("utf-8"), [MERGE], group.label)
+        # a new file takes the line ending of the files around it
+        newline = cstutil.dominant_newline(b"".join(state.sources[p] for p in group.files))
+        new = text.replace("\r\n", "\n").replace("\n", newline).encode("utf-8")
+        changes[path] = FileChange(path, None, new, [MERGE], group.label)
     failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
         result.refusals.append(dataclasses.replace(failed, held_back=_held_back(group)))
@@ -445,6 +449,15 @@ def _run_group(group: Group) -> TaskResult:
     merged.modules = {}  # results cross process boundaries: text only
     result.groups.append(merged)
     return result
+
+
+def _mixed(project: Project) -> list[Refused]:
+    """MIG007 for each worker driving a runner at another stage of the migration."""
+    return [
+        Refused(MERGE, "MIG007", Path(pair.worker.path), pair.line, pair.message)
+        for worker in project.workers()
+        for pair in mixed_pairs(project, worker)
+    ]
 
 
 def run_file(path: Path) -> TaskResult:
@@ -462,12 +475,12 @@ def run_file(path: Path) -> TaskResult:
 
 
 def _run_file(path: Path) -> TaskResult:
-    import libcst as cst
+    from codemods import cstutil
 
     state = _STATE
     assert state is not None
     result = TaskResult(cst_files=1)
-    original = cst.parse_module(state.sources[path])
+    original = cstutil.parse_module(state.sources[path])
     module, applied = _single_codemods(state, path, original, result.refusals)
     if not applied:
         return result
@@ -494,7 +507,7 @@ def migrate(
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
 ) -> MigrateResult:
-    """Plan, rewrite and verify; nothing is written (see :mod:`codemods.transaction`)."""
+    """Plan, rewrite and verify; nothing is written (see :mod:`runnercheck.writes.transaction`)."""
     global _STATE
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
         return deep.call(migrate, paths, select, config, jobs, progress)
@@ -526,6 +539,11 @@ def migrate(
     for path in wanted:
         data = read[path]
         refused: Refused | None = None
+        if len(data) > MAX_ANALYSED_SIZE:
+            result.refusals.append(
+                Refused("parse", "MIG002", path, 0, too_large_to_analyse(len(data)))
+            )
+            continue
         try:
             tree = ast.parse(data, filename=str(path))
             too_deep = deep.too_deep(tree)
@@ -561,6 +579,7 @@ def migrate(
         groups = [g for g in groups if any(p in given for p in g.files)]
         mine = given | {p for g in groups for p in g.files}
         result.notes += [note for note in found if note.path in mine]
+        result.refusals += _mixed(state.project)
     in_groups = {p for g in groups for p in g.files}
     single = single_targets(state.project, select)
     files = [p for p in sources if p in given and p not in in_groups and str(p) in single]

@@ -66,12 +66,6 @@ def read_all(
             yield path, exc
 
 
-def within_roots(path: Path, roots: Iterable[Path]) -> bool:
-    """True when ``path`` (not following a final link) lies inside one of ``roots``."""
-    parent = Path(os.path.realpath(path.parent))
-    return _inside(parent / path.name, roots) and not path.is_symlink()
-
-
 def package_files(files: Iterable[Path], known: Iterable[Path]) -> tuple[Path, ...]:
     """The other ``*.py`` files of the directories holding ``files`` (each file's
     package, read as context: a worker and its runner are planned together even when

@@ -693,7 +693,9 @@ def prepare_model_input(self, seq_group_metadata_list):
         summary="An interrupted `runnercheck migrate` left a worker/runner group half-applied.",
         why="Some files of the group are in the merged shape and some are not: every file "
         "compiles, but the old worker calls the new runner with the old arguments and fails "
-        "at run time. `runnercheck migrate --recover` puts the old contents back.",
+        "at run time. `runnercheck migrate --recover` puts the old contents back. A journal "
+        "that is not as `migrate` writes it (a symbolic link, a file outside its tree, a "
+        "field of the wrong type or range) is reported too, and left alone.",
         bad="# worker.py still calls execute_model(seq_group_metadata_list, kv_caches)\n"
         "# model_runner.py already defines execute_model(model_input, kv_caches)",
         good="# both files old, or both files migrated",
@@ -887,7 +889,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         name="half-applied",
         tool="migrate",
         summary="An interrupted run left the group half-applied (`migrate` rolls it back).",
-        why="A kill in the middle of a group's writes leaves its journal; the next run (or `--recover`) rolls the group back, or forward when that is what keeps the user's edits.",
+        why="A kill in the middle of a group's writes leaves its journal; the next run (or `--recover`) rolls the group back, or forward when that is what keeps the user's edits. Without a journal (an editor saved a buffer read before the run), a legacy worker driving a migrated runner, or the reverse, is reported as well: it fails at its first step, and only a person knows which version of each file to keep. A journal that is not as `migrate` writes it is reported and left alone.",
         bad="(reported by migrate itself, on the state of the files on disk)",
         good="(no such refusal)",
         runnable=False,

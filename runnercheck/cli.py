@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from runnercheck import __version__
-from runnercheck.errors import EXIT_USAGE, RunnerCheckError
+from runnercheck.errors import EXIT_INTERRUPTED, EXIT_USAGE, RunnerCheckError
 
 #: Subcommands in the order ``--help`` lists them, and the module of each.
 COMMANDS = {
@@ -107,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.exit_code
     except KeyboardInterrupt:
         print("runnercheck: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
 
@@ -117,14 +117,18 @@ QUICK_EXIT = frozenset({"check"})
 
 
 def entry() -> None:
-    """The ``runnercheck`` program: :func:`main`, then the exit.
+    """:func:`main`, then :func:`finish`."""
+    finish(main())
+
+
+def finish(code: int) -> None:
+    """End the process with ``code``.
 
     ``check`` holds every file's facts when it is done; freeing them one by one at
     interpreter shutdown costs a tenth of a small run. It starts no process and leaves
     no file open, so once its output is flushed its process ends at once, as mypy's
     does. Every other command exits normally (their children and journals are cleaned
     up by their own handlers)."""
-    code = main()
     if _named_command(sys.argv[1:]) in QUICK_EXIT:
         try:
             sys.stdout.flush()

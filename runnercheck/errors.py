@@ -8,6 +8,8 @@ EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
 #: Usage or input error (bad arguments, bad configuration, unreadable file).
 EXIT_USAGE = 2
+#: Interrupted (Ctrl-C), as shells report a process SIGINT ended.
+EXIT_INTERRUPTED = 130
 
 
 class RunnerCheckError(Exception):

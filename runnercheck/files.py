@@ -6,7 +6,9 @@ The walk never blocks and never reads without bound:
   with a note (opening is non-blocking and the type is checked on the open
   descriptor, so a file swapped for a FIFO after the walk cannot hang a read);
 - a file larger than ``max_file_size`` (``[tool.runnercheck]``, default 32 MiB,
-  far above any real source file) is not read and is reported;
+  far above any real source file) is not read and is reported; one read that
+  mentions the contract's names but is larger than :data:`MAX_ANALYSED_SIZE` is
+  reported instead of parsed;
 - a directory that cannot be listed is reported once, as is a symbolic link that
   loops or dangles; nothing is skipped silently;
 - directories reached through a symbolic link are never descended into; a linked
@@ -49,7 +51,14 @@ SKIP_DIRS = frozenset(
 )
 #: ``max_file_size`` when the configuration does not set it (bytes).
 DEFAULT_MAX_FILE_SIZE = 32 * 1024 * 1024
-#: Names of ``migrate``'s journal (see :mod:`runnercheck.journal`): never walked into.
+#: The largest file ``check`` and ``migrate`` parse (bytes). Parsing takes memory and
+#: time in proportion to a file's size, about 200 times its size in memory with the
+#: stdlib ``ast`` (a 30 MB file: 5 GB); the largest source file of vLLM is under
+#: 250 kB. A larger file that mentions the contract's names is reported (it may hide
+#: source) instead of parsed, so a run's memory stays within a few times the size of
+#: the largest file it reads.
+MAX_ANALYSED_SIZE = 2 * 1024 * 1024
+#: Names of ``migrate``'s journal (see :mod:`runnercheck.writes.journal`): never walked into.
 JOURNAL_NAME = ".runnercheck-migrate"
 
 Links = Literal["read", "inside"]
@@ -128,12 +137,25 @@ def too_large(size: int, limit: int) -> str:
     return f"{size} bytes, more than max_file_size ({limit}): not read"
 
 
-def read_source(path: str | os.PathLike[str], limit: int = DEFAULT_MAX_FILE_SIZE) -> bytes:
+def too_large_to_analyse(size: int) -> str:
+    return (
+        f"{size} bytes, more than runnercheck parses ({MAX_ANALYSED_SIZE}, a bound on "
+        "memory and time): not analysed"
+    )
+
+
+def read_source(
+    path: str | os.PathLike[str], limit: int = DEFAULT_MAX_FILE_SIZE, *, follow: bool = True
+) -> bytes:
     """The bytes of a regular file of at most ``limit`` bytes; else :class:`ReadError`.
 
-    Never blocks on a FIFO and never reads more than ``limit + 1`` bytes."""
+    Never blocks on a FIFO and never reads more than ``limit + 1`` bytes. ``follow``
+    False: a symbolic link (the last name of ``path``) is not read."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    if not follow:
+        flags |= os.O_NOFOLLOW
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags)
     except OSError as exc:
         kind: ProblemKind = "link-loop" if exc.errno == errno.ELOOP else "unreadable"
         raise ReadError(_reason(exc), kind) from None
@@ -361,6 +383,12 @@ def _stat_reason(exc: OSError) -> str:
 
 def _inside(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == root or root in path.parents for root in roots)
+
+
+def within_roots(path: Path, roots: Iterable[Path]) -> bool:
+    """True when ``path`` (not following a final link) lies inside one of ``roots``."""
+    parent = Path(os.path.realpath(path.parent))
+    return _inside(parent / path.name, roots) and not path.is_symlink()
 
 
 def walk(

@@ -117,3 +117,35 @@ def test_journals_are_recorded_and_never_walked_into(tmp_path: Path) -> None:
 def test_a_missing_argument_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no such file or directory"):
         walk([tmp_path / "missing"])
+
+
+def test_a_file_too_large_to_parse_is_one_line_in_check_and_migrate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Parsing costs about 200 times a file's size in memory: a file over the bound that
+    mentions the contract is reported, not parsed; one under it and one that does not
+    mention the contract are as before. (The memory itself: benchmarks/soak_migrate.py.)"""
+    from runnercheck.cli import main
+    from runnercheck.files import MAX_ANALYSED_SIZE
+
+    body = b"def f_%d(x):\n    return broadcast_tensor_dict(x)\n\n"
+    big = tmp_path / "big.py"
+    lines, size = [], 0
+    while size <= MAX_ANALYSED_SIZE:
+        line = body % len(lines)
+        lines.append(line)
+        size += len(line)
+    big.write_bytes(b"".join(lines))
+    small = tmp_path / "small.py"
+    small.write_bytes(b"".join(lines[:100]))
+    other = tmp_path / "other.py"
+    other.write_bytes(b"x = 1\n" * (MAX_ANALYSED_SIZE // 6 + 10))
+    reason = f"{size} bytes, more than runnercheck parses ({MAX_ANALYSED_SIZE}"
+    assert main(["check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    found = [line for line in out.splitlines() if " RC001 " in line]
+    assert len(found) == 1 and found[0].startswith(f"{big}:1:1: RC001 {reason}"), out
+    assert main(["migrate", "--check", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    found = [line for line in out.splitlines() if " MIG002 " in line]
+    assert len(found) == 1 and found[0].startswith(f"{big}: MIG002 [parse] {reason}"), out

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from runnercheck import journal
 from runnercheck.files import Walk, walk
 from runnercheck.findings import Finding
+from runnercheck.writes import journal
 
 
 @dataclass(frozen=True)
@@ -43,8 +43,13 @@ def _shown(path: Path) -> str:
     return str(path) if relative.startswith("..") else relative
 
 
-def walk_findings(walked: Walk, paths: Sequence[str | Path]) -> tuple[list[Finding], list[str]]:
-    """(RC001 and RC003 findings, notes) for a walk over ``paths``."""
+def walk_findings(
+    walked: Walk, paths: Sequence[str | Path], found: Sequence[Finding] = ()
+) -> tuple[list[Finding], list[str]]:
+    """(``found`` with the RC001 and RC003 findings of the walk and the journals, notes).
+
+    A group a journal reports as half-applied is one finding: the analysis's own RC003
+    findings in its files (a worker and runner at two stages) are left out."""
     findings: list[Finding] = []
     notes: list[str] = []
     for problem in walked.problems:
@@ -52,9 +57,12 @@ def walk_findings(walked: Walk, paths: Sequence[str | Path]) -> tuple[list[Findi
             findings.append(Finding(problem.display, 1, 1, "RC001", problem.message))
         else:
             notes.append(f"{problem.display}: note: {problem.message}")
+    covered: set[str] = set()
     for item in journal.pending(paths, walked.journals):
         if item.half_applied:
             findings.append(Finding(_shown(item.path), 1, 1, "RC003", item.message))
+            covered.update(os.path.abspath(path) for path in item.files)
         else:
             notes.append(f"{_shown(item.path)}: note: {item.message}")
-    return findings, notes
+    kept = [f for f in found if f.code != "RC003" or os.path.abspath(f.path) not in covered]
+    return kept + findings, notes

@@ -19,7 +19,7 @@ from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.check.cache import FactsCache
 from runnercheck.contract import Contract
-from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source
+from runnercheck.files import DEFAULT_MAX_FILE_SIZE, MAX_ANALYSED_SIZE, ReadError, read_source
 
 #: How far up from a file an absolute import's top-level package is looked for.
 MAX_LEVELS = 8
@@ -138,7 +138,7 @@ def read_partners(
                 data = read_source(found, limit)
             except ReadError:  # context only: a FIFO, a huge or unreadable file adds nothing
                 continue
-            if not any(needle in data for needle in wanted):
+            if len(data) > MAX_ANALYSED_SIZE or not any(needle in data for needle in wanted):
                 continue
             display = os.path.relpath(found, cwd)
             if display.startswith(".."):

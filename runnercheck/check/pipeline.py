@@ -27,9 +27,16 @@ from runnercheck.check.rules import RULES, run_rules
 from runnercheck.config import Config, unknown_rule
 from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
-from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source
+from runnercheck.files import (
+    DEFAULT_MAX_FILE_SIZE,
+    MAX_ANALYSED_SIZE,
+    ReadError,
+    read_source,
+    too_large_to_analyse,
+)
 from runnercheck.findings import Finding
 from runnercheck.jobs import worker_count
+from runnercheck.writes.treelock import reading
 
 
 @dataclass
@@ -115,6 +122,10 @@ def analyse_file(
     try:
         if not force and not might_matter(data, needles(contract)):
             return FileOutcome(source.display, skipped_bases=class_bases(data))
+        if len(data) > MAX_ANALYSED_SIZE:
+            return FileOutcome(
+                source.display, error=too_large_to_analyse(len(data)), error_code="RC001"
+            )
         if cache is not None:
             facts = cache.facts(data, source.display, contract)
         else:
@@ -252,7 +263,7 @@ def check_outcomes(
     project.reportable = reportable
     wanted = {rule.code for rule in RULES}
     if select:
-        wanted &= select
+        wanted &= select | ALWAYS_SELECTED
     wanted -= ignore
     findings.extend(run_rules(project, wanted))
     kept: list[Finding] = []
@@ -281,12 +292,28 @@ def check_paths(
     context: Iterable[str] = (),
     cache_root: Path | None = None,
 ) -> CheckResult:
-    """``runnercheck check PATH...`` as a function (no output). ``context``: directories
+    """``runnercheck check PATH...`` as a function (no output); reads under the shared
+    tree lock (a ``migrate`` writing the tree is waited for). ``context``: directories
     of packages the checked files import (besides ``context`` in the config, relative to
     ``root``), read before the installed packages.
 
     With ``cache_root``, facts are read from and written to the facts cache under it
     (:mod:`runnercheck.check.cache`)."""
+    with reading(paths):
+        return _check_paths(paths, config, jobs, select, ignore, exclude, root, context, cache_root)
+
+
+def _check_paths(
+    paths: Sequence[str | Path],
+    config: Config | None,
+    jobs: int,
+    select: Iterable[str],
+    ignore: Iterable[str],
+    exclude: Iterable[str],
+    root: Path | None,
+    context: Iterable[str],
+    cache_root: Path | None,
+) -> CheckResult:
     config = config or Config()
     contract = config.contract()
     cache = FactsCache(cache_root, contract) if cache_root is not None else None
@@ -340,9 +367,9 @@ def check_paths(
             found_new, on_disk, needles(contract), contract, limit, finder, cache
         )
     result = check_outcomes(outcomes, contract, select_codes, ignore_codes, partners)
-    found, result.walk_notes = walk_findings(walked, paths)
+    found, result.walk_notes = walk_findings(walked, paths, result.findings)
     found = [f for f in found if _selected(f.code, select_codes, ignore_codes)]
-    result.findings = sorted(set(result.findings) | set(found))
+    result.findings = sorted(set(found))
     return result
 
 

@@ -9,7 +9,7 @@ stays byte-identical. New sources must compile and re-analyse clean with
 `runnercheck check` before anything is written. Each group is written as one
 transaction under a lock on the tree, with a journal that the next run (or
 `--recover`) uses to roll back a group an interrupted run left half-written
-(see codemods.transaction). The code read is never imported or executed.
+(see runnercheck.writes.transaction). The code read is never imported or executed.
 """
 
 from __future__ import annotations
@@ -110,11 +110,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codemods import recovery
     from codemods.source import collect
     from runnercheck.console import make_console
     from runnercheck.files import check_arguments
     from runnercheck.jobs import requested
+    from runnercheck.writes import recovery
 
     jobs = requested(args.jobs)
     select = _select(args.select)
@@ -127,42 +127,48 @@ def run(args: argparse.Namespace) -> int:
             out.print(line, markup=False, highlight=False)
         return 0
 
-    from codemods import report, transaction
+    from codemods import report
     from codemods.pipeline import Refused
-    from codemods.write import Change
-    from runnercheck import journal
     from runnercheck.analysis.groups import Note
     from runnercheck.config import load_config
+    from runnercheck.writes import journal, transaction
+    from runnercheck.writes.treelock import TreeLock
+    from runnercheck.writes.write import Change
 
     config = load_config(Path(args.paths[0]), args.config)
     mode = "diff" if args.diff else "check" if args.check else "write"
     err = make_console(stderr=True)
     recovered: list[str] = []
-    if mode == "write":  # first put back what an interrupted run left, then plan
-        recovered = recovery.recover(roots, collect(args.paths).journals)
-    result = _run_with_progress(args.paths, select, config, jobs, err)
     written: list[Path] = []
-    if mode != "write":
-        for item in journal.pending(list(result.roots), result.journals):
-            if item.half_applied:
-                result.refusals.append(Refused("write", "MIG007", item.path, 0, item.message))
-            else:
-                result.notes.append(Note(item.path, 0, "note", item.message))
-    elif result.changes:
-        outcome = transaction.commit(
-            [Change(c.path, c.old, c.new, c.group) for c in result.changes.values()],
-            result.roots,
-            force=args.force,
-            met=result.journals,
-        )
-        recovered += outcome.recovered
-        written = outcome.written
-        for refused in outcome.refused:
-            for path in refused.paths:
-                result.changes.pop(path, None)
-            result.refusals.append(
-                Refused("write", refused.code, refused.path, 0, refused.message, refused.group)
+    # the tree lock from before the first read: never plan from another run's writes
+    with TreeLock(recovery.tree_root(roots), shared=mode != "write", required=False):
+        if mode == "write":  # first put back what an interrupted run left, then plan
+            recovered = recovery.recover(roots, collect(args.paths).journals)
+        result = _run_with_progress(args.paths, select, config, jobs, err)
+        if mode != "write":
+            for item in journal.pending(list(result.roots), result.journals):
+                if item.half_applied:  # one refusal for the group (not one per cause)
+                    result.refusals = [
+                        r for r in result.refusals if r.code != "MIG007" or r.path not in item.files
+                    ]
+                    result.refusals.append(Refused("write", "MIG007", item.path, 0, item.message))
+                else:
+                    result.notes.append(Note(item.path, 0, "note", item.message))
+        elif result.changes:
+            outcome = transaction.commit(
+                [Change(c.path, c.old, c.new, c.group) for c in result.changes.values()],
+                result.roots,
+                force=args.force,
+                met=result.journals,
             )
+            recovered += outcome.recovered
+            written = outcome.written
+            for refused in outcome.refused:
+                for path in refused.paths:
+                    result.changes.pop(path, None)
+                result.refusals.append(
+                    Refused("write", refused.code, refused.path, 0, refused.message, refused.group)
+                )
     if args.format == "json":
         print(json.dumps(report.as_json(result, mode, written, recovered), indent=2))
     else:

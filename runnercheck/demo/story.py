@@ -100,9 +100,9 @@ def stage_check(ws: Workspace, options: DemoOptions) -> StageResult:
 def stage_migrate(ws: Workspace, options: DemoOptions) -> StageResult:
     from codemods.pipeline import migrate
     from codemods.registry import NAMES as CODEMODS
-    from codemods.transaction import commit
-    from codemods.write import Change
     from runnercheck.config import Config
+    from runnercheck.writes.transaction import commit
+    from runnercheck.writes.write import Change
 
     result = migrate([str(ws.migrated)], CODEMODS, Config(), 1)
     outcome = commit(

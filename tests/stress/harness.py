@@ -1,7 +1,7 @@
 """Randomized kill/edit runs of ``migrate``'s writes, and what each must leave.
 
 A run starts from a copy of a tree in its old shape. A writer process commits the
-tree's planned change set (``codemods.transaction.commit``, or the whole ``runnercheck
+tree's planned change set (``runnercheck.writes.transaction.commit``, or the whole ``runnercheck
 migrate`` command in ``cli`` runs) and is killed with SIGKILL: at a random checkpoint
 (``RUNNERCHECK_FAULT=kill:N``), or after a random delay. Meanwhile an editor may
 append a line to a random file of the change set at a random moment, as a person
@@ -14,12 +14,14 @@ checks, with the edit taken out of the file it went into:
   contents;
 - nothing is left behind: no journal, no staging directory.
 
-A run whose recovery needs a person (see :mod:`codemods.recovery`) is counted apart;
+A run whose recovery needs a person (see :mod:`runnercheck.writes.recovery`) is counted apart;
 it must still have lost nothing and kept the journal.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import pickle
 import random
@@ -27,18 +29,20 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codemods import checkpoints
-from codemods.recovery import Unrecoverable, recover
 from codemods.source import collect
-from codemods.transaction import commit, units
-from codemods.write import Change
+from runnercheck.errors import RunnerCheckError
 from runnercheck.files import JOURNAL_NAME
+from runnercheck.writes import checkpoints
+from runnercheck.writes.recovery import Unrecoverable, recover
+from runnercheck.writes.transaction import commit, units
+from runnercheck.writes.write import Change
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -68,7 +72,9 @@ def reset(plan: Plan) -> None:
     """Put the tree back to its old shape, byte for byte, with nothing else in it."""
     for entry in os.listdir(plan.root):
         path = plan.root / entry
-        if entry.startswith(JOURNAL_NAME) or entry == "__pycache__":
+        if path.is_symlink():
+            path.unlink()
+        elif entry.startswith(JOURNAL_NAME) or entry == "__pycache__":
             shutil.rmtree(path)
         elif str(entry) not in plan.before and path.is_file():
             path.unlink()
@@ -123,10 +129,25 @@ class RunResult:
     #: The kill left a unit half-applied (before recovery).
     half_applied: bool = False
     detail: str = ""
+    tracebacks: int = 0
+    aborts: int = 0
+    outside_writes: int = 0
+    #: A wrong answer: a second run judging a write in progress, a crafted journal
+    #: not reported in one line.
+    wrong: int = 0
 
     @property
     def ok(self) -> bool:
-        return not (self.lost_edits or self.mixed_units or self.foreign_files or self.leftovers)
+        return not (
+            self.lost_edits
+            or self.mixed_units
+            or self.foreign_files
+            or self.leftovers
+            or self.tracebacks
+            or self.aborts
+            or self.outside_writes
+            or self.wrong
+        )
 
 
 def _editor(edit: Edit, delay: float) -> threading.Thread:
@@ -141,17 +162,42 @@ def _editor(edit: Edit, delay: float) -> threading.Thread:
     return thread
 
 
-def _writer(plan: Plan, kind: str, fault: str, spool: Path) -> subprocess.Popen[bytes]:
+def _writer(
+    plan: Plan, kind: str, fault: str, spool: Path, after_journal: str = "", fsize: int = 0
+) -> subprocess.Popen[bytes]:
     env = {**os.environ, "RUNNERCHECK_FAULT": fault, "PYTHONDONTWRITEBYTECODE": "1"}
-    if kind == "cli":
+    env["RUNNERCHECK_STRESS_AFTER_JOURNAL"] = after_journal
+    if kind in CLI_KINDS:
         command = [sys.executable, "-m", "runnercheck", "migrate", str(plan.root)]
     else:
         with open(spool, "wb") as handle:
             pickle.dump((plan.changes, [plan.root]), handle)
         command = [sys.executable, "-m", "tests.stress.harness", str(spool)]
-    return subprocess.Popen(
-        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+
+    def limit() -> None:
+        if fsize:
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, resource.RLIM_INFINITY))
+
+    errors = tempfile.TemporaryFile()
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=errors, preexec_fn=limit
     )
+    proc.errors = errors  # type: ignore[attr-defined]
+    return proc
+
+
+def _stderr(proc: subprocess.Popen[bytes]) -> str:
+    errors = proc.errors  # type: ignore[attr-defined]
+    errors.seek(0)
+    text = errors.read().decode("utf-8", "replace")
+    errors.close()
+    return text
+
+
+#: Run kinds that start the whole ``runnercheck migrate`` command.
+CLI_KINDS = ("cli", "sigint", "concurrent", "hostile")
 
 
 def _recover(plan: Plan, cli: bool) -> tuple[int, str]:
@@ -170,46 +216,151 @@ def _recover(plan: Plan, cli: bool) -> tuple[int, str]:
         return 0, "\n".join(recover([plan.root], collect([plan.root]).journals))
     except Unrecoverable as exc:
         return 2, str(exc)
+    except Exception as exc:  # counted as a traceback
+        return 3, f"Traceback (in process): {type(exc).__name__}: {exc}"
+
+
+def _outside(plan: Plan) -> Path:
+    """A directory beside the tree that no run may touch (hashed around every run)."""
+    outside = plan.root.parent / "outside"
+    if not outside.exists():
+        outside.mkdir()
+        (outside / "victim.py").write_bytes(b"# outside the tree\n")
+    return outside
+
+
+def _fingerprint(top: Path) -> dict[str, tuple[int, str]]:
+    out: dict[str, tuple[int, str]] = {}
+    for path in sorted(top.rglob("*")):
+        info = path.lstat()
+        if path.is_symlink():
+            out[str(path)] = (info.st_mode, os.readlink(path))
+        elif path.is_file():
+            out[str(path)] = (info.st_mode, hashlib.sha256(path.read_bytes()).hexdigest())
+        else:
+            out[str(path)] = (info.st_mode, "")
+    return out
+
+
+def _plant(plan: Plan, rng: random.Random) -> str:
+    """A crafted journal that would write outside the tree if it were trusted."""
+    outside = _outside(plan)
+    victim = (outside / "victim.py").read_bytes()
+    case = rng.choice(["directory link", "foreign journal", "blob link", "mode"])
+    directory = plan.root / JOURNAL_NAME
+    if case == "foreign journal":
+        foreign = outside / "elsewhere"
+        shutil.rmtree(foreign, ignore_errors=True)
+        foreign.mkdir()
+        (foreign / "victim.py").write_bytes(victim)
+        directory = foreign / JOURNAL_NAME
+    (directory / "old").mkdir(parents=True)
+    (directory / "new").mkdir()
+    path, old, new, mode = "lnk/victim.py", b"evil\n", victim, 0o644
+    if case == "foreign journal":
+        path = "victim.py"
+    elif case == "blob link":
+        path, old, new = plan.changes[0].path.name, plan.before[plan.changes[0].path.name], victim
+    elif case == "mode":
+        path = plan.changes[0].path.name
+        old = plan.before[path]
+        new, mode = old + b"#\n", 0o6777
+    os.symlink(outside, plan.root / "lnk")
+    (directory / "old" / "0").write_bytes(old)
+    if case == "blob link":
+        os.symlink(outside / "victim.py", directory / "new" / "0")
+    else:
+        (directory / "new" / "0").write_bytes(new)
+    (directory / "progress").write_bytes(b"start 0\n")
+    entry = {
+        "path": path,
+        "group": "G",
+        "old": "old/0",
+        "new": "new/0",
+        "mode": mode,
+        "old_sha256": hashlib.sha256(old).hexdigest(),
+        "new_sha256": hashlib.sha256(new).hexdigest(),
+    }
+    manifest = {"format": "runnercheck-migrate-journal", "version": 1, "pid": 1}
+    manifest.update({"started": "then", "entries": [entry]})
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    if case == "foreign journal":
+        os.symlink(directory, plan.root / JOURNAL_NAME)
+    return case
 
 
 def one_run(
     plan: Plan, rng: random.Random, kind: str, spool: Path, edit_chance: float
 ) -> RunResult:
-    """One randomized run (``kind``: ``checkpoint``, ``timed`` or ``cli``)."""
+    """One randomized run. ``kind``: ``checkpoint``, ``timed``, ``cli`` (killed),
+    ``diskfull`` (the file size limit cuts a write or the journal short), ``sigint``
+    (Ctrl-C, once or more), ``concurrent`` (two runs at once), ``hostile`` (a crafted
+    journal in the tree)."""
     reset(plan)
+    outside = _outside(plan)
+    planted = _plant(plan, rng) if kind == "hostile" else ""
+    before_outside = _fingerprint(outside)
     fault = ""
     if kind == "checkpoint":
         fault = f"kill:{rng.randint(1, plan.checkpoints)}"
     edit: Edit | None = None
-    if rng.random() < edit_chance:
+    if kind != "hostile" and rng.random() < edit_chance:
         target = rng.choice([c.path for c in plan.changes if c.old is not None])
         edit = Edit(target, f"# edited during the run {rng.getrandbits(48):x}\n".encode())
-    proc = _writer(plan, kind, fault, spool)
+    after_journal, fsize = "", 0
+    if kind == "diskfull":
+        largest = max(len(c.new) for c in plan.changes)
+        if rng.random() < 0.3:  # the journal itself does not fit
+            fsize = rng.randint(1, largest)
+        else:
+            after_journal = f"fsize:{rng.randint(0, largest)}"
+    proc = _writer(plan, kind, fault, spool, after_journal, fsize)
+    others = [_writer(plan, kind, "", spool)] if kind == "concurrent" else []
     window = plan.seconds * 1.3 + 0.01
-    if kind == "cli":
+    if kind in CLI_KINDS:
         window = plan.cli_seconds * 1.1  # planning and writing
     else:
         assert proc.stdout is not None
         proc.stdout.readline()  # "ready": imports done, the commit starts now
     editor = _editor(edit, rng.uniform(0, window)) if edit is not None else None
-    killed = False
     if kind in ("timed", "cli"):
         try:
             proc.wait(timeout=rng.uniform(0, window))
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=300)
+    elif kind == "sigint":
+        time.sleep(rng.uniform(0, window))
+        for _ in range(rng.randint(1, 3)):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGINT)
+            time.sleep(rng.uniform(0, 0.05))
+    texts = []
+    for each in [proc, *others]:
+        out, _ = each.communicate(timeout=600)
+        texts.append(out.decode("utf-8", "replace") + _stderr(each))
     killed = proc.returncode == -signal.SIGKILL
-    if proc.stdout is not None:
-        proc.stdout.close()
     if editor is not None:
         editor.join(timeout=120)
     result = RunResult(kind, killed, edit is not None and edit.done)
+    result.tracebacks = sum("Traceback" in text for text in texts)
+    result.aborts = sum(each.returncode == -signal.SIGABRT for each in [proc, *others])
+    if kind == "concurrent":
+        result.wrong = sum("MIG108" in t or "migrate journal" in t for t in texts)
+    if kind == "hostile":
+        left_alone = [line for line in texts[0].splitlines() if "journal left alone" in line]
+        result.wrong = int(proc.returncode != 2 or len(left_alone) != 1)
+        result.outside_writes = int(_fingerprint(outside) != before_outside)
+        result.detail = f"{planted}: {texts[0].strip()[-300:]}"
+        reset(plan)
+        shutil.rmtree(outside / "elsewhere", ignore_errors=True)
+        return result
     result.half_applied = _half_applied(plan, edit)
-    code, text = _recover(plan, kind == "cli")
+    code, text = _recover(plan, kind in CLI_KINDS)
+    result.tracebacks += "Traceback" in text
     result.recovered = "recovered" in text
     result.person = code == 2 and "put the files right" in text
-    result.detail = text
+    result.detail = text or " | ".join(t.strip()[-300:] for t in texts)
+    result.outside_writes = int(_fingerprint(outside) != before_outside)
     _judge(plan, edit, result)
     return result
 
@@ -270,6 +421,10 @@ class Tally:
     mixed_units: int = 0
     foreign_files: int = 0
     leftovers: int = 0
+    tracebacks: int = 0
+    aborts: int = 0
+    outside_writes: int = 0
+    wrong: int = 0
     kinds: Counter[str] = field(default_factory=Counter)
     failures: list[str] = field(default_factory=list)
     #: What recovery said in the runs left for a person.
@@ -287,6 +442,10 @@ class Tally:
         self.mixed_units += result.mixed_units
         self.foreign_files += result.foreign_files
         self.leftovers += result.leftovers
+        self.tracebacks += result.tracebacks
+        self.aborts += result.aborts
+        self.outside_writes += result.outside_writes
+        self.wrong += result.wrong
         if not result.ok:
             self.failures.append(f"{result.kind}: {result.detail}")
         if result.person:
@@ -299,7 +458,9 @@ class Tally:
             f"the run, {self.half_applied} left half-applied by the kill, {self.recovered} "
             f"recovered, {self.person} left for a person; "
             f"lost edits {self.lost_edits}, mixed groups {self.mixed_units}, files neither "
-            f"old nor new {self.foreign_files}, leftovers {self.leftovers}"
+            f"old nor new {self.foreign_files}, leftovers {self.leftovers}, writes outside "
+            f"the tree {self.outside_writes}, tracebacks {self.tracebacks}, aborts "
+            f"{self.aborts}, wrong answers {self.wrong}"
         )
 
 
@@ -322,12 +483,61 @@ def runs(
     return tally
 
 
+def fill(path: Path) -> None:
+    """Fill the file system holding ``path`` until it has no byte left (ENOSPC)."""
+    chunk = b"\0" * 4096
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        while True:
+            try:
+                if os.write(fd, chunk) < len(chunk):
+                    continue
+            except OSError:
+                break
+        for size in (1024, 256, 64, 16, 4, 1):  # the last bytes of a block
+            while True:
+                try:
+                    os.write(fd, chunk[:size])
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+
+
+def _after_journal(fault: str) -> None:
+    """At the checkpoint where the journal is complete, make the disk fill up:
+    ``fsize:N`` sets RLIMIT_FSIZE to N bytes (writes past it fail with EFBIG),
+    ``fill:PATH`` fills the file system holding PATH (ENOSPC)."""
+    import resource
+
+    def hook(name: str) -> None:
+        if name != "journal-written":
+            return
+        kind, _, value = fault.partition(":")
+        if kind == "fsize":
+            resource.setrlimit(resource.RLIMIT_FSIZE, (int(value), resource.RLIM_INFINITY))
+        elif kind == "fill":
+            fill(Path(value))
+
+    checkpoints.hook = hook
+
+
 def _child(spool: str) -> None:
-    """The writer process: commit a pickled change set."""
+    """The writer process: commit a pickled change set; prints each refusal, and an
+    error in one line as the command does."""
     with open(spool, "rb") as handle:
         changes, roots = pickle.load(handle)
+    fault = os.environ.get("RUNNERCHECK_STRESS_AFTER_JOURNAL", "")
+    if fault:
+        _after_journal(fault)
     print("ready", flush=True)
-    commit(changes, roots)
+    try:
+        outcome = commit(changes, roots)
+    except RunnerCheckError as exc:
+        print(f"error: {exc}", flush=True)
+        return
+    for refused in outcome.refused:
+        print(f"{refused.code} {refused.message}", flush=True)
     print("ok", flush=True)
 
 

@@ -87,11 +87,11 @@ def test_every_checkpoint_is_recovered_and_a_mixed_tree_is_reported(plan: Plan) 
     half-applied group exactly when there is one, and ``migrate`` recovers it and
     finishes the migration (in this process: the same functions as the commands)."""
     from codemods.pipeline import migrate
-    from codemods.recovery import recover
-    from codemods.transaction import commit
-    from codemods.write import Change
-    from runnercheck import journal
     from runnercheck.check.pipeline import check_paths
+    from runnercheck.writes import journal
+    from runnercheck.writes.recovery import recover
+    from runnercheck.writes.transaction import commit
+    from runnercheck.writes.write import Change
 
     reported = 0
     for number in range(1, plan.checkpoints + 1):
@@ -180,8 +180,8 @@ def test_an_edit_before_the_write_refuses_the_group_and_is_kept(plan: Plan) -> N
 
 def _kill_at(plan: Plan, name: str, nth: int) -> None:
     """kill -9 at the ``nth`` checkpoint called ``name`` (counted in a run to the end)."""
-    from codemods import checkpoints
-    from codemods.transaction import commit
+    from runnercheck.writes import checkpoints
+    from runnercheck.writes.transaction import commit
 
     reset(plan)
     seen: list[str] = []

@@ -12,6 +12,7 @@ from runnercheck.analysis.project import Project
 from runnercheck.catalog import Rule, central
 from runnercheck.check.rules import (
     collective_in_prepare,
+    half_applied,
     merged_dict_leak,
     missing_contract_method,
     paired_broadcast,
@@ -36,12 +37,13 @@ CHECKS: tuple[CheckRule, ...] = (
     unpicklable_broadcast_value.CHECK,
     merged_dict_leak.CHECK,
     wrapper_control_broadcast.CHECK,
+    half_applied.CHECK,
 )
 
 #: Every code ``runnercheck check`` reports: its own errors (RC001, RC002) and its rules.
 RULES: tuple[Rule, ...] = (
     *(rule for rule in central() if rule.tool == "check"),
-    *(check.rule for check in CHECKS),
+    *(check.rule for check in CHECKS if check.rule not in central()),
 )
 
 

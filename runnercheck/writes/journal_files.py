@@ -1,5 +1,5 @@
 """Writing, extending and removing ``migrate``'s journal (its format and states are in
-:mod:`runnercheck.journal`, which ``check`` reads too).
+:mod:`runnercheck.writes.journal`, which ``check`` reads too).
 
 The journal is built in ``ROOT/.runnercheck-migrate.<pid>.new`` (every file fsynced)
 and made visible with one ``rename``; it is removed by a rename to
@@ -12,15 +12,17 @@ knows which files the run was writing when it stopped.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 
-from codemods.checkpoints import checkpoint
-from codemods.write import fsync_dir
-from runnercheck import journal as jr
 from runnercheck.files import JOURNAL_NAME
+from runnercheck.writes import journal as jr
+from runnercheck.writes.checkpoints import checkpoint
+from runnercheck.writes.write import fsync_dir
 
 
 def _write_blob(path: Path, data: bytes) -> None:
@@ -88,8 +90,19 @@ class Progress:
     """The journal's step log, appended and fsynced one line at a time."""
 
     def __init__(self, directory: Path) -> None:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC
-        self._fd: int | None = os.open(directory / jr.PROGRESS, flags, 0o600)
+        """Open ``directory``'s log for appending, through no symbolic link (neither the
+        journal directory nor the log may be one); ``OSError`` otherwise."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        dir_fd = os.open(directory, flags)
+        try:
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+            fd = os.open(jr.PROGRESS, flags | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(errno.EINVAL, f"{jr.PROGRESS} is not a regular file")
+        self._fd: int | None = fd
 
     def record(self, step: str, index: int) -> None:
         if self._fd is None:

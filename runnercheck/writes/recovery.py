@@ -18,7 +18,7 @@ recovered group by group, under the tree lock, by the next ``runnercheck migrate
 
 An edited file is never written by recovery: only the other files of its group are.
 What the run had written comes from the journal's progress log
-(:func:`runnercheck.journal.decide`).
+(:func:`runnercheck.writes.journal.decide`).
 """
 
 from __future__ import annotations
@@ -28,14 +28,13 @@ import stat
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from codemods.checkpoints import deferred_signals
-from codemods.journal_files import Progress, remove_stale, retire
-from codemods.source import within_roots
-from codemods.write import Conflict, create, remove_created, replace_contents
-from runnercheck import journal as jr
 from runnercheck.errors import RunnerCheckError
-from runnercheck.files import JOURNAL_NAME
-from runnercheck.treelock import TreeLock
+from runnercheck.files import JOURNAL_NAME, within_roots
+from runnercheck.writes import journal as jr
+from runnercheck.writes.checkpoints import deferred_signals
+from runnercheck.writes.journal_files import Progress, remove_stale, retire
+from runnercheck.writes.treelock import TreeLock
+from runnercheck.writes.write import Conflict, create, remove_created, replace_contents
 
 
 class Unrecoverable(RunnerCheckError):
@@ -60,8 +59,21 @@ def _ours(entry: jr.Entry, wanted: tuple[str, ...]) -> Callable[[bytes], bool]:
     return accept
 
 
-def put_back(entry: jr.Entry) -> None:
+def _still_inside(entry: jr.Entry, root: Path | None) -> None:
+    """Right before a write: the file is still inside the tree with no link on the way
+    (a directory of its path may have been swapped for a link since the journal was
+    read)."""
+    if root is None:
+        return
+    try:
+        jr.inside_tree(root, os.path.relpath(entry.path, root))
+    except ValueError as exc:
+        raise Conflict(str(exc)) from None
+
+
+def put_back(entry: jr.Entry, root: Path | None = None) -> None:
     """Give a file that holds the new contents (or a write cut short) its old ones."""
+    _still_inside(entry, root)
     if entry.old is None:
         if not remove_created(entry.path, entry.new):
             raise Conflict("was edited since")
@@ -76,8 +88,9 @@ def put_back(entry: jr.Entry) -> None:
     )
 
 
-def _put_forward(entry: jr.Entry) -> None:
+def _put_forward(entry: jr.Entry, root: Path) -> None:
     """Give a file that holds the old contents (or a write cut short) its new ones."""
+    _still_inside(entry, root)
     if entry.old is None and not os.path.lexists(entry.path):
         create(entry.path, entry.new)
         return
@@ -92,13 +105,23 @@ def _put_forward(entry: jr.Entry) -> None:
 
 
 def _restore_mode(entry: jr.Entry) -> None:
+    """Take back the owner's write bit that ``--force`` added for the write, and nothing
+    else: a journal can only ever remove that one bit, never add one."""
     if entry.mode is None:
         return
     try:
-        if stat.S_IMODE(os.lstat(entry.path).st_mode) != entry.mode:
-            os.chmod(entry.path, entry.mode, follow_symlinks=False)
+        fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        now = os.fstat(fd)
+        if stat.S_ISREG(now.st_mode) and stat.S_IMODE(now.st_mode) == entry.mode | stat.S_IWUSR:
+            if entry.mode != stat.S_IMODE(now.st_mode):
+                os.fchmod(fd, entry.mode)
     except OSError:
         pass
+    finally:
+        os.close(fd)
 
 
 def recover_journal(found: jr.Journal) -> str:
@@ -118,18 +141,24 @@ def recover_journal(found: jr.Journal) -> str:
             )
     states = [jr.state(found, index) for index in range(len(found.entries))]
     mixed = [g for g in jr.groups(found) if g.mixed]
-    progress = Progress(found.directory)
+    try:
+        progress = Progress(found.directory)
+    except OSError as exc:
+        raise Unrecoverable(
+            f"{where}: cannot log the recovery of {run} ({exc.strerror or exc}): nothing was "
+            "touched"
+        ) from None
     try:
         for index, entry in enumerate(found.entries):
             decision = decisions[entry.group][0]
             try:
                 if decision == "back" and states[index] in ("new", "partial"):
                     progress.record("undo", index)
-                    put_back(entry)
+                    put_back(entry, found.root)
                     progress.record("undone", index)
                 elif decision == "forward" and states[index] in ("old", "partial"):
                     progress.record("start", index)
-                    _put_forward(entry)
+                    _put_forward(entry, found.root)
                     progress.record("done", index)
             except (Conflict, OSError) as exc:
                 raise Unrecoverable(
@@ -160,7 +189,8 @@ def recover_all(tree: Path, roots: Sequence[Path], met: Iterable[Path]) -> list[
             found = jr.load(directory)
         except jr.JournalError as exc:
             raise Unrecoverable(
-                f"{exc}: put back the files it lists by hand, then delete {directory}"
+                f"{exc}; if it is not the journal of an interrupted run of yours, delete "
+                f"{shown(directory)}"
             ) from None
         owner = directory.parent
         if owner != tree and owner in tree.parents:

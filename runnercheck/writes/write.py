@@ -6,7 +6,7 @@ inode carries: owner, group, permission bits, ACLs and extended attributes, and 
 hard link to it; a rename would give the file the owner of whoever runs ``migrate``,
 drop ACLs and split hard links, and restoring ownership afterwards needs root. What
 an in-place write loses is atomicity, and the journal of
-:mod:`codemods.transaction` gives it back: the old contents are on disk before the
+:mod:`runnercheck.writes.transaction` gives it back: the old contents are on disk before the
 first byte is written, and a write cut short is recognised (a prefix of the new
 contents over the old ones) and rolled back by the next run.
 

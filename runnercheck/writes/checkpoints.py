@@ -9,7 +9,8 @@ checkpoint's name.
 
 SIGINT, SIGTERM and SIGHUP that arrive during a transaction only set a flag (see
 :func:`deferred_signals`); the writer stops at its next safe point, between two files,
-so a signal never leaves a file half-written.
+so a signal never leaves a file half-written. SIGXFSZ is ignored meanwhile: a write
+past the file size limit fails with ``EFBIG`` and its group is put back.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def deferred_signals() -> Iterator[None]:
         yield
         return
     wanted = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGIO]
-    previous = {sig: signal.getsignal(sig) for sig in wanted}
+    previous = {sig: signal.getsignal(sig) for sig in [*wanted, signal.SIGXFSZ]}
 
     def note(signum: int, frame: Any) -> None:
         global _interrupted
@@ -70,6 +71,9 @@ def deferred_signals() -> Iterator[None]:
 
     for sig in wanted:
         signal.signal(sig, note)
+    # a write past the file size limit (ulimit -f) fails with EFBIG and is rolled back,
+    # instead of the signal killing the run between two bytes of a file
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
         yield
     finally:

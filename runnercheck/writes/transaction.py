@@ -2,18 +2,18 @@
 
 A run's changes are split into *units*: the files of one group, joined with every
 other group that changes one of the same files (a shared ``model_runner_base.py``),
-or one file changed alone. Under the tree lock (:class:`runnercheck.treelock.TreeLock`)
+or one file changed alone. Under the tree lock (:class:`runnercheck.writes.treelock.TreeLock`)
 :func:`commit`
 
-1. recovers what an interrupted run left (:mod:`codemods.recovery`) and removes the
+1. recovers what an interrupted run left (:mod:`runnercheck.writes.recovery`) and removes the
    staging directories a ``kill -9`` may have left;
 2. checks each unit: inside the given paths, no links, no read-only file (unless
    ``force``), every file still as planned; a unit that fails is refused
    (MIG003/MIG004/MIG005) and the others go on;
 3. writes the journal (old and new contents of every file, see
-   :mod:`runnercheck.journal` and :mod:`codemods.journal_files`) and makes it visible
+   :mod:`runnercheck.writes.journal` and :mod:`runnercheck.writes.journal_files`) and makes it visible
    with one ``rename``;
-4. writes each unit's files in place (:mod:`codemods.write`), re-verifying each file
+4. writes each unit's files in place (:mod:`runnercheck.writes.write`), re-verifying each file
    right before its write and logging each step; a unit whose file changed meanwhile
    or cannot be written gets its old contents back (MIG005/MIG006) and the others go
    on;
@@ -28,20 +28,34 @@ contents back, the units written stay, the journal is removed, and the run exits
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codemods.checkpoints import checkpoint, deferred_signals, stop_if_interrupted
-from codemods.journal_files import Progress, retire, write_journal
-from codemods.recovery import Unrecoverable, put_back, recover, recover_all, shown, tree_root
-from codemods.source import within_roots
-from codemods.write import Change, Conflict, create, fsync_dir, replace_contents
-from codemods.write import writable as is_writable
-from runnercheck import journal as jr
-from runnercheck.files import ReadError, read_source
-from runnercheck.treelock import TreeLock
+from runnercheck.files import ReadError, read_source, within_roots
+from runnercheck.writes import journal as jr
+from runnercheck.writes.checkpoints import checkpoint, deferred_signals, stop_if_interrupted
+from runnercheck.writes.journal_files import Progress, retire, write_journal
+from runnercheck.writes.recovery import (
+    Unrecoverable,
+    put_back,
+    recover,
+    recover_all,
+    shown,
+    tree_root,
+)
+from runnercheck.writes.treelock import TreeLock
+from runnercheck.writes.write import (
+    Change,
+    Conflict,
+    WriteError,
+    create,
+    fsync_dir,
+    replace_contents,
+)
+from runnercheck.writes.write import writable as is_writable
 
 __all__ = ["Outcome", "Refused", "Unrecoverable", "commit", "recover", "units"]
 
@@ -112,6 +126,9 @@ def _precheck(unit: Sequence[Change], roots: Sequence[Path], force: bool) -> Ref
             if os.path.lexists(path):
                 message = f"created by someone else since it was planned: {label} left alone"
                 return Refused(path, label, "MIG005", message, paths)
+            cannot = _directory_not_writable(path.parent)
+            if cannot:
+                return Refused(path, label, "MIG004", f"{cannot}: {label} left alone", paths)
             continue
         try:
             info = os.lstat(path)
@@ -121,13 +138,13 @@ def _precheck(unit: Sequence[Change], roots: Sequence[Path], force: bool) -> Ref
         if not stat.S_ISREG(info.st_mode):
             message = f"no longer a regular file: {label} left alone"
             return Refused(path, label, "MIG005", message, paths)
-        if not force and (not is_writable(info.st_mode) or not os.access(path, os.W_OK)):
+        if not jr.valid_mode(stat.S_IMODE(info.st_mode) & 0o777):
             mode = stat.S_IMODE(info.st_mode)
-            message = (
-                f"read-only (mode {mode:04o}): {label} left alone (--force rewrites read-only "
-                "files and keeps their mode)"
-            )
+            message = f"its owner cannot read it (mode {mode:04o}): {label} left alone"
             return Refused(path, label, "MIG004", message, paths)
+        cannot = _not_writable(path, info, force)
+        if cannot:
+            return Refused(path, label, "MIG004", f"{cannot}: {label} left alone", paths)
         try:
             current = read_source(path, max(len(change.old), 1) + 1)
         except ReadError:
@@ -136,6 +153,65 @@ def _precheck(unit: Sequence[Change], roots: Sequence[Path], force: bool) -> Ref
             message = f"changed on disk since it was planned: {label} left alone"
             return Refused(path, label, "MIG005", message, paths)
     return None
+
+
+def _owner(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return f"uid {uid}"
+
+
+def _read_only_fs(path: Path) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _not_writable(path: Path, info: os.stat_result, force: bool) -> str:
+    """Why this run may not rewrite ``path`` (``""`` when it may), in words."""
+    mode = stat.S_IMODE(info.st_mode)
+    if _read_only_fs(path):
+        return "on a read-only file system"
+    owner = info.st_uid == os.geteuid()
+    if not is_writable(info.st_mode):
+        if not force:
+            return (
+                f"read-only (mode {mode:04o}; --force rewrites read-only files and keeps "
+                "their mode)"
+            )
+        if owner or os.access(path, os.W_OK):
+            return ""
+        return (
+            f"read-only (mode {mode:04o}) and owned by {_owner(info.st_uid)}, not by this "
+            "user: --force cannot make it writable (only its owner can)"
+        )
+    if os.access(path, os.W_OK):
+        return ""
+    if owner:
+        return f"not writable by this user, its owner (mode {mode:04o})"
+    return (
+        f"not writable by this user: owned by {_owner(info.st_uid)} (mode {mode:04o}); run as "
+        "a user who may write it"
+    )
+
+
+def _directory_not_writable(directory: Path) -> str:
+    """Why no file can be created in (or a journal written to) ``directory``."""
+    if os.access(directory, os.W_OK | os.X_OK):
+        return ""
+    try:
+        info = os.stat(directory)
+    except OSError as exc:
+        return f"{shown(directory)}: {exc.strerror or exc}"
+    if _read_only_fs(directory):
+        return f"{shown(directory)} is on a read-only file system"
+    mode = stat.S_IMODE(info.st_mode)
+    return (
+        f"cannot create files in {shown(directory)}: the directory is not writable by this "
+        f"user (owned by {_owner(info.st_uid)}, mode {mode:04o})"
+    )
 
 
 # ------------------------------------------------------------------ commit
@@ -148,7 +224,7 @@ def _entries(ready: list[list[Change]]) -> list[jr.Entry]:
         for change in unit:
             mode = None
             if change.old is not None:
-                mode = stat.S_IMODE(os.lstat(change.path).st_mode)
+                mode = stat.S_IMODE(os.lstat(change.path).st_mode) & 0o777
             entries.append(jr.Entry(change.path, label, change.old, change.new, mode))
     return entries
 
@@ -165,9 +241,11 @@ class _Failed(Exception):
 def _write_unit(
     unit: Sequence[Change], force: bool, index: dict[Path, int], progress: Progress
 ) -> None:
-    """Write one unit; on any failure put back what was written and re-raise."""
+    """Write one unit; on any failure put back what was written (the file whose write
+    failed part-way too) and re-raise."""
     done: list[Change] = []
     change = unit[0]
+    begun: list[Change] = []  # the file being written, once its first byte may be
     try:
         for change in unit:
             stop_if_interrupted()
@@ -175,17 +253,19 @@ def _write_unit(
             number = index[change.path]
             if change.old is None:
                 progress.record("start", number)
+                begun[:] = [change]
                 create(change.path, change.new, checkpoint)
                 progress.record("done", number)
             else:
                 expected = change.old
 
-                def verified(name: str, number: int = number) -> None:
+                def verified(name: str, number: int = number, change: Change = change) -> None:
                     if name == "written":  # logged while the lease still holds editors off
                         progress.record("done", number)
                     checkpoint(name)
                     if name == "verified":  # re-read and as planned: the write begins
                         progress.record("start", number)
+                        begun[:] = [change]
 
                 replace_contents(
                     change.path,
@@ -195,9 +275,10 @@ def _write_unit(
                     force,
                     verified,
                 )
+            begun.clear()
             done.append(change)
     except BaseException as exc:
-        _undo(done, unit, index, progress)
+        _undo(done + begun, unit, index, progress)
         if isinstance(exc, (Conflict, OSError)):
             raise _Failed(change.path, exc) from None
         raise
@@ -206,18 +287,29 @@ def _write_unit(
 def _undo(
     done: list[Change], unit: Sequence[Change], index: dict[Path, int], progress: Progress
 ) -> None:
+    """Put back every file of ``done`` (the last one may hold a write cut short)."""
     label = unit_label(unit)
     for change in reversed(done):
         number = index[change.path]
         try:
-            progress.record("undo", number)
+            _record(progress, "undo", number)
             put_back(jr.Entry(change.path, label, change.old, change.new))
-            progress.record("undone", number)
+            _record(progress, "undone", number)
         except (Conflict, OSError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise Unrecoverable(
-                f"{shown(change.path)}: cannot put back its old contents ({exc}); "
+                f"{shown(change.path)}: cannot put back its old contents ({reason}); "
                 "the journal stays: run `runnercheck migrate --recover` on the tree"
             ) from None
+
+
+def _record(progress: Progress, step: str, number: int) -> None:
+    """Log a step of putting a file back, if the log can still grow (a full disk): the
+    old contents go back either way, and recovery reads the file itself."""
+    try:
+        progress.record(step, number)
+    except OSError:
+        pass
 
 
 def _refusal(unit: Sequence[Change], path: Path, code: str, reason: str) -> Refused:
@@ -253,8 +345,22 @@ def commit(
             return outcome
         entries = _entries(ready)
         index = {entry.path: number for number, entry in enumerate(entries)}
-        directory = write_journal(tree, entries)
-        progress = Progress(directory)
+        cannot = _directory_not_writable(tree)
+        if cannot:
+            raise WriteError(
+                f"{cannot}; migrate writes its journal there first: nothing was changed"
+            )
+        directory = None
+        try:
+            directory = write_journal(tree, entries)
+            progress = Progress(directory)
+        except OSError as exc:
+            if directory is not None:
+                retire(directory)  # published, but nothing was written under it
+            raise WriteError(
+                f"{shown(tree)}: cannot write the migrate journal ({exc.strerror or exc}): "
+                "nothing was changed"
+            ) from None
         try:
             for unit in ready:
                 try:

@@ -1,0 +1,29 @@
+"""RC003 half-applied-migration, as the code shows it: a worker and a runner it drives
+at different stages of the migration (see :mod:`runnercheck.analysis.stages`).
+
+The same code is reported from ``migrate``'s journal (:mod:`runnercheck.writes.journal`) when
+an interrupted run left a group half-written; this check needs no journal: it finds a
+group mixed by any cause, such as an editor saving a buffer read before the run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from runnercheck import catalog
+from runnercheck.analysis.model import ClassFacts
+from runnercheck.analysis.project import Project
+from runnercheck.analysis.stages import mixed_pairs
+from runnercheck.check.rules.base import CheckRule
+from runnercheck.findings import Finding
+
+RULE = catalog.get("RC003")
+
+
+def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
+    if not project.is_worker(cls):
+        return
+    for pair in mixed_pairs(project, cls):
+        yield Finding(cls.path, pair.line, 1, RULE.code, pair.message)
+
+
+CHECK = CheckRule(RULE, check_class=check_class)
