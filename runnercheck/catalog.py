@@ -1001,7 +1001,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         bad="(see summary)",
         good="(see summary)",
         runnable=False,
-        fix="Give the value explicitly where the non-driver now builds the object (for example pass the flag from `self.is_driver_worker`), or keep that entry point on the old path.",
+        fix="`migrate` keeps the value itself where the driver builds the object with the opposite literal; where the driver leaves the flag to the class default, pass it explicitly on the driver (`perform_sampling=True`) and run `migrate` again, or keep that entry point on the old path.",
     ),
     Rule(
         code="MIG199",
