@@ -138,7 +138,7 @@ class NonDriverValues:
                 role = side or roles.get((step.line, step.col))
                 if role == "driver" or step.collective is not None:
                     continue
-                dispatched = p._dispatch(
+                dispatched = p.steps._dispatch(
                     owner_cls, current.owner, current.func, step.callee, runner
                 )
                 if dispatched is not None:
@@ -154,7 +154,7 @@ class NonDriverValues:
         return {flag: "False", f"not {flag}": "True"}.get(text, text)
 
     def _driver_only(self, call: CallSite) -> bool:
-        return self.p._driver_condition(call.conditions)
+        return self.p.steps._driver_condition(call.conditions)
 
 
 @dataclass(frozen=True)
