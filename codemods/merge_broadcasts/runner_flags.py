@@ -9,8 +9,9 @@ literal, the keyword becomes the driver flag (``perform_sampling=self.is_driver_
 or its negation): the driver keeps its value, every other rank the legacy one.
 
 Where the driver leaves the keyword to the class default, or builds the object through
-a factory, the value cannot be kept from the call alone: ``migrate``'s verification
-(:mod:`runnercheck.analysis.holds`) then refuses the group with MIG111.
+a helper or factory (vLLM 0.4.0's ``self._prepare_sample(...)``), the value is not kept:
+``migrate``'s verification (:mod:`runnercheck.analysis.holds`) then refuses the group
+with MIG111.
 """
 
 from __future__ import annotations
