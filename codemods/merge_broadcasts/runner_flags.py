@@ -63,6 +63,41 @@ def non_driver_flags(
     return out
 
 
+def _flipped(call: cst.Call, wanted: dict[str, str]) -> list[tuple[cst.Arg, str]]:
+    """The keyword arguments of the driver's ``call`` whose literal is the opposite of
+    the non-driver's, with the non-driver's literal."""
+    out = []
+    for arg in call.args:
+        other = wanted.get(arg.keyword.value) if arg.keyword is not None else None
+        value = arg.value
+        if (
+            other is not None
+            and isinstance(value, cst.Name)
+            and value.value in _BOOLS
+            and value.value != other
+        ):
+            out.append((arg, other))
+    return out
+
+
+def kept_flags(
+    driver: Sequence[cst.BaseStatement], non_driver: Sequence[cst.BaseStatement]
+) -> list[tuple[cst.Arg, str, str]]:
+    """Each driver keyword :func:`keep_non_driver_flags` rewrites: (the argument, the
+    class, the non-driver's literal)."""
+    flags = non_driver_flags(non_driver)
+    out: list[tuple[cst.Arg, str, str]] = []
+    for statement in driver if flags else ():
+        for node in cstutil.find_all(statement, lambda n: _construction(n) is not None):
+            found = _construction(node)
+            assert found is not None
+            name, callee, call = found
+            wanted = flags.get((name, callee))
+            if wanted:
+                out.extend((arg, callee, other) for arg, other in _flipped(call, wanted))
+    return out
+
+
 class _KeepFlags(cst.CSTTransformer):
     def __init__(self, flags: dict[tuple[str, str], dict[str, str]], driver_flag: str) -> None:
         self.flags = flags
@@ -76,22 +111,12 @@ class _KeepFlags(cst.CSTTransformer):
         wanted = self.flags.get((name, callee))
         if not wanted:
             return updated_node
-        args = []
-        for arg in call.args:
-            value = arg.value
-            keyword = arg.keyword.value if arg.keyword is not None else None
-            other = wanted.get(keyword or "")
-            if (
-                other is not None
-                and isinstance(value, cst.Name)
-                and value.value in _BOOLS
-                and value.value != other
-            ):
-                flag = f"self.{self.driver_flag}"
-                arg = arg.with_changes(
-                    value=cst.parse_expression(flag if other == "False" else f"not {flag}")
-                )
-            args.append(arg)
+        flag = f"self.{self.driver_flag}"
+        new = {
+            id(arg): cst.parse_expression(flag if other == "False" else f"not {flag}")
+            for arg, other in _flipped(call, wanted)
+        }
+        args = [a.with_changes(value=new[id(a)]) if id(a) in new else a for a in call.args]
         return updated_node.with_changes(value=call.with_changes(args=args))
 
 

@@ -178,8 +178,21 @@ def test_where_every_rank_now_prepares_the_non_driver_flag_is_kept(
 ) -> None:
     work = copy_tree(VARIANT / "before", tmp_path / "engine")
     monkeypatch.chdir(work)
+    legacy = (work / "model_runner.py").read_text().splitlines()
+    line = legacy.index("                perform_sampling=True,") + 1
     data = json.loads(migrate_cli("--format", "json", ".").out)
     assert data["refusals"] == []
+    notes = {
+        (n["path"], n["line"]): n["message"]
+        for g in data["groups"]
+        for r in g["runners"]
+        for n in r["notes"]
+    }
+    assert notes[("model_runner.py", line)] == (
+        "ModelRunner.prepare_model_input builds SamplingMetadata(perform_sampling="
+        "self.is_driver_worker): the other ranks, which now prepare their own input in a "
+        "profile or dummy run, keep False as the legacy non-driver branch gave it"
+    )
     runner = (work / "model_runner.py").read_text()
     prepare = runner.split("    def prepare_model_input(")[1].split("    def ")[0]
     assert KEPT in prepare
