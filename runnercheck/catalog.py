@@ -1003,7 +1003,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         bad="(see summary)",
         good="(see summary)",
         runnable=False,
-        fix="Give the value explicitly where the non-driver now builds the object (for example pass the flag from `self.is_driver_worker`), or keep that entry point on the old path.",
+        fix="`migrate` keeps the value itself where the driver branch builds the object into the same name with the opposite literal; otherwise (the driver leaves the flag to the class default, or builds the object in a helper or factory, as vLLM 0.4.0's `_prepare_sample`) build it in the driver branch with the flag given (`SamplingMetadata(..., perform_sampling=True)`) and run `migrate` again, or keep that entry point on the old path.",
     ),
     Rule(
         code="MIG199",

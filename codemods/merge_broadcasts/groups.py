@@ -10,6 +10,7 @@ import libcst as cst
 
 from codemods import cstutil
 from codemods.merge_broadcasts.runner_execute import plan_execute, self_calls
+from codemods.merge_broadcasts.runner_flags import kept_flags
 from codemods.merge_broadcasts.runner_model import RunnerPlan, broadcast_methods, methods
 from codemods.merge_broadcasts.runner_plan import plan_legacy_method
 from codemods.merge_broadcasts.worker_model import WorkerPlan
@@ -99,6 +100,7 @@ def plan_group(
                 known = {**from_bases, **dict(shape.types)}
                 shape = dataclasses.replace(shape, types=tuple(sorted(known.items())))
             plan_legacy_method(plan, legacy[0], contract, shape, where(ref.path))
+            _note_kept_flags(plan, contract, where(ref.path))
         runner_plans[ref] = plan
     # inherited inputs
     for ref, plan in runner_plans.items():
@@ -366,3 +368,19 @@ def _check_dropped(plans: Iterable[RunnerPlan], project: Project) -> None:
                     "another value carries it",
                     dropped.node,
                 )
+
+
+def _note_kept_flags(plan: RunnerPlan, contract: Contract, lines: Lines) -> None:
+    """A note at each driver keyword that now reads the driver flag."""
+    driver = [*plan.driver_before, *plan.driver_after]
+    for arg, klass, value in kept_flags(driver, plan.non_driver):
+        assert arg.keyword is not None
+        plan.notes.append(
+            (
+                lines.line(arg),
+                f"{plan.name}.{contract.prepare_input_method} builds {klass}("
+                f"{arg.keyword.value}=self.{contract.driver_flag}): the other ranks, which "
+                f"now prepare their own input in a profile or dummy run, keep {value} as "
+                "the legacy non-driver branch gave it",
+            )
+        )

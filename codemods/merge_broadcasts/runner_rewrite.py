@@ -10,6 +10,7 @@ import libcst as cst
 from codemods import cstutil
 from codemods.cstutil import is_optional, without_optional
 from codemods.merge_broadcasts.narrowing import narrow_reads
+from codemods.merge_broadcasts.runner_flags import keep_non_driver_flags
 from codemods.merge_broadcasts.runner_model import (
     ATTN_BACKEND,
     MODEL_INPUT,
@@ -211,7 +212,9 @@ def runner_methods(plan: RunnerPlan, contract: Contract) -> list[cst.FunctionDef
     body: list[cst.BaseStatement] = []
     if plan.docstring is not None:
         body.append(plan.docstring)
-    driver = [*plan.driver_before, *plan.driver_after]
+    driver = keep_non_driver_flags(
+        [*plan.driver_before, *plan.driver_after], plan.non_driver, contract.driver_flag
+    )
     above = (
         cstutil.comments(cstutil.leading(plan.branch_stmt)) if plan.branch_stmt is not None else []
     )

@@ -40,7 +40,7 @@ def module_parts(path: str) -> tuple[str, ...]:
 
 
 class Hierarchy:
-    """The class hierarchy of a set of modules (the base of :class:`Project`)."""
+    """The class hierarchy of a set of modules (a part of :class:`~runnercheck.analysis.project.Project`)."""
 
     def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
         self.contract = contract
@@ -64,12 +64,6 @@ class Hierarchy:
         }
         self._mro: dict[int, list[ClassFacts]] = {}
         self._ancestors: dict[int, set[str]] = {}
-        #: Paths whose findings are reported (None: all); a rule that may place a
-        #: finding in several files prefers one of these.
-        self.reportable: set[str] | None = None
-        #: What a question over the whole project computed once (by the asker's name),
-        #: such as a rule's findings grouped by cause across modules.
-        self.memo: dict[str, object] = {}
 
     # ------------------------------------------------------------ classes
     def module_of(self, cls: ClassFacts) -> ModuleFacts:

@@ -11,7 +11,8 @@ with its keyword arguments.
 
 A rewrite must not change them: where the old code built ``C(flag=<literal>)`` on a
 non-driver path, the new code must build ``C`` with the same literal on the path from
-the same entry point. The flags compared are literal booleans: switches of behaviour.
+the same entry point, or with the driver flag where that literal is what it holds
+there (``perform_sampling=self.is_driver_worker`` is ``False`` on a non-driver rank). The flags compared are literal booleans: switches of behaviour.
 A ``None`` or a zero count is what a rank that lacks the data holds, and the driver's
 own value replacing it is the point of the merge; the driver's own values are the
 driver's business (it prepared them before and after).
@@ -96,7 +97,7 @@ class NonDriverValues:
                     continue
                 given = dict(call.kwargs)
                 for keyword, text in given.items():
-                    out.append(Held(entry, name, keyword, text or "?"))
+                    out.append(Held(entry, name, keyword, self._non_driver(text) or "?"))
                 if not call.star_kwargs:
                     out.append(Held(entry, name, "*", ",".join(sorted(given))))
         return out
@@ -137,7 +138,7 @@ class NonDriverValues:
                 role = side or roles.get((step.line, step.col))
                 if role == "driver" or step.collective is not None:
                     continue
-                dispatched = p._dispatch(
+                dispatched = p.steps._dispatch(
                     owner_cls, current.owner, current.func, step.callee, runner
                 )
                 if dispatched is not None:
@@ -146,8 +147,14 @@ class NonDriverValues:
         visit(cls, ref)
         return found
 
+    def _non_driver(self, text: str) -> str:
+        """What an argument holds on a non-driver rank: the driver flag is False there
+        (``perform_sampling=self.is_driver_worker`` gives ``False``)."""
+        flag = f"self.{self.p.contract.driver_flag}"
+        return {flag: "False", f"not {flag}": "True"}.get(text, text)
+
     def _driver_only(self, call: CallSite) -> bool:
-        return self.p._driver_condition(call.conditions)
+        return self.p.steps._driver_condition(call.conditions)
 
 
 @dataclass(frozen=True)

@@ -4,21 +4,17 @@ receivers of ``from_broadcasted_tensor_dict`` with the keys popped before them."
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from runnercheck.analysis.hierarchy import MethodRef
+from runnercheck.analysis.hierarchy import Hierarchy, MethodRef
 from runnercheck.analysis.model import (
     ClassFacts,
     DictFacts,
     FunctionFacts,
     HelperCall,
     KeyFacts,
-    ModuleFacts,
 )
-from runnercheck.analysis.roles import Roles
 from runnercheck.analysis.syntax import last_name
-from runnercheck.contract import VLLM, Contract
 
 
 @dataclass
@@ -52,9 +48,12 @@ class Receiver:
     dynamic_pop: bool = False
 
 
-class KeyFlow(Roles):
-    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
-        super().__init__(modules, contract)
+class KeyFlow:
+    """Keys produced and received by input classes (a part of a project)."""
+
+    def __init__(self, hierarchy: Hierarchy) -> None:
+        self.hierarchy = hierarchy
+        self.contract = hierarchy.contract
         self._produced: dict[int, Produced | None] = {}
 
     # -------------------------------------------------------- keys produced
@@ -63,7 +62,7 @@ class KeyFlow(Roles):
         if id(cls) in self._produced:
             return self._produced[id(cls)]
         self._produced[id(cls)] = None  # guards recursion
-        ref = self.resolve_method(cls, self.contract.as_dict_method)
+        ref = self.hierarchy.resolve_method(cls, self.contract.as_dict_method)
         result = None
         if ref is not None and not ref.func.is_stub and not ref.func.is_abstract:
             result = self.produced_by(cls, ref)
@@ -116,21 +115,23 @@ class KeyFlow(Roles):
             name = last_name(callee)
             head = callee[: -len(name) - 1] if "." in callee else ""
             if head == "super()" or (
-                name == as_dict and head and self.resolve_class(head, cls.path) in self.mro(cls)
+                name == as_dict
+                and head
+                and self.hierarchy.resolve_class(head, cls.path) in self.hierarchy.mro(cls)
             ):
                 out.calls_super = True
-                parent = self.resolve_method(cls, name, after=ref.owner)
+                parent = self.hierarchy.resolve_method(cls, name, after=ref.owner)
                 if parent is not None and not parent.func.is_stub:
                     self._collect_function(cls, parent, out, depth + 1)
-                elif parent is None and self.unknown_bases(ref.owner):
+                elif parent is None and self.hierarchy.unknown_bases(ref.owner):
                     out.unknown_parent = True
                 continue
             if head in ("self", "cls") or (func.params and head == func.params[0]):
-                target = self.resolve_method(cls, name)
+                target = self.hierarchy.resolve_method(cls, name)
                 if target is not None and target.func is not func:
                     self._collect_function(cls, target, out, depth + 1)
                     continue
-            helper = self.resolve_function(callee, func.path) if not head else None
+            helper = self.hierarchy.resolve_function(callee, func.path) if not head else None
             if helper is not None:
                 self._collect_function(cls, MethodRef(ref.owner, helper), out, depth + 1)
                 continue
@@ -167,18 +168,18 @@ class KeyFlow(Roles):
         name = last_name(callee)
         head = callee[: -len(name) - 1] if "." in callee else ""
         if head in ("self", "cls") or (ref.func.params and head == ref.func.params[0]):
-            target = self.resolve_method(cls, name)
+            target = self.hierarchy.resolve_method(cls, name)
             if target is None:
                 return None, 0
             return target.func, 0 if target.func.is_staticmethod else 1
         if head:
-            klass = self.resolve_class(head, ref.func.path)
+            klass = self.hierarchy.resolve_class(head, ref.func.path)
             if klass is not None:
-                target = self.resolve_method(klass, name)
+                target = self.hierarchy.resolve_method(klass, name)
                 if target is not None:
                     return target.func, 1 if target.func.is_classmethod else 0
             return None, 0
-        return self.resolve_function(callee, ref.func.path), 0
+        return self.hierarchy.resolve_function(callee, ref.func.path), 0
 
     def _fields_named(self, call: HelperCall, from_path: str) -> set[str]:
         """The dataclass fields of the classes passed to a helper that pops keys it
@@ -186,8 +187,8 @@ class KeyFlow(Roles):
         pops the fields of that class)."""
         out: set[str] = set()
         for name in call.arg_names:
-            klass = self.resolve_class(name, from_path) if name else None
-            fields = self.dataclass_fields(klass) if klass is not None else None
+            klass = self.hierarchy.resolve_class(name, from_path) if name else None
+            fields = self.hierarchy.dataclass_fields(klass) if klass is not None else None
             if fields is not None:
                 out |= set(fields)
         return out
@@ -195,7 +196,7 @@ class KeyFlow(Roles):
     # -------------------------------------------------------- receivers
     def receivers(self, cls: ClassFacts) -> list[Receiver]:
         """``target(**tensor_dict)`` calls in the ``from_broadcasted_tensor_dict`` of ``cls``."""
-        ref = self.resolve_method(cls, self.contract.from_dict_method)
+        ref = self.hierarchy.resolve_method(cls, self.contract.from_dict_method)
         if ref is None or ref.func.is_stub or len(ref.func.params) < 2:
             return []
         func = ref.func
@@ -210,7 +211,7 @@ class KeyFlow(Roles):
             if target_name in ("cls", func.params[0]):
                 target: ClassFacts | None = cls
             else:
-                target = self.resolve_class(target_name, func.path)
+                target = self.hierarchy.resolve_class(target_name, func.path)
             receiver = Receiver(
                 method=ref,
                 target=target,
@@ -265,7 +266,7 @@ class KeyFlow(Roles):
         produced = self.produced(cls)
         if produced is None or produced.calls_super:
             return None
-        parent_ref = self.resolve_method(cls, self.contract.as_dict_method, after=cls)
+        parent_ref = self.hierarchy.resolve_method(cls, self.contract.as_dict_method, after=cls)
         if parent_ref is None or parent_ref.func.literal_dict is None:
             return None
         parent = parent_ref.func.literal_dict

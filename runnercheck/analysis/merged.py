@@ -19,10 +19,9 @@ same class, none of the literal ones, so it is not taken to remove them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from runnercheck.analysis.hierarchy import MethodRef
+from runnercheck.analysis.hierarchy import Hierarchy, MethodRef
 from runnercheck.analysis.keyflow import KeyFlow
 from runnercheck.analysis.model import (
     ClassFacts,
@@ -31,12 +30,10 @@ from runnercheck.analysis.model import (
     FunctionFacts,
     HelperCall,
     KeyFacts,
-    ModuleFacts,
 )
 from runnercheck.analysis.recognise import is_step_broadcast
-from runnercheck.analysis.stepwalk import StepWalk
+from runnercheck.analysis.roles import Roles
 from runnercheck.analysis.syntax import last_name
-from runnercheck.contract import VLLM, Contract
 
 
 @dataclass(frozen=True)
@@ -91,9 +88,14 @@ class _Walk:
     uncertain: bool = False
 
 
-class MergedDicts(KeyFlow, StepWalk):
-    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
-        super().__init__(modules, contract)
+class MergedDicts:
+    """The merged step of each worker and what its dict delivers (a part of a project)."""
+
+    def __init__(self, hierarchy: Hierarchy, roles: Roles, keys: KeyFlow) -> None:
+        self.hierarchy = hierarchy
+        self.roles = roles
+        self.keys = keys
+        self.contract = hierarchy.contract
         self._steps: list[MergedStep] | None = None
         self._built: list[tuple[ClassFacts, set[str]]] | None = None
 
@@ -102,11 +104,11 @@ class MergedDicts(KeyFlow, StepWalk):
         """Every concrete worker's merged step with each runner it may drive."""
         if self._steps is None:
             self._steps = []
-            for worker in self.workers():
-                if self.is_abstract(worker):
+            for worker in self.roles.workers():
+                if self.roles.is_abstract(worker):
                     continue
                 runners: list[ClassFacts | None] = [
-                    r for rs in self.runner_candidates(worker).values() for r in rs
+                    r for rs in self.roles.runner_candidates(worker).values() for r in rs
                 ]
                 for runner in runners or [None]:
                     step = self.merged_step(worker, runner)
@@ -122,7 +124,7 @@ class MergedDicts(KeyFlow, StepWalk):
         built = [
             keys
             for klass, keys in self._built_from_merged()
-            if any(base is cls for base in self.mro(klass))
+            if any(base is cls for base in self.hierarchy.mro(klass))
         ]
         return set.intersection(*built) if built else set()
 
@@ -135,7 +137,7 @@ class MergedDicts(KeyFlow, StepWalk):
                     per_class.setdefault(key, set()).update(keys)
             self._built = [
                 (klass, per_class[id(klass)])
-                for klass in self.all_classes()
+                for klass in self.hierarchy.all_classes()
                 if id(klass) in per_class
             ]
         return self._built
@@ -148,7 +150,7 @@ class MergedDicts(KeyFlow, StepWalk):
         read completely."""
         if not cls.is_dataclass or not cls.fields:
             return []
-        produced = self.produced(cls)
+        produced = self.keys.produced(cls)
         if produced is None or produced.all_fields or produced.unknown_parent:
             return []
         delivered = self.delivered_keys(cls)
@@ -158,7 +160,7 @@ class MergedDicts(KeyFlow, StepWalk):
             if fld.name not in produced.keys
             and fld.name not in produced.fields
             and fld.name not in delivered
-            and not self.is_driver_only(cls, fld)
+            and not self.hierarchy.is_driver_only(cls, fld)
         ]
 
     def merged_step(self, worker: ClassFacts, runner: ClassFacts | None) -> MergedStep | None:
@@ -167,9 +169,9 @@ class MergedDicts(KeyFlow, StepWalk):
         sends: list[tuple[MethodRef, DictFacts]] = []
         receives: list[tuple[MethodRef, DictFacts]] = []
         function = self.contract.broadcast_function
-        names = {name for klass in self.mro(worker) for name in klass.methods}
+        names = {name for klass in self.hierarchy.mro(worker) for name in klass.methods}
         for name in sorted(names):
-            ref = self.resolve_method(worker, name)
+            ref = self.hierarchy.resolve_method(worker, name)
             if ref is None:
                 continue
             for facts in ref.func.dicts.values():
@@ -235,7 +237,7 @@ class MergedDicts(KeyFlow, StepWalk):
         callee = ref.func.assigned_calls.get(name)
         if callee is None:
             return []
-        target, _ = self._helper(worker, ref, callee)
+        target, _ = self.keys._helper(worker, ref, callee)
         if target is None:
             return []
         return [
@@ -243,7 +245,7 @@ class MergedDicts(KeyFlow, StepWalk):
         ]
 
     def _produce(self, part: ClassFacts, walk: _Walk) -> None:
-        produced = self.produced(part)
+        produced = self.keys.produced(part)
         if produced is None:
             return
         reads = self._reads_without_pop(part)
@@ -252,7 +254,7 @@ class MergedDicts(KeyFlow, StepWalk):
             walk.alive.setdefault(key, Origin(key, kf.path, kf.line, part.name, read))
 
     def _reads_without_pop(self, part: ClassFacts) -> dict[str, tuple[str, int]]:
-        ref = self.resolve_method(part, self.contract.from_dict_method)
+        ref = self.hierarchy.resolve_method(part, self.contract.from_dict_method)
         param = self._dict_param(ref)
         if ref is None or param is None:
             return {}
@@ -287,20 +289,20 @@ class MergedDicts(KeyFlow, StepWalk):
         """(the class whose method it is, the function, its parameter offset)."""
         parts = call.callee.split(".")
         if parts[0] == "self" and len(parts) == 3 and runner is not None:
-            candidates = self.runner_candidates(worker).get(parts[1], [])
+            candidates = self.roles.runner_candidates(worker).get(parts[1], [])
             if runner in candidates:
-                found = self.resolve_method(runner, parts[2])
+                found = self.hierarchy.resolve_method(runner, parts[2])
                 if found is not None:
                     return runner, found.func, 0 if found.func.is_staticmethod else 1
             return None
         if len(parts) == 2 and parts[0] not in ("self", "cls", "super()"):
-            klass = self.resolve_class(parts[0], ref.func.path)
+            klass = self.hierarchy.resolve_class(parts[0], ref.func.path)
             if klass is not None:
-                found = self.resolve_method(klass, parts[1])
+                found = self.hierarchy.resolve_method(klass, parts[1])
                 if found is None:
                     return None
                 return klass, found.func, 1 if found.func.is_classmethod else 0
-        func, offset = self._helper(worker, ref, call.callee)
+        func, offset = self.keys._helper(worker, ref, call.callee)
         return (None, func, offset) if func is not None else None
 
     def _input_class(self, owner: ClassFacts, ref: MethodRef, callee: str) -> ClassFacts | None:
@@ -311,14 +313,14 @@ class MergedDicts(KeyFlow, StepWalk):
             return owner
         if head.startswith("self."):
             attr = head.split(".", 1)[1]
-            holder = self.defines(owner, attr)
+            holder = self.hierarchy.defines(owner, attr)
             names = holder.class_attrs.get(attr, ()) if holder is not None else ()
             for name in names:
-                found = self.resolve_class(name, holder.path if holder else owner.path)
+                found = self.hierarchy.resolve_class(name, holder.path if holder else owner.path)
                 if found is not None:
                     return found
             return None
-        return self.resolve_class(head, ref.func.path)
+        return self.hierarchy.resolve_class(head, ref.func.path)
 
     def _consume(
         self,
@@ -359,7 +361,7 @@ class MergedDicts(KeyFlow, StepWalk):
     ) -> None:
         """``part.from_broadcasted_tensor_dict(d)``: its ``**`` calls see the keys alive
         (minus what it pops first); afterwards, what it pops is gone."""
-        for receiver in self.receivers(part):
+        for receiver in self.keys.receivers(part):
             target = receiver.target
             alive = {k: o for k, o in walk.alive.items() if k not in receiver.popped}
             if target is not None:
@@ -368,11 +370,11 @@ class MergedDicts(KeyFlow, StepWalk):
                 continue
             if "__init__" in target.methods:
                 continue
-            fields = self.dataclass_fields(target)
-            if fields is None or not any(k.is_dataclass for k in self.mro(target)):
+            fields = self.hierarchy.dataclass_fields(target)
+            if fields is None or not any(k.is_dataclass for k in self.hierarchy.mro(target)):
                 continue
             accepted = {name for name, (_, fld) in fields.items() if fld.init}
-            own = {k.name for k in self.mro(part)}
+            own = {k.name for k in self.hierarchy.mro(part)}
             for key, origin in alive.items():
                 if key in accepted or origin.part in own:
                     continue
@@ -388,7 +390,7 @@ class MergedDicts(KeyFlow, StepWalk):
                         walk.step.receive.func.qualname,
                     )
                 )
-        ref = self.resolve_method(part, self.contract.from_dict_method)
+        ref = self.hierarchy.resolve_method(part, self.contract.from_dict_method)
         param = self._dict_param(ref)
         if param is not None:
             for key in param.pops:

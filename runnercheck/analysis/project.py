@@ -25,28 +25,46 @@ The API (stable)
 ``Project.wrapper_step(cls)`` -> :class:`WrapperStep` | None (broadcasts of one step through
 the inner workers' steps, per role and path)
 
-Named parts it holds (composed, not inherited): ``Project.constants``
-(:class:`~runnercheck.analysis.constants.Constants`: literal ``self`` attributes, and
-with :func:`~runnercheck.analysis.constants.branch_taken` the branches literal
-arguments and constants decide). :class:`~runnercheck.analysis.holds.NonDriverValues`
-takes a project and answers, per entry point of the step, what a non-driver rank
-builds (``migrate``'s equivalence check).
+A project is a composition of named parts, each in its own module and each given
+the parts it asks (nothing is inherited):
 
-Its other parts live in their own modules: :mod:`~runnercheck.analysis.hierarchy` (classes,
-MRO, methods, fields), :mod:`~runnercheck.analysis.roles` (workers, runners, pairs),
-:mod:`~runnercheck.analysis.keyflow` (keys produced and received) and
-:mod:`~runnercheck.analysis.stepwalk` (broadcasts per step, collectives) and
-:mod:`~runnercheck.analysis.wrappers` (steps through wrapper workers).
+- ``Project.hierarchy``: :class:`~runnercheck.analysis.hierarchy.Hierarchy` (classes,
+  MRO, methods, fields);
+- ``Project.roles``: :class:`~runnercheck.analysis.roles.Roles` (workers, runners,
+  pairs);
+- ``Project.keys``: :class:`~runnercheck.analysis.keyflow.KeyFlow` (keys produced and
+  received);
+- ``Project.steps``: :class:`~runnercheck.analysis.stepwalk.StepWalk` (broadcasts per
+  step, collectives);
+- ``Project.constants``: :class:`~runnercheck.analysis.constants.Constants` (literal
+  ``self`` attributes; with :func:`~runnercheck.analysis.constants.branch_taken` the
+  branches literal arguments and constants decide);
+- ``Project.merged``: :class:`~runnercheck.analysis.merged.MergedDicts` (the merged
+  step and what its dict delivers);
+- ``Project.uses``: :class:`~runnercheck.analysis.uses.Uses` (the inputs a runner
+  builds, the fields every rank reads);
+- ``Project.wrappers``: :class:`~runnercheck.analysis.wrappers.Wrappers` (steps through
+  wrapper workers).
+
+The API above is each part's own method, reachable from the project by its name.
+:class:`~runnercheck.analysis.holds.NonDriverValues` takes a project and answers, per
+entry point of the step, what a non-driver rank builds (``migrate``'s equivalence
+check).
 """
 
 from __future__ import annotations
 
-from runnercheck.analysis.hierarchy import MethodRef, module_parts
-from runnercheck.analysis.keyflow import Produced, Receiver
-from runnercheck.analysis.merged import Leak, MergedStep, Origin
-from runnercheck.analysis.stepwalk import ROLES, ZERO, BroadcastSite, PathCount, Reached
+from collections.abc import Iterable
+
+from runnercheck.analysis.hierarchy import Hierarchy, MethodRef, module_parts
+from runnercheck.analysis.keyflow import KeyFlow, Produced, Receiver
+from runnercheck.analysis.merged import Leak, MergedDicts, MergedStep, Origin
+from runnercheck.analysis.model import ModuleFacts
+from runnercheck.analysis.roles import Roles
+from runnercheck.analysis.stepwalk import ROLES, ZERO, BroadcastSite, PathCount, Reached, StepWalk
 from runnercheck.analysis.uses import Uses
 from runnercheck.analysis.wrappers import StepPath, Term, Wrappers, WrapperStep
+from runnercheck.contract import VLLM, Contract
 
 __all__ = [
     "ROLES",
@@ -68,5 +86,79 @@ __all__ = [
 ]
 
 
-class Project(Wrappers, Uses):
-    """Every question about the meaning of a set of modules, answered from their facts."""
+class Project:
+    """Every question about the meaning of a set of modules, answered from their facts
+    by its named parts."""
+
+    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
+        self.hierarchy = hierarchy = Hierarchy(modules, contract)
+        self.roles = roles = Roles(hierarchy)
+        self.keys = keys = KeyFlow(hierarchy)
+        self.steps = steps = StepWalk(hierarchy, roles)
+        self.constants = steps.constants
+        self.merged = merged = MergedDicts(hierarchy, roles, keys)
+        self.uses = uses = Uses(hierarchy, roles, keys, steps, merged)
+        self.wrappers = wrappers = Wrappers(hierarchy, roles, steps)
+        self.contract = contract
+        self.modules = hierarchy.modules
+        #: Paths whose findings are reported (None: all); a rule that may place a
+        #: finding in several files prefers one of these.
+        self.reportable: set[str] | None = None
+        #: What a question over the whole project computed once (by the asker's name),
+        #: such as a rule's findings grouped by cause across modules.
+        self.memo: dict[str, object] = {}
+        # each part's questions, asked of the project by their names:
+        # Hierarchy's
+        self.module_of = hierarchy.module_of
+        self.all_classes = hierarchy.all_classes
+        self.modules_named = hierarchy.modules_named
+        self.module_file = hierarchy.module_file
+        self.resolve_class = hierarchy.resolve_class
+        self.direct_bases = hierarchy.direct_bases
+        self.mro = hierarchy.mro
+        self.ancestor_names = hierarchy.ancestor_names
+        self.unresolved_bases = hierarchy.unresolved_bases
+        self.inherits = hierarchy.inherits
+        self.resolve_method = hierarchy.resolve_method
+        self.defines = hierarchy.defines
+        self.resolve_function = hierarchy.resolve_function
+        self.unknown_bases = hierarchy.unknown_bases
+        self.dataclass_fields = hierarchy.dataclass_fields
+        self.is_driver_only = hierarchy.is_driver_only
+        # Roles's
+        self.is_abstract = roles.is_abstract
+        self.is_worker = roles.is_worker
+        self.is_runner = roles.is_runner
+        self.workers = roles.workers
+        self.runners = roles.runners
+        self.runner_candidates = roles.runner_candidates
+        self.paired_runners = roles.paired_runners
+        self.worker_runner_pairs = roles.worker_runner_pairs
+        # KeyFlow's
+        self.produced = keys.produced
+        self.produced_by = keys.produced_by
+        self.receivers = keys.receivers
+        self.reads_unknown_parent = keys.reads_unknown_parent
+        self.from_dict_returns_fixed_class = keys.from_dict_returns_fixed_class
+        self.dict_copy = keys.dict_copy
+        # StepWalk's
+        self.broadcasts_per_step = steps.broadcasts_per_step
+        self.collectives_reachable = steps.collectives_reachable
+        # MergedDicts's
+        self.merged_steps = merged.merged_steps
+        self.delivered_keys = merged.delivered_keys
+        self.unbroadcast_fields = merged.unbroadcast_fields
+        self.merged_step = merged.merged_step
+        # Uses's
+        self.runner_inputs = uses.runner_inputs
+        self.runners_of = uses.runners_of
+        self.sends_through = uses.sends_through
+        self.every_rank_reads = uses.every_rank_reads
+        self.never_broadcasts = uses.never_broadcasts
+        self.unreachable_input = uses.unreachable_input
+        self.silent_worker = uses.silent_worker
+        # Wrappers's
+        self.attr_classes = wrappers.attr_classes
+        self.inner_workers = wrappers.inner_workers
+        self.wrapper_step = wrappers.wrapper_step
+        self.inner_step_broadcasts = wrappers.inner_step_broadcasts

@@ -3,20 +3,19 @@ drives (``self.model_runner = ...``), and which classes are abstract."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from runnercheck.analysis.hierarchy import Hierarchy
 from runnercheck.analysis.model import (
     ClassFacts,
-    ModuleFacts,
 )
 from runnercheck.analysis.syntax import last_name
-from runnercheck.contract import VLLM, Contract
 
 
-class Roles(Hierarchy):
-    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
-        super().__init__(modules, contract)
+class Roles:
+    """Workers, runners and the runners each worker drives (a part of a project)."""
+
+    def __init__(self, hierarchy: Hierarchy) -> None:
+        self.hierarchy = hierarchy
+        self.contract = hierarchy.contract
         self._paired: list[ClassFacts] | None = None
 
     # -------------------------------------------------------------- roles
@@ -33,7 +32,11 @@ class Roles(Hierarchy):
             return True
         if any(last_name(b) in ("ABC", "Protocol") for b in cls.bases):
             return True
-        typevars = self.modules[cls.path].typevars if cls.path in self.modules else frozenset()
+        typevars = (
+            self.hierarchy.modules[cls.path].typevars
+            if cls.path in self.hierarchy.modules
+            else frozenset()
+        )
         if any(name in typevars for args in cls.base_args for name in args):
             return True  # still generic over a type variable: a base of other classes
         return name.endswith(("Base", "Mixin", "Interface")) or name.startswith(
@@ -41,48 +44,48 @@ class Roles(Hierarchy):
         )
 
     def is_worker(self, cls: ClassFacts) -> bool:
-        if self.inherits(cls, self.contract.worker_bases):
+        if self.hierarchy.inherits(cls, self.contract.worker_bases):
             return True
         return cls.name.endswith("Worker") and (
-            self.resolve_method(cls, self.contract.execute_method) is not None
+            self.hierarchy.resolve_method(cls, self.contract.execute_method) is not None
         )
 
     def is_runner(self, cls: ClassFacts) -> bool:
-        if self.inherits(cls, self.contract.runner_bases):
+        if self.hierarchy.inherits(cls, self.contract.runner_bases):
             return True
         if cls.name in self.contract.runner_bases:
             return True
         return "Runner" in cls.name and (
-            self.resolve_method(cls, self.contract.execute_method) is not None
+            self.hierarchy.resolve_method(cls, self.contract.execute_method) is not None
         )
 
     def workers(self) -> list[ClassFacts]:
-        return [c for c in self.all_classes() if self.is_worker(c)]
+        return [c for c in self.hierarchy.all_classes() if self.is_worker(c)]
 
     def runners(self) -> list[ClassFacts]:
-        return [c for c in self.all_classes() if self.is_runner(c)]
+        return [c for c in self.hierarchy.all_classes() if self.is_runner(c)]
 
     def runner_candidates(self, worker: ClassFacts) -> dict[str, list[ClassFacts]]:
         """Runner classes each ``self.<attr>`` of a worker may hold: what it is assigned,
         else what the class annotates it with (a factory method builds it)."""
         out: dict[str, list[ClassFacts]] = {}
-        for klass in reversed(self.mro(worker)):
+        for klass in reversed(self.hierarchy.mro(worker)):
             for attr, names in klass.self_attrs.items():
                 found: list[ClassFacts] = []
                 for name in names:
-                    target = self.resolve_class(name, klass.path)
+                    target = self.hierarchy.resolve_class(name, klass.path)
                     if target is not None and self.is_runner(target) and target not in found:
                         found.append(target)
                 if found:
                     out[attr] = found
         # ``model_runner: NeuronModelRunner`` where a factory method builds it
-        for klass in self.mro(worker):
+        for klass in self.hierarchy.mro(worker):
             for attr, names in klass.annotations.items():
                 if attr in out:
                     continue
                 found = []
                 for name in names:
-                    target = self.resolve_class(name, klass.path)
+                    target = self.hierarchy.resolve_class(name, klass.path)
                     if (
                         target is not None
                         and self.is_runner(target)

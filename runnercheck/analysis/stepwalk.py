@@ -4,7 +4,6 @@ collectives reachable from a method."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from runnercheck.analysis.constants import (
@@ -14,7 +13,7 @@ from runnercheck.analysis.constants import (
     call_bindings,
     conditions_hold,
 )
-from runnercheck.analysis.hierarchy import MethodRef
+from runnercheck.analysis.hierarchy import Hierarchy, MethodRef
 from runnercheck.analysis.model import (
     BranchStep,
     CallStep,
@@ -23,7 +22,6 @@ from runnercheck.analysis.model import (
     ExitStep,
     FunctionFacts,
     LoopStep,
-    ModuleFacts,
     Role,
     RoleAssertStep,
     Step,
@@ -31,7 +29,6 @@ from runnercheck.analysis.model import (
     flatten_calls,
 )
 from runnercheck.analysis.roles import Roles
-from runnercheck.contract import VLLM, Contract
 
 ROLES: tuple[Role, ...] = ("driver", "non-driver")
 
@@ -114,12 +111,16 @@ class Reached:
     driver_only: bool = False
 
 
-class StepWalk(Roles):
-    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
-        super().__init__(modules, contract)
+class StepWalk:
+    """Broadcasts per step and the collectives a method reaches (a part of a project)."""
+
+    def __init__(self, hierarchy: Hierarchy, roles: Roles) -> None:
+        self.hierarchy = hierarchy
+        self.roles = roles
+        self.contract = hierarchy.contract
         self._count_memo: dict[tuple[int, int, str, Role, int], PathCount | None] = {}
         #: Constants and the branches they decide (a named part).
-        self.constants = Constants(self)
+        self.constants = Constants(hierarchy)
 
     # ------------------------------------------------- broadcasts per step
     def _dispatch(
@@ -134,13 +135,13 @@ class StepWalk(Roles):
         parts = callee.split(".")
         name = parts[-1]
         if parts[0] == "super()" and len(parts) == 2:
-            ref = self.resolve_method(cls, name, after=owner)
+            ref = self.hierarchy.resolve_method(cls, name, after=owner)
             return (cls, ref) if ref is not None else None
         if parts[0] in ("self", "cls") and len(parts) == 2:
-            ref = self.resolve_method(cls, name)
+            ref = self.hierarchy.resolve_method(cls, name)
             return (cls, ref) if ref is not None else None
         if parts[0] == "self" and len(parts) == 3:
-            candidates = self.runner_candidates(cls).get(parts[1], [])
+            candidates = self.roles.runner_candidates(cls).get(parts[1], [])
             chosen: ClassFacts | None = None
             if runner is not None and runner in candidates:
                 chosen = runner
@@ -148,7 +149,7 @@ class StepWalk(Roles):
                 chosen = candidates[0]
             if chosen is None:
                 return None
-            ref = self.resolve_method(chosen, name)
+            ref = self.hierarchy.resolve_method(chosen, name)
             return (chosen, ref) if ref is not None else None
         return None
 
@@ -260,7 +261,7 @@ class StepWalk(Roles):
         each role's path, following ``self.*``/``super()`` calls and, for a worker, the
         calls into ``runner`` (``self.model_runner.*``)."""
         name = entry or self.contract.execute_method
-        ref = self.resolve_method(cls, name)
+        ref = self.hierarchy.resolve_method(cls, name)
         out: dict[Role, PathCount] = {}
         for role in ROLES:
             if ref is None:
@@ -291,7 +292,7 @@ class StepWalk(Roles):
         ``super()`` calls and module-level helpers (any role), with the literal
         arguments of each call carried into its callee: a branch those constants (or a
         constant ``self`` attribute) rule out is not followed."""
-        ref = self.resolve_method(cls, method)
+        ref = self.hierarchy.resolve_method(cls, method)
         if ref is None:
             return []
         found: dict[tuple[str, int, int], Reached] = {}
@@ -316,7 +317,7 @@ class StepWalk(Roles):
                     continue  # module-level helpers called by their bare name
                 if not conditions_hold(call.conditions, bound):
                     continue
-                helper = self.resolve_function(call.callee, current.func.path)
+                helper = self.hierarchy.resolve_function(call.callee, current.func.path)
                 if helper is not None:
                     inner = MethodRef(current.owner, helper)
                     visit(

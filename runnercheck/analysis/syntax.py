@@ -251,9 +251,19 @@ def param_defaults(args: ast.arguments) -> dict[str, str]:
 
 def arg_text(node: ast.expr) -> str:
     """An argument as :attr:`CallStep.args` records it: a name, an arithmetic expression
-    in parentheses (``(count - 1)``), a literal's ``repr``, else ``""``."""
+    in parentheses (``(count - 1)``), a literal's ``repr``, an attribute of ``self``
+    (``self.flag``) or its negation (``not self.flag``), else ``""``."""
     if isinstance(node, ast.Name):
         return node.id
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        inner = arg_text(node.operand)
+        return f"not {inner}" if inner.startswith("self.") else ""
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    ):
+        return f"self.{node.attr}"
     literal = literal_text(node)
     if literal is not None:
         return literal

@@ -12,9 +12,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-from runnercheck.analysis.hierarchy import MethodRef
+from runnercheck.analysis.hierarchy import Hierarchy, MethodRef
+from runnercheck.analysis.keyflow import KeyFlow
 from runnercheck.analysis.merged import MergedDicts
 from runnercheck.analysis.model import (
     BranchStep,
@@ -22,22 +21,37 @@ from runnercheck.analysis.model import (
     ClassFacts,
     ExitStep,
     LoopStep,
-    ModuleFacts,
     Role,
     RoleAssertStep,
     Step,
     TryStep,
 )
+from runnercheck.analysis.roles import Roles
+from runnercheck.analysis.stepwalk import StepWalk
 from runnercheck.analysis.syntax import last_name
-from runnercheck.contract import VLLM, Contract
 
 #: The worker property that says whether a step broadcasts at all.
 BROADCAST_SWITCH = "do_metadata_broadcast"
 
 
-class Uses(MergedDicts):
-    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
-        super().__init__(modules, contract)
+class Uses:
+    """Which inputs a runner builds and which fields every rank reads (a part of a
+    project)."""
+
+    def __init__(
+        self,
+        hierarchy: Hierarchy,
+        roles: Roles,
+        keys: KeyFlow,
+        steps: StepWalk,
+        merged: MergedDicts,
+    ) -> None:
+        self.hierarchy = hierarchy
+        self.roles = roles
+        self.keys = keys
+        self.steps = steps
+        self.merged = merged
+        self.contract = hierarchy.contract
         self._inputs: dict[int, list[ClassFacts]] = {}
         self._reads: dict[int, set[str]] = {}
 
@@ -51,20 +65,20 @@ class Uses(MergedDicts):
         if cached is not None:
             return cached
         found: list[ClassFacts] = []
-        ref = self.resolve_method(runner, self.contract.make_input_method)
+        ref = self.hierarchy.resolve_method(runner, self.contract.make_input_method)
         if ref is not None:
             for facts in ref.func.dicts.values():
                 for call in facts.helpers:
                     if last_name(call.callee) == self.contract.from_dict_method:
-                        target = self._input_class(runner, ref, call.callee)
+                        target = self.merged._input_class(runner, ref, call.callee)
                         if target is not None:
                             found.append(target)
         if not found:  # what it rebuilds decides; else its type argument
-            for klass in self.mro(runner):
+            for klass in self.hierarchy.mro(runner):
                 for args in klass.base_args:
                     for name in args:
-                        target = self.resolve_class(name, klass.path)
-                        if target is not None and self.produced(target) is not None:
+                        target = self.hierarchy.resolve_class(name, klass.path)
+                        if target is not None and self.keys.produced(target) is not None:
                             found.append(target)
         unique = list({id(c): c for c in found}.values())
         self._inputs[id(runner)] = unique
@@ -74,9 +88,9 @@ class Uses(MergedDicts):
         """Runners that build ``cls`` or a subclass of it (one that builds a base of it
         never sees its fields)."""
         out: list[ClassFacts] = []
-        for runner in self.runners():
+        for runner in self.roles.runners():
             for built in self.runner_inputs(runner):
-                if cls in self.mro(built):
+                if cls in self.hierarchy.mro(built):
                     out.append(runner)
                     break
         return out
@@ -85,11 +99,11 @@ class Uses(MergedDicts):
         """An instance of ``built`` is broadcast with the dict method of ``cls``: its own
         method is that one, or reaches it through ``super()`` calls."""
         name = self.contract.as_dict_method
-        ref = self.resolve_method(built, name)
+        ref = self.hierarchy.resolve_method(built, name)
         while ref is not None and ref.owner is not cls:
-            if not self.produced_by(built, ref).calls_super:
+            if not self.keys.produced_by(built, ref).calls_super:
                 return False
-            ref = self.resolve_method(built, name, after=ref.owner)
+            ref = self.hierarchy.resolve_method(built, name, after=ref.owner)
         return ref is not None
 
     # ------------------------------------------------------------- reads
@@ -108,7 +122,7 @@ class Uses(MergedDicts):
                 r
                 for r in runners
                 if any(
-                    cls in self.mro(built) and self.sends_through(built, cls)
+                    cls in self.hierarchy.mro(built) and self.sends_through(built, cls)
                     for built in self.runner_inputs(r)
                 )
             ]
@@ -125,7 +139,7 @@ class Uses(MergedDicts):
         methods it calls on a non-driver rank's path (following ``self.*`` calls), less
         those each rank writes itself (local state, not a missing broadcast). A runner
         whose ``execute_model`` raises on non-driver ranks runs on one rank only."""
-        execute = self.resolve_method(runner, self.contract.execute_method)
+        execute = self.hierarchy.resolve_method(runner, self.contract.execute_method)
         if execute is None or len(execute.func.params) < 2:
             return set()
         if raises_for(execute.func.steps, "non-driver"):
@@ -147,7 +161,7 @@ class Uses(MergedDicts):
                 if len(parts) == 2 and parts[0] == "self":
                     if parts[1] == self.contract.prepare_input_method:
                         continue
-                    target = self.resolve_method(runner, parts[1])
+                    target = self.hierarchy.resolve_method(runner, parts[1])
                     if target is not None:
                         todo.append(target)
         return out - written
@@ -157,7 +171,7 @@ class Uses(MergedDicts):
         """The worker's ``do_metadata_broadcast`` is constantly ``False``: a property or
         class attribute, a ``self.do_metadata_broadcast = False`` that is its only
         assignment, each possibly inherited."""
-        return self.constants.self_constant(worker, BROADCAST_SWITCH) == "False"
+        return self.steps.constants.self_constant(worker, BROADCAST_SWITCH) == "False"
 
     def unreachable_input(self, cls: ClassFacts) -> str | None:
         """Why no rank ever rebuilds ``cls`` from a broadcast (every worker whose runner
@@ -167,9 +181,11 @@ class Uses(MergedDicts):
             return None
         workers = [
             worker
-            for worker in self.workers()
-            if not self.is_abstract(worker)
-            and any(r in runners for rs in self.runner_candidates(worker).values() for r in rs)
+            for worker in self.roles.workers()
+            if not self.roles.is_abstract(worker)
+            and any(
+                r in runners for rs in self.roles.runner_candidates(worker).values() for r in rs
+            )
         ]
         if not workers or not all(self.never_broadcasts(w) for w in workers):
             return None

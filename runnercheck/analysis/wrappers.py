@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from runnercheck.analysis.bindings import SELF_ATTR
-from runnercheck.analysis.hierarchy import MethodRef
+from runnercheck.analysis.hierarchy import Hierarchy, MethodRef
 from runnercheck.analysis.model import (
     BranchStep,
     CallStep,
@@ -35,15 +35,14 @@ from runnercheck.analysis.model import (
     ExitStep,
     FunctionFacts,
     LoopStep,
-    ModuleFacts,
     Role,
     RoleAssertStep,
     Step,
     TryStep,
 )
+from runnercheck.analysis.roles import Roles
 from runnercheck.analysis.stepwalk import ROLES, BroadcastSite, StepWalk
 from runnercheck.analysis.syntax import last_name
-from runnercheck.contract import VLLM, Contract
 
 #: The value every symbolic loop count takes when paths are compared.
 PROBE = 4
@@ -266,9 +265,14 @@ def _unique(classes: Iterable[ClassFacts]) -> list[ClassFacts]:
     return list({id(c): c for c in classes}.values())
 
 
-class Wrappers(StepWalk):
-    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
-        super().__init__(modules, contract)
+class Wrappers:
+    """Steps through wrapper workers and the workers they hold (a part of a project)."""
+
+    def __init__(self, hierarchy: Hierarchy, roles: Roles, steps: StepWalk) -> None:
+        self.hierarchy = hierarchy
+        self.roles = roles
+        self.steps = steps
+        self.contract = hierarchy.contract
         self._attr_memo: dict[tuple[int, str], tuple[ClassFacts, ...]] = {}
         self._constructions: dict[str, list[tuple[ConstructionFacts, str, ClassFacts | None]]]
         self._constructions = {}
@@ -282,7 +286,7 @@ class Wrappers(StepWalk):
         if self._indexed:
             return
         self._indexed = True
-        for module in self.modules.values():
+        for module in self.hierarchy.modules.values():
             owners: list[tuple[ClassFacts | None, Iterable[FunctionFacts]]] = [
                 (None, module.functions.values())
             ]
@@ -302,14 +306,14 @@ class Wrappers(StepWalk):
             if name.startswith(SELF_ATTR):
                 found += self.attr_classes(klass, name[len(SELF_ATTR) :])
                 continue
-            target = self.resolve_class(name, klass.path)
+            target = self.hierarchy.resolve_class(name, klass.path)
             if target is not None:
                 found.append(target)
         return found
 
     def _constructed_with(self, klass: ClassFacts, param: str) -> list[ClassFacts]:
         """Classes passed as ``param`` of ``klass.__init__`` where ``klass`` is built."""
-        init = self.resolve_method(klass, "__init__")
+        init = self.hierarchy.resolve_method(klass, "__init__")
         if init is None or param not in init.func.params:
             return []
         index = init.func.params.index(param) - 1  # after self
@@ -317,9 +321,9 @@ class Wrappers(StepWalk):
         found: list[ClassFacts] = []
         for cons, path, owner in self._constructions.get(klass.name, ()):
             if cons.callee == "cls":
-                if owner is None or klass not in self.mro(owner):
+                if owner is None or klass not in self.hierarchy.mro(owner):
                     continue
-            elif self.resolve_class(cons.callee, path) is not klass:
+            elif self.hierarchy.resolve_class(cons.callee, path) is not klass:
                 continue
             held: tuple[str, ...] = ()
             if 0 <= index < len(cons.args):
@@ -339,9 +343,9 @@ class Wrappers(StepWalk):
             return self._attr_memo[key]
         self._attr_memo[key] = ()  # a cycle adds nothing
         found: list[ClassFacts] = []
-        for klass in self.mro(cls):
+        for klass in self.hierarchy.mro(cls):
             for name in klass.self_attrs.get(attr, ()):
-                target = self.resolve_class(name, klass.path)
+                target = self.hierarchy.resolve_class(name, klass.path)
                 if target is not None:
                     found.append(target)
                     continue
@@ -362,22 +366,22 @@ class Wrappers(StepWalk):
     def _worker_like(self, cls: ClassFacts) -> bool:
         """A worker, or one of the configured worker bases itself (vLLM 0.7+'s
         ``WorkerBase`` is a plain class, not an ABC: it stands for its subclasses)."""
-        return self.is_worker(cls) or cls.name in self.contract.worker_bases
+        return self.roles.is_worker(cls) or cls.name in self.contract.worker_bases
 
     def _abstract_step(self, cls: ClassFacts) -> bool:
         if not self._worker_like(cls):
             return False
-        ref = self.resolve_method(cls, self.contract.execute_method)
+        ref = self.hierarchy.resolve_method(cls, self.contract.execute_method)
         return ref is None or ref.func.is_stub or ref.func.is_abstract
 
     def _concrete_subclasses(self, cls: ClassFacts) -> list[ClassFacts]:
         return [
             c
-            for c in self.all_classes()
+            for c in self.hierarchy.all_classes()
             if c is not cls
-            and cls in self.mro(c)
+            and cls in self.hierarchy.mro(c)
             and not self._abstract_step(c)
-            and not self.is_abstract(c)
+            and not self.roles.is_abstract(c)
         ]
 
     def _walking(self, cls: ClassFacts) -> bool:
@@ -392,10 +396,10 @@ class Wrappers(StepWalk):
         # LocalOrDistributedWorkerBase, whose concrete Worker lives in an unread file)
         subs = [
             c
-            for c in self.all_classes()
+            for c in self.hierarchy.all_classes()
             if c is not base
-            and base in self.mro(c)
-            and holder not in self.mro(c)
+            and base in self.hierarchy.mro(c)
+            and holder not in self.hierarchy.mro(c)
             and not self._abstract_step(c)
         ]
         leaves = [c for c in subs if not self.inner_workers(c)]
@@ -404,12 +408,14 @@ class Wrappers(StepWalk):
     def inner_workers(self, cls: ClassFacts) -> dict[str, tuple[ClassFacts, ...]]:
         """Attributes of ``cls`` that hold other workers."""
         out: dict[str, tuple[ClassFacts, ...]] = {}
-        attrs = {a for klass in self.mro(cls) for a in (*klass.self_attrs, *klass.annotations)}
+        attrs = {
+            a for klass in self.hierarchy.mro(cls) for a in (*klass.self_attrs, *klass.annotations)
+        }
         for attr in sorted(attrs):
             held = tuple(
                 c
                 for c in self.attr_classes(cls, attr)
-                if self._worker_like(c) and cls not in self.mro(c)
+                if self._worker_like(c) and cls not in self.hierarchy.mro(c)
             )
             if held:
                 out[attr] = held
@@ -423,8 +429,8 @@ class Wrappers(StepWalk):
             return self._wrapper_memo[id(cls)]
         self._wrapper_memo[id(cls)] = None
         result: WrapperStep | None = None
-        inner = self.inner_workers(cls) if self.is_worker(cls) else {}
-        ref = self.resolve_method(cls, self.contract.execute_method)
+        inner = self.inner_workers(cls) if self.roles.is_worker(cls) else {}
+        ref = self.hierarchy.resolve_method(cls, self.contract.execute_method)
         if inner and ref is not None:
             context = _Context(cls, None, True)
             paths: dict[Role, Paths] = {}
@@ -461,11 +467,11 @@ class Wrappers(StepWalk):
         """Broadcasts of one ``execute_model`` of an inner worker on ``role``'s path (the
         most over the runners it may hold)."""
         runners: list[ClassFacts | None] = [
-            r for rs in self.runner_candidates(cls).values() for r in rs
+            r for rs in self.roles.runner_candidates(cls).values() for r in rs
         ]
         best = 0
         for runner in runners or [None]:
-            counted = self._count_function(cls, ref, role, runner)
+            counted = self.steps._count_function(cls, ref, role, runner)
             if counted is not None:
                 best = max(best, counted.count)
         if not best:
@@ -486,11 +492,11 @@ class Wrappers(StepWalk):
             execute = self.contract.execute_method
             for attr in _delegate_attrs(ref.func.steps, execute):
                 for klass in self.attr_classes(cls, attr):
-                    if not self.is_worker(klass) or klass is cls:
+                    if not self.roles.is_worker(klass) or klass is cls:
                         continue
                     if self._walking(klass):
                         continue  # a wrapper being walked: its step is not a delegate's
-                    inner = self.resolve_method(klass, execute)
+                    inner = self.hierarchy.resolve_method(klass, execute)
                     if inner is not None:
                         best = max(best, self.inner_step_broadcasts(klass, inner, role))
             return best
@@ -594,7 +600,7 @@ class _Walker:
         execute = p.contract.execute_method
         if len(parts) == 2 and parts[0] in ("self", "cls", "super()"):
             after = self.ref.owner if parts[0] == "super()" else None
-            ref = p.resolve_method(ctx.cls, name, after=after)
+            ref = p.hierarchy.resolve_method(ctx.cls, name, after=after)
             if ref is None:
                 return None
             if name == execute and ctx.worker:
@@ -610,9 +616,9 @@ class _Walker:
             prefix = f"{ctx.label}." if ctx.label and not ctx.worker else ""
             best: Term | None = None
             for klass in held:
-                worker = p.is_worker(klass) and ctx.cls not in p.mro(klass)
+                worker = p.roles.is_worker(klass) and ctx.cls not in p.hierarchy.mro(klass)
                 label = f"{prefix}{parts[1]}: {klass.name}"
-                ref = p.resolve_method(klass, name)
+                ref = p.hierarchy.resolve_method(klass, name)
                 if ref is None:
                     continue
                 if worker and name == execute:

@@ -3,7 +3,14 @@ point of the step, a non-driver rank must hold the same literal flags before and
 the rewrite. The legacy variant's non-driver branch builds its sampling metadata with
 ``perform_sampling=False``; a planted rewrite that drops the flag (the rebuilt metadata
 then takes the class default) is refused, naming the entry point, the value and both
-sides, and nothing is written; with the check disabled the same rewrite is written."""
+sides, and nothing is written; with the check disabled the same rewrite is written.
+
+Where every rank now prepares its own input (``profile_run``), the rewrite keeps the
+non-driver's value in ``prepare_model_input`` by reading the driver flag
+(``perform_sampling=self.is_driver_worker``) and the same check passes; the variant
+``fixtures/sampling_flag`` runs through profiling and steps at TP 2 with the legacy
+engine's tokens. Where the driver leaves the flag to the class default, the value
+cannot be kept from the call and the group is refused."""
 
 from __future__ import annotations
 
@@ -15,7 +22,10 @@ import libcst as cst
 import pytest
 
 from codemods import verify
-from codemods.merge_broadcasts import rewrite
+from codemods.merge_broadcasts import rewrite, runner_rewrite
+from runnercheck.check import check_paths
+from runnercheck.demo.engine import run_engine
+from runnercheck.demo.engine.launcher import EngineRunError
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
 
 OVERRIDE = "            perform_sampling=False,\n"
@@ -136,3 +146,124 @@ def test_profile_run_preparing_locally_changes_the_non_driver_flag() -> None:
         "SamplingMetadata(perform_sampling=False) before the rewrite and gets its default "
         "after it"
     ]
+
+
+@pytest.mark.parametrize(
+    ("value", "after"),
+    [("self.is_driver_worker", None), ("not self.is_driver_worker", "True")],
+)
+def test_a_flag_read_from_the_driver_flag_is_what_a_non_driver_rank_holds(
+    value: str, after: str | None
+) -> None:
+    from runnercheck.analysis.extract import extract_source
+    from runnercheck.config import Config
+
+    kept = MERGED.replace(
+        "SamplingMetadata(seq_groups=seqs, tokens=tokens)",
+        f"SamplingMetadata(seq_groups=seqs, tokens=tokens, perform_sampling={value})",
+    )
+    assert kept != MERGED
+    old = {Path("model_runner.py"): extract_source(LEGACY, "model_runner.py")}
+    new = {Path("model_runner.py"): extract_source(kept, "model_runner.py")}
+    changes = verify.changed_values(old, new, Config())
+    assert [c.after for c in changes] == ([after] if after else [])
+
+
+VARIANT = FIXTURES / "sampling_flag"
+KEPT = "            perform_sampling=self.is_driver_worker,\n"
+
+
+def test_where_every_rank_now_prepares_the_non_driver_flag_is_kept(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    monkeypatch.chdir(work)
+    legacy = (work / "model_runner.py").read_text().splitlines()
+    line = legacy.index("                perform_sampling=True,") + 1
+    data = json.loads(migrate_cli("--format", "json", ".").out)
+    assert data["refusals"] == []
+    notes = {
+        (n["path"], n["line"]): n["message"]
+        for g in data["groups"]
+        for r in g["runners"]
+        for n in r["notes"]
+    }
+    assert notes[("model_runner.py", line)] == (
+        "ModelRunner.prepare_model_input builds SamplingMetadata(perform_sampling="
+        "self.is_driver_worker): the other ranks, which now prepare their own input in a "
+        "profile or dummy run, keep False as the legacy non-driver branch gave it"
+    )
+    runner = (work / "model_runner.py").read_text()
+    prepare = runner.split("    def prepare_model_input(")[1].split("    def ")[0]
+    assert KEPT in prepare
+    assert "self.prepare_model_input([dummy])" in runner  # profile_run prepares locally
+    assert snapshot(work) == snapshot(VARIANT / "after")
+    assert {f.code for f in check_paths([VARIANT / "before"]).findings} == {"RC106"}
+    assert check_paths([VARIANT / "after"]).findings == []
+
+
+def test_without_keeping_the_flag_the_same_check_refuses_the_group(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        runner_rewrite, "keep_non_driver_flags", lambda driver, non_driver, flag: list(driver)
+    )
+    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    before = snapshot(work)
+    monkeypatch.chdir(work)
+    data = json.loads(migrate_cli("--format", "json", ".").out)
+    assert snapshot(work) == before
+    refusal = next(r for r in data["refusals"] if r["code"] == "MIG111")
+    assert (
+        "at ModelRunner.profile_run, a non-driver rank built "
+        "SamplingMetadata(perform_sampling=False) before the rewrite and gets True after it"
+    ) in refusal["message"]
+
+
+def test_a_flag_the_driver_leaves_to_the_default_cannot_be_kept_and_is_refused(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    runner = work / "model_runner.py"
+    text = runner.read_text()
+    explicit = "                perform_sampling=True,\n"
+    assert text.count(explicit) == 1
+    runner.write_text(text.replace(explicit, ""))
+    before = snapshot(work)
+    monkeypatch.chdir(work)
+    data = json.loads(migrate_cli("--format", "json", ".").out)
+    assert snapshot(work) == before
+    refusal = next(r for r in data["refusals"] if r["code"] == "MIG111")
+    assert (
+        "at ModelRunner.profile_run, a non-driver rank built "
+        "SamplingMetadata(perform_sampling=False) before the rewrite and gets its default "
+        "after it"
+    ) in refusal["message"]
+
+
+def test_the_migrated_variant_profiles_and_steps_at_tp_2_with_the_legacy_tokens(
+    tmp_path: Path,
+) -> None:
+    """Both engines run ``profile_run`` on every rank (the worker's block count), then
+    the steps; non-driver ranks hold no logits, so a rank that samples fails."""
+    before = copy_tree(VARIANT / "before", tmp_path / "before")
+    after = copy_tree(VARIANT / "after", tmp_path / "after")
+    legacy = run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(before))
+    merged = run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(after))
+    assert legacy["broadcasts_per_step"] == 2
+    assert merged["broadcasts_per_step"] == 1
+    assert merged["num_tokens"] == legacy["num_tokens"] > 0
+    assert merged["tokens_sha256"] == legacy["tokens_sha256"]
+
+
+@pytest.mark.slow
+def test_without_the_kept_flag_the_migrated_variant_fails_in_its_profile_run(
+    tmp_path: Path,
+) -> None:
+    after = copy_tree(VARIANT / "after", tmp_path / "after")
+    runner = after / "model_runner.py"
+    text = runner.read_text()
+    assert text.count(KEPT) == 1
+    runner.write_text(text.replace(KEPT, ""))
+    with pytest.raises(EngineRunError, match="rank 1: AssertionError: this rank holds no logits"):
+        run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(after))
