@@ -30,6 +30,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from codemods import cstutil
 from codemods.formatting import project_dir
 from codemods.merge_broadcasts.narrowing import narrow_reads
+from runnercheck.files import MAX_ANALYSED_SIZE, ReadError, read_source
 
 #: directories never searched (environments, caches, build output)
 _SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "build", "dist", "__pycache__", ".tox"}
@@ -262,9 +263,9 @@ def find_callers(
             if resolved in seen or resolved in skipped:
                 continue
             seen.add(resolved)
-            try:
-                data = path.read_bytes()
-            except OSError:
+            try:  # regular files only (never blocks on a FIFO), of a size it parses
+                data = read_source(path, MAX_ANALYSED_SIZE, follow=False)
+            except ReadError:
                 continue
             if not any(n in data for n in needles):
                 continue

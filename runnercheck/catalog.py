@@ -1064,6 +1064,7 @@ def central() -> tuple[Rule, ...]:
 #: their checks, a layer above): what a configuration may name in ``select``/``ignore``,
 #: validated where the configuration is read. A test keeps it equal to those entries.
 CHECK_RULE_NAMES: dict[str, str] = {
+    "RC003": "half-applied-migration",
     "RC101": "recursive-from-dict",
     "RC102": "unaccepted-broadcast-key",
     "RC103": "unbroadcast-field",

@@ -359,7 +359,7 @@ def test_setup_takes_torch_from_runnercheck_torch_index(tmp_path: Path, borrowed
     assert version == "2.13.0+cpu.fake"
     assert Path(where).is_relative_to(venv)
     tool = ok(run([python, "-c", "import runnercheck; print(runnercheck.__file__)"], tmp_path))
-    assert Path(tool.stdout.strip()) == REPO / "runnercheck" / "__init__.py"
+    assert Path(tool.stdout.strip()).resolve() == REPO / "runnercheck" / "__init__.py"
 
 
 @pytest.mark.slow

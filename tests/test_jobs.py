@@ -54,7 +54,7 @@ def test_a_huge_j_starts_at_most_one_process_per_core(tmp_path: Path, command: s
     while proc.poll() is None:
         most = max(most, len(children(proc.pid)))
         time.sleep(0.01)
-    assert proc.returncode == 1
+    assert proc.returncode == (1 if command == "check" else 0)  # findings; a clean write
     assert most <= cores() + 1  # the pool's workers (+ its resource tracker)
     assert most > 0 or cores() == 1
 
