@@ -84,6 +84,7 @@ def files_check_parses(package: Path) -> tuple[list[Path], int]:
         check_paths([package], jobs=1)
     finally:
         ast.parse = real_parse
+    calls = [name for name in calls if not name.startswith("<")]  # snippets, not files
     files = sorted({Path(name).resolve() for name in calls})
     missing = [f for f in files if not f.is_file()]
     if missing:

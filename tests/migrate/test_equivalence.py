@@ -178,10 +178,10 @@ def test_where_every_rank_now_prepares_the_non_driver_flag_is_kept(
 ) -> None:
     work = copy_tree(VARIANT / "before", tmp_path / "engine")
     monkeypatch.chdir(work)
-    legacy = (work / "model_runner.py").read_text().splitlines()
-    line = legacy.index("                perform_sampling=True,") + 1
     data = json.loads(migrate_cli("--format", "json", ".").out)
     assert data["refusals"] == []
+    rewritten = (work / "model_runner.py").read_text().splitlines()
+    line = rewritten.index(KEPT.rstrip("\n")) + 1  # notes cite lines of the rewritten file
     notes = {
         (n["path"], n["line"]): n["message"]
         for g in data["groups"]
