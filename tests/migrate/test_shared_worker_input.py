@@ -13,6 +13,8 @@ from runnercheck.check import check_paths
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
 
 IMPORT = "from .worker_input import WorkerInput\n"
+#: the copied worker's tensor of blocks to swap, which the tests edit
+TENSOR_SWAP = "        blocks_to_swap = torch.tensor(request.blocks_to_swap, dtype=torch.int64)\n"
 
 
 def _engine_with_a_copied_worker(root: Path, edit: tuple[str, str] | None = None) -> Path:
@@ -79,11 +81,7 @@ def test_a_value_of_no_readable_type_takes_the_parameter_type_the_worker_states(
     # worker passes it (and the non-driver passes what it receives) to its own
     # `swap(self, blocks_to_swap: torch.Tensor)`
     work = _engine_with_a_copied_worker(
-        tmp_path,
-        (
-            "        blocks_to_swap = torch.tensor(request.blocks_to_swap, dtype=torch.int64)\n",
-            "        blocks_to_swap = request.blocks_to_swap\n",
-        ),
+        tmp_path, (TENSOR_SWAP, "        blocks_to_swap = request.blocks_to_swap\n")
     )
     result = migrate_cli(str(work))
     assert result.code == 1 and ": MIG" not in result.out, result.out
@@ -95,13 +93,8 @@ def test_a_value_of_no_readable_type_takes_the_parameter_type_the_worker_states(
 
 def test_a_parameter_typed_otherwise_keeps_any(tmp_path: Path, migrate_cli) -> None:
     # two of the worker's parameters state two types for one value: no type is chosen
-    work = _engine_with_a_copied_worker(
-        tmp_path,
-        (
-            "        blocks_to_swap = torch.tensor(request.blocks_to_swap, dtype=torch.int64)\n",
-            "        blocks_to_swap = request.blocks_to_swap\n        self.log(blocks_to_swap)\n",
-        ),
-    )
+    untyped = "        blocks_to_swap = request.blocks_to_swap\n        self.log(blocks_to_swap)\n"
+    work = _engine_with_a_copied_worker(tmp_path, (TENSOR_SWAP, untyped))
     text = (
         (work / "accel_worker.py")
         .read_text()
@@ -119,13 +112,8 @@ def test_a_parameter_typed_otherwise_keeps_any(tmp_path: Path, migrate_cli) -> N
 
 
 def test_a_field_of_another_type_keeps_a_class_per_worker(tmp_path: Path, migrate_cli) -> None:
-    work = _engine_with_a_copied_worker(
-        tmp_path,
-        (
-            "        blocks_to_swap = torch.tensor(request.blocks_to_swap, dtype=torch.int64)\n",
-            "        blocks_to_swap: List[int] = request.blocks_to_swap\n",
-        ),
-    )
+    typed = "        blocks_to_swap: List[int] = request.blocks_to_swap\n"
+    work = _engine_with_a_copied_worker(tmp_path, (TENSOR_SWAP, typed))
     result = migrate_cli(str(work))
     assert result.code == 1 and ": MIG" not in result.out, result.out
     assert not (work / "worker_input.py").exists()
