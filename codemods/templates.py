@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 from codemods.cstutil import without_optional
 from runnercheck.analysis.signatures import Import, RunnerSignature
@@ -11,6 +13,13 @@ from runnercheck.contract import Contract
 
 BASE_MODULE_NAME = "model_runner_base"
 WORKER_INPUT_MODULE_NAME = "worker_input"
+
+
+class HelperText(Protocol):
+    """A module-level function the generated base module defines."""
+
+    @property
+    def text(self) -> str: ...
 
 
 def _import_from(module: str, names: list[str], limit: int = 79) -> list[str]:
@@ -69,12 +78,28 @@ def quoted(annotation: str, imports: Iterable[Import]) -> str:
     return f'"{annotation}"' if words & imported else annotation
 
 
-def base_module(contract: Contract, signature: RunnerSignature | None = None) -> str:
-    """``model_runner_base.py``: the input base class and the generic runner base.
+def base_module(
+    contract: Contract,
+    signature: RunnerSignature | None = None,
+    helpers: Sequence[HelperText] = (),
+    helper_imports: Iterable[Import] = (),
+    helper_typing: Iterable[str] = (),
+) -> str:
+    """``model_runner_base.py``: the input base class and the generic runner base,
+    then the (de)serialisation ``helpers`` several inputs share.
 
     It imports nothing but the standard library at run time (the types it names come
     from the runners' own imports, under ``TYPE_CHECKING``), so any engine can use it."""
     signature = signature or RunnerSignature()
+    if helpers:
+        signature = dataclasses.replace(
+            signature,
+            imports=tuple(
+                sorted(set(signature.imports) | set(helper_imports), key=Import.statement)
+            ),
+            typing=signature.typing | frozenset(helper_typing),
+        )
+    shared = "".join(f"\n\n{helper.text}" for helper in helpers)
     input_base = contract.input_bases[0]
     runner_base = contract.runner_bases[0]
     # the driver always has its requests when it prepares (no Optional here: a
@@ -141,4 +166,4 @@ class {runner_base}(ABC, Generic[T]):
     ) -> {returns}:
         """Run the model on the input (every rank)."""
         raise NotImplementedError
-'''
+{shared}'''

@@ -26,6 +26,7 @@ from codemods.merge_broadcasts.runner_rewrite import (
     wrap_self_execute,
 )
 from codemods.merge_broadcasts.runner_statements import subscript_key
+from codemods.merge_broadcasts.shared_helpers import Helpers, shared_helpers, use_helpers
 from codemods.merge_broadcasts.shared_worker_input import SharedInput, shared_inputs
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_notes import loop_exit_notes
@@ -161,6 +162,7 @@ def rewrite_group(
     input_base, runner_base = contract.input_bases[0], contract.runner_bases[0]
     needs_bases = [p for p in runner_plans if p.method is not None or p.add_base]
     base_file: Path | None = None
+    helpers = Helpers()
     if needs_bases:
         if input_base in bases and runner_base in bases:
             base_file = bases[input_base]
@@ -174,7 +176,11 @@ def rewrite_group(
                     line=1,
                 )
             signature = runner_signature(project, _runners_beside(project, base_file))
-            result.sources[base_file] = templates.base_module(contract, signature)
+            if sources is not None:
+                helpers = shared_helpers(project, contract, base_file.parent, sources)
+            result.sources[base_file] = templates.base_module(
+                contract, signature, helpers.helpers, helpers.imports, helpers.typing
+            )
             result.created.append(base_file)
     shared = _shared_worker_inputs(project, contract, worker_plans, sources)
     for found in shared.values():
@@ -203,6 +209,7 @@ def rewrite_group(
                 new_cls = _rewrite_runner_class(plan_any, contract, runner_base)
                 if plan_any.method is not None:
                     generated = input_class(plan_any, input_base, contract)
+                    generated[1], called = use_helpers(generated[1], helpers)
                     generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
                     new_cls = new_cls.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
                     body.extend(generated)
@@ -214,7 +221,7 @@ def rewrite_group(
                         for name in ("Optional", "Union", "List", "Tuple", "Set")
                         if re.search(rf"\b{name}\[", f.annotation)
                     }
-                    owner_names = [input_base]
+                    owner_names = [input_base, *called]
                     if plan_any.add_base:
                         owner_names.append(runner_base)
                     assert base_file is not None

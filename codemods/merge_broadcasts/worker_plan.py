@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import libcst as cst
 
 from codemods import cstutil
@@ -118,6 +120,7 @@ def plan_worker(
     _plan_send(plan, send_func, send_at, send_call, contract)
     plan_condition(plan, send_func, send_at, contract)
     plan_receive(plan, recv_func, recv_at, contract)
+    _type_from_parameters(plan, send_func, recv_func)
     collide = {k.key for k in plan.keys} & set(input_fields)
     if collide:
         raise Refusal(
@@ -273,3 +276,93 @@ def _annotation(
         else:
             root = root.value
     return "Any"
+
+
+def _parameter_annotations(
+    cdef: cst.ClassDef,
+) -> dict[str, tuple[list[str | None], dict[str, str]]]:
+    """Per method of the class: the annotation of each positional parameter after
+    ``self`` (None where unannotated), and of each parameter by name."""
+    out: dict[str, tuple[list[str | None], dict[str, str]]] = {}
+    for method in methods(cdef):
+        params = [*method.params.posonly_params, *method.params.params]
+        if not params:
+            continue
+        positional = [
+            cstutil.code(p.annotation.annotation) if p.annotation is not None else None
+            for p in params[1:]
+        ]
+        named = {
+            p.name.value: cstutil.code(p.annotation.annotation)
+            for p in [*params[1:], *method.params.kwonly_params]
+            if p.annotation is not None
+        }
+        out[method.name.value] = (positional, named)
+    return out
+
+
+def _passed_as(
+    func: cst.FunctionDef,
+    is_value: Callable[[cst.BaseExpression], bool],
+    annotations: dict[str, tuple[list[str | None], dict[str, str]]],
+) -> set[str]:
+    """The annotations of the worker's own method parameters that ``func`` passes a
+    value to (``self.m(value)`` or ``self.m(p=value)``)."""
+    found: set[str] = set()
+    for call in cstutil.find_all(func, lambda n: isinstance(n, cst.Call)):
+        assert isinstance(call, cst.Call)
+        if not (
+            cstutil.is_self_attr(call.func)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in annotations
+        ):
+            continue
+        positional, named = annotations[call.func.attr.value]
+        for index, arg in enumerate(call.args):
+            if arg.star or not is_value(arg.value):
+                continue
+            if arg.keyword is not None:
+                annotation = named.get(arg.keyword.value)
+            else:
+                annotation = positional[index] if index < len(positional) else None
+            if annotation is not None:
+                found.add(annotation)
+    return found
+
+
+def _is_received(reads: set[int], names: set[str]) -> Callable[[cst.BaseExpression], bool]:
+    """A value that is one of the receive's key reads, or a local bound to one."""
+
+    def test(value: cst.BaseExpression) -> bool:
+        return id(value) in reads or (isinstance(value, cst.Name) and value.value in names)
+
+    return test
+
+
+def _type_from_parameters(
+    plan: WorkerPlan, send_func: cst.FunctionDef, recv_func: cst.FunctionDef
+) -> None:
+    """A field whose value has no type the planner can read takes the type the worker
+    states for it: the annotation of the worker's own method parameter that the sent
+    value, the received value or the local bound to it is passed to (one type only)."""
+    untyped = [k for k in plan.keys if k.annotation == "Any"]
+    if not untyped:
+        return
+    annotations = _parameter_annotations(plan.cdef)
+    reads: dict[str, set[int]] = {}
+    for node_id, name in plan.key_reads.items():
+        reads.setdefault(name, set()).add(node_id)
+    bound_to: dict[int, str] = {}
+    for node in cstutil.find_all(recv_func, lambda n: isinstance(n, cst.Assign)):
+        assert isinstance(node, cst.Assign)
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            bound_to[id(node.value)] = node.targets[0].target.value
+    for key in untyped:
+        ids = reads.get(key.key, set())
+        locals_ = {bound_to[i] for i in ids if i in bound_to}
+        found = _passed_as(recv_func, _is_received(ids, locals_), annotations)
+        found |= _passed_as(send_func, key.value.deep_equals, annotations)
+        if len(found) == 1:
+            stated = found.pop()
+            # a receiver that defaults the key to None makes the field Optional itself
+            key.annotation = cstutil.without_optional(stated) if key.default == "None" else stated

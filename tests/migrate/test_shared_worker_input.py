@@ -13,6 +13,8 @@ from runnercheck.check import check_paths
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
 
 IMPORT = "from .worker_input import WorkerInput\n"
+#: the copied worker's tensor of blocks to swap, which the tests edit
+TENSOR_SWAP = "        blocks_to_swap = torch.tensor(request.blocks_to_swap, dtype=torch.int64)\n"
 
 
 def _engine_with_a_copied_worker(root: Path, edit: tuple[str, str] | None = None) -> Path:
@@ -72,14 +74,46 @@ def test_workers_of_two_groups_share_one_generated_class(
     assert snapshot(work) == again
 
 
-def test_a_field_of_another_type_keeps_a_class_per_worker(tmp_path: Path, migrate_cli) -> None:
+def test_a_value_of_no_readable_type_takes_the_parameter_type_the_worker_states(
+    tmp_path: Path, migrate_cli
+) -> None:
+    # `request` is `Optional[Any]`: the value sent has no type of its own, but the
+    # worker passes it (and the non-driver passes what it receives) to its own
+    # `swap(self, blocks_to_swap: torch.Tensor)`
     work = _engine_with_a_copied_worker(
-        tmp_path,
-        (
-            "        blocks_to_swap = torch.tensor(request.blocks_to_swap, dtype=torch.int64)\n",
-            "        blocks_to_swap = request.blocks_to_swap\n",
-        ),
+        tmp_path, (TENSOR_SWAP, "        blocks_to_swap = request.blocks_to_swap\n")
     )
+    result = migrate_cli(str(work))
+    assert result.code == 0 and ": MIG" not in result.out, result.out
+    shared = (work / "worker_input.py").read_text()
+    assert '    blocks_to_swap: "torch.Tensor"\n' in shared, shared
+    assert ": Any" not in shared.split("class WorkerInput")[1].split("def ")[0], shared
+    assert check_paths([work]).findings == []
+
+
+def test_a_parameter_typed_otherwise_keeps_any(tmp_path: Path, migrate_cli) -> None:
+    # two of the worker's parameters state two types for one value: no type is chosen
+    untyped = "        blocks_to_swap = request.blocks_to_swap\n        self.log(blocks_to_swap)\n"
+    work = _engine_with_a_copied_worker(tmp_path, (TENSOR_SWAP, untyped))
+    text = (
+        (work / "accel_worker.py")
+        .read_text()
+        .replace(
+            "    def swap(self, blocks_to_swap: torch.Tensor) -> None:\n",
+            "    def log(self, value: List[int]) -> None:\n"
+            "        pass\n\n"
+            "    def swap(self, blocks_to_swap: torch.Tensor) -> None:\n",
+        )
+    )
+    (work / "accel_worker.py").write_text(text)
+    result = migrate_cli(str(work))
+    assert result.code == 0 and ": MIG" not in result.out, result.out
+    assert "    blocks_to_swap: Any\n" in (work / "accel_worker.py").read_text()
+
+
+def test_a_field_of_another_type_keeps_a_class_per_worker(tmp_path: Path, migrate_cli) -> None:
+    typed = "        blocks_to_swap: List[int] = request.blocks_to_swap\n"
+    work = _engine_with_a_copied_worker(tmp_path, (TENSOR_SWAP, typed))
     result = migrate_cli(str(work))
     assert result.code == 0 and ": MIG" not in result.out, result.out
     assert not (work / "worker_input.py").exists()
