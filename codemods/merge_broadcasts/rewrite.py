@@ -166,6 +166,12 @@ def rewrite_group(
     if needs_bases:
         if input_base in bases and runner_base in bases:
             base_file = bases[input_base]
+            existing = project.modules.get(str(base_file))
+            if sources is not None and existing is not None:
+                # helpers an earlier run generated into the base are used as well
+                made = shared_helpers(project, contract, base_file.parent, sources)
+                made.helpers = [h for h in made.helpers if h.name in existing.top_level_names]
+                helpers = made
         else:
             base_file = needs_bases[0].path.parent / f"{templates.BASE_MODULE_NAME}.py"
             if str(base_file) in project.modules or base_file.exists():
