@@ -36,10 +36,6 @@ class Collected:
     journals: tuple[Path, ...] = ()
 
 
-def _inside(path: Path, roots: Iterable[Path]) -> bool:
-    return any(path == root or root in path.parents for root in roots)
-
-
 def collect(paths: Iterable[str | os.PathLike[str]]) -> Collected:
     """Every ``*.py`` file under ``paths`` (files or directories), sorted, no links.
 

@@ -112,13 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
-#: Commands whose process may end without Python's teardown (see :func:`entry`).
+#: Commands whose process may end without Python's teardown (see :func:`finish`).
 QUICK_EXIT = frozenset({"check"})
-
-
-def entry() -> None:
-    """:func:`main`, then :func:`finish`."""
-    finish(main())
 
 
 def finish(code: int) -> None:
@@ -142,4 +137,4 @@ def finish(code: int) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    entry()
+    finish(main())
