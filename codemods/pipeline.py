@@ -45,6 +45,8 @@ from runnercheck.jobs import worker_count
 if TYPE_CHECKING:
     import libcst as cst
 
+    from codemods.merge_broadcasts.planned import Planned
+
 MERGE = registry.MERGE_BROADCASTS.name
 CODEMODS = registry.NAMES
 
@@ -135,9 +137,20 @@ class _State:
     roots: tuple[Path, ...] = ()
     before: dict[frozenset[Path], list] = field(default_factory=dict)
     project: Project = field(init=False)
+    _planned: Planned | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.project = Project(self.facts.values(), self.config.contract())
+
+    @property
+    def planned(self) -> Planned:
+        """The LibCST modules and plans of the groups, each made once (LibCST is
+        imported on first use)."""
+        if self._planned is None:
+            from codemods.merge_broadcasts.planned import Planned
+
+            self._planned = Planned(self.sources)
+        return self._planned
 
     def old_facts(self, path: Path) -> ModuleFacts:
         """The facts of a file as read."""
@@ -374,10 +387,10 @@ def _run_group(group: Group) -> TaskResult:
     assert state is not None
     result = TaskResult()
     contract = state.config.contract()
-    modules = {p: cstutil.parse_module(state.sources[p]) for p in group.files}
+    modules = state.planned.modules(group.files)
     result.cst_files = len(modules)
     try:
-        merged = merge(group, modules, state.project, contract, state.sources)
+        merged = merge(group, modules, state.project, contract, state.planned)
     except Refusal as refusal:
         result.refusals.append(
             Refused(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import libcst as cst
@@ -56,8 +56,11 @@ def plan_group(
     modules: dict[Path, cst.Module],
     project: Project,
     contract: Contract,
+    line_index: Callable[[Path], Lines] | None = None,
 ) -> tuple[list[RunnerPlan], list[WorkerPlan]]:
-    """Plan every class of the group, or raise Refusal (nothing is rewritten)."""
+    """Plan every class of the group, or raise Refusal (nothing is rewritten).
+
+    ``line_index``: the line index of a file's module, when the caller keeps them."""
     if group.refusal is not None:
         code, path, line, message = group.refusal
         raise Refusal(code, path, message, line=line)
@@ -65,6 +68,8 @@ def plan_group(
     lines: dict[Path, Lines] = {}
 
     def where(path: Path) -> Lines:
+        if line_index is not None:
+            return line_index(path)
         if path not in lines:
             lines[path] = Lines(modules[path])
         return lines[path]

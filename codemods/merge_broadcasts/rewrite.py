@@ -18,6 +18,7 @@ from codemods.merge_broadcasts.generic_base import (
     split_generic,
 )
 from codemods.merge_broadcasts.groups import plan_group
+from codemods.merge_broadcasts.planned import Planned
 from codemods.merge_broadcasts.runner_model import RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import (
     input_class,
@@ -152,10 +153,12 @@ def rewrite_group(
     contract: Contract,
     runner_plans: list[RunnerPlan],
     worker_plans: list[WorkerPlan],
-    sources: Mapping[Path, bytes] | None = None,
+    planned: Planned | None = None,
 ) -> GroupResult:
-    """The group rewritten. ``sources`` (every file of the run as read) lets workers
-    of other groups beside this group's share one worker input with them."""
+    """The group rewritten. ``planned`` (every file of the run as read, parsed and
+    planned once) lets the groups of a directory share one worker input and the
+    helpers of their base module."""
+    sources = planned.sources if planned is not None else None
     result = GroupResult(group.label)
     limit = layout.line_limit(group.files[0]) if group.files else layout.DEFAULT_LIMIT
     bases = _find_bases(project, contract)
@@ -167,9 +170,9 @@ def rewrite_group(
         if input_base in bases and runner_base in bases:
             base_file = bases[input_base]
             existing = project.modules.get(str(base_file))
-            if sources is not None and existing is not None:
+            if planned is not None and existing is not None:
                 # helpers an earlier run generated into the base are used as well
-                made = shared_helpers(project, contract, base_file.parent, sources)
+                made = shared_helpers(planned, project, contract, base_file.parent)
                 made.helpers = [h for h in made.helpers if h.name in existing.top_level_names]
                 helpers = made
         else:
@@ -182,8 +185,8 @@ def rewrite_group(
                     line=1,
                 )
             signature = runner_signature(project, _runners_beside(project, base_file))
-            if sources is not None:
-                helpers = shared_helpers(project, contract, base_file.parent, sources)
+            if planned is not None:
+                helpers = shared_helpers(planned, project, contract, base_file.parent)
             result.sources[base_file] = templates.base_module(
                 contract, signature, helpers.helpers, helpers.imports, helpers.typing
             )
@@ -262,9 +265,9 @@ def rewrite_group(
                 if common is not None:
                     from_imports.append((import_path(project, path, common.path), [common.name]))
                 new_w = rewrite_worker(plan_any, contract)
+                lines = planned.lines(path) if planned is not None else Lines(modules[path])
                 result.worker_notes += [
-                    (str(path), line, text)
-                    for line, text in loop_exit_notes(plan_any, Lines(modules[path]))
+                    (str(path), line, text) for line, text in loop_exit_notes(plan_any, lines)
                 ]
                 for parent in [p for p in runner_plans if p.generic]:
                     runners = {p.name for p in runner_plans}
@@ -392,8 +395,13 @@ def merge(
     modules: dict[Path, cst.Module],
     project: Project,
     contract: Contract,
-    sources: Mapping[Path, bytes] | None = None,
+    planned: Planned | None = None,
 ) -> GroupResult:
-    """Plan then rewrite one group (raises Refusal; nothing is written here)."""
-    runner_plans, worker_plans = plan_group(group, modules, project, contract)
-    return rewrite_group(group, modules, project, contract, runner_plans, worker_plans, sources)
+    """Plan then rewrite one group (raises Refusal; nothing is written here).
+
+    With ``planned`` (the run's), ``modules`` are its modules of the group's files."""
+    if planned is not None:
+        runner_plans, worker_plans = planned.plans(group, project, contract)
+    else:
+        runner_plans, worker_plans = plan_group(group, modules, project, contract)
+    return rewrite_group(group, modules, project, contract, runner_plans, worker_plans, planned)

@@ -23,7 +23,6 @@ every group generates the same base module.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -31,7 +30,7 @@ from typing import cast
 import libcst as cst
 
 from codemods import cstutil
-from codemods.merge_broadcasts.groups import plan_group
+from codemods.merge_broadcasts.planned import Planned
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import input_class
 from codemods.templates import quoted
@@ -218,7 +217,7 @@ class _SelfField(cst.CSTTransformer):
 
 
 def _runner_plans(
-    project: Project, contract: Contract, directory: Path, sources: Mapping[Path, bytes]
+    planned: Planned, project: Project, contract: Contract, directory: Path
 ) -> list[RunnerPlan]:
     """Every runner of the directory that gets an input class, planned as its own
     group plans it (groups that cannot be planned give none)."""
@@ -228,8 +227,7 @@ def _runner_plans(
         if group.refusal is not None or not any(r.path.parent == directory for r in group.runners):
             continue
         try:
-            modules = {p: cst.parse_module(sources[p]) for p in group.files}
-            runner_plans, _ = plan_group(group, modules, project, contract)
+            runner_plans, _ = planned.plans(group, project, contract)
         except Exception:  # that group reports its own failure
             # (a refusal, or an internal error refusing only it): here its runners
             # just share nothing
@@ -239,15 +237,21 @@ def _runner_plans(
 
 
 def shared_helpers(
-    project: Project,
-    contract: Contract,
-    directory: Path,
-    sources: Mapping[Path, bytes],
+    planned: Planned, project: Project, contract: Contract, directory: Path
 ) -> Helpers:
     """The helpers for the input classes of ``directory``; none when no statement is
-    repeated."""
+    repeated. Computed once per run (``planned``); the caller gets its own copy."""
+    if directory not in planned.helpers:
+        planned.helpers[directory] = _shared_helpers(planned, project, contract, directory)
+    made = planned.helpers[directory]
+    return Helpers(list(made.helpers), set(made.imports), set(made.typing))
+
+
+def _shared_helpers(
+    planned: Planned, project: Project, contract: Contract, directory: Path
+) -> Helpers:
     out = Helpers()
-    plans = _runner_plans(project, contract, directory, sources)
+    plans = _runner_plans(planned, project, contract, directory)
     if len(plans) < 2:
         return out
     input_base = contract.input_bases[0]

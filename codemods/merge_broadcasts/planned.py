@@ -1,0 +1,76 @@
+"""The LibCST work of one ``migrate`` run on its groups, each piece done once.
+
+A run needs the plan of a group more than once: its own rewrite plans it, and the
+helpers that the input classes of a directory share (:mod:`.shared_helpers`) come
+from the plans of every group there, for each group that generates the base module.
+:class:`Planned` keeps, for the run, each file's LibCST module, each group's plans (or
+the error planning raised) with the line index of its modules, and each directory's
+helpers. So each file is parsed with LibCST once, each group is planned once and the
+helpers of a directory are computed once, whichever group asks first.
+
+LibCST trees are immutable, and a plan is only read once it is made, so sharing them
+between the groups of a run gives each the result that planning it alone would give.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from codemods import cstutil
+from codemods.merge_broadcasts.groups import plan_group
+from codemods.merge_broadcasts.runner_model import RunnerPlan
+from codemods.merge_broadcasts.worker_model import WorkerPlan
+from codemods.positions import Lines
+from runnercheck.analysis.groups import ClassRef, Group
+from runnercheck.analysis.project import Project
+from runnercheck.contract import Contract
+
+if TYPE_CHECKING:
+    from codemods.merge_broadcasts.shared_helpers import Helpers
+
+Plans = tuple[list[RunnerPlan], list[WorkerPlan]]
+
+
+class Planned:
+    """The run's sources (every file as read), parsed and planned on demand, once."""
+
+    def __init__(self, sources: Mapping[Path, bytes]) -> None:
+        self.sources = sources
+        self._modules: dict[Path, cst.Module] = {}
+        self._lines: dict[Path, Lines] = {}
+        self._plans: dict[tuple[ClassRef, ...], Plans | Exception] = {}
+        #: the helpers of each directory (:func:`.shared_helpers.shared_helpers` fills it)
+        self.helpers: dict[Path, Helpers] = {}
+
+    def modules(self, files: Iterable[Path]) -> dict[Path, cst.Module]:
+        """Each file's module, parsed on first use (:func:`cstutil.parse_module`)."""
+        out: dict[Path, cst.Module] = {}
+        for path in files:
+            if path not in self._modules:
+                self._modules[path] = cstutil.parse_module(self.sources[path])
+            out[path] = self._modules[path]
+        return out
+
+    def lines(self, path: Path) -> Lines:
+        """The line index of the file's module (resolved once, on first use)."""
+        if path not in self._lines:
+            self._lines[path] = Lines(self.modules([path])[path])
+        return self._lines[path]
+
+    def plans(self, group: Group, project: Project, contract: Contract) -> Plans:
+        """The group's plans; raises again what planning it raised (a Refusal)."""
+        key = (*group.workers, *group.runners)
+        if key not in self._plans:
+            try:
+                modules = self.modules(group.files)
+                self._plans[key] = plan_group(group, modules, project, contract, self.lines)
+            except Exception as exc:  # kept: asked again, the group fails the same way
+                self._plans[key] = exc
+        found = self._plans[key]
+        if isinstance(found, Exception):
+            raise found
+        return found
