@@ -505,6 +505,30 @@ class _ExplicitNewlines(cst.CSTTransformer):
         return updated.with_changes(value=self.newline) if updated.value is None else updated
 
 
+#: The text of modules parsed or printed here (by ``id``; the module is held, so the id
+#: stays its own), the most recent last.
+_TEXTS: dict[int, tuple[cst.Module, str]] = {}
+#: How many module texts are kept.
+TEXTS_KEPT = 32
+
+
+def _remember(module: cst.Module, text: str) -> None:
+    _TEXTS[id(module)] = (module, text)
+    while len(_TEXTS) > TEXTS_KEPT:
+        del _TEXTS[next(iter(_TEXTS))]
+
+
+def module_code(module: cst.Module) -> str:
+    """``module.code``, printed at most once: the text of a module that
+    :func:`parse_module` parsed, or that was printed here before, is given again."""
+    found = _TEXTS.get(id(module))
+    if found is not None and found[0] is module:
+        return found[1]
+    text = module.code
+    _remember(module, text)
+    return text
+
+
 def parse_module(data: bytes) -> cst.Module:
     """``data`` parsed, with the file's dominant line ending as the one new lines take.
 
@@ -515,6 +539,8 @@ def parse_module(data: bytes) -> cst.Module:
     module = cst.parse_module(data)
     newline = dominant_newline(data, module.default_newline)
     if newline == module.default_newline:
+        if module.encoding == "utf-8" and not data.startswith(b"\xef\xbb\xbf"):
+            _remember(module, data.decode("utf-8"))  # LibCST prints back what it parsed
         return module
     explicit = module.visit(_ExplicitNewlines(module.default_newline))
     return explicit.with_changes(default_newline=newline)

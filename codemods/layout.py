@@ -23,6 +23,9 @@ from typing import TypeVar
 
 import libcst as cst
 
+from codemods import cstutil
+from codemods.positions import Measured, measure
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -354,13 +357,13 @@ class _Wrapper(cst.CSTTransformer):
 def wrap_long_statements(module: cst.Module, original: str, limit: int) -> cst.Module:
     """``module`` with the too-long statements it does not share with ``original``
     laid out within ``limit`` columns (where one of the forms above fits)."""
-    code = module.code
+    code = cstutil.module_code(module)
     kept = set(original.splitlines())
     lines = code.splitlines()
     long = {n for n, line in enumerate(lines, 1) if len(line) > limit and line not in kept}
     if not long:
         return module
-    finder = _LongStatements(module, lines, long, limit)
+    finder = _LongStatements(measure(module), lines, long, limit)
     finder.container(module, 1)
     if not finder.targets:
         return module
@@ -385,10 +388,10 @@ class _LongStatements:
     """The statements on the long lines, found from the text: a block's first line is
     counted from the code of the statements before it (or after it, for the blocks that
     end a compound statement), and only blocks that hold a long line are searched
-    further (no position metadata for the whole module)."""
+    further (the sizes come from one measured print of the module)."""
 
-    def __init__(self, module: cst.Module, lines: list[str], long: set[int], limit: int) -> None:
-        self.module = module
+    def __init__(self, measured: Measured, lines: list[str], long: set[int], limit: int) -> None:
+        self.measured = measured
         self.lines = lines
         self.long = sorted(long)
         self.limit = limit
@@ -400,7 +403,7 @@ class _LongStatements:
         return any(first <= n <= last for n in self.long)
 
     def _size(self, node: cst.CSTNode) -> int:
-        return self.module.code_for_node(node).count("\n")
+        return self.measured.size(node)
 
     def container(self, node: cst.CSTNode, start: int) -> bool:
         """Search ``node``, whose code starts on line ``start``; whether it holds a target."""

@@ -1,41 +1,137 @@
 """Where a LibCST node stands in its module, to match the lines the analysis layer
-reports (:mod:`runnercheck.analysis`) to the nodes the codemods rewrite."""
+reports (:mod:`runnercheck.analysis`) to the nodes the codemods rewrite.
+
+:func:`measure` prints a module once and records, for every node, where it starts
+(line and column, as LibCST's ``PositionProvider`` gives them: after the whitespace
+and comments it owns) and how many line breaks its own code holds (what
+``module.code_for_node(node).count("\\n")`` gives). That one print is all the
+position work a module needs: LibCST's metadata resolution prints it too, but also
+walks the whole tree first and builds a range object per node."""
 
 from __future__ import annotations
 
 import difflib
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst._nodes.internal import CodegenState
 
 from codemods import cstutil
 
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+@dataclass
+class _Measuring(CodegenState):
+    """LibCST's code generation, counting lines and columns as it goes."""
+
+    line: int = 1  # 1-based
+    column: int = 0  # 0-based
+    breaks: int = 0  # "\n" seen so far
+    starts: dict[int, tuple[int, int]] = field(default_factory=dict)
+    sizes: dict[int, int] = field(default_factory=dict)
+    stack: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def add_indent_tokens(self) -> None:
+        for token in self.indent_tokens:
+            self.add_token(token)
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        if "\n" in value or "\r" in value:
+            segments = _NEWLINE.split(value)
+            self.line += len(segments) - 1
+            self.column = len(segments[-1])
+            self.breaks += value.count("\n")
+        else:
+            self.column += len(value)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self.stack.append((self.line, self.column, self.breaks))
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        line, column, breaks = self.stack.pop()
+        key = id(node)
+        self.starts.setdefault(key, (line, column))  # a syntactic start comes first
+        self.sizes[key] = self.breaks - breaks
+
+    def record_syntactic_position(  # type: ignore[override]  # any context manager does
+        self,
+        node: cst.CSTNode,
+        *,
+        start_node: cst.CSTNode | None = None,
+        end_node: cst.CSTNode | None = None,
+    ) -> _Syntactic:
+        return _Syntactic(self, node, start_node)
+
+
+class _Syntactic:
+    """Where a node's syntax starts: here, or where ``start_node`` starts (a plain
+    context manager: LibCST enters one per statement and expression)."""
+
+    __slots__ = ("node", "start", "start_node", "state")
+
+    def __init__(
+        self, state: _Measuring, node: cst.CSTNode, start_node: cst.CSTNode | None
+    ) -> None:
+        self.state, self.node, self.start_node = state, node, start_node
+        self.start = (state.line, state.column)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        starts = self.state.starts
+        start_node = self.start_node
+        starts[id(self.node)] = self.start if start_node is None else starts[id(start_node)]
+
+
+@dataclass
+class Measured:
+    """One print of a module: its code, and per node (by ``id``) its start and the
+    line breaks of its own code. The module is held, so the ids stay its nodes'."""
+
+    module: cst.Module
+    code: str
+    starts: dict[int, tuple[int, int]]
+    sizes: dict[int, int]
+
+    def size(self, node: cst.CSTNode) -> int:
+        """``module.code_for_node(node).count("\\n")``."""
+        found = self.sizes.get(id(node))
+        return found if found is not None else self.module.code_for_node(node).count("\n")
+
+
+def measure(module: cst.Module) -> Measured:
+    """Print ``module`` once, measuring every node (see the module's docstring)."""
+    state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline)
+    module._codegen(state)
+    return Measured(module, "".join(state.tokens), state.starts, state.sizes)
+
 
 class Lines:
-    """The first line of every node of one module (resolved once, on first use)."""
+    """The first line of every node of one module (measured once, on first use)."""
 
     def __init__(self, module: cst.Module) -> None:
         self.module = module
-        self._positions: dict[cst.CSTNode, object] | None = None
+        self._measured: Measured | None = None
 
-    def _resolve(self) -> dict[cst.CSTNode, object]:
-        if self._positions is None:
-            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._positions = dict(wrapper.resolve(PositionProvider))
-        return self._positions
+    def _starts(self) -> dict[int, tuple[int, int]]:
+        if self._measured is None:
+            self._measured = measure(self.module)
+        return self._measured.starts
 
     def line(self, node: cst.CSTNode) -> int:
-        where = self._resolve().get(node)
-        return where.start.line if where is not None else 0  # type: ignore[attr-defined]
+        where = self._starts().get(id(node))
+        return where[0] if where is not None else 0
 
     def name_at(self, root: cst.CSTNode, line: int, col: int) -> cst.Name | None:
         """The ``Name`` under ``root`` that starts at ``line``/``col`` (0-based)."""
-        positions = self._resolve()
+        starts = self._starts()
         for node in cstutil.find_all(root, lambda n: isinstance(n, cst.Name)):
-            where = positions.get(node)
-            if where is not None and (where.start.line, where.start.column) == (line, col):  # type: ignore[attr-defined]
+            if starts.get(id(node)) == (line, col):
                 assert isinstance(node, cst.Name)
                 return node
         return None

@@ -298,7 +298,7 @@ def rewrite_group(
         new_module = imports.add_imports(
             new_module, ["dataclasses"] if needs_dataclass else [], wanted
         )
-        new_module = layout.wrap_long_statements(new_module, module.code, limit)
+        new_module = layout.wrap_long_statements(new_module, cstutil.module_code(module), limit)
         result.modules[path] = new_module
         loaded = project.modules[str(path)].loaded_names
         assert loaded is not None, "group files are read with names=True"
@@ -381,7 +381,7 @@ def finish(
     ``Tuple``) are dropped. Whether a name is still read is decided on the
     ``ast`` of the generated text (cheap); the text is generated again only
     when an import goes."""
-    code = module.code
+    code = cstutil.module_code(module)
     tree = verify.parse(path, code)
     unused = used_before - loaded_names(tree)
     if not unused:

@@ -1,0 +1,89 @@
+"""``codemods.positions.measure``: one print of a module gives what LibCST's position
+metadata and ``code_for_node`` give, node by node; ``cstutil.module_code`` gives
+``module.code`` without printing again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from codemods import cstutil
+from codemods.positions import Lines, measure
+from runnercheck.demo.engine import engine_source_dir
+
+#: Shapes whose start differs from where their code starts: decorators, comments and
+#: blank lines owned by a statement, parentheses, a line ending other than the first
+#: line's, a line continuation, a statement with no trailing newline.
+TRICKY = (
+    "# a comment\n"
+    "\n"
+    "@decorator(\n"
+    "    1)\n"
+    "class A(  # trailing\n"
+    "    Base):\n"
+    '    """Doc."""\n'
+    "\n"
+    "    # owned by f\n"
+    "    def f(self, x: int = (1 +\r\n"
+    "            2)) -> None:\r\n"
+    "        y = [z for z in (x,)] ; w = \\\n"
+    "            y\n"
+    "        if (a and\n"
+    "                b):\n"
+    "            return\n"
+    "        else:\n"
+    "            pass\n"
+    "try:\n"
+    "    pass\n"
+    "except (E) as e:\n"
+    "    raise\n"
+    "finally:\n"
+    "    ((yield))"
+)
+
+
+#: What the layout pass sizes: lines, statements, blocks, expressions.
+SIZED = (
+    cst.EmptyLine,
+    cst.BaseStatement,
+    cst.BaseSmallStatement,
+    cst.BaseSuite,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.Finally,
+    cst.BaseExpression,
+)
+
+
+def _sources() -> list[tuple[str, str]]:
+    engine = sorted(p for p in engine_source_dir("legacy").rglob("*.py") if p.name != "__init__.py")
+    return [("tricky", TRICKY), *((p.name, p.read_text()) for p in engine)]
+
+
+@pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
+def test_measure_agrees_with_position_metadata_and_code_for_node(name: str, text: str) -> None:
+    module = cst.parse_module(text)
+    measured = measure(module)
+    assert measured.code == module.code
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    assert len(positions) > 20
+    for node, where in positions.items():
+        assert measured.starts[id(node)] == (where.start.line, where.start.column), node
+        if isinstance(node, SIZED):  # (code_for_node prints these out of context)
+            assert measured.size(node) == module.code_for_node(node).count("\n"), node
+    lines = Lines(module)
+    for node, where in positions.items():
+        assert lines.line(node) == where.start.line
+
+
+def test_module_code_is_the_parsed_text_then_the_printed_one(tmp_path: Path) -> None:
+    data = b"x = 1\r\ny = 2\r\n"
+    module = cstutil.parse_module(data)
+    assert cstutil.module_code(module) == module.code == data.decode()
+    changed = module.with_changes(body=module.body[:1])
+    assert cstutil.module_code(changed) == "x = 1\r\n"
+    mixed = cstutil.parse_module(b"a = 1\nb = 2\r\nc = 3\r\n")  # spelled-out line endings
+    assert cstutil.module_code(mixed) == mixed.code == "a = 1\nb = 2\r\nc = 3\r\n"
