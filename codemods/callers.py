@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods import cstutil
 from codemods.formatting import project_dir
 from codemods.merge_broadcasts.narrowing import narrow_reads
+from codemods.positions import Lines
 from runnercheck.files import MAX_ANALYSED_SIZE, ReadError, read_source
 
 #: directories never searched (environments, caches, build output)
@@ -105,11 +105,16 @@ def _targets(assign: cst.Assign) -> list[str] | None:
 
 
 class _Calls(cst.CSTTransformer):
-    METADATA_DEPENDENCIES = (PositionProvider,)
+    """Rewrites (``rewrite``) or names the calls of ``removed`` methods in ``module``;
+    the lines of the calls named are measured only when there are some."""
 
-    def __init__(self, removed: dict[str, list[Removed]], rewrite: bool) -> None:
+    def __init__(
+        self, removed: dict[str, list[Removed]], rewrite: bool, module: cst.Module
+    ) -> None:
+        super().__init__()
         self.removed = removed
         self.rewrite = rewrite
+        self.lines = Lines(module)
         self.functions: list[cst.FunctionDef] = []
         #: per enclosing function, the names now read from Optional fields
         self.narrow: list[list[str]] = []
@@ -182,7 +187,7 @@ class _Calls(cst.CSTTransformer):
         return chosen, None
 
     def _line(self, node: cst.CSTNode) -> int:
-        return self.get_metadata(PositionProvider, node).start.line
+        return self.lines.line(node)
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         if len(node.body) == 1 and isinstance(node.body[0], cst.Assign):
@@ -274,13 +279,13 @@ def find_callers(
             except cst.ParserSyntaxError:
                 continue
             inside = any(resolved == a or a in resolved.parents for a in allowed)
-            visitor = _Calls(by_name, rewrite=inside)
-            new = MetadataWrapper(module, unsafe_skip_copy=True).visit(visitor)
+            visitor = _Calls(by_name, rewrite=inside, module=module)
+            new = module.visit(visitor)
             if visitor.changed:
                 edits.rewritten[path] = (module.code, new.code)
                 # the calls left, at their lines in the rewritten text
-                visitor = _Calls(by_name, rewrite=False)
-                MetadataWrapper(new, unsafe_skip_copy=True).visit(visitor)
+                visitor = _Calls(by_name, rewrite=False, module=new)
+                new.visit(visitor)
                 visitor.named = [(ln, r, w) for ln, r, w in visitor.named if w]
             for line, found, why in visitor.named:
                 edits.named.append((path, line, describe(found, why)))
