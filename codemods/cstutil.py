@@ -4,6 +4,7 @@ idioms (``self.<flag>``, ``broadcast_tensor_dict(...)``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar, cast
 
@@ -96,21 +97,72 @@ def dict_method_key(node: cst.Call, var: str) -> str | None:
     return None
 
 
-class _Finder(cst.CSTVisitor):
-    def __init__(self, predicate: Callable[[cst.CSTNode], bool]) -> None:
-        self.predicate = predicate
-        self.found: list[cst.CSTNode] = []
+#: Per node class, its fields that hold nodes, in the order LibCST visits them (read
+#: from the field names its ``_visit_and_replace_children`` passes to the visit).
+_CHILD_FIELDS: dict[type[cst.CSTNode], tuple[str, ...] | None] = {}
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if self.predicate(node):
-            self.found.append(node)
-        return True
+
+def _child_fields(node: cst.CSTNode) -> tuple[str, ...] | None:
+    """The node class's child fields in visiting order; None where they cannot be
+    read (then ``node.children`` is used). Checked against ``node.children`` on the
+    class's first node."""
+    cls = type(node)
+    if cls in _CHILD_FIELDS:
+        return _CHILD_FIELDS[cls]
+    order: tuple[str, ...] | None = None
+    try:
+        names = {f.name for f in dataclasses.fields(cls)}
+        constants = cls._visit_and_replace_children.__code__.co_consts
+        order = tuple(dict.fromkeys(c for c in constants if isinstance(c, str) and c in names))
+    except (AttributeError, TypeError):
+        pass
+    if order is not None and [id(c) for c in _gather(node, order)] != [
+        id(c) for c in node.children
+    ]:
+        order = None
+    _CHILD_FIELDS[cls] = order
+    return order
+
+
+def _gather(node: cst.CSTNode, order: tuple[str, ...]) -> list[cst.CSTNode]:
+    out: list[cst.CSTNode] = []
+    for name in order:
+        value = getattr(node, name)
+        if isinstance(value, cst.CSTNode):
+            out.append(value)
+        elif isinstance(value, (list, tuple)):
+            out.extend(v for v in value if isinstance(v, cst.CSTNode))
+    return out
+
+
+def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """``node.children`` (in lexical order), read from its fields: LibCST's property
+    builds a copy of the node to list them."""
+    order = _child_fields(node)
+    return node.children if order is None else _gather(node, order)
+
+
+def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """``node.visit(visitor)`` for a visitor that only reads (its ``visit_*`` and
+    ``leave_*`` methods; no ``*_attribute`` hooks), without the copy of every node
+    that LibCST's visit makes."""
+    if visitor.on_visit(node):
+        for child in children(node):
+            walk(child, visitor)
+    visitor.on_leave(node)
 
 
 def find_all(root: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> list[cst.CSTNode]:
-    finder = _Finder(predicate)
-    root.visit(finder)
-    return finder.found
+    """The nodes under ``root`` (itself included) for which ``predicate`` holds, in
+    the order a visit meets them."""
+    found: list[cst.CSTNode] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if predicate(node):
+            found.append(node)
+        stack.extend(reversed(children(node)))
+    return found
 
 
 def contains(root: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> bool:
@@ -230,7 +282,7 @@ class _NameUses(cst.CSTVisitor):
 def name_uses(node: cst.CSTNode) -> tuple[list[cst.Name], list[cst.Name]]:
     """(names read, names bound) anywhere under ``node``."""
     uses = _NameUses()
-    node.visit(uses)
+    walk(node, uses)
     return uses.loads, uses.stores
 
 

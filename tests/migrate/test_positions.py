@@ -1,6 +1,7 @@
 """``codemods.positions.measure``: one print of a module gives what LibCST's position
 metadata and ``code_for_node`` give, node by node; ``cstutil.module_code`` gives
-``module.code`` without printing again."""
+``module.code`` without printing again; ``cstutil.children``, ``find_all``, ``walk``
+and ``name_uses`` meet the nodes LibCST's visit meets, in its order."""
 
 from __future__ import annotations
 
@@ -87,3 +88,42 @@ def test_module_code_is_the_parsed_text_then_the_printed_one(tmp_path: Path) -> 
     assert cstutil.module_code(changed) == "x = 1\r\n"
     mixed = cstutil.parse_module(b"a = 1\nb = 2\r\nc = 3\r\n")  # spelled-out line endings
     assert cstutil.module_code(mixed) == mixed.code == "a = 1\nb = 2\r\nc = 3\r\n"
+
+
+@pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
+def test_children_and_walks_meet_the_nodes_a_visit_meets(name: str, text: str) -> None:
+    module = cst.parse_module(text)
+    visited: list[cst.CSTNode] = []
+
+    class Recorder(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            visited.append(node)
+            return True
+
+    module.visit(Recorder())
+    assert [id(n) for n in cstutil.find_all(module, lambda n: True)] == [id(n) for n in visited]
+    for node in visited:
+        assert [id(c) for c in cstutil.children(node)] == [id(c) for c in node.children]
+    walked: list[cst.CSTNode] = []
+
+    class Walker(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            walked.append(node)
+            return not isinstance(node, cst.FunctionDef)  # a pruned subtree stays unvisited
+
+    pruned: list[cst.CSTNode] = []
+
+    class Pruned(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            pruned.append(node)
+            return not isinstance(node, cst.FunctionDef)
+
+    cstutil.walk(module, Walker())
+    module.visit(Pruned())
+    assert [id(n) for n in walked] == [id(n) for n in pruned]
+    by_visit = cstutil._NameUses()
+    module.visit(by_visit)
+    loads, stores = cstutil.name_uses(module)
+    assert [id(n) for n in loads] == [id(n) for n in by_visit.loads]
+    assert [id(n) for n in stores] == [id(n) for n in by_visit.stores]
+    assert loads and stores
