@@ -564,7 +564,8 @@ _TEXTS: dict[int, tuple[cst.Module, str]] = {}
 TEXTS_KEPT = 32
 
 
-def _remember(module: cst.Module, text: str) -> None:
+def remember_code(module: cst.Module, text: str) -> None:
+    """``text`` is ``module.code`` (:func:`module_code` gives it without printing)."""
     _TEXTS[id(module)] = (module, text)
     while len(_TEXTS) > TEXTS_KEPT:
         del _TEXTS[next(iter(_TEXTS))]
@@ -577,7 +578,7 @@ def module_code(module: cst.Module) -> str:
     if found is not None and found[0] is module:
         return found[1]
     text = module.code
-    _remember(module, text)
+    remember_code(module, text)
     return text
 
 
@@ -592,7 +593,7 @@ def parse_module(data: bytes) -> cst.Module:
     newline = dominant_newline(data, module.default_newline)
     if newline == module.default_newline:
         if module.encoding == "utf-8" and not data.startswith(b"\xef\xbb\xbf"):
-            _remember(module, data.decode("utf-8"))  # LibCST prints back what it parsed
+            remember_code(module, data.decode("utf-8"))  # LibCST prints back what it parsed
         return module
     explicit = module.visit(_ExplicitNewlines(module.default_newline))
     return explicit.with_changes(default_newline=newline)

@@ -23,7 +23,6 @@ from typing import TypeVar
 
 import libcst as cst
 
-from codemods import cstutil
 from codemods.positions import Measured, measure
 
 if sys.version_info >= (3, 11):
@@ -357,13 +356,13 @@ class _Wrapper(cst.CSTTransformer):
 def wrap_long_statements(module: cst.Module, original: str, limit: int) -> cst.Module:
     """``module`` with the too-long statements it does not share with ``original``
     laid out within ``limit`` columns (where one of the forms above fits)."""
-    code = cstutil.module_code(module)
+    measured = measure(module)  # the code, and the statements' sizes should it be long
     kept = set(original.splitlines())
-    lines = code.splitlines()
+    lines = measured.code.splitlines()
     long = {n for n, line in enumerate(lines, 1) if len(line) > limit and line not in kept}
     if not long:
         return module
-    finder = _LongStatements(measure(module), lines, long, limit)
+    finder = _LongStatements(measured, lines, long, limit)
     finder.container(module, 1)
     if not finder.targets:
         return module

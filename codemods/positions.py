@@ -108,7 +108,9 @@ def measure(module: cst.Module) -> Measured:
     """Print ``module`` once, measuring every node (see the module's docstring)."""
     state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline)
     module._codegen(state)
-    return Measured(module, "".join(state.tokens), state.starts, state.sizes)
+    code = "".join(state.tokens)
+    cstutil.remember_code(module, code)
+    return Measured(module, code, state.starts, state.sizes)
 
 
 class Lines:
