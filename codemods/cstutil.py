@@ -329,9 +329,32 @@ def attr_of(base: str, name: str) -> cst.Attribute:
     return cst.Attribute(value=cst.Name(base), attr=cst.Name(name))
 
 
+def holding(root: cst.CSTNode, targets: Iterable[int]) -> set[int]:
+    """The ids of the nodes under ``root`` that are, or hold, a node whose id is in
+    ``targets``: all that a transformer replacing those nodes needs to visit (it
+    leaves the other subtrees as they are instead of copying them)."""
+    wanted = set(targets)
+    held: set[int] = set()
+
+    def search(node: cst.CSTNode) -> bool:
+        found = id(node) in wanted
+        for child in children(node):
+            found = search(child) or found
+        if found:
+            held.add(id(node))
+        return found
+
+    search(root)
+    return held
+
+
 class _ReplaceNodes(cst.CSTTransformer):
-    def __init__(self, mapping: dict[int, cst.CSTNode]) -> None:
+    def __init__(self, mapping: dict[int, cst.CSTNode], to_visit: set[int]) -> None:
         self.mapping = mapping
+        self.to_visit = to_visit
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.to_visit
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
         replacement = self.mapping.get(id(original_node))
@@ -344,7 +367,7 @@ def replace_nodes(root: N, mapping: dict[int, cst.CSTNode]) -> N:
     """Replace nodes by identity (``id(original) -> new``)."""
     if not mapping:
         return root
-    return cast(N, root.visit(_ReplaceNodes(mapping)))
+    return cast(N, root.visit(_ReplaceNodes(mapping, holding(root, mapping))))
 
 
 def body_of(node: cst.BaseSuite) -> Sequence[cst.BaseStatement]:

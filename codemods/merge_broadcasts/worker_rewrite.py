@@ -155,7 +155,10 @@ def rewrite_worker(plan: WorkerPlan, contract: Contract) -> cst.ClassDef:
         )
     for node_id, key in plan.key_reads.items():
         replace[node_id] = cstutil.attr_of(WORKER_INPUT, key)
-    new = plan.cdef.visit(_WorkerEdit(replace, inserts_before, inserts_after))
+    edited = {*replace, *inserts_before, *inserts_after}
+    new = plan.cdef.visit(
+        _WorkerEdit(replace, inserts_before, inserts_after, cstutil.holding(plan.cdef, edited))
+    )
     assert isinstance(new, cst.ClassDef)
     return new
 
@@ -202,10 +205,15 @@ class _WorkerEdit(cst.CSTTransformer):
         replace: dict[int, cst.CSTNode],
         before: dict[int, list[cst.BaseStatement]],
         after: dict[int, list[cst.BaseStatement]],
+        to_visit: set[int],
     ) -> None:
         self.replace = replace
         self.before = before
         self.after = after
+        self.to_visit = to_visit
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.to_visit  # only the way to the edited statements
 
     def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
         new = self.replace.get(id(original_node), updated_node)
