@@ -4,9 +4,10 @@ A run needs the plan of a group more than once: its own rewrite plans it, and th
 helpers that the input classes of a directory share (:mod:`.shared_helpers`) come
 from the plans of every group there, for each group that generates the base module.
 :class:`Planned` keeps, for the run, each file's LibCST module, each group's plans (or
-the error planning raised) with the line index of its modules, and each directory's
-helpers. So each file is parsed with LibCST once, each group is planned once and the
-helpers of a directory are computed once, whichever group asks first.
+the error planning raised) with the line index of its modules, each directory's
+helpers and each runner's input class. So each file is parsed with LibCST once, each group is
+planned once and the helpers of a directory are computed once, whichever group asks
+first.
 
 LibCST trees are immutable, and a plan is only read once it is made, so sharing them
 between the groups of a run gives each the result that planning it alone would give.
@@ -23,6 +24,7 @@ import libcst as cst
 from codemods import cstutil
 from codemods.merge_broadcasts.groups import plan_group
 from codemods.merge_broadcasts.runner_model import RunnerPlan
+from codemods.merge_broadcasts.runner_rewrite import input_class
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.positions import Lines
 from runnercheck.analysis.groups import ClassRef, Group
@@ -45,6 +47,7 @@ class Planned:
         self._plans: dict[tuple[ClassRef, ...], Plans | Exception] = {}
         #: the helpers of each directory (:func:`.shared_helpers.shared_helpers` fills it)
         self.helpers: dict[Path, Helpers] = {}
+        self._inputs: dict[int, tuple[RunnerPlan, list[cst.BaseStatement]]] = {}
 
     def modules(self, files: Iterable[Path]) -> dict[Path, cst.Module]:
         """Each file's module, parsed on first use (:func:`cstutil.parse_module`)."""
@@ -74,3 +77,14 @@ class Planned:
         if isinstance(found, Exception):
             raise found
         return found
+
+    def input_class(
+        self, plan: RunnerPlan, base: str, contract: Contract
+    ) -> list[cst.BaseStatement]:
+        """:func:`.runner_rewrite.input_class` of a planned runner, made once (the
+        helpers of its directory are found in it, then the rewrite writes it)."""
+        found = self._inputs.get(id(plan))
+        if found is None or found[0] is not plan:
+            found = (plan, input_class(plan, base, contract))
+            self._inputs[id(plan)] = found
+        return list(found[1])

@@ -217,7 +217,11 @@ def rewrite_group(
                 assert isinstance(statement, cst.ClassDef)
                 new_cls = _rewrite_runner_class(plan_any, contract, runner_base)
                 if plan_any.method is not None:
-                    generated = input_class(plan_any, input_base, contract)
+                    generated = (
+                        planned.input_class(plan_any, input_base, contract)
+                        if planned is not None
+                        else input_class(plan_any, input_base, contract)
+                    )
                     generated[1], called = use_helpers(generated[1], helpers)
                     generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
                     new_cls = new_cls.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])

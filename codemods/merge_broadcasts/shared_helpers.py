@@ -32,7 +32,6 @@ import libcst as cst
 from codemods import cstutil
 from codemods.merge_broadcasts.planned import Planned
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan
-from codemods.merge_broadcasts.runner_rewrite import input_class
 from codemods.templates import quoted
 from runnercheck.analysis.groups import find_groups
 from runnercheck.analysis.project import Project
@@ -258,7 +257,7 @@ def _shared_helpers(
     holders: dict[tuple[str, str], list[RunnerPlan]] = {}
     statements: dict[tuple[str, str], cst.BaseStatement] = {}
     for plan in plans:
-        cdef = input_class(plan, input_base, contract)[1]
+        cdef = planned.input_class(plan, input_base, contract)[1]
         assert isinstance(cdef, cst.ClassDef)
         seen: set[tuple[str, str]] = set()
         for kind, body in _methods(cdef, contract).items():
