@@ -194,7 +194,16 @@ class StepReader:
                 self._call_steps(stmt.iter, out)
                 loop_body = self._steps(stmt.body)
                 loop_else = self._steps(stmt.orelse)
-                out.append(LoopStep(stmt.lineno, loop_body, loop_else, range_count(stmt.iter)))
+                out.append(
+                    LoopStep(
+                        stmt.lineno,
+                        loop_body,
+                        loop_else,
+                        range_count(stmt.iter),
+                        first_value(stmt.target, stmt.iter),
+                        stmt.end_lineno or stmt.lineno,
+                    )
+                )
             elif isinstance(stmt, ast.While):
                 self._call_steps(stmt.test, out)
                 out.append(LoopStep(stmt.lineno, self._steps(stmt.body), self._steps(stmt.orelse)))
@@ -296,6 +305,30 @@ def range_count(node: ast.expr) -> str | None:
         and not node.keywords
     ):
         return ast.unparse(node.args[0])
+    return None
+
+
+def first_value(target: ast.expr, node: ast.expr) -> tuple[str, str] | None:
+    """The loop variable and the literal it holds on the first pass: ``for i in
+    range(n)`` / ``range(1, n)`` and ``for i, x in enumerate(xs[, start])``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)) or node.keywords:
+        return None
+    if node.func.id == "range" and isinstance(target, ast.Name) and 1 <= len(node.args) <= 3:
+        start = node.args[0] if len(node.args) > 1 else ast.Constant(0)
+        name = target.id
+    elif (
+        node.func.id == "enumerate"
+        and isinstance(target, ast.Tuple)
+        and target.elts
+        and isinstance(target.elts[0], ast.Name)
+        and 1 <= len(node.args) <= 2
+    ):
+        start = node.args[1] if len(node.args) > 1 else ast.Constant(0)
+        name = target.elts[0].id
+    else:
+        return None
+    if isinstance(start, ast.Constant) and type(start.value) is int:
+        return name, repr(start.value)
     return None
 
 
