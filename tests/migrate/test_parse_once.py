@@ -34,3 +34,39 @@ def test_each_original_file_is_parsed_once(tmp_path: Path, monkeypatch: pytest.M
     assert result.changes, "the legacy engine has something to migrate"
     assert parses, "the run read the files"
     assert max(parses.values()) == 1, {p.name: n for p, n in parses.items() if n > 1}
+
+
+def test_each_group_file_is_parsed_with_libcst_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two groups share one base module and its helpers: each group's files are still
+    parsed with LibCST once in the run, and each group planned once."""
+    import libcst as cst
+
+    from codemods.merge_broadcasts import planned
+
+    tree = tmp_path / "engine"
+    shutil.copytree(engine_source_dir("legacy"), tree)
+    originals = {p.read_bytes(): p for p in tree.rglob("*.py")}
+    parses: Counter[Path] = Counter()
+    plans: Counter[str] = Counter()
+    real_parse, real_plan = cst.parse_module, planned.plan_group
+
+    def counting_parse(source: Any, *args: Any, **kwargs: Any) -> cst.Module:
+        data = source.encode() if isinstance(source, str) else source
+        if data in originals:
+            parses[originals[data]] += 1
+        return real_parse(source, *args, **kwargs)
+
+    def counting_plan(group: Any, *args: Any, **kwargs: Any) -> Any:
+        plans[group.label] += 1
+        return real_plan(group, *args, **kwargs)
+
+    monkeypatch.setattr(cst, "parse_module", counting_parse)
+    monkeypatch.setattr(planned, "plan_group", counting_plan)
+    result = migrate([tree])
+    assert len(result.groups) >= 2, "the legacy engine has two groups"
+    created = [p for p, c in result.changes.items() if c.old is None]
+    assert any(p.name == "model_runner_base.py" for p in created)
+    assert parses and max(parses.values()) == 1, {p.name: n for p, n in parses.items()}
+    assert plans and max(plans.values()) == 1, plans
