@@ -27,7 +27,7 @@ from codemods.merge_broadcasts.runner_model import RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import input_class
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.positions import Lines
-from runnercheck.analysis.groups import ClassRef, Group
+from runnercheck.analysis.groups import ClassRef, Group, find_groups
 from runnercheck.analysis.project import Project
 from runnercheck.contract import Contract
 
@@ -48,6 +48,13 @@ class Planned:
         #: the helpers of each directory (:func:`.shared_helpers.shared_helpers` fills it)
         self.helpers: dict[Path, Helpers] = {}
         self._inputs: dict[int, tuple[RunnerPlan, list[cst.BaseStatement]]] = {}
+        self._groups: tuple[Project, list[Group]] | None = None
+
+    def groups(self, project: Project) -> list[Group]:
+        """``find_groups(project)[0]``, found once (the list is only read)."""
+        if self._groups is None or self._groups[0] is not project:
+            self._groups = (project, find_groups(project)[0])
+        return self._groups[1]
 
     def modules(self, files: Iterable[Path]) -> dict[Path, cst.Module]:
         """Each file's module, parsed on first use (:func:`cstutil.parse_module`)."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,10 +95,10 @@ def _find_bases(project: Project, contract: Contract) -> dict[str, Path]:
     return found
 
 
-def _runners_beside(project: Project, base_file: Path) -> list[ClassFacts]:
+def _runners_beside(project: Project, base_file: Path, planned: Planned | None) -> list[ClassFacts]:
     """Every runner of every group in the base module's directory: the groups that
     share the new base module all generate the same text."""
-    groups, _ = find_groups(project)
+    groups = planned.groups(project) if planned is not None else find_groups(project)[0]
     refs = {r for g in groups for r in g.runners if r.path.parent == base_file.parent}
     return [
         project.modules[str(r.path)].classes[r.name]
@@ -158,7 +157,6 @@ def rewrite_group(
     """The group rewritten. ``planned`` (every file of the run as read, parsed and
     planned once) lets the groups of a directory share one worker input and the
     helpers of their base module."""
-    sources = planned.sources if planned is not None else None
     result = GroupResult(group.label)
     limit = layout.line_limit(group.files[0]) if group.files else layout.DEFAULT_LIMIT
     bases = _find_bases(project, contract)
@@ -184,14 +182,14 @@ def rewrite_group(
                     f"{base_file.name} exists but does not define {input_base} and {runner_base}",
                     line=1,
                 )
-            signature = runner_signature(project, _runners_beside(project, base_file))
+            signature = runner_signature(project, _runners_beside(project, base_file, planned))
             if planned is not None:
                 helpers = shared_helpers(planned, project, contract, base_file.parent)
             result.sources[base_file] = templates.base_module(
                 contract, signature, helpers.helpers, helpers.imports, helpers.typing
             )
             result.created.append(base_file)
-    shared = _shared_worker_inputs(project, contract, worker_plans, sources)
+    shared = _shared_worker_inputs(project, contract, worker_plans, planned)
     for found in shared.values():
         if found.path not in result.sources:
             result.sources[found.path] = found.text
@@ -360,16 +358,17 @@ def _shared_worker_inputs(
     project: Project,
     contract: Contract,
     worker_plans: list[WorkerPlan],
-    sources: Mapping[Path, bytes] | None,
+    planned: Planned | None,
 ) -> dict[ClassRef, SharedInput]:
     """The workers of this group that use a shared worker input (their plans now
     name it), computed per directory from the whole project."""
-    if not worker_plans or sources is None:
+    if not worker_plans or planned is None:
         return {}
     found: dict[ClassRef, SharedInput] = {}
+    groups = planned.groups(project)
     for directory in sorted({p.path.parent for p in worker_plans}):
         limit = layout.line_limit(directory / f"{templates.WORKER_INPUT_MODULE_NAME}.py")
-        found.update(shared_inputs(project, contract, directory, sources, limit))
+        found.update(shared_inputs(project, contract, directory, planned.sources, limit, groups))
     for plan in worker_plans:
         common = found.get(ClassRef(plan.path, plan.name))
         if common is not None:

@@ -33,7 +33,6 @@ from codemods import cstutil
 from codemods.merge_broadcasts.planned import Planned
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan
 from codemods.templates import quoted
-from runnercheck.analysis.groups import find_groups
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.signatures import Import, annotation_imports
 from runnercheck.contract import Contract
@@ -220,7 +219,7 @@ def _runner_plans(
 ) -> list[RunnerPlan]:
     """Every runner of the directory that gets an input class, planned as its own
     group plans it (groups that cannot be planned give none)."""
-    groups, _ = find_groups(project)
+    groups = planned.groups(project)
     plans: list[RunnerPlan] = []
     for group in groups:
         if group.refusal is not None or not any(r.path.parent == directory for r in group.runners):

@@ -117,10 +117,13 @@ def shared_inputs(
     directory: Path,
     sources: Mapping[Path, bytes],
     limit: int,
+    groups: list[Group] | None = None,
 ) -> dict[ClassRef, SharedInput]:
     """The workers of ``directory`` (in any group of the run) that share an input
-    class, with the class and the generated module; empty when none do."""
-    groups, _ = find_groups(project)
+    class, with the class and the generated module; empty when none do.
+    ``groups``: the project's groups, when the caller has found them."""
+    if groups is None:
+        groups, _ = find_groups(project)
     workers = sorted(
         (
             (ref, group)
