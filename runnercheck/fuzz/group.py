@@ -77,6 +77,8 @@ class LocalGroup:
         self._store: Any = None
         self._logdir: tempfile.TemporaryDirectory[str] | None = None
         self._finalizer: Any = None
+        #: When each submitted example's outcome is due, oldest first.
+        self._deadlines: list[float] = []
 
     # -- lifecycle
 
@@ -170,6 +172,7 @@ class LocalGroup:
         self._procs.clear()
         self._conns.clear()
         self._logs.clear()
+        self._deadlines.clear()
         self._store = None
         if self._logdir is not None:
             self._logdir.cleanup()
@@ -201,11 +204,21 @@ class LocalGroup:
         return list(errors)
 
     def round_trip(self, payload: bytes) -> DriverOutcome:
+        self.submit(payload)
+        return self.collect()
+
+    def submit(self, payload: bytes) -> None:
+        """Hand an example to rank 0 and return at once (:meth:`collect` waits for its
+        outcome; its deadline runs from now)."""
         try:
             ranks.send(self._conns[0], ("example", payload))
         except (OSError, ValueError) as exc:
             self._lost(f"rank 0 is gone ({exc})", 0)
-        deadline = time.monotonic() + self.settings.deadline + GRACE
+        self._deadlines.append(time.monotonic() + self.settings.deadline + GRACE)
+
+    def collect(self) -> DriverOutcome:
+        """The outcome of the example submitted first and not yet collected."""
+        deadline = self._deadlines.pop(0)
         _, outcome = self._reply(0, deadline, "round-trip the example")
         assert isinstance(outcome, DriverOutcome)
         if outcome.sent and len(self._procs) > 1:
@@ -480,6 +493,7 @@ class EnvGroup:
         self.info: GroupInfo | None = None
         self.restarts = 0
         self._joined: ranks.Joined | None = None
+        self._submitted: list[bytes] = []
 
     def start(self) -> GroupInfo:
         if self._joined is None:
@@ -500,6 +514,13 @@ class EnvGroup:
         if any(e.desync for e in errors):
             raise GroupLost("ranks did not take the job: " + "; ".join(e.text() for e in errors))
         return errors
+
+    def submit(self, payload: bytes) -> None:
+        """This process is rank 0: the example goes out when it is collected."""
+        self._submitted.append(payload)
+
+    def collect(self) -> DriverOutcome:
+        return self.round_trip(self._submitted.pop(0))
 
     def round_trip(self, payload: bytes) -> DriverOutcome:
         assert self._joined is not None
