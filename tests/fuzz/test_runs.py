@@ -123,6 +123,15 @@ def test_nondeterministic_conversion(group2: Any) -> None:
     assert any("two calls of as_broadcastable_tensor_dict()" in p.message for p in result.problems)
 
 
+def test_a_failure_that_does_not_come_back_is_reported_unshrunk(group2: Any) -> None:
+    result = run_one(group2, defects.FailsOnce, examples=10)
+    assert sorted(result.codes) == ["RC302", "RC304"]
+    assert any("only the third time" in p.message for p in result.problems)
+    assert any("did not reproduce" in p.message for p in result.problems)
+    assert result.example.startswith("FailsOnce(")
+    assert not result.shrunk
+
+
 def test_seed_replays_the_same_minimal_example(group2: Any) -> None:
     first = run_one(group2, defects.DtypeChanged, seed=11)
     again = run_one(group2, defects.DtypeChanged, seed=11)
