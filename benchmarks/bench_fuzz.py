@@ -5,8 +5,10 @@
    2-process broadcast and back, with the time split into generation (Hypothesis),
    round trip (hand-over to rank 0, conversion, broadcast, rebuilding on rank 1,
    answers; of which the broadcast itself is shown apart) and comparison (snapshots and
-   field-by-field comparison in the process that runs Hypothesis). One group serves
-   every repetition, as in a real run.
+   field-by-field comparison in the process that runs Hypothesis), as shares of the
+   wall time: the round trip of one example overlaps the generation of the next, so
+   the shares add up to more than 100%. One group serves every repetition, as in a
+   real run.
 2. One merged broadcast per step against the two legacy broadcasts (the worker's dict,
    then the model runner's), with the same content: a decode step of the demo engine
    (16 sequences). Blocks of steps alternate (legacy, merged), (merged, legacy), ...;
@@ -14,7 +16,8 @@
 
 3. One-example runs (``--one-example-runs``): ``runnercheck fuzz CLASS --examples 1`` as
    a command, this tree against an earlier commit (``--baseline``, default where this
-   branch left ``main``; see ``benchmarks/baseline.py``), alternating, wall time
+   branch left ``main``; see ``benchmarks/baseline.py``), and ``python -c "import
+   torch"`` beside them (the floor on a loaded machine), in rotating order, wall time
    (target: at most 2.5 s) and the children's CPU time.
 4. fuzz's marginal rate against the raw broadcast of the same inputs at the same world
    size on the same device (``benchmarks/fuzz_rate.py``; target: at least half).
@@ -75,14 +78,15 @@ def bench_round_trips(examples: int, reps: int, device: str) -> dict[str, Any]:
                 raise SystemExit(f"the engine input failed to round-trip:\n{report.text()}")
             rates.append(result.examples / wall)
             t = result.timings
-            total = t.generation + t.round_trip + t.comparison
+            # shares of the wall time: the round trip of one example overlaps the
+            # generation of the next, so they add up to more than 100%
             shares.append(
                 {
-                    "generation": t.generation / total,
-                    "round_trip": t.round_trip / total,
-                    "broadcast": t.broadcast / total,
-                    "comparison": t.comparison / total,
-                    "ms_per_example": 1000 * total / result.examples,
+                    "generation": t.generation / wall,
+                    "round_trip": t.round_trip / wall,
+                    "broadcast": t.broadcast / wall,
+                    "comparison": t.comparison / wall,
+                    "ms_per_example": 1000 * wall / result.examples,
                 }
             )
     return {
@@ -276,7 +280,7 @@ def report_round_trips(examples: int, reps: int, device: str) -> dict[str, Any]:
     print(
         f"  {split['ms_per_example']:.2f} ms per example: generation {split['generation']:.0%}, "
         f"round trip {split['round_trip']:.0%} (broadcast itself {split['broadcast']:.0%}), "
-        f"comparison {split['comparison']:.0%}"
+        f"comparison {split['comparison']:.0%} of the wall time (the first two overlap)"
     )
     return round_trips
 
