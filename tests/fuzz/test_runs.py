@@ -214,6 +214,33 @@ def test_cli_report_matches_expected_output() -> None:
     assert text == (EXPECTED / "cli_dropped_field.txt").read_text()
 
 
+def test_cli_runs_the_exit_handlers_once(tmp_path: Path) -> None:
+    record = tmp_path / "at_exit.txt"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "runnercheck",
+            "fuzz",
+            "tests.fuzz.fixtures.at_exit:Registered",
+            "--examples",
+            "3",
+            "--world-size",
+            "1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RUNNERCHECK_TEST_AT_EXIT": str(record)},
+    )
+    stdout, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 0, stderr
+    assert stdout.rstrip().endswith("all 1 class passed")
+    # the command's own handler, once (the trial import and the rank end without theirs)
+    assert record.read_text().split() == [str(proc.pid)]
+
+
 def test_cli_json_and_usage_errors() -> None:
     done = _cli(
         "tests.fuzz.fixtures.defects:UnknownKey",
