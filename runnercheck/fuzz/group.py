@@ -93,10 +93,7 @@ class LocalGroup:
         server is); else from the fork server."""
         if self._procs:
             return
-        import torch.distributed as dist
-
         self.restarts += 1
-        settings = self.settings
         self._logdir = tempfile.TemporaryDirectory(prefix="runnercheck-fuzz-")
         prefix = f"rc{os.getpid()}-{next(self._ids)}/"
         if fork:
@@ -106,6 +103,17 @@ class LocalGroup:
             ctx.set_forkserver_preload(["runnercheck.fuzz.ranks"])
         self._finalizer = weakref.finalize(self, _reap, self._procs)
         _LIVE.add(self)
+        try:
+            self._fork_ranks(ctx, prefix, fork)
+        except BaseException:
+            self.close(force=True)
+            raise
+
+    def _fork_ranks(self, ctx: Any, prefix: str, fork: bool) -> None:
+        import torch.distributed as dist
+
+        settings = self.settings
+        assert self._logdir is not None
         for rank in range(settings.world_size):
             parent, child = ctx.Pipe()
             log = os.path.join(self._logdir.name, f"rank{rank}.log")
