@@ -2,8 +2,10 @@
 
 Each example Hypothesis draws goes to the driver rank and through the broadcast;
 the outcome is compared here, field by field, against a snapshot of the original.
+Hypothesis draws the next example while the ranks round-trip one (:func:`drive`).
 A problem raises :class:`RoundTripFailure`, which Hypothesis shrinks (replaying
-examples through the same group) down to a minimal example; the seed replays it.
+examples through the same group, one at a time) down to a minimal example; the seed
+replays it.
 """
 
 from __future__ import annotations
