@@ -18,9 +18,10 @@ Otherwise the call is named, ``file:line``, with what to change by hand.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -272,7 +273,7 @@ def find_callers(
                 data = read_source(path, MAX_ANALYSED_SIZE, follow=False)
             except ReadError:
                 continue
-            if not any(n in data for n in needles):
+            if not any(n in data for n in needles) or not _may_call(data, by_name):
                 continue
             try:
                 module = cst.parse_module(data)
@@ -290,6 +291,32 @@ def find_callers(
             for line, found, why in visitor.named:
                 edits.named.append((path, line, describe(found, why)))
     return edits
+
+
+def _may_call(data: bytes, methods: Mapping[str, object]) -> bool:
+    """Whether the file may call one of ``methods`` as ``_Calls`` finds calls (``x.m(...)``,
+    except ``self.m(...)`` in a class that defines ``m`` itself), read with ``ast``
+    before any LibCST parse; True when ``ast`` cannot tell."""
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+
+    def search(node: ast.AST, own: frozenset[str] | None) -> bool:
+        if isinstance(node, ast.ClassDef):
+            own = frozenset(
+                item.name
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+            )
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            name, receiver = node.func.attr, node.func.value
+            mine = isinstance(receiver, ast.Name) and receiver.id == "self"
+            if name in methods and not (mine and own is not None and name in own):
+                return True
+        return any(search(child, own) for child in ast.iter_child_nodes(node))
+
+    return search(tree, None)
 
 
 def describe(removed: Removed, why: str) -> str:

@@ -60,3 +60,24 @@ def test_a_call_outside_the_given_paths_is_named(tmp_path: Path) -> None:
     assert root / "tests" / "test_runner.py" not in result.changes
     named = sorted((n.path.name, n.line) for n in result.notes if n.label == "callers")
     assert named == [("test_runner.py", 2), ("test_runner.py", 7), ("test_runner.py", 11)]
+
+
+def test_only_files_that_may_call_a_removed_method_are_parsed_with_libcst() -> None:
+    """The ``ast`` pre-check keeps exactly the files with a call the search would look at."""
+    from codemods.callers import _may_call
+
+    methods = {"prepare_input_tensors": []}
+    own = (
+        b"class R:\n    def prepare_input_tensors(self): ...\n"
+        b"    def f(self):\n        return self.prepare_input_tensors()\n"
+    )
+    assert not _may_call(own, methods)  # the class's own method, still there
+    assert not _may_call(b"x.prepare_input_tensors\n", methods)  # not a call
+    assert _may_call(b"def f(r):\n    return r.prepare_input_tensors()\n", methods)
+    inherited = b"class W(R):\n    def f(self):\n        a, b = self.prepare_input_tensors()\n"
+    assert _may_call(inherited, methods)
+    nested = (
+        own + b"    class Inner:\n        def g(self):\n            self.prepare_input_tensors()\n"
+    )
+    assert _may_call(nested, methods)
+    assert _may_call(b"x = (\n", methods)  # ast cannot tell: LibCST decides
