@@ -42,7 +42,6 @@ from runnercheck.analysis.project import Project  # noqa: E402
 from runnercheck.check import check_paths  # noqa: E402
 from runnercheck.config import Config  # noqa: E402
 from runnercheck.writes.transaction import commit  # noqa: E402
-from runnercheck.writes.write import Change  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
 VERSIONS = ("0.4.0.post1", "0.4.1", "0.4.2", "0.4.3", "0.5.0", "0.5.0.post1")
@@ -85,7 +84,7 @@ def paired_runner_files(root: Path) -> dict[Path, set[str]]:
     groups, _notes = find_groups(Project([f for f in facts if f.syntax_error is None], contract))
     out: dict[Path, set[str]] = {}
     for group in groups:
-        if group.refusal is not None and group.refusal[0] == "MIG104" and not group.workers:
+        if group.refusal is not None and group.refusal.code == "MIG104" and not group.workers:
             continue  # a runner no worker drives: not a pair
         for ref in group.runners:
             out.setdefault(ref.path, set()).add(ref.name)
@@ -113,9 +112,7 @@ def plugin_errors(root: Path) -> set[str]:
 
 def migrate_and_write(version: str, paths: list[Path]) -> MigrateResult:
     outcome = migrate(paths, select=(MERGE,))
-    written = commit(
-        [Change(c.path, c.old, c.new, c.group) for c in outcome.changes.values()], outcome.roots
-    )
+    written = commit(list(outcome.changes.values()), outcome.roots)
     if written.refused:
         raise SystemExit(f"{version}: writing the migrated tree failed: {written.refused[0]}")
     return outcome
@@ -137,7 +134,7 @@ def measure(version: str, work: Path, plugin: bool) -> Coverage:
             {
                 r.code
                 for r in outcome.refusals
-                if r.codemod == MERGE
+                if r.kind == MERGE
                 and (
                     r.path == path
                     or any(f"({path.name})" in h for h in getattr(r, "held_back", ()))

@@ -59,8 +59,8 @@ def plan_group(
 ) -> tuple[list[RunnerPlan], list[WorkerPlan]]:
     """Plan every class of the group, or raise Refusal (nothing is rewritten)."""
     if group.refusal is not None:
-        code, path, line, message = group.refusal
-        raise Refusal(code, path, message, line=line)
+        found = group.refusal
+        raise Refusal(found.code, found.path, found.message, line=found.line)
     runner_plans: dict[ClassRef, RunnerPlan] = {}
     lines: dict[Path, Lines] = {}
 

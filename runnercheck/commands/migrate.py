@@ -128,12 +128,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     from codemods import report
-    from codemods.pipeline import Refused
-    from runnercheck.analysis.groups import Note
     from runnercheck.config import load_config
+    from runnercheck.records import Note, Refused
     from runnercheck.writes import journal, transaction
     from runnercheck.writes.treelock import TreeLock
-    from runnercheck.writes.write import Change
 
     config = load_config(Path(args.paths[0]), args.config)
     mode = "diff" if args.diff else "check" if args.check else "write"
@@ -153,10 +151,10 @@ def run(args: argparse.Namespace) -> int:
                     ]
                     result.refusals.append(Refused("write", "MIG007", item.path, 0, item.message))
                 else:
-                    result.notes.append(Note(item.path, 0, "note", item.message))
+                    result.notes.append(Note("journal", item.path, 0, item.message, label="note"))
         elif result.changes:
             outcome = transaction.commit(
-                [Change(c.path, c.old, c.new, c.group) for c in result.changes.values()],
+                list(result.changes.values()),
                 result.roots,
                 force=args.force,
                 met=result.journals,
@@ -166,9 +164,7 @@ def run(args: argparse.Namespace) -> int:
             for refused in outcome.refused:
                 for path in refused.paths:
                     result.changes.pop(path, None)
-                result.refusals.append(
-                    Refused("write", refused.code, refused.path, 0, refused.message, refused.group)
-                )
+                result.refusals.append(refused)
     if args.format == "json":
         print(json.dumps(report.as_json(result, mode, written, recovered), indent=2))
     else:

@@ -45,7 +45,7 @@ def test_a_drop_in_call_is_rewritten_when_its_file_is_given(tmp_path: Path) -> N
     lines = new.splitlines()
     third = lines.index("    _, _, sampling = model_runner.prepare_input_tensors(requests)")
     short = lines.index("    tokens, metadata = model_runner.prepare_input_tensors(requests)")
-    named = [n for n in result.notes if n.label == "callers"]
+    named = [n for n in result.notes if n.kind == "callers"]
     assert [(n.path.name, n.line) for n in named] == [
         ("test_runner.py", third + 1),
         ("test_runner.py", short + 1),
@@ -58,5 +58,5 @@ def test_a_call_outside_the_given_paths_is_named(tmp_path: Path) -> None:
     root = _project(tmp_path)
     result = migrate([root / "engine"], select=(MERGE,))
     assert root / "tests" / "test_runner.py" not in result.changes
-    named = sorted((n.path.name, n.line) for n in result.notes if n.label == "callers")
+    named = sorted((n.path.name, n.line) for n in result.notes if n.kind == "callers")
     assert named == [("test_runner.py", 2), ("test_runner.py", 7), ("test_runner.py", 11)]

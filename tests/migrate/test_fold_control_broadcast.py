@@ -17,6 +17,7 @@ from codemods.pipeline import migrate
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
 from runnercheck.check import check_sources
+from runnercheck.records import Refused
 from tests.spec_decode_fixture import BEFORE_WORKER, SPEC_DECODE, copy_before
 from tests.vllm_wheels import vllm_source
 
@@ -115,7 +116,7 @@ FOLDED = """\
 """
 
 
-def rewrite(source: str, path: str = "/src/spec.py") -> tuple[str, list[str], list[fold.Skipped]]:
+def rewrite(source: str, path: str = "/src/spec.py") -> tuple[str, list[str], list[Refused]]:
     project = Project([extract_source(source, path)])
     module, changed, skipped = fold.rewrite_module(cst.parse_module(source), project, path)
     return module.code, changed, skipped
@@ -200,7 +201,9 @@ def test_refuses_and_names_the_shape(change: tuple[str, str], shape: str, says: 
     source = before.replace(old, new, 1 if "\n" in old else -1)
     after, changed, skipped = rewrite(source)
     assert (after, changed) == (source, [])
-    assert [(s.cls, s.code, s.shape) for s in skipped] == [("SpecWorker", "MIG204", shape)]
+    assert [(s.held_back, s.code, s.shape) for s in skipped] == [
+        (("SpecWorker (spec.py)",), "MIG204", shape)
+    ]
     assert says in skipped[0].message
 
 
