@@ -30,7 +30,7 @@ from codemods import callers, formatting, registry, typecheck, verify
 from codemods.positions import line_map
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
-from codemods.source import collect, package_files, read_all
+from codemods.source import Collected, collect, package_files, read_all
 from runnercheck import deep
 from runnercheck.analysis.extract import extract_tree
 from runnercheck.analysis.groups import Group, find_groups
@@ -75,6 +75,9 @@ class MigrateResult:
     groups: list[GroupResult] = field(default_factory=list)
     #: Journals of interrupted runs met below the given paths (see runnercheck.writes.journal).
     journals: list[Path] = field(default_factory=list)
+    #: What :func:`codemods.run.apply` wrote, and one line per interrupted run it put back.
+    written: list[Path] = field(default_factory=list)
+    recovered: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per codemod: files changed, refused, unchanged (of the files seen)."""
@@ -455,14 +458,18 @@ def migrate(
     config: Config | None = None,
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    collected: Collected | None = None,
 ) -> MigrateResult:
-    """Plan, rewrite and verify; nothing is written (see :mod:`runnercheck.writes.transaction`)."""
+    """Plan, rewrite and verify; nothing is written (:func:`codemods.run.apply` writes).
+
+    ``collected``: the walk of ``paths`` when the caller has made it."""
     global _STATE
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
-        return deep.call(migrate, paths, select, config, jobs, progress)
+        return deep.call(migrate, paths, select, config, jobs, progress, collected)
     config = config or Config()
     select = tuple(name for name in CODEMODS if name in select)
-    collected = collect(paths)
+    if collected is None:
+        collected = collect(paths)
     result = MigrateResult(collected.roots, select)
     result.journals = list(collected.journals)
     result.files_seen = len(collected.files)
