@@ -34,10 +34,10 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from codemods import apply  # noqa: E402
+from codemods.facts.groups import find_groups  # noqa: E402
 from codemods.pipeline import MERGE, MigrateResult  # noqa: E402
 from runnercheck import catalog  # noqa: E402
 from runnercheck.analysis.extract import extract_source  # noqa: E402
-from runnercheck.analysis.groups import find_groups  # noqa: E402
 from runnercheck.analysis.prefilter import select_sources  # noqa: E402
 from runnercheck.analysis.project import Project  # noqa: E402
 from runnercheck.check import check_paths  # noqa: E402

@@ -27,13 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codemods import callers, formatting, registry, typecheck, verify
+from codemods.facts.groups import Group, find_groups
 from codemods.positions import line_map
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import Collected, collect, package_files, read_all
 from runnercheck import deep
 from runnercheck.analysis.extract import extract_tree
-from runnercheck.analysis.groups import Group, find_groups
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project

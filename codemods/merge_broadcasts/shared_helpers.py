@@ -31,13 +31,13 @@ from typing import cast
 import libcst as cst
 
 from codemods import cstutil
+from codemods.facts.groups import find_groups
+from codemods.facts.signatures import Import, annotation_imports
 from codemods.merge_broadcasts.groups import plan_group
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import input_class
 from codemods.templates import quoted
-from runnercheck.analysis.groups import find_groups
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.signatures import Import, annotation_imports
 from runnercheck.contract import Contract
 
 DICT = "tensor_dict"

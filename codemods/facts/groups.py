@@ -13,13 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codemods import registry
 from runnercheck.analysis.model import CallStep, ClassFacts, flatten_calls
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.recognise import is_step_broadcast
 from runnercheck.records import Note, Refused
 
-#: the codemod that rewrites the groups (``codemods.registry.MERGE_BROADCASTS``)
-MERGE = "merge-broadcasts"
+MERGE = registry.MERGE_BROADCASTS.name
 
 
 @dataclass(frozen=True)
