@@ -594,7 +594,7 @@ def migrate(
                 continue
             result.changes[path] = change
     if MERGE in select:
-        _update_callers(result, config, collected.roots)
+        _update_callers(result, config, collected.roots, read)
     result.notes += _layout_notes(result.changes)
     if result.changes:
         result.notes += [
@@ -622,9 +622,12 @@ def _layout_notes(changes: dict[Path, Change]) -> list[Note]:
     return notes
 
 
-def _update_callers(result: MigrateResult, config: Config, roots: Sequence[Path]) -> None:
+def _update_callers(
+    result: MigrateResult, config: Config, roots: Sequence[Path], read: dict[Path, bytes]
+) -> None:
     """Calls of the legacy methods the groups removed, anywhere in the project:
-    rewritten inside the given paths when the new method is a drop-in, else named."""
+    rewritten inside the given paths when the new method is a drop-in, else named.
+    ``read``: every file read under the given paths (not walked or read again)."""
     contract = config.contract()
     removed = [
         callers.Removed(
@@ -640,7 +643,9 @@ def _update_callers(result: MigrateResult, config: Config, roots: Sequence[Path]
         for runner in group.runners
         if runner.removed_method
     ]
-    found = callers.find_callers(removed, roots, roots, skip=result.changes)
+    found = callers.find_callers(
+        removed, roots, roots, skip=result.changes, known=read, walked=roots
+    )
     for path, (old, new) in found.rewritten.items():
         new = formatting.format_change(path, old, new)
         if verify.compiles(path, new.encode("utf-8")) is not None:
