@@ -333,19 +333,8 @@ def _run_group(group: Group) -> TaskResult:
     try:
         merged = merge(group, modules, state.project, contract, state.sources)
     except Refusal as refusal:
-        result.refusals.append(
-            Refused(
-                MERGE,
-                refusal.code,
-                refusal.path,
-                _line_of(refusal, modules),
-                refusal.message,
-                group.label,
-                refusal.shape,
-                refusal.advice,
-                _held_back(group),
-            )
-        )
+        line = _line_of(refusal, modules)
+        result.refusals.append(refusal.record(MERGE, line, group.label, _held_back(group)))
         return result
     changes: dict[Path, Change] = {}
     sub_refusals: list[Refused] = []
