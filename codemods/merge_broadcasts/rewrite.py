@@ -261,7 +261,9 @@ def rewrite_group(
                 generated = [] if common is not None else worker_input_class(plan_any, contract)
                 if common is not None:
                     from_imports.append((import_path(project, path, common.path), [common.name]))
-                new_w = rewrite_worker(plan_any, contract)
+                new_w = rewrite_worker(
+                    plan_any, contract, common.asserted if common is not None else ()
+                )
                 result.worker_notes += [
                     (str(path), line, text)
                     for line, text in loop_exit_notes(plan_any, Lines(modules[path]))
