@@ -1,6 +1,6 @@
-"""Workers of one directory whose inputs would have the same fields share one class in a
-generated ``worker_input.py``, also when they belong to different groups; workers
-whose fields differ keep a class of their own."""
+"""The workers of one directory share one input class in a generated ``worker_input.py``,
+also when they belong to different groups and when one sends fewer fields (those are
+None on its ranks); workers that type one key differently keep a class of their own."""
 
 from __future__ import annotations
 
@@ -59,15 +59,22 @@ def test_workers_of_two_groups_share_one_generated_class(
     assert result.code == 0 and ": MIG" not in result.out, result.out
     shared = (work / "worker_input.py").read_text()
     assert shared.count("\nclass ") == 1 and "class WorkerInput:" in shared
-    assert "``AccelWorker`` and ``Worker``" in shared
-    for name in ("worker.py", "accel_worker.py"):
+    assert "``AccelWorker``, ``CPUWorker`` and ``Worker``" in shared
+    # the CPU worker sends no blocks to swap: the field is None on its ranks
+    assert '    num_seq_groups: int\n    blocks_to_swap: "Optional[torch.Tensor]" = None\n' in shared
+    for name in ("worker.py", "accel_worker.py", "cpu_worker.py"):
         text = (work / name).read_text()
-        assert IMPORT in text and "class WorkerInput" not in text, name
+        assert IMPORT in text and "class WorkerInput" not in text and "Input:" not in text, name
         assert "worker_input = WorkerInput(" in text, name
         assert "WorkerInput.from_broadcasted_tensor_dict(data)" in text, name
-    # the CPU worker sends other fields: its own class, as before
-    cpu = (work / "cpu_worker.py").read_text()
-    assert "class CPUWorkerInput:" in cpu and "worker_input" not in cpu.split("class")[0]
+    # the GPU worker's receiver indexed the key (relied on it): it asserts it is set
+    for name in ("worker.py", "accel_worker.py"):
+        text = (work / name).read_text()
+        assert (
+            "WorkerInput.from_broadcasted_tensor_dict(data)\n"
+            "        assert worker_input.blocks_to_swap is not None\n"
+        ) in text, name
+    assert "assert worker_input" not in (work / "cpu_worker.py").read_text()
     assert check_paths([work]).findings == []
     again = snapshot(work)
     assert migrate_cli(".").code == 0
@@ -86,7 +93,7 @@ def test_a_value_of_no_readable_type_takes_the_parameter_type_the_worker_states(
     result = migrate_cli(str(work))
     assert result.code == 0 and ": MIG" not in result.out, result.out
     shared = (work / "worker_input.py").read_text()
-    assert '    blocks_to_swap: "torch.Tensor"\n' in shared, shared
+    assert '    blocks_to_swap: "Optional[torch.Tensor]" = None\n' in shared, shared
     assert ": Any" not in shared.split("class WorkerInput")[1].split("def ")[0], shared
     assert check_paths([work]).findings == []
 
