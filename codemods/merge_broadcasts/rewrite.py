@@ -190,7 +190,7 @@ def rewrite_group(
             result.created.append(base_file)
     shared = _shared_worker_inputs(project, contract, worker_plans, sources)
     for found in shared.values():
-        if found.path not in result.sources:
+        if found.text is not None and found.path not in result.sources:
             result.sources[found.path] = found.text
             result.created.append(found.path)
     by_class: dict[tuple[Path, str], RunnerPlan | WorkerPlan] = {}

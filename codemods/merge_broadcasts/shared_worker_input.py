@@ -41,6 +41,7 @@ from codemods.merge_broadcasts.worker_plan import plan_worker
 from codemods.merge_broadcasts.worker_rewrite import field_annotation, worker_input_text
 from codemods.refusal import Refusal
 from runnercheck.analysis.groups import ClassRef, Group, find_groups
+from runnercheck.analysis.model import FieldFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.signatures import Import, annotation_imports
 from runnercheck.contract import Contract
@@ -89,8 +90,9 @@ class SharedInput:
 
     path: Path
     name: str
-    #: the whole generated module (the same for every worker of the directory)
-    text: str
+    #: the whole generated module (the same for every worker of the directory);
+    #: None when the module exists (an earlier run generated it)
+    text: str | None
     #: fields this worker read as set that the shared class makes Optional
     asserted: tuple[str, ...] = ()
 
@@ -171,17 +173,21 @@ def shared_inputs(
         ),
         key=lambda rg: (str(rg[0].path), rg[0].name),
     )
-    if len(workers) < 2:
-        return {}
     target = directory / f"{templates.WORKER_INPUT_MODULE_NAME}.py"
-    if str(target) in project.modules or target.exists():
+    if str(target) in project.modules:
+        return _existing(project, contract, target, workers, sources)
+    if len(workers) < 2 or target.exists():
         return {}
     key_sets = {ref: _key_sets(project, ref) for ref, _ in workers}
     candidates = [
         (ref, group)
         for ref, group in workers
         if any(
-            a & b for other, _ in workers if other != ref for a in key_sets[ref] for b in key_sets[other]
+            a & b
+            for other, _ in workers
+            if other != ref
+            for a in key_sets[ref]
+            for b in key_sets[other]
         )
     ]
     planned: dict[ClassRef, InputFields] = {}
@@ -273,6 +279,58 @@ def _same_fields(planned: Mapping[ClassRef, InputFields]) -> list[_Class]:
         rows = [SharedField(f.key, f.written(), f.default, False) for f in fields.fields]
         classes.append(_Class(name, refs, rows, fields.imports, fields.typing, {}))
     return classes
+
+
+def _existing(
+    project: Project,
+    contract: Contract,
+    target: Path,
+    workers: list[tuple[ClassRef, Group]],
+    sources: Mapping[Path, bytes],
+) -> dict[ClassRef, SharedInput]:
+    """The workers that fit a class of the existing ``worker_input.py`` (one an earlier
+    run generated for other groups of the directory, or the project's own): a frozen
+    dataclass with the contract's two methods holding each key the worker sends, of
+    the worker's type (or its Optional), whose other fields default. A group migrated
+    after another one (file by file) thus ends as a whole-directory run."""
+    facts = project.modules[str(target)]
+    classes = [
+        c
+        for c in facts.classes.values()
+        if c.is_dataclass and {contract.as_dict_method, contract.from_dict_method} <= set(c.methods)
+    ]
+    found: dict[ClassRef, SharedInput] = {}
+    for ref, group in workers:
+        planned = _fields_of(project, contract, group, ref, sources)
+        if planned is None:
+            continue
+        for cls in classes:
+            asserted = _fits(planned, {f.name: f for f in cls.fields})
+            if asserted is not None:
+                found[ref] = SharedInput(target, cls.name, None, asserted)
+                break
+    return found
+
+
+def _fits(planned: InputFields, fields: Mapping[str, FieldFacts]) -> tuple[str, ...] | None:
+    """The keys the worker must assert when it uses a class with ``fields``; None
+    when it does not fit."""
+    sent = {f.key: f for f in planned.fields}
+    if any(name not in sent and not f.has_default for name, f in fields.items()):
+        return None
+    asserted: list[str] = []
+    for key, own in sent.items():
+        field = fields.get(key)
+        if field is None:
+            return None
+        annotation = field.annotation.strip("\"'")
+        if annotation == own.written():
+            continue
+        if not own.optional and annotation == f"Optional[{own.annotation}]":
+            asserted.append(key)
+            continue
+        return None
+    return tuple(asserted)
 
 
 def _names(refs: list[ClassRef]) -> str:

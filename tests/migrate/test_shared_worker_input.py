@@ -61,7 +61,9 @@ def test_workers_of_two_groups_share_one_generated_class(
     assert shared.count("\nclass ") == 1 and "class WorkerInput:" in shared
     assert "``AccelWorker``, ``CPUWorker`` and ``Worker``" in shared
     # the CPU worker sends no blocks to swap: the field is None on its ranks
-    assert '    num_seq_groups: int\n    blocks_to_swap: "Optional[torch.Tensor]" = None\n' in shared
+    assert (
+        '    num_seq_groups: int\n    blocks_to_swap: "Optional[torch.Tensor]" = None\n' in shared
+    )
     for name in ("worker.py", "accel_worker.py", "cpu_worker.py"):
         text = (work / name).read_text()
         assert IMPORT in text and "class WorkerInput" not in text and "Input:" not in text, name
