@@ -9,7 +9,9 @@ generated ``worker_input.py`` beside them. The class holds every field any of th
 sends:
 
 * a field every one of them sends stays as each planned it (``Optional`` when a
-  receiver defaulted it to None, the receive default when all receivers agree);
+  receiver defaulted it to None, the receive default when all receivers agree); a
+  value whose type one worker's plan could not read (``Any``) takes the type another
+  worker states for the same key;
 * a field some worker does not send is ``Optional[...] = None``: that worker leaves
   it out and its ranks receive None. A worker that sends it and read it as set
   (its own receiver indexed it) asserts it after the receive, where it relied on it.
@@ -95,6 +97,8 @@ class SharedInput:
     text: str | None
     #: fields this worker read as set that the shared class makes Optional
     asserted: tuple[str, ...] = ()
+    #: every worker the class was made for
+    users: tuple[ClassRef, ...] = ()
 
 
 def _fields_of(
@@ -159,9 +163,11 @@ def shared_inputs(
     directory: Path,
     sources: Mapping[Path, bytes],
     limit: int,
+    unshared: frozenset[ClassRef] = frozenset(),
 ) -> dict[ClassRef, SharedInput]:
-    """The workers of ``directory`` (in any group of the run) that share an input
-    class, with the class and the generated module; empty when none do."""
+    """The workers of ``directory`` (in any group of the run, but for ``unshared``)
+    that share an input class, with the class and the generated module; empty when
+    none do."""
     groups, _ = find_groups(project)
     workers = sorted(
         (
@@ -169,7 +175,7 @@ def shared_inputs(
             for group in groups
             if group.refusal is None
             for ref in group.workers
-            if ref.path.parent == directory
+            if ref.path.parent == directory and ref not in unshared
         ),
         key=lambda rg: (str(rg[0].path), rg[0].name),
     )
@@ -205,7 +211,7 @@ def shared_inputs(
         return {}
     text = _module_text(contract, classes, limit)
     return {
-        ref: SharedInput(target, c.name, text, c.asserted.get(ref, ()))
+        ref: SharedInput(target, c.name, text, c.asserted.get(ref, ()), tuple(c.users))
         for c in classes
         for ref in c.users
     }
@@ -235,12 +241,14 @@ def _one_class(planned: Mapping[ClassRef, InputFields]) -> list[_Class]:
     fields: list[SharedField] = []
     asserted: dict[ClassRef, list[str]] = {}
     for key, senders in by_key.items():
-        if len({f.annotation for _, f in senders}) != 1:
+        # a value whose type the planner could not read takes the one another states
+        stated = {f.annotation for _, f in senders} - {"Any"}
+        if len(stated) > 1:
             return []
         partial = len(senders) < len(planned)
         optional = partial or any(f.optional for _, f in senders)
         defaults = {f.default for _, f in senders}
-        annotation = senders[0][1].annotation
+        annotation = stated.pop() if stated else "Any"
         if optional and annotation != "Any":
             annotation = f"Optional[{annotation}]"
             for ref, f in senders:

@@ -150,3 +150,29 @@ def test_the_shape_golden_shares_the_class_and_keeps_the_subclass_worker() -> No
     assert (after / "xpu_worker.py").read_bytes() == (
         FIXTURES / "shared_worker_input" / "before" / "xpu_worker.py"
     ).read_bytes()
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_worker_whose_group_is_refused_is_left_out_of_the_shared_class(
+    jobs: str, tmp_path: Path, migrate_cli
+) -> None:
+    # the GPU runner's non-driver sampling flag cannot be kept: its group (Worker's) is
+    # refused at verification, after the CPU group planned a class for Worker too
+    work = _engine_with_a_copied_worker(tmp_path)
+    runner = work / "model_runner.py"
+    built = "                selected_token_indices=selected_token_indices,\n            )\n"
+    text = runner.read_text()
+    assert text.count(built) == 1
+    flag = "                perform_sampling=False,\n"
+    runner.write_text(
+        text.replace(built, built.replace("            )\n", flag + "            )\n"))
+    )
+    result = migrate_cli("-j", jobs, str(work))
+    assert "worker.py: MIG111" in result.out, result.out
+    assert (work / "worker.py").read_text() == (
+        FIXTURES / "engine" / "before" / "worker.py"
+    ).read_text()
+    shared = (work / "worker_input.py").read_text()
+    assert "``AccelWorker`` and ``CPUWorker``" in shared and "``Worker``" not in shared
+    for name in ("accel_worker.py", "cpu_worker.py"):
+        assert IMPORT in (work / name).read_text(), name
