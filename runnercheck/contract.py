@@ -15,8 +15,14 @@ Driver-only fields
 ------------------
 A field of an input dataclass that is deliberately *not* broadcast (non-driver
 ranks never need it, e.g. vLLM's ``seq_lens`` or pooling metadata) is declared
-driver-only in one of two ways, neither of which makes the target code import
+driver-only in one of three ways, none of which makes the target code import
 runnercheck at run time:
+
+* a comment right above the field, as ``migrate`` writes it (the field is simply
+  left out of the broadcast dict, as vLLM does)::
+
+      # Driver-only: not broadcast; the other ranks get None.
+      seq_lens: Optional[List[int]] = None
 
 * dataclass field metadata::
 

@@ -176,13 +176,27 @@ def _renamed_dump(stmt: ast.stmt, var: str) -> str:
     return dumped.replace(f"Name(id='{var}',", "Name(id='_',")
 
 
-def _field_facts(stmt: ast.AnnAssign, marker_key: str) -> FieldFacts | None:
+_DRIVER_ONLY_COMMENT = re.compile(r"#\s*driver-only\b", re.IGNORECASE)
+
+
+def _commented_driver_only(stmt: ast.stmt, lines: list[str]) -> bool:
+    """The comment lines right above the field say ``# Driver-only: ...`` (how vLLM
+    documents a field its broadcast dict leaves out, with no marker at run time)."""
+    index = stmt.lineno - 2
+    while 0 <= index < len(lines) and lines[index].lstrip().startswith("#"):
+        if _DRIVER_ONLY_COMMENT.match(lines[index].lstrip()):
+            return True
+        index -= 1
+    return False
+
+
+def _field_facts(stmt: ast.AnnAssign, marker_key: str, lines: list[str]) -> FieldFacts | None:
     if not isinstance(stmt.target, ast.Name):
         return None
     annotation = ast.unparse(stmt.annotation)
     if "ClassVar" in annotation or "InitVar" in annotation:
         return None
-    driver_only = False
+    driver_only = _commented_driver_only(stmt, lines)
     init = True
     metadata_ref = None
     value = stmt.value
@@ -264,7 +278,7 @@ def _class_facts(
     for stmt in node.body:
         if isinstance(stmt, ast.AnnAssign):
             if facts.is_dataclass:
-                field_facts = _field_facts(stmt, contract.driver_only_key)
+                field_facts = _field_facts(stmt, contract.driver_only_key, lines)
                 if field_facts is not None:
                     fields.append(field_facts)
             if isinstance(stmt.target, ast.Name):
