@@ -42,7 +42,7 @@ from runnercheck.analysis.syntax import (
     suppressions,
     top_level_names,
 )
-from runnercheck.contract import VLLM, Contract
+from runnercheck.contract import VLLM, Contract, is_driver_only_comment
 from runnercheck.deep import parse_failure
 
 _DICT_ANNOTATION = re.compile(r"\b(Dict|dict|Mapping|MutableMapping)\b")
@@ -176,27 +176,13 @@ def _renamed_dump(stmt: ast.stmt, var: str) -> str:
     return dumped.replace(f"Name(id='{var}',", "Name(id='_',")
 
 
-_DRIVER_ONLY_COMMENT = re.compile(r"#\s*driver-only\b", re.IGNORECASE)
-
-
-def _commented_driver_only(stmt: ast.stmt, lines: list[str]) -> bool:
-    """The comment lines right above the field say ``# Driver-only: ...`` (how vLLM
-    documents a field its broadcast dict leaves out, with no marker at run time)."""
-    index = stmt.lineno - 2
-    while 0 <= index < len(lines) and lines[index].lstrip().startswith("#"):
-        if _DRIVER_ONLY_COMMENT.match(lines[index].lstrip()):
-            return True
-        index -= 1
-    return False
-
-
 def _field_facts(stmt: ast.AnnAssign, marker_key: str, lines: list[str]) -> FieldFacts | None:
     if not isinstance(stmt.target, ast.Name):
         return None
     annotation = ast.unparse(stmt.annotation)
     if "ClassVar" in annotation or "InitVar" in annotation:
         return None
-    driver_only = _commented_driver_only(stmt, lines)
+    driver_only = is_driver_only_comment(lines, stmt.lineno)
     init = True
     metadata_ref = None
     value = stmt.value
