@@ -11,7 +11,7 @@ sends:
 * a field every one of them sends stays as each planned it (``Optional`` when a
   receiver defaulted it to None, the receive default when all receivers agree); a
   value whose type one worker's plan could not read (``Any``) takes the type another
-  worker states for the same key;
+  worker states for the same key, unless that worker states two types for it;
 * a field some worker does not send is ``Optional[...] = None``: that worker leaves
   it out and its ranks receive None. A worker that sends it and read it as set
   (its own receiver indexed it) asserts it after the receive, where it relied on it.
@@ -60,6 +60,8 @@ class Field:
     optional: bool
     #: the receive default (None: the receiver indexed it)
     default: str | None
+    #: ``Any`` because the worker states two types for it (not for want of one)
+    contested: bool = False
 
     def written(self) -> str:
         return f"Optional[{self.annotation}]" if self.optional else self.annotation
@@ -139,7 +141,7 @@ def _fields_of(
             return None
         text, needs, names = resolved
         optional = field_annotation(key) != key.annotation
-        fields.append(Field(key.key, text, optional, key.default))
+        fields.append(Field(key.key, text, optional, key.default, key.contested))
         imports.update(needs)
         typing |= names | ({"Optional"} if optional else set())
     return InputFields(tuple(fields), frozenset(imports), frozenset(typing))
@@ -241,9 +243,10 @@ def _one_class(planned: Mapping[ClassRef, InputFields]) -> list[_Class]:
     fields: list[SharedField] = []
     asserted: dict[ClassRef, list[str]] = {}
     for key, senders in by_key.items():
-        # a value whose type the planner could not read takes the one another states
+        # a value whose type the planner could not read takes the one another states;
+        # one the worker itself states two types for takes none
         stated = {f.annotation for _, f in senders} - {"Any"}
-        if len(stated) > 1:
+        if len(stated) > 1 or (stated and any(f.contested for _, f in senders)):
             return []
         partial = len(senders) < len(planned)
         optional = partial or any(f.optional for _, f in senders)

@@ -176,3 +176,24 @@ def test_a_worker_whose_group_is_refused_is_left_out_of_the_shared_class(
     assert "``AccelWorker`` and ``CPUWorker``" in shared and "``Worker``" not in shared
     for name in ("accel_worker.py", "cpu_worker.py"):
         assert IMPORT in (work / name).read_text(), name
+
+
+def test_a_value_of_no_readable_type_takes_the_type_another_worker_states(
+    tmp_path: Path, migrate_cli
+) -> None:
+    # the copied worker's count has no type of its own and goes to no typed parameter:
+    # the field takes the type the other workers state (``len(...)``: int)
+    work = _engine_with_a_copied_worker(
+        tmp_path,
+        (
+            "        num_seq_groups = len(seq_groups)\n",
+            "        num_seq_groups = request.num_seq_groups\n",
+        ),
+    )
+    result = migrate_cli(str(work))
+    assert result.code == 0 and ": MIG" not in result.out, result.out
+    shared = (work / "worker_input.py").read_text()
+    assert "    num_seq_groups: int\n" in shared, shared
+    for name in ("worker.py", "accel_worker.py", "cpu_worker.py"):
+        assert IMPORT in (work / name).read_text(), name
+    assert check_paths([work]).findings == []
