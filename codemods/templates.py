@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from codemods.cstutil import without_optional
-from runnercheck.analysis.signatures import Import, RunnerSignature
+from codemods.facts.signatures import Import, RunnerSignature
 from runnercheck.contract import Contract
 
 BASE_MODULE_NAME = "model_runner_base"
@@ -114,8 +114,8 @@ The driver prepares a model input with ``{contract.prepare_input_method}``
 ``{contract.as_dict_method}()`` together with its own input in one
 broadcast, and the other ranks rebuild the input with
 ``{contract.make_input_method}``. A field that is
-deliberately not broadcast is declared driver-only with the dataclass field
-metadata ``{contract.driver_only_marker}``.
+deliberately not broadcast is left out of ``{contract.as_dict_method}``
+with a ``# Driver-only: ...`` comment above it.
 """
 
 {_header(signature)}

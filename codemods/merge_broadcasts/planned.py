@@ -5,7 +5,7 @@ helpers that the input classes of a directory share (:mod:`.shared_helpers`) com
 from the plans of every group there, for each group that generates the base module.
 :class:`Planned` keeps, for the run, each file's LibCST module, each group's plans (or
 the error planning raised) with the line index of its modules, each directory's
-helpers and each runner's input class. So each file is parsed with LibCST once, each group is
+helpers and shared worker inputs, and each runner's input class. So each file is parsed with LibCST once, each group is
 planned once and the helpers of a directory are computed once, whichever group asks
 first.
 
@@ -22,17 +22,18 @@ from typing import TYPE_CHECKING
 import libcst as cst
 
 from codemods import cstutil
+from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.merge_broadcasts.groups import plan_group
 from codemods.merge_broadcasts.runner_model import RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import input_class
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.positions import Lines
-from runnercheck.analysis.groups import ClassRef, Group, find_groups
 from runnercheck.analysis.project import Project
 from runnercheck.contract import Contract
 
 if TYPE_CHECKING:
     from codemods.merge_broadcasts.shared_helpers import Helpers
+    from codemods.merge_broadcasts.shared_worker_input import SharedInput
 
 Plans = tuple[list[RunnerPlan], list[WorkerPlan]]
 
@@ -49,6 +50,14 @@ class Planned:
         self.helpers: dict[Path, Helpers] = {}
         self._inputs: dict[int, tuple[RunnerPlan, list[cst.BaseStatement]]] = {}
         self._groups: tuple[Project, list[Group]] | None = None
+        #: the shared worker inputs of each directory (:mod:`.rewrite` fills it)
+        self.worker_inputs: dict[
+            tuple[Path, int, frozenset[ClassRef]], dict[ClassRef, SharedInput]
+        ] = {}
+
+    def module(self, path: Path) -> cst.Module:
+        """The file's module, parsed on first use."""
+        return self.modules([path])[path]
 
     def groups(self, project: Project) -> list[Group]:
         """``find_groups(project)[0]``, found once (the list is only read)."""

@@ -11,6 +11,8 @@ from pathlib import Path
 import libcst as cst
 
 from codemods import cstutil, imports, layout, templates, verify
+from codemods.facts.groups import ClassRef, Group, find_groups
+from codemods.facts.signatures import runner_signature
 from codemods.merge_broadcasts.generic_base import (
     annotate_runner_attribute,
     rebase,
@@ -38,10 +40,8 @@ from codemods.merge_broadcasts.worker_rewrite import (
 from codemods.positions import Lines
 from codemods.refusal import Refusal
 from codemods.results import GroupResult, RunnerSummary
-from runnercheck.analysis.groups import ClassRef, Group, find_groups
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.signatures import runner_signature
 from runnercheck.analysis.syntax import loaded_names
 from runnercheck.contract import Contract
 
@@ -153,10 +153,12 @@ def rewrite_group(
     runner_plans: list[RunnerPlan],
     worker_plans: list[WorkerPlan],
     planned: Planned | None = None,
+    unshared: frozenset[ClassRef] = frozenset(),
 ) -> GroupResult:
     """The group rewritten. ``planned`` (every file of the run as read, parsed and
-    planned once) lets the groups of a directory share one worker input and the
-    helpers of their base module."""
+    planned once) lets the groups of a directory share one worker input, but for the
+    ``unshared`` workers (their groups were refused), and the helpers of their base
+    module."""
     result = GroupResult(group.label)
     limit = layout.line_limit(group.files[0]) if group.files else layout.DEFAULT_LIMIT
     bases = _find_bases(project, contract)
@@ -189,9 +191,10 @@ def rewrite_group(
                 contract, signature, helpers.helpers, helpers.imports, helpers.typing
             )
             result.created.append(base_file)
-    shared = _shared_worker_inputs(project, contract, worker_plans, planned)
+    shared = _shared_worker_inputs(project, contract, worker_plans, planned, unshared)
+    result.shared_with = sorted({(str(r.path), r.name) for s in shared.values() for r in s.users})
     for found in shared.values():
-        if found.path not in result.sources:
+        if found.text is not None and found.path not in result.sources:
             result.sources[found.path] = found.text
             result.created.append(found.path)
     by_class: dict[tuple[Path, str], RunnerPlan | WorkerPlan] = {}
@@ -266,7 +269,9 @@ def rewrite_group(
                 generated = [] if common is not None else worker_input_class(plan_any, contract)
                 if common is not None:
                     from_imports.append((import_path(project, path, common.path), [common.name]))
-                new_w = rewrite_worker(plan_any, contract)
+                new_w = rewrite_worker(
+                    plan_any, contract, common.asserted if common is not None else ()
+                )
                 lines = planned.lines(path) if planned is not None else Lines(modules[path])
                 result.worker_notes += [
                     (str(path), line, text) for line, text in loop_exit_notes(plan_any, lines)
@@ -359,6 +364,7 @@ def _shared_worker_inputs(
     contract: Contract,
     worker_plans: list[WorkerPlan],
     planned: Planned | None,
+    unshared: frozenset[ClassRef],
 ) -> dict[ClassRef, SharedInput]:
     """The workers of this group that use a shared worker input (their plans now
     name it), computed per directory from the whole project."""
@@ -368,7 +374,19 @@ def _shared_worker_inputs(
     groups = planned.groups(project)
     for directory in sorted({p.path.parent for p in worker_plans}):
         limit = layout.line_limit(directory / f"{templates.WORKER_INPUT_MODULE_NAME}.py")
-        found.update(shared_inputs(project, contract, directory, planned.sources, limit, groups))
+        key = (directory, limit, unshared)
+        if key not in planned.worker_inputs:  # the same for every group of the directory
+            planned.worker_inputs[key] = shared_inputs(
+                project,
+                contract,
+                directory,
+                planned.sources,
+                limit,
+                unshared,
+                groups,
+                planned.module,
+            )
+        found.update(planned.worker_inputs[key])
     for plan in worker_plans:
         common = found.get(ClassRef(plan.path, plan.name))
         if common is not None:
@@ -399,6 +417,7 @@ def merge(
     project: Project,
     contract: Contract,
     planned: Planned | None = None,
+    unshared: frozenset[ClassRef] = frozenset(),
 ) -> GroupResult:
     """Plan then rewrite one group (raises Refusal; nothing is written here).
 
@@ -407,4 +426,6 @@ def merge(
         runner_plans, worker_plans = planned.plans(group, project, contract)
     else:
         runner_plans, worker_plans = plan_group(group, modules, project, contract)
-    return rewrite_group(group, modules, project, contract, runner_plans, worker_plans, planned)
+    return rewrite_group(
+        group, modules, project, contract, runner_plans, worker_plans, planned, unshared
+    )

@@ -30,11 +30,11 @@ from typing import cast
 import libcst as cst
 
 from codemods import cstutil
+from codemods.facts.signatures import Import, annotation_imports
 from codemods.merge_broadcasts.planned import Planned
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan
 from codemods.templates import quoted
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.signatures import Import, annotation_imports
 from runnercheck.contract import Contract
 
 DICT = "tensor_dict"
@@ -218,7 +218,8 @@ def _runner_plans(
     planned: Planned, project: Project, contract: Contract, directory: Path
 ) -> list[RunnerPlan]:
     """Every runner of the directory that gets an input class, planned as its own
-    group plans it (groups that cannot be planned give none)."""
+    group plans it (groups that cannot be planned give none); each group is planned
+    once per run (``planned``) and the plans are only read."""
     groups = planned.groups(project)
     plans: list[RunnerPlan] = []
     for group in groups:

@@ -70,3 +70,23 @@ def test_each_group_file_is_parsed_with_libcst_once(
     assert any(p.name == "model_runner_base.py" for p in created)
     assert parses and max(parses.values()) == 1, {p.name: n for p, n in parses.items()}
     assert plans and max(plans.values()) == 1, plans
+
+
+def test_the_shared_helpers_plan_each_group_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine fixture's directory holds two groups (GPU and CPU); each group's
+    rewrite asks for the directory's shared helpers, which plan every group of the
+    directory: once per run, not once per group asking."""
+    from codemods.merge_broadcasts import planned as planned_module
+    from tests.migrate.conftest import FIXTURES
+
+    planned: Counter[str] = Counter()
+    real_plan = planned_module.plan_group
+
+    def counting_plan(group: Any, *args: Any, **kwargs: Any) -> Any:
+        planned[group.label] += 1
+        return real_plan(group, *args, **kwargs)
+
+    monkeypatch.setattr(planned_module, "plan_group", counting_plan)
+    result = migrate([FIXTURES / "engine" / "before"])
+    assert len(result.groups) == 2 and not result.refusals
+    assert sorted(planned.values()) == [1, 1], planned
