@@ -18,7 +18,13 @@ from pathlib import Path
 from runnercheck import catalog, deep
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
-from runnercheck.analysis.prefilter import class_bases, might_matter, needles, subclass_rounds
+from runnercheck.analysis.prefilter import (
+    class_bases,
+    extensible_classes,
+    might_matter,
+    needles,
+    subclass_rounds,
+)
 from runnercheck.analysis.project import Project
 from runnercheck.check.cache import FactsCache
 from runnercheck.check.discovery import SourceFile, discover_walk, walk_findings
@@ -326,16 +332,22 @@ def _check_paths(
     by_display = {s.display: s for s in sources}
     skipped = {i: o.skipped_bases for i, o in enumerate(outcomes) if o.skipped_bases is not None}
 
-    def read(indices: list[int]) -> list[str]:
+    partners: list[ModuleFacts] = []
+
+    def extensible() -> set[str]:
+        """The classes whose subclasses are read, over every file read so far."""
+        read_so_far = [o.facts for o in outcomes if o.facts is not None]
+        return extensible_classes([*read_so_far, *partners], contract)
+
+    def read(indices: list[int]) -> set[str]:
         redone = _analyse_all(
             [by_display[outcomes[i].display] for i in indices], contract, jobs, True, limit, cache
         )
         for index, outcome in zip(indices, redone, strict=True):
             outcomes[index] = outcome
-        return [name for o in redone if o.facts is not None for name in o.facts.classes]
+        return extensible()
 
-    known = [name for o in outcomes if o.facts is not None for name in o.facts.classes]
-    subclass_rounds(skipped, read, known)
+    subclass_rounds(skipped, read, extensible())
     parsed = [(o.path, o.facts) for o in outcomes if o.facts is not None and o.path is not None]
     on_disk = {os.path.abspath(s.path) for s in sources}
     base = root or Path.cwd()
@@ -344,7 +356,7 @@ def _check_paths(
             raise UsageError(f"context {entry!r} in the config: not a directory under {base}")
     roots = [*context, *(str(base / c) for c in config.context)]
     finder = ModuleFinder(context_roots(roots))
-    partners = read_partners(
+    partners += read_partners(
         [(os.path.abspath(path), facts) for path, facts in parsed],
         on_disk,
         needles(contract),
@@ -358,7 +370,7 @@ def _check_paths(
     more = subclass_rounds(
         {i: b for i, b in skipped.items() if outcomes[i].facts is None},
         read,
-        [name for module in partners for name in module.classes],
+        extensible(),
     )
     if more:
         new = [(outcomes[i].path, outcomes[i].facts) for i in more]
