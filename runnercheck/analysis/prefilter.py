@@ -13,6 +13,8 @@ nothing to the contract).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
@@ -48,7 +50,47 @@ def needles(contract: Contract) -> tuple[bytes, ...]:
 
 
 def might_matter(data: bytes, wanted: tuple[bytes, ...]) -> bool:
-    return any(needle in data for needle in wanted)
+    """Whether ``data`` holds one of ``wanted``; a file that holds none of the anchors
+    (substrings the needles share) is scanned a handful of times, not once per needle."""
+    for anchor, members in _anchored(wanted):
+        if anchor in data and (members == (anchor,) or any(m in data for m in members)):
+            return True
+    return False
+
+
+#: The shortest substring that stands for several needles.
+_ANCHOR_MIN = 6
+
+
+@functools.lru_cache(maxsize=8)
+def _anchored(wanted: tuple[bytes, ...]) -> tuple[tuple[bytes, tuple[bytes, ...]], ...]:
+    """``wanted`` as (anchor, needles) groups: every needle of a group contains its
+    anchor. A needle that contains another needle is left out (the other one finds it)."""
+    unique = list(dict.fromkeys(wanted))
+    minimal = [n for n in unique if not any(o != n and o in n for o in unique)]
+    groups = [(needle, (needle,)) for needle in minimal]
+    merged = True
+    while merged:
+        merged = False
+        for i, j in itertools.combinations(range(len(groups)), 2):
+            common = _longest_common(groups[i][0], groups[j][0])
+            if len(common) >= _ANCHOR_MIN:
+                groups[i] = (common, groups[i][1] + groups[j][1])
+                del groups[j]
+                merged = True
+                break
+    return tuple(groups)
+
+
+def _longest_common(a: bytes, b: bytes) -> bytes:
+    """The longest substring of both (the first one found)."""
+    best = b""
+    for start in range(len(a)):
+        for end in range(start + len(best) + 1, len(a) + 1):
+            if a[start:end] not in b:
+                break
+            best = a[start:end]
+    return best
 
 
 def class_bases(data: bytes) -> frozenset[str]:
