@@ -23,8 +23,6 @@ from runnercheck.analysis.model import (
     flatten_calls,
 )
 from runnercheck.analysis.recognise import is_driver_only_marker
-from runnercheck.analysis.requests import non_driver_reads, request_reads
-from runnercheck.analysis.shapes import legacy_split
 from runnercheck.analysis.steps import StepReader
 from runnercheck.analysis.syntax import (
     decorator_names,
@@ -216,6 +214,10 @@ def _method_shape(
 ) -> None:
     """What ``migrate`` plans from, read in the same pass: the legacy split of a method
     that broadcasts, and the request reads of the execute method."""
+    # only ``migrate`` asks: ``check`` never imports these readers
+    from runnercheck.analysis.requests import non_driver_reads, request_reads
+    from runnercheck.analysis.shapes import legacy_split
+
     if any(step.step_broadcast for step in flatten_calls(method.steps)):
         method.split = legacy_split(node, contract, tree)
     if node.name == contract.execute_method:
