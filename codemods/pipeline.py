@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codemods import callers, formatting, registry, typecheck, verify
-from codemods.positions import line_map
+from codemods import fold_plan, formatting, registry, typecheck, verify
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import SkippedPath, collect, package_files, read_all
@@ -135,9 +134,16 @@ class _State:
     roots: tuple[Path, ...] = ()
     before: dict[frozenset[Path], list] = field(default_factory=dict)
     project: Project = field(init=False)
+    single: dict[str, set[str]] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.project = Project(self.facts.values(), self.config.contract())
+
+    def targets(self, path: Path) -> set[str]:
+        """The single-class codemods the analysis finds something to do for in ``path``."""
+        if self.single is None:
+            self.single = single_targets(self.project, self.select)
+        return self.single.get(str(path), set())
 
     def old_facts(self, path: Path) -> ModuleFacts:
         """The facts of a file as read."""
@@ -479,6 +485,9 @@ def _run_file(path: Path) -> TaskResult:
 
     state = _STATE
     assert state is not None
+    planned = _planned_refusals(state, path)
+    if planned is not None:  # nothing to rewrite: no LibCST
+        return TaskResult(refusals=planned)
     result = TaskResult(cst_files=1)
     original = cstutil.parse_module(state.sources[path])
     module, applied = _single_codemods(state, path, original, result.refusals)
@@ -492,6 +501,19 @@ def _run_file(path: Path) -> TaskResult:
         return result
     result.changes[path] = change
     return result
+
+
+def _planned_refusals(state: _State, path: Path) -> list[Refused] | None:
+    """The refusals of ``path`` when the analysis alone shows that no codemod changes it
+    (its one candidate is a wrapper whose fold is refused by its plan); None when only
+    the rewrite can tell."""
+    name = registry.FOLD_CONTROL_BROADCAST.name
+    if state.targets(path) != {name}:
+        return None
+    refused = fold_plan.refused_plans(state.project, str(path))
+    if refused is None:
+        return None
+    return [Refused(name, s.code, path, s.line, s.message, shape=s.shape) for s in refused]
 
 
 def _given_files(paths: Sequence[str | os.PathLike[str]], files: Iterable[Path]) -> set[Path]:
@@ -668,6 +690,10 @@ def _layout_notes(changes: dict[Path, FileChange]) -> list[Note]:
 def _update_callers(result: MigrateResult, config: Config, roots: Sequence[Path]) -> None:
     """Calls of the legacy methods the groups removed, anywhere in the project:
     rewritten inside the given paths when the new method is a drop-in, else named."""
+    if not any(runner.removed_method for group in result.groups for runner in group.runners):
+        return  # no method removed: no caller to look for (and no LibCST to import)
+    from codemods import callers
+
     contract = config.contract()
     removed = [
         callers.Removed(
@@ -699,6 +725,8 @@ def _update_callers(result: MigrateResult, config: Config, roots: Sequence[Path]
 
 def _renumber_notes(merged: GroupResult, path: Path, old: str, new: str) -> None:
     """The group's notes on ``path`` cite lines of its rewritten text."""
+    from codemods.positions import line_map
+
     where = str(path)
     to_new = line_map(old, new)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -34,3 +36,18 @@ def test_each_original_file_is_parsed_once(tmp_path: Path, monkeypatch: pytest.M
     assert result.changes, "the legacy engine has something to migrate"
     assert parses, "the run read the files"
     assert max(parses.values()) == 1, {p.name: n for p, n in parses.items() if n > 1}
+
+
+def test_a_tree_with_nothing_to_rewrite_imports_no_libcst(tmp_path: Path) -> None:
+    """``migrate --check`` on a merged tree (a pre-commit hook's usual case) decides from
+    the analysis alone: LibCST is never imported."""
+    tree = tmp_path / "engine"
+    shutil.copytree(engine_source_dir("merged"), tree)
+    code = (
+        "import sys; from codemods.pipeline import migrate; r = migrate([sys.argv[1]]); "
+        "print(len(r.changes), r.files_parsed > 0, r.files_cst, 'libcst' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tree)], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.split() == ["0", "True", "0", "False"]
