@@ -21,7 +21,6 @@ import ast
 import dataclasses
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -610,6 +609,8 @@ def migrate(
     outcomes: list[TaskResult] = []
     workers = worker_count(jobs, total)
     if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor, as_completed  # only for -j
+
         with ProcessPoolExecutor(
             max_workers=workers,
             initializer=_init_worker,

@@ -68,7 +68,7 @@ def _anchored(wanted: tuple[bytes, ...]) -> tuple[tuple[bytes, tuple[bytes, ...]
     anchor. A needle that contains another needle is left out (the other one finds it)."""
     unique = list(dict.fromkeys(wanted))
     minimal = [n for n in unique if not any(o != n and o in n for o in unique)]
-    groups = [(needle, (needle,)) for needle in minimal]
+    groups: list[tuple[bytes, tuple[bytes, ...]]] = [(needle, (needle,)) for needle in minimal]
     merged = True
     while merged:
         merged = False
