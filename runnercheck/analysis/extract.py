@@ -46,6 +46,27 @@ from runnercheck.deep import parse_failure
 _DICT_ANNOTATION = re.compile(r"\b(Dict|dict|Mapping|MutableMapping)\b")
 
 
+def _names_dict(annotation: ast.expr) -> bool:
+    """Whether the annotation's text names a dict type as a word (``Dict[str, Any]``,
+    ``"Mapping[str, int]"``): each word of its source is a name, an attribute, a
+    keyword's or a parameter's name, or lies in a constant, so those are searched
+    (as fast as reading the text back, without building it)."""
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Name):
+            text = node.id
+        elif isinstance(node, ast.Attribute):
+            text = node.attr
+        elif isinstance(node, ast.Constant):
+            text = repr(node.value)
+        elif isinstance(node, (ast.keyword, ast.arg)):
+            text = node.arg or ""
+        else:
+            continue
+        if _DICT_ANNOTATION.search(text):
+            return True
+    return False
+
+
 class FunctionReader(DictReader, StepReader, BindingReader):
     """Builds the :class:`FunctionFacts` of one function."""
 
@@ -69,8 +90,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.dict_params = {
             a.arg
             for a in positional_args
-            if "dict" in a.arg.lower()
-            or (a.annotation is not None and _DICT_ANNOTATION.search(ast.unparse(a.annotation)))
+            if "dict" in a.arg.lower() or (a.annotation is not None and _names_dict(a.annotation))
         }
         decorators = decorator_names(node.decorator_list)
         last = {last_name(d) for d in decorators}

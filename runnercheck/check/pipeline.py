@@ -334,10 +334,15 @@ def _check_paths(
 
     partners: list[ModuleFacts] = []
 
+    last: list[tuple[list[int], set[str]]] = []
+
     def extensible() -> set[str]:
         """The classes whose subclasses are read, over every file read so far."""
-        read_so_far = [o.facts for o in outcomes if o.facts is not None]
-        return extensible_classes([*read_so_far, *partners], contract)
+        modules = [*(o.facts for o in outcomes if o.facts is not None), *partners]
+        key = [id(m) for m in modules]
+        if not last or last[0][0] != key:
+            last[:] = [(key, extensible_classes(modules, contract))]
+        return last[0][1]
 
     def read(indices: list[int]) -> set[str]:
         redone = _analyse_all(
