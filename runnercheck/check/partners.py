@@ -14,13 +14,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.prefilter import might_matter
-from runnercheck.check.cache import FactsCache
 from runnercheck.contract import Contract
 from runnercheck.files import DEFAULT_MAX_FILE_SIZE, MAX_ANALYSED_SIZE, ReadError, read_source
+
+if TYPE_CHECKING:
+    from runnercheck.check.cache import FactsCache
 
 #: How far up from a file an absolute import's top-level package is looked for.
 MAX_LEVELS = 8

@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runnercheck import catalog, deep
 from runnercheck.analysis.extract import extract_source
@@ -26,7 +27,6 @@ from runnercheck.analysis.prefilter import (
     subclass_rounds,
 )
 from runnercheck.analysis.project import Project
-from runnercheck.check.cache import FactsCache
 from runnercheck.check.discovery import SourceFile, discover_walk, walk_findings
 from runnercheck.check.partners import ModuleFinder, context_roots, read_partners
 from runnercheck.check.rules import RULES, run_rules
@@ -43,6 +43,9 @@ from runnercheck.files import (
 from runnercheck.findings import Finding
 from runnercheck.jobs import worker_count
 from runnercheck.writes.treelock import reading
+
+if TYPE_CHECKING:  # the cache's own imports cost start-up time under --no-cache
+    from runnercheck.check.cache import FactsCache
 
 
 @dataclass
@@ -322,7 +325,11 @@ def _check_paths(
 ) -> CheckResult:
     config = config or Config()
     contract = config.contract()
-    cache = FactsCache(cache_root, contract) if cache_root is not None else None
+    cache: FactsCache | None = None
+    if cache_root is not None:
+        from runnercheck.check.cache import FactsCache
+
+        cache = FactsCache(cache_root, contract)
     select_codes = parse_codes(select, "--select") or parse_codes(config.select, "select")
     ignore_codes = parse_codes(ignore, "--ignore") | parse_codes(config.ignore, "ignore")
     sources, walked = discover_walk(paths, (*config.exclude, *exclude), root)
