@@ -3,9 +3,10 @@ parallel with ``jobs > 1``), run the rules, honour suppressions and select/ignor
 
 The prefilter works on raw bytes: a file is parsed only if it mentions one of the
 contract's names (broadcast function, contract methods, base classes), or if it defines
-a class whose base is a class found in a parsed file (a subclass that adds fields, for
-instance). A skipped file cannot contain a finding; it is not parsed, so a syntax error
-in it is not reported either.
+a class whose base is a class of a parsed file that can take part in the contract (a
+subclass that adds fields, for instance; see
+:func:`runnercheck.analysis.prefilter.extensible_classes`). A skipped file cannot contain
+a finding; it is not parsed, so a syntax error in it is not reported either.
 """
 
 from __future__ import annotations
