@@ -10,9 +10,13 @@ replays it.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import inspect
 import itertools
 import re
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +26,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import errors as hypothesis_errors
 
 from runnercheck.config import Config
-from runnercheck.contract import is_driver_only_metadata
+from runnercheck.contract import is_driver_only_comment, is_driver_only_metadata
 from runnercheck.errors import UsageError
 from runnercheck.fuzz import strategies, transfer
 from runnercheck.fuzz.compare import describe
@@ -55,9 +59,37 @@ def driver_only_rule(config: Config) -> Callable[[type, dataclasses.Field[Any]],
     def rule(cls: type, f: dataclasses.Field[Any]) -> bool:
         if is_driver_only_metadata(f.metadata, config.driver_only_key):
             return True
+        if any(f.name in commented_driver_only(klass) for klass in cls.__mro__):
+            return True
         return any(config.is_driver_only(klass.__name__, f.name) for klass in cls.__mro__)
 
     return rule
+
+
+@functools.cache
+def commented_driver_only(cls: type) -> frozenset[str]:
+    """The fields the class body declares driver-only with a ``# Driver-only: ...``
+    comment above them (read from its source, as ``check`` reads it); empty when the
+    source cannot be read."""
+    if not dataclasses.is_dataclass(cls):
+        return frozenset()
+    try:
+        lines, _ = inspect.getsourcelines(cls)
+        text = textwrap.dedent("".join(lines))
+        tree = ast.parse(text)
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return frozenset()
+    body = tree.body[0] if tree.body and isinstance(tree.body[0], ast.ClassDef) else None
+    if body is None:
+        return frozenset()
+    source = text.splitlines()
+    return frozenset(
+        stmt.target.id
+        for stmt in body.body
+        if isinstance(stmt, ast.AnnAssign)
+        and isinstance(stmt.target, ast.Name)
+        and is_driver_only_comment(source, stmt.lineno)
+    )
 
 
 _UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
