@@ -46,16 +46,18 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods import cstutil, registry
 from codemods.command import ContractCommand
-from codemods.fold_plan import CODE, RECEIVED, SENT, Plan, Skipped, plan_class
+from codemods.fold_plan import CODE, RECEIVED, SENT, Plan, plan_class, refused
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.wrappers import evaluate, receive_lines
 from runnercheck.contract import VLLM, Contract
+from runnercheck.records import Refused
 
 NAME = registry.FOLD_CONTROL_BROADCAST.name
 
 
+# ------------------------------------------------------------------ the rewrite
 def _inner_call(attr: str, execute: str) -> m.Call:
     return m.Call(
         func=m.Attribute(
@@ -293,35 +295,35 @@ class _Rewrite(cst.CSTTransformer):
 
 def rewrite_module(
     module: cst.Module, project: Project, path: str, contract: Contract = VLLM
-) -> tuple[cst.Module, list[str], list[Skipped]]:
+) -> tuple[cst.Module, list[str], list[Refused]]:
     """Fold the control broadcast of each wrapper class of ``path`` (as ``project``
     sees it); returns the module, the classes changed and those refused with why."""
     facts = project.modules.get(path)
     if facts is None:
         return module, [], []
     changed: list[str] = []
-    skipped: list[Skipped] = []
+    skipped: list[Refused] = []
     # bottom-up: a rewritten class moves no line of the classes above it
     for cls in sorted(facts.classes.values(), key=lambda c: -c.line):
         plan = plan_class(project, cls, receive_lines(cls))
         if plan is None:
             continue
-        if isinstance(plan, Skipped):
+        if isinstance(plan, Refused):
             skipped.append(plan)
             continue
         rewrite = _Rewrite(plan, contract)
         try:
             new = MetadataWrapper(module, unsafe_skip_copy=True).visit(rewrite)
         except _Refuse as exc:
-            skipped.append(Skipped(cls.name, CODE, exc.message, exc.shape, exc.line))
+            skipped.append(refused(cls, CODE, exc.message, exc.shape, exc.line))
             continue
         if not (rewrite.done_send and rewrite.done_receive):
             message = f"{cls.name}'s control broadcast or its receive is not a statement of its own"
-            skipped.append(Skipped(cls.name, CODE, message, "nested broadcast", min(plan.sends)))
+            skipped.append(refused(cls, CODE, message, "nested broadcast", min(plan.sends)))
             continue
         failed = _verify(project, path, cls, new, contract)
         if failed is not None:
-            skipped.append(Skipped(cls.name, "MIG110", failed, "not one broadcast less", cls.line))
+            skipped.append(refused(cls, "MIG110", failed, "not one broadcast less", cls.line))
             continue
         module = new
         changed.append(cls.name)

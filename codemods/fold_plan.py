@@ -6,26 +6,28 @@ only the files a codemod changes."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
+from codemods import registry
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project, StepPath, Term
 from runnercheck.analysis.wrappers import receive_lines
+from runnercheck.records import Refused
 
-#: The refusal code of the codemod.
-CODE = "MIG204"
+NAME = registry.FOLD_CONTROL_BROADCAST.name
 #: The request field the driver fills and the worker attribute the other ranks read
 #: (the inner worker's step sends the one in its merged dict and sets the other).
 SENT = "broadcast_extras"
 RECEIVED = "received_extras"
+CODE = "MIG204"
 
 
-@dataclass
-class Skipped:
-    cls: str
-    code: str
-    message: str
-    shape: str
-    line: int = 0
+def refused(cls: ClassFacts, code: str, message: str, shape: str, line: int) -> Refused:
+    """``cls`` left alone: its control broadcast stays."""
+    path = Path(cls.path)
+    return Refused(
+        NAME, code, path, line, message, shape=shape, held_back=(f"{cls.name} ({path.name})",)
+    )
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def _first_inner(path: StepPath, lines: frozenset[int], path_of: str) -> Term | 
 
 def plan_class(
     project: Project, cls: ClassFacts, receives: frozenset[int]
-) -> Plan | Skipped | None:
+) -> Plan | Refused | None:
     """The plan for ``cls`` (None: it has no control broadcast to fold). ``receives``:
     the lines of its non-driver receives (a broadcast call without a dict)."""
     contract = project.contract
@@ -78,16 +80,16 @@ def plan_class(
         t.site.line for p in paths for t in p.own if t.sends and t.site.path == cls.path
     )
     if not sends:
-        return Skipped(
-            cls.name,
+        return refused(
+            cls,
             CODE,
             f"{cls.name}'s control broadcast is in another file",
             "control broadcast outside the class's file",
             cls.line,
         )
     if not receives:
-        return Skipped(
-            cls.name,
+        return refused(
+            cls,
             CODE,
             f"{cls.name} has no receive of its own for the control values in this file",
             "no non-driver receive",
@@ -103,8 +105,8 @@ def plan_class(
                 continue  # the stop signal's exit; the rewrite places it (see _receive)
             if first is None or not isinstance(first, Term):
                 line = min(lines)
-                return Skipped(
-                    cls.name,
+                return refused(
+                    cls,
                     CODE,
                     f"a path of {cls.name}'s step {side} the control values (line {line}) "
                     "and runs no inner step that broadcasts after it: nothing could carry them",
@@ -116,8 +118,8 @@ def plan_class(
         where = ", ".join(
             f"{attr} ({t.site.where}:{t.site.line})" for attr, t in sorted(firsts.items())
         )
-        return Skipped(
-            cls.name,
+        return refused(
+            cls,
             CODE,
             f"the first inner step after {cls.name}'s control values differs between paths: "
             f"{where}; the other ranks could not tell which step carries them",
@@ -126,8 +128,8 @@ def plan_class(
         )
     inner = next(iter(firsts))
     if "." in inner:
-        return Skipped(
-            cls.name,
+        return refused(
+            cls,
             CODE,
             f"the first inner step runs on {inner}, a worker held by a helper object",
             "inner worker held by a helper",
@@ -141,8 +143,8 @@ def plan_class(
     ]
     if not held or missing:
         names = ", ".join(missing) or inner
-        return Skipped(
-            cls.name,
+        return refused(
+            cls,
             CODE,
             f"{inner}'s step ({names}) sends no extras of the request in its merged dict "
             f"(no `{RECEIVED}` for the other ranks to read them back from)",
@@ -152,17 +154,14 @@ def plan_class(
     return Plan(cls.name, sends, receives, inner)
 
 
-# ------------------------------------------------------------------ the rewrite
-
-
-def refused_plans(project: Project, path: str) -> list[Skipped] | None:
+def refused_plans(project: Project, path: str) -> list[Refused] | None:
     """The wrapper classes of ``path`` whose plan is refused (in the order of the file),
     when no class of it has a plan to rewrite; None when one has (only the rewrite can
     tell what then happens)."""
     facts = project.modules.get(path)
     if facts is None:
         return []
-    refused: list[Skipped] = []
+    refused: list[Refused] = []
     for cls in sorted(facts.classes.values(), key=lambda c: c.line):
         plan = plan_class(project, cls, receive_lines(cls))
         if isinstance(plan, Plan):

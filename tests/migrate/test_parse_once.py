@@ -51,3 +51,23 @@ def test_a_tree_with_nothing_to_rewrite_imports_no_libcst(tmp_path: Path) -> Non
         [sys.executable, "-c", code, str(tree)], capture_output=True, text=True, check=True
     )
     assert proc.stdout.split() == ["0", "True", "0", "False"]
+
+
+def test_the_shared_helpers_plan_each_group_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine fixture's directory holds two groups (GPU and CPU); each group's
+    rewrite asks for the directory's shared helpers, which plan every group of the
+    directory: once per run, not once per group asking."""
+    from codemods.merge_broadcasts import shared_helpers
+    from tests.migrate.conftest import FIXTURES
+
+    planned: Counter[str] = Counter()
+    real_plan = shared_helpers.plan_group
+
+    def counting_plan(group: Any, *args: Any, **kwargs: Any) -> Any:
+        planned[group.label] += 1
+        return real_plan(group, *args, **kwargs)
+
+    monkeypatch.setattr(shared_helpers, "plan_group", counting_plan)
+    result = migrate([FIXTURES / "engine" / "before"])
+    assert len(result.groups) == 2 and not result.refusals
+    assert sorted(planned.values()) == [1, 1], planned
