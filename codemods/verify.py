@@ -16,6 +16,7 @@ from runnercheck.analysis.holds import Change, NonDriverValues
 from runnercheck.analysis.holds import changed_values as compare_values
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.project import Project
+from runnercheck.analysis.sources import SourceChange, ValueSources, changed_sources
 from runnercheck.check.pipeline import FileOutcome, check_outcomes, parse_codes
 from runnercheck.config import Config
 from runnercheck.findings import Finding
@@ -76,10 +77,20 @@ def new_findings(
 
 def changed_values(
     old: Mapping[Path, ModuleFacts], new: Mapping[Path, ModuleFacts], config: Config
-) -> list[Change]:
+) -> list[Change | SourceChange]:
     """The literal flags a non-driver rank held at an entry point before the rewrite
-    and holds otherwise after it."""
+    and holds otherwise after it, then every other value whose source changes at the
+    model call, the sampler or a cache operation, at any entry point on either role."""
     contract = config.contract()
-    before = NonDriverValues(Project(old.values(), contract)).held()
-    after = NonDriverValues(Project(new.values(), contract)).held()
-    return compare_values(before, after)
+    old_project = Project(old.values(), contract)
+    new_project = Project(new.values(), contract)
+    flags = compare_values(NonDriverValues(old_project).held(), NonDriverValues(new_project).held())
+    told = {(c.entry, c.keyword) for c in flags}
+    sources = [
+        SourceChange(before, after)
+        for before, after in changed_sources(
+            ValueSources(old_project).reaches(), ValueSources(new_project).reaches()
+        )
+        if (before.entry, before.slot.rpartition(".")[2]) not in told
+    ]
+    return [*flags, *sources]

@@ -42,13 +42,14 @@ from runnercheck.analysis.syntax import (
     suppressions,
     top_level_names,
 )
+from runnercheck.analysis.values import ValueReader
 from runnercheck.contract import VLLM, Contract
 from runnercheck.deep import parse_failure
 
 _DICT_ANNOTATION = re.compile(r"\b(Dict|dict|Mapping|MutableMapping)\b")
 
 
-class FunctionReader(DictReader, StepReader, BindingReader):
+class FunctionReader(DictReader, StepReader, BindingReader, ValueReader):
     """Builds the :class:`FunctionFacts` of one function."""
 
     def __init__(
@@ -109,6 +110,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.conditions: tuple[Condition, ...] = ()
         self.call_conditions: dict[tuple[int, int], tuple[Condition, ...]] = {}
         self.call_roles: dict[tuple[int, int], Role] = {}
+        self.node_roles: dict[int, Role] = {}
 
     def read(self) -> FunctionFacts:
         self.facts.param_defaults = param_defaults(self.node.args)
@@ -116,6 +118,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.read_self_constants()
         self._read_dicts()
         self._read_bindings()
+        self._read_values()
         returns = self.node.returns
         if returns is not None:
             self.facts.return_annotation = str_const(returns) or ast.unparse(returns)

@@ -72,6 +72,8 @@ class StepReader:
     conditions: tuple[Condition, ...]
     call_conditions: dict[tuple[int, int], tuple[Condition, ...]]
     call_roles: dict[tuple[int, int], Role]
+    #: The role of each recorded node read under one (by ``id``; None: every rank).
+    node_roles: dict[int, Role]
 
     def _call_steps(self, node: ast.AST, out: list[Step]) -> None:
         """Calls in ``node`` in evaluation order (arguments before the call); every node
@@ -93,6 +95,8 @@ class StepReader:
             return
         if kind in _RECORDED:
             self.nodes.append(node)
+            if self.role is not None:
+                self.node_roles[id(node)] = self.role
         if kind in _NOT_EXECUTED:
             self.nested.append(node)
             return
@@ -223,6 +227,8 @@ class StepReader:
                 out.extend(rest)
             elif isinstance(stmt, ast.Return):
                 self.nodes.append(stmt)
+                if self.role is not None:
+                    self.node_roles[id(stmt)] = self.role
                 if stmt.value is not None:
                     self._call_steps(stmt.value, out)
                 out.append(ExitStep(stmt.lineno, "return"))
