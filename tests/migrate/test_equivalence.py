@@ -267,3 +267,57 @@ def test_without_the_kept_flag_the_migrated_variant_fails_in_its_profile_run(
     runner.write_text(text.replace(KEPT, ""))
     with pytest.raises(EngineRunError, match="rank 1: AssertionError: this rank holds no logits"):
         run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(after))
+
+
+RECEIVED = "        blocks_to_copy = worker_input.blocks_to_copy\n"
+DROPPED = "        blocks_to_copy = None\n"
+
+
+def plant_dropped_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rewrite, with the non-driver's received ``blocks_to_copy`` replaced by
+    ``None`` in the worker it writes: the other ranks then never copy blocks. No rule of
+    ``check`` sees it (the key is still produced and popped)."""
+    finish = rewrite.finish
+
+    def planted(
+        path: Path, module: cst.Module, used_before: set[str]
+    ) -> tuple[cst.Module, str, ast.Module]:
+        module, code, tree = finish(path, module, used_before)
+        if path.name == "worker.py" and RECEIVED in code:
+            code = code.replace(RECEIVED, DROPPED)
+            return cst.parse_module(code), code, ast.parse(code)
+        return module, code, tree
+
+    monkeypatch.setattr(rewrite, "finish", planted)
+
+
+def test_a_planted_change_of_a_received_value_is_refused(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plant_dropped_copy(monkeypatch)
+    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    before = snapshot(work)
+    monkeypatch.chdir(work)
+    data = json.loads(migrate_cli("--format", "json", ".").out)
+    assert snapshot(work) == before  # nothing written
+    refusal = next(r for r in data["refusals"] if r["code"] == "MIG111")
+    assert (
+        "at Worker.execute_model with ModelRunner, a non-driver rank passed #0 to the cache "
+        "self.cache_engine.copy from key 'blocks_to_copy' received by broadcast_tensor_dict "
+        "in Worker._execute_model_non_driver before the rewrite and from the constant None "
+        "after it"
+    ) in refusal["message"]
+
+
+def test_with_only_the_flags_compared_the_planted_received_value_is_written(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same planted rewrite passes every other check: only the value sources catch
+    it."""
+    plant_dropped_copy(monkeypatch)
+    monkeypatch.setattr(verify, "changed_sources", lambda old, new: [])
+    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    monkeypatch.chdir(work)
+    data = json.loads(migrate_cli("--format", "json", ".").out)
+    assert data["refusals"] == []
+    assert DROPPED in (work / "worker.py").read_text()
