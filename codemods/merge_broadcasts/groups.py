@@ -10,7 +10,12 @@ import libcst as cst
 
 from codemods import cstutil
 from codemods.merge_broadcasts.runner_execute import plan_execute, self_calls
-from codemods.merge_broadcasts.runner_flags import kept_flags
+from codemods.merge_broadcasts.runner_flags import (
+    helper_flags,
+    keep_flags_in_helper,
+    kept_flags,
+    non_driver_flags,
+)
 from codemods.merge_broadcasts.runner_model import RunnerPlan, broadcast_methods, methods
 from codemods.merge_broadcasts.runner_plan import plan_legacy_method
 from codemods.merge_broadcasts.worker_model import WorkerPlan
@@ -101,6 +106,7 @@ def plan_group(
                 shape = dataclasses.replace(shape, types=tuple(sorted(known.items())))
             plan_legacy_method(plan, legacy[0], contract, shape, where(ref.path))
             _note_kept_flags(plan, contract, where(ref.path))
+            _keep_flags_in_helpers(plan, project, ref, contract, where(ref.path))
         runner_plans[ref] = plan
     # inherited inputs
     for ref, plan in runner_plans.items():
@@ -384,3 +390,41 @@ def _note_kept_flags(plan: RunnerPlan, contract: Contract, lines: Lines) -> None
                 "the legacy non-driver branch gave it",
             )
         )
+
+
+def _keep_flags_in_helpers(
+    plan: RunnerPlan, project: Project, ref: ClassRef, contract: Contract, lines: Lines
+) -> None:
+    """The runner's own helpers that build, for the driver, what the legacy non-driver
+    branch builds with a literal flag (vLLM 0.4's ``self._prepare_sample(...)``): each
+    construction there reads the driver flag, where the driver gave the opposite literal
+    or left the keyword to a default (read from the class's ``__init__``) that is the
+    opposite. The driver keeps its value, every other rank the legacy one."""
+    wanted = helper_flags([*plan.driver_before, *plan.driver_after], plan.non_driver)
+    if not wanted:
+        return
+    defaults: dict[str, dict[str, str]] = {}
+    for _name, klass in non_driver_flags(plan.non_driver):
+        cls = project.resolve_class(klass, str(ref.path))
+        init = project.resolve_method(cls, "__init__") if cls is not None else None
+        if init is not None:
+            defaults[klass.rsplit(".", 1)[-1]] = dict(init.func.param_defaults)
+    for item in cstutil.body_of(plan.cdef.body):
+        if not isinstance(item, cst.FunctionDef) or item.name.value not in wanted:
+            continue
+        rewritten, kept = keep_flags_in_helper(
+            item, wanted[item.name.value], defaults, contract.driver_flag
+        )
+        if not kept:
+            continue
+        plan.flag_helpers[item.name.value] = rewritten
+        for klass, keyword, value in kept:
+            plan.notes.append(
+                (
+                    lines.line(item),
+                    f"{plan.name}.{item.name.value} builds {klass}({keyword}="
+                    f"self.{contract.driver_flag}): the other ranks, which now prepare their "
+                    f"own input in a profile or dummy run, keep {value} as the legacy "
+                    "non-driver branch gave it",
+                )
+            )

@@ -132,3 +132,101 @@ def keep_non_driver_flags(
         return list(driver)
     keep = _KeepFlags(flags, driver_flag)
     return [cast(cst.BaseStatement, s.visit(keep)) for s in driver]
+
+
+def _opposite(literal: str) -> str:
+    return "True" if literal == "False" else "False"
+
+
+def helper_flags(
+    driver: Sequence[cst.BaseStatement], non_driver: Sequence[cst.BaseStatement]
+) -> dict[str, dict[str, dict[str, str]]]:
+    """The driver's helpers that build what the non-driver branch builds with a literal
+    flag (``sampling_metadata = self._prepare_sample(...)`` where the non-driver branch
+    has ``sampling_metadata = SamplingMetadata(..., perform_sampling=False)``): helper
+    name -> class -> keyword -> the non-driver's literal."""
+    flags = non_driver_flags(non_driver)
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for statement in driver if flags else ():
+        small = cstutil.single_small(statement)
+        if not (
+            isinstance(small, cst.Assign)
+            and len(small.targets) == 1
+            and isinstance(small.targets[0].target, cst.Name)
+            and isinstance(small.value, cst.Call)
+        ):
+            continue
+        callee = cstutil.dotted(small.value.func) or ""
+        head, _, helper = callee.partition(".")
+        if head != "self" or "." in helper:
+            continue
+        name = small.targets[0].target.value
+        for (built, klass), wanted in flags.items():
+            if built == name:
+                out.setdefault(helper, {}).setdefault(klass, {}).update(wanted)
+    return out
+
+
+class _KeepInHelper(cst.CSTTransformer):
+    """Each construction of a wanted class gives the flag the driver flag's value: a
+    literal opposite to the non-driver's is replaced, a keyword left to a default that
+    is the driver's side is added."""
+
+    def __init__(
+        self,
+        wanted: dict[str, dict[str, str]],
+        defaults: dict[str, dict[str, str]],
+        driver_flag: str,
+    ) -> None:
+        self.wanted = wanted
+        self.defaults = defaults
+        self.flag = f"self.{driver_flag}"
+        self.kept: list[tuple[str, str, str]] = []
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        klass = cstutil.dotted(updated_node.func)
+        wanted = self.wanted.get(klass or "")
+        if not wanted or klass is None:
+            return updated_node
+        defaults = self.defaults.get(klass.rsplit(".", 1)[-1], {})
+        args = list(updated_node.args)
+        if any(a.star for a in args):
+            return updated_node
+        given = {a.keyword.value: i for i, a in enumerate(args) if a.keyword is not None}
+        for keyword, literal in wanted.items():
+            value = cst.parse_expression(self.flag if literal == "False" else f"not {self.flag}")
+            if keyword in given:
+                arg = args[given[keyword]]
+                if isinstance(arg.value, cst.Name) and arg.value.value == _opposite(literal):
+                    args[given[keyword]] = arg.with_changes(value=value)
+                    self.kept.append((klass, keyword, literal))
+            elif defaults.get(keyword) == _opposite(literal) and args:
+                last = args[-1]
+                comma = (
+                    args[-2].comma
+                    if len(args) > 1 and isinstance(args[-2].comma, cst.Comma)
+                    else cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+                )
+                new = cst.Arg(keyword=cst.Name(keyword), value=value, comma=last.comma)
+                new = new.with_changes(
+                    equal=cst.AssignEqual(
+                        whitespace_before=cst.SimpleWhitespace(""),
+                        whitespace_after=cst.SimpleWhitespace(""),
+                    )
+                )
+                args[-1] = last.with_changes(comma=comma)
+                args.append(new)
+                self.kept.append((klass, keyword, literal))
+        return updated_node.with_changes(args=args)
+
+
+def keep_flags_in_helper(
+    method: cst.FunctionDef,
+    wanted: dict[str, dict[str, str]],
+    defaults: dict[str, dict[str, str]],
+    driver_flag: str,
+) -> tuple[cst.FunctionDef, list[tuple[str, str, str]]]:
+    """The helper, where each construction of a wanted class reads the driver flag for
+    the non-driver's flag; and the (class, keyword, literal) kept."""
+    keep = _KeepInHelper(wanted, defaults, driver_flag)
+    return cast(cst.FunctionDef, method.visit(keep)), keep.kept
