@@ -108,6 +108,9 @@ class RunnerPlan:
     #: the runner's own helpers that build what the legacy non-driver branch builds with
     #: a literal flag, rewritten to read the driver flag: name -> the rewritten method
     flag_helpers: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    #: class -> keyword -> literal default, for the classes the non-driver branch builds
+    #: with a literal flag
+    flag_defaults: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def input_plan(self) -> RunnerPlan:

@@ -207,6 +207,7 @@ def _field_facts(stmt: ast.AnnAssign, marker_key: str) -> FieldFacts | None:
         driver_only=driver_only,
         init=init,
         metadata_ref=metadata_ref,
+        default=literal_text(value),
     )
 
 

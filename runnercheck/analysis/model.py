@@ -323,6 +323,8 @@ class FieldFacts:
     #: ``metadata=NAME``: the name of a constant that may hold the driver-only marker
     #: (resolved by :meth:`runnercheck.analysis.project.Project.is_driver_only`).
     metadata_ref: str | None = None
+    #: The default's ``repr`` when it is a literal (``perform_sampling: bool = True``).
+    default: str | None = None
 
 
 @dataclass(frozen=True)

@@ -291,10 +291,24 @@ class ValueSources:
         return base
 
     def _init_defaults(self, name: str, func: FunctionFacts) -> dict[str, str]:
-        """The literal keyword defaults of a class's ``__init__``, where it is read."""
-        cls = self.p.resolve_class(name, func.path)
-        init = self.p.resolve_method(cls, "__init__") if cls is not None else None
-        return dict(init.func.param_defaults) if init is not None else {}
+        return constructor_defaults(self.p, name, func.path)
+
+
+def constructor_defaults(project: Project, name: str, from_path: str) -> dict[str, str]:
+    """The literal keyword defaults of the class ``name`` as seen from ``from_path``:
+    its ``__init__``'s, or its dataclass fields' (those of its bases that are read
+    included), where the class is read; else none."""
+    cls = project.resolve_class(name, from_path)
+    if cls is None:
+        return {}
+    init = project.resolve_method(cls, "__init__")
+    if init is not None:
+        return dict(init.func.param_defaults)
+    out: dict[str, str] = {}
+    for klass in reversed(project.mro(cls)):  # a subclass's field wins over its base's
+        if klass.is_dataclass:
+            out.update({f.name: f.default for f in klass.fields if f.default is not None})
+    return out
 
 
 def changed_sources(old: list[Reach], new: list[Reach]) -> list[tuple[Reach, Reach]]:

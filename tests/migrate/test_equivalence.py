@@ -206,7 +206,9 @@ def test_without_keeping_the_flag_the_same_check_refuses_the_group(
     tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        runner_rewrite, "keep_non_driver_flags", lambda driver, non_driver, flag: list(driver)
+        runner_rewrite,
+        "keep_non_driver_flags",
+        lambda driver, non_driver, flag, defaults=None: list(driver),
     )
     work = copy_tree(VARIANT / "before", tmp_path / "engine")
     before = snapshot(work)
@@ -220,18 +222,89 @@ def test_without_keeping_the_flag_the_same_check_refuses_the_group(
     ) in refusal["message"]
 
 
-def test_a_flag_the_driver_leaves_to_the_default_cannot_be_kept_and_is_refused(
-    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+EXPLICIT = "                perform_sampling=True,\n"
+DIRECT = """            sampling_metadata = SamplingMetadata(
+                seq_groups=prepared.seq_groups,
+                selected_token_indices=prepared.selected_token_indices,
+                num_prompts=prepared.num_prompts,
+                perform_sampling=True,
+            )
+"""
+HELPER_CALL = "            sampling_metadata = self._sampling_metadata(prepared)\n"
+HELPER = """
+    def _sampling_metadata(self, prepared: Prepared) -> SamplingMetadata:
+        sampling_metadata = SamplingMetadata(
+            seq_groups=prepared.seq_groups,
+            selected_token_indices=prepared.selected_token_indices,
+            num_prompts=prepared.num_prompts,
+        )
+        return sampling_metadata
+"""
+
+
+def left_to_default(target: Path) -> Path:
+    """The variant whose driver leaves ``perform_sampling`` to the class default."""
+    work = copy_tree(VARIANT / "before", target)
     runner = work / "model_runner.py"
     text = runner.read_text()
-    explicit = "                perform_sampling=True,\n"
-    assert text.count(explicit) == 1
-    runner.write_text(text.replace(explicit, ""))
-    before = snapshot(work)
+    assert text.count(EXPLICIT) == 1
+    runner.write_text(text.replace(EXPLICIT, ""))
+    return work
+
+
+def in_a_helper(target: Path) -> Path:
+    """The variant whose driver builds its sampling metadata in a helper of the runner,
+    leaving ``perform_sampling`` to the class default (vLLM 0.4's ``_prepare_sample``)."""
+    work = copy_tree(VARIANT / "before", target)
+    runner = work / "model_runner.py"
+    text = runner.read_text()
+    assert text.count(DIRECT) == 1
+    text = text.replace(DIRECT, HELPER_CALL)
+    marker = "    def prepare_input_tensors("
+    assert text.count(marker) == 1
+    runner.write_text(text.replace(marker, HELPER.lstrip("\n") + "\n" + marker))
+    return work
+
+
+def migrate_json(work: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.chdir(work)
-    data = json.loads(migrate_cli("--format", "json", ".").out)
+    return json.loads(migrate_cli("--format", "json", ".").out)
+
+
+def notes_of(data: dict) -> list[str]:
+    return [n["message"] for g in data["groups"] for r in g["runners"] for n in r["notes"]]
+
+
+def test_a_flag_the_driver_leaves_to_a_known_default_is_kept(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The class default (``perform_sampling: bool = True``) is the driver's side: the
+    keyword is added, reading the driver flag."""
+    work = left_to_default(tmp_path / "engine")
+    data = migrate_json(work, migrate_cli, monkeypatch)
+    assert data["refusals"] == []
+    runner = (work / "model_runner.py").read_text()
+    prepare = runner.split("    def prepare_model_input(")[1].split("    def ")[0]
+    assert "            num_prompts=prepared.num_prompts,\n" + KEPT in prepare
+    assert any(
+        m.startswith("ModelRunner.prepare_model_input builds SamplingMetadata(perform_sampling=")
+        for m in notes_of(data)
+    )
+
+
+def test_a_flag_left_to_a_default_that_cannot_be_read_is_refused(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = left_to_default(tmp_path / "engine")
+    metadata = work / "sampling_metadata.py"
+    text = metadata.read_text()
+    literal = "    perform_sampling: bool = True\n"
+    assert text.count(literal) == 1
+    metadata.write_text(
+        text.replace(literal, "    perform_sampling: bool = dataclasses.field(default=True)\n")
+    )
+    before = snapshot(work)
+    data = migrate_json(work, migrate_cli, monkeypatch)
     assert snapshot(work) == before
     refusal = next(r for r in data["refusals"] if r["code"] == "MIG111")
     assert (
@@ -239,6 +312,23 @@ def test_a_flag_the_driver_leaves_to_the_default_cannot_be_kept_and_is_refused(
         "SamplingMetadata(perform_sampling=False) before the rewrite and gets its default "
         "after it"
     ) in refusal["message"]
+
+
+def test_a_flag_the_driver_leaves_to_the_default_in_a_helper_is_kept_there(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = in_a_helper(tmp_path / "engine")
+    data = migrate_json(work, migrate_cli, monkeypatch)
+    assert data["refusals"] == []
+    runner = (work / "model_runner.py").read_text()
+    helper = runner.split("    def _sampling_metadata(")[1].split("    def ")[0]
+    assert "            num_prompts=prepared.num_prompts,\n" + KEPT in helper
+    assert (
+        "ModelRunner._sampling_metadata builds SamplingMetadata(perform_sampling="
+        "self.is_driver_worker): the other ranks, which now prepare their own input in a "
+        "profile or dummy run, keep False as the legacy non-driver branch gave it"
+    ) in notes_of(data)
+    assert check_paths([work]).findings == []
 
 
 def test_the_migrated_variant_profiles_and_steps_at_tp_2_with_the_legacy_tokens(
@@ -252,6 +342,22 @@ def test_the_migrated_variant_profiles_and_steps_at_tp_2_with_the_legacy_tokens(
     merged = run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(after))
     assert legacy["broadcasts_per_step"] == 2
     assert merged["broadcasts_per_step"] == 1
+    assert merged["num_tokens"] == legacy["num_tokens"] > 0
+    assert merged["tokens_sha256"] == legacy["tokens_sha256"]
+
+
+@pytest.mark.slow
+def test_the_migrated_helper_variant_profiles_and_steps_at_tp_2_with_the_legacy_tokens(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper variant (vLLM 0.4's shape) before and after ``migrate``: the same
+    tokens at TP 2 through ``profile_run`` and the steps, one broadcast less per step."""
+    before = in_a_helper(tmp_path / "before")
+    after = in_a_helper(tmp_path / "after")
+    assert migrate_json(after, migrate_cli, monkeypatch)["refusals"] == []
+    legacy = run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(before))
+    merged = run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(after))
+    assert (legacy["broadcasts_per_step"], merged["broadcasts_per_step"]) == (2, 1)
     assert merged["num_tokens"] == legacy["num_tokens"] > 0
     assert merged["tokens_sha256"] == legacy["tokens_sha256"]
 
