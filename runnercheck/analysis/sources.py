@@ -68,7 +68,8 @@ class Source:
     def describe(self) -> str:
         if self.kind == "received":
             what = "the whole dict" if self.detail == "*" else f"key {self.detail!r}"
-            return f"{what} received by {self.producer}"
+            by = "" if ", received by " in self.producer else "received by "
+            return f"{what} {'of ' if not by else ''}{by}{self.producer}"
         if self.kind == "local":
             return f"a local value ({self.detail})"
         if self.kind == "constant":
@@ -93,7 +94,9 @@ class Reach:
 
 @dataclass
 class _Frame:
+    #: ``self`` is an instance of ``cls``; ``owner`` defines the function.
     cls: ClassFacts
+    owner: ClassFacts
     func: FunctionFacts
     #: Parameter -> what the caller passed.
     env: dict[str, Source]
@@ -105,6 +108,8 @@ class ValueSources:
     def __init__(self, project: Project) -> None:
         self.p = project
         self.contract = project.contract
+        #: The runner the worker of the entry being walked drives.
+        self.runner: ClassFacts | None = None
 
     def reaches(self) -> list[Reach]:
         out: list[Reach] = []
@@ -121,6 +126,7 @@ class ValueSources:
         out: list[Reach] = []
         seen: set[int] = set()
         bindings = p.constants.self_bindings(cls)
+        self.runner = runner
         other = "non-driver" if role == "driver" else "driver"
 
         def visit(owner_cls: ClassFacts, current: MethodRef, env: dict[str, Source]) -> None:
@@ -128,7 +134,7 @@ class ValueSources:
             if id(func) in seen or len(seen) > 200:
                 return
             seen.add(id(func))
-            frame = _Frame(owner_cls, func, env)
+            frame = _Frame(owner_cls, current.owner, func, env)
             for sink in func.sinks:
                 if sink.role == other or (role != "driver" and self._driver_only(sink)):
                     continue
@@ -186,6 +192,8 @@ class ValueSources:
             return Source("constant", str(holds_flag))
         if text == f"not {flag}":
             return Source("constant", str(not holds_flag))
+        if text.startswith("("):  # arithmetic (a call's argument as the step records it)
+            return Source("local", f"computed in {func.qualname}", func.qualname)
         if not (text[0].isidentifier() or text.startswith("not ")):
             return Source("constant", text)
         if text in ("True", "False", "None"):
@@ -233,13 +241,17 @@ class ValueSources:
         contract = self.contract
         if name == contract.broadcast_function:
             return Source("received", "*", f"{callee} in {func.qualname}")
-        if name in (contract.make_input_method, contract.from_dict_method) and binding.args:
-            base = self._resolve(binding.args[-1], frame, role, binding.line, depth + 1)
-            if base.kind == "received":
-                return base
+        if name == contract.from_dict_method and binding.args:
+            rebuilt = self._rebuilt(binding, frame, role, depth)
+            if rebuilt is not None:
+                return rebuilt
         returned = self._returned(binding, frame, role, depth)
         if returned is not None:
             return returned
+        if name in (contract.make_input_method, contract.from_dict_method) and binding.args:
+            base = self._resolve(binding.args[0], frame, role, binding.line, depth + 1)
+            if base.kind == "received":
+                return base
         if name[:1].isupper() and binding.index is None:
             given = {
                 keyword: self._resolve(text, frame, role, binding.line, depth + 1)
@@ -254,23 +266,37 @@ class ValueSources:
         return Source("local", f"{callee}(...){suffix}", func.qualname)
 
     def _returned(self, binding: Binding, frame: _Frame, role: Role, depth: int) -> Source | None:
-        """What a ``self`` method the binding calls returns on this rank's path."""
-        parts = binding.text.split(".")
-        if parts[0] not in ("self", "cls", "super()") or len(parts) != 2:
+        """What a method the binding calls on ``self``, ``super()`` or the runner the
+        worker holds returns on this rank's path."""
+        dispatched = self.p.steps._dispatch(
+            frame.cls, frame.owner, frame.func, binding.text, self.runner
+        )
+        if dispatched is None or dispatched[1].func.is_stub:
             return None
-        ref = self.p.resolve_method(frame.cls, parts[1])
-        if ref is None or ref.func.is_stub:
-            return None
+        target_cls, ref = dispatched
         callee = ref.func
         name = "<return>" if binding.index is None else f"<return>#{binding.index}"
         if name not in callee.bindings:
             return None
-        inner = _Frame(frame.cls, callee, {})
-        inner.env = self._passed(frame, binding.args, binding.kwargs, callee, role, binding.line)
+        passed = self._passed(frame, binding.args, binding.kwargs, callee, role, binding.line)
+        inner = _Frame(target_cls, ref.owner, callee, passed)
         found = self._binding(callee.bindings[name], role, callee.end_line)
         if found is None:
             return None
         return self._bound(found, inner, role, depth + 1)
+
+    def _rebuilt(self, binding: Binding, frame: _Frame, role: Role, depth: int) -> Source | None:
+        """``Cls.from_broadcasted_tensor_dict(d)`` on a received ``d``: the input ``Cls``
+        produced (its ``as_broadcastable_tensor_dict``), received with ``d``."""
+        head, _, _name = binding.text.rpartition(".")
+        cls = self.p.resolve_class(head, frame.func.path) if head not in ("cls", "") else None
+        if head == "cls":
+            cls = frame.cls
+        base = self._resolve(binding.args[0], frame, role, binding.line, depth + 1)
+        if cls is None or base.kind != "received":
+            return None
+        producer = f"{cls.name}.{self.contract.as_dict_method}, received by {base.producer}"
+        return Source("received", "*", producer)
 
     def _key(self, base: Source, key: str, func: FunctionFacts) -> Source:
         if base.kind == "received" and base.detail == "*":
