@@ -1,16 +1,20 @@
 """``migrate`` verifies each rewritten group with the step semantics: at every entry
-point of the step, a non-driver rank must hold the same literal flags before and after
-the rewrite. The legacy variant's non-driver branch builds its sampling metadata with
-``perform_sampling=False``; a planted rewrite that drops the flag (the rebuilt metadata
-then takes the class default) is refused, naming the entry point, the value and both
-sides, and nothing is written; with the check disabled the same rewrite is written.
+point of the step and on each role, the values that reach the model call, the sampler
+and the cache operations must keep their sources. The legacy variant's non-driver
+branch builds its sampling metadata with ``perform_sampling=False``; a planted rewrite
+that drops the flag (the rebuilt metadata then takes the class default) is refused,
+naming the entry point, the value and both sides, and nothing is written; with the
+check disabled the same rewrite is written. A planted rewrite that gives the other
+ranks ``blocks_to_copy = None`` where they received it is refused by the value sources
+alone.
 
 Where every rank now prepares its own input (``profile_run``), the rewrite keeps the
 non-driver's value in ``prepare_model_input`` by reading the driver flag
 (``perform_sampling=self.is_driver_worker``) and the same check passes; the variant
 ``fixtures/sampling_flag`` runs through profiling and steps at TP 2 with the legacy
-engine's tokens. Where the driver leaves the flag to the class default, the value
-cannot be kept from the call and the group is refused."""
+engine's tokens. Where the driver leaves the flag to a class default it can read, or
+builds the object in a helper of the runner (vLLM 0.4's ``_prepare_sample``), the flag
+is kept there; a default it cannot read refuses the group."""
 
 from __future__ import annotations
 
