@@ -1,8 +1,9 @@
 """Before anything is written: the new sources must re-parse, ``compile()``,
 re-analyse with ``runnercheck check`` as already migrated (no RC106 paired
-broadcast, and no finding the old sources did not have), and give every non-driver
-rank the same values at every entry point of the step (see
-:mod:`runnercheck.analysis.holds`)."""
+broadcast, and no finding the old sources did not have), give every non-driver rank
+the same literal flags (:mod:`runnercheck.analysis.holds`), and give the model call,
+the sampler and the cache operations values from the same sources at every entry
+point of the step on each role (:mod:`runnercheck.analysis.sources`)."""
 
 from __future__ import annotations
 
