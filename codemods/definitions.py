@@ -60,7 +60,7 @@ def read_definitions(
                 continue
             if head:
                 origin = f"{origin}.{name}"
-            where, current = path, origin
+            where, current = str(path), origin
             for _ in range(MAX_HOPS):
                 target = finder.find(os.path.dirname(os.path.abspath(where)), current)
                 if target is None:

@@ -225,7 +225,8 @@ class ValueSources:
         it (or the last one at all, for a value used in a loop's next round)."""
         mine = [b for b in found if b.role in (None, role)]
         above = [b for b in mine if b.line <= line]
-        return (above or mine or [None])[-1]
+        chosen = above or mine
+        return chosen[-1] if chosen else None
 
     def _bound(self, binding: Binding, frame: _Frame, role: Role, depth: int) -> Source:
         func = frame.func
