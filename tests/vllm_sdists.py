@@ -16,6 +16,7 @@ import sys
 import tarfile
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.vllm_wheels import cache_root, cached
@@ -38,19 +39,50 @@ def sdist_root(version: str) -> Path:
 
 def _sdist_url(version: str) -> str:
     """The sdist's address, from the index's project page (PEP 691 JSON)."""
-    request = urllib.request.Request(
-        "https://pypi.org/simple/vllm/",
-        headers={"Accept": "application/vnd.pypi.simple.v1+json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as r:
-        project = json.load(r)
-    for entry in project.get("files", []):
+    for entry in _project().get("files", []):
         if entry.get("filename") == f"vllm-{version}.tar.gz":
             return str(entry["url"])
     raise RuntimeError(f"vllm=={version} has no source distribution on the package index")
 
 
+def index_versions() -> list[str]:
+    """Every release with a source distribution on the package index."""
+    prefix, suffix = "vllm-", ".tar.gz"
+    names = [str(e.get("filename", "")) for e in _project()["files"]]
+    return [
+        n[len(prefix) : -len(suffix)] for n in names if n.startswith(prefix) and n.endswith(suffix)
+    ]
+
+
+def package_from_sdist(version: str) -> Path:
+    """The directory holding ``vllm/`` of that release, taken from its sdist (for
+    releases without a wheel for this Python), in the same cache as the wheels'."""
+    return cached(cache_root() / version, version, _download_package)
+
+
+def _project() -> dict[str, list[dict[str, object]]]:
+    request = urllib.request.Request(
+        "https://pypi.org/simple/vllm/",
+        headers={"Accept": "application/vnd.pypi.simple.v1+json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as r:
+        project: dict[str, list[dict[str, object]]] = json.load(r)
+    return project
+
+
+def _download_package(version: str, target: Path) -> None:
+    _unpack(version, target, lambda rest: rest.startswith("vllm/") and rest.endswith(".py"))
+
+
 def _download(version: str, target: Path) -> None:
+    _unpack(
+        version,
+        target,
+        lambda rest: rest in CONFIG_FILES or (rest.startswith("tests/") and rest.endswith(".py")),
+    )
+
+
+def _unpack(version: str, target: Path, wanted: Callable[[str], bool]) -> None:
     try:
         url = _sdist_url(version)
         with tempfile.TemporaryDirectory() as tmp:
@@ -62,7 +94,7 @@ def _download(version: str, target: Path) -> None:
                     head, _, rest = member.name.partition("/")
                     if not member.isfile() or not head.startswith("vllm-"):
                         continue
-                    if rest in CONFIG_FILES or (rest.startswith("tests/") and rest.endswith(".py")):
+                    if wanted(rest):
                         dest = target / rest
                         dest.parent.mkdir(parents=True, exist_ok=True)
                         source = tar.extractfile(member)

@@ -30,11 +30,20 @@ def context_roots(given: Iterable[str] = ()) -> tuple[str, ...]:
     looked for: the given context directories, then the installed packages (the
     directories of ``sys.path``; nothing is imported)."""
     out: list[str] = []
-    for entry in (*given, *sys.path):
+    for entry in (*map(_package_parent, given), *sys.path):
         path = os.path.abspath(entry) if entry else ""
         if path and os.path.isdir(path) and path not in out:
             out.append(path)
     return tuple(out)
+
+
+def _package_parent(entry: str) -> str:
+    """A context given as a package itself (``.../site-packages/vllm``) stands for the
+    directory holding its top-level package, where imports of it are looked for."""
+    path = os.path.abspath(entry) if entry else ""
+    while path and os.path.isfile(os.path.join(path, "__init__.py")):
+        path = os.path.dirname(path)
+    return path
 
 
 class ModuleFinder:

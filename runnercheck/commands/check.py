@@ -60,8 +60,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="a directory holding packages the checked files import (an engine a plugin "
-        "builds on), read for context only, never imported; repeatable; adds to `context` "
+        help="a directory holding packages the checked files import, or such a package "
+        "itself (an engine a plugin builds on), read for context only, never imported; repeatable; adds to `context` "
         "in the config; the installed packages are read after it",
     )
     parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")

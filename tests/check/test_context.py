@@ -42,6 +42,13 @@ def test_context_path_reads_the_engine_and_reports_only_the_plugin(
     assert result.code == 0
 
 
+def test_context_given_as_the_package_itself(run: Callable[..., CliResult]) -> None:
+    # ``--context site-packages/accel_engine`` means the directory holding it
+    result = run("--context", f"{ENGINE}/accel_engine", PLUGIN)
+    assert result.finding_lines == []
+    assert "1 imported file read for context" in result.summary
+
+
 def test_context_from_the_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
     result = check_paths([PLUGIN], Config(context=(ENGINE,)), root=REPO)
