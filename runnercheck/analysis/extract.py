@@ -63,6 +63,7 @@ class FunctionReader(DictReader, StepReader, BindingReader, ValueReader):
     ) -> None:
         self.node = node
         self.path = path
+        self.in_class = in_class
         self.imports = imports
         self.contract = contract
         args = node.args
@@ -118,7 +119,8 @@ class FunctionReader(DictReader, StepReader, BindingReader, ValueReader):
         self.read_self_constants()
         self._read_dicts()
         self._read_bindings()
-        self._read_values()
+        if self.in_class:  # the value sources follow methods only
+            self._read_values()
         returns = self.node.returns
         if returns is not None:
             self.facts.return_annotation = str_const(returns) or ast.unparse(returns)

@@ -43,6 +43,18 @@ def value_text(node: ast.expr) -> str:
     return ""
 
 
+def _args_read(callee: str) -> bool:
+    """Whether the sources read a call's arguments: a method the walk follows (on
+    ``self``, ``cls``, ``super()`` or an attribute of ``self``), a constructor, or a
+    rebuild from a received dict (``Cls.from_broadcasted_tensor_dict(d)``)."""
+    head, _, name = callee.rpartition(".")
+    return (
+        head.split(".", 1)[0] in ("self", "cls", "super()")
+        or name[:1].isupper()
+        or head.rsplit(".", 1)[-1][:1].isupper()
+    )
+
+
 def binding_of(node: ast.expr, line: int, role: Role | None) -> Binding:
     """What assigning ``node`` gives a name."""
     if isinstance(node, ast.Call):
@@ -56,11 +68,14 @@ def binding_of(node: ast.expr, line: int, role: Role | None) -> Binding:
             key = str_const(node.args[0])
             assert key is not None
             return Binding(line, role, "key", value_text(func.value), key)
+        callee = dotted(func)
+        if not _args_read(callee):
+            return Binding(line, role, "call", callee)
         return Binding(
             line,
             role,
             "call",
-            dotted(func),
+            callee,
             args=tuple(value_text(a) for a in node.args),
             kwargs=tuple((k.arg, value_text(k.value)) for k in node.keywords if k.arg),
         )
