@@ -169,6 +169,11 @@ class LoopStep:
     orelse: tuple[Step, ...] = ()
     #: ``for ... in range(N)``: the text of ``N`` (how many times the body runs).
     count: str | None = None
+    #: The loop variable and the literal it holds on the first pass (``for i in
+    #: range(n)``: ``("i", "0")``), when the iterable tells it.
+    first: tuple[str, str] | None = None
+    #: The last line of the loop statement.
+    end_line: int = 0
 
 
 @dataclass(frozen=True)

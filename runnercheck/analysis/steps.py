@@ -74,6 +74,9 @@ class StepReader:
     call_roles: dict[tuple[int, int], Role]
     #: The role of each recorded node read under one (by ``id``; None: every rank).
     node_roles: dict[int, Role]
+    #: The value being read cannot change what a non-driver rank does (an operand of
+    #: ``x and self.is_driver_worker``: the whole is False there whatever ``x`` is).
+    decided_for_others: bool = False
 
     def _call_steps(self, node: ast.AST, out: list[Step]) -> None:
         """Calls in ``node`` in evaluation order (arguments before the call); every node
@@ -81,12 +84,15 @@ class StepReader:
         kind = type(node)
         if kind in _LEAVES:
             return
+        if kind is ast.BoolOp and self._driver_decides(node, out):  # type: ignore[arg-type]
+            return
         if kind is ast.Attribute:
             value = node.value  # type: ignore[attr-defined]
             if (
                 isinstance(value, ast.Name)
                 and value.id in self.param_names
                 and self.role != "driver"
+                and not self.decided_for_others
             ):
                 read = self.facts.param_attrs.get(value.id, ())
                 if node.attr not in read:  # type: ignore[attr-defined]
@@ -155,6 +161,33 @@ class StepReader:
             elif isinstance(value, ast.AST):
                 self._call_steps(value, out)
 
+    def _driver_decides(self, node: ast.BoolOp, out: list[Step]) -> bool:
+        """``a and self.is_driver_worker and b`` (or ``a or not self.is_driver_worker or
+        b``): on a non-driver rank the whole is decided by the flag, so ``a`` is read
+        there to no effect and ``b`` is never evaluated (the driver's alone). Reads the
+        operands so; False (nothing read) when no operand is the driver flag."""
+        flag = self.contract.driver_flag
+        # the operand that is False on non-driver ranks ends an ``and`` there; the one
+        # that is True there ends an ``or``
+        want = "driver" if isinstance(node.op, ast.And) else "non-driver"
+        decider = next(
+            (i for i, value in enumerate(node.values) if role_of(value, flag)[0] == want),
+            None,
+        )
+        if decider is None:
+            return False
+        role, decided = self.role, self.decided_for_others
+        self.decided_for_others = True
+        for value in node.values[:decider]:
+            self._call_steps(value, out)
+        self.decided_for_others = decided
+        if self.role is None:
+            self.role = "driver"
+        for value in node.values[decider:]:
+            self._call_steps(value, out)
+        self.role = role
+        return True
+
     def _steps(self, body: list[ast.stmt]) -> tuple[Step, ...]:
         """The skeleton of a block. ``self.role`` follows which ranks run the statement
         being read (None: every rank): inside a branch on the driver flag, and after
@@ -198,7 +231,16 @@ class StepReader:
                 self._call_steps(stmt.iter, out)
                 loop_body = self._steps(stmt.body)
                 loop_else = self._steps(stmt.orelse)
-                out.append(LoopStep(stmt.lineno, loop_body, loop_else, range_count(stmt.iter)))
+                out.append(
+                    LoopStep(
+                        stmt.lineno,
+                        loop_body,
+                        loop_else,
+                        range_count(stmt.iter),
+                        first_value(stmt.target, stmt.iter),
+                        stmt.end_lineno or stmt.lineno,
+                    )
+                )
             elif isinstance(stmt, ast.While):
                 self._call_steps(stmt.test, out)
                 out.append(LoopStep(stmt.lineno, self._steps(stmt.body), self._steps(stmt.orelse)))
@@ -302,6 +344,30 @@ def range_count(node: ast.expr) -> str | None:
         and not node.keywords
     ):
         return ast.unparse(node.args[0])
+    return None
+
+
+def first_value(target: ast.expr, node: ast.expr) -> tuple[str, str] | None:
+    """The loop variable and the literal it holds on the first pass: ``for i in
+    range(n)`` / ``range(1, n)`` and ``for i, x in enumerate(xs[, start])``."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)) or node.keywords:
+        return None
+    if node.func.id == "range" and isinstance(target, ast.Name) and 1 <= len(node.args) <= 3:
+        start = node.args[0] if len(node.args) > 1 else ast.Constant(0)
+        name = target.id
+    elif (
+        node.func.id == "enumerate"
+        and isinstance(target, ast.Tuple)
+        and target.elts
+        and isinstance(target.elts[0], ast.Name)
+        and 1 <= len(node.args) <= 2
+    ):
+        start = node.args[1] if len(node.args) > 1 else ast.Constant(0)
+        name = target.elts[0].id
+    else:
+        return None
+    if isinstance(start, ast.Constant) and type(start.value) is int:
+        return name, repr(start.value)
     return None
 
 

@@ -178,8 +178,11 @@ class StepWalk:
         role: Role,
         runner: ClassFacts | None,
         start: PathCount | None,
+        local: Bindings | None = None,
     ) -> tuple[PathCount | None, PathCount | None]:
-        """(best count falling through the block, best count of paths that returned)."""
+        """(best count falling through the block, best count of paths that returned).
+        ``local``: names of the function known to hold a literal on this path (a loop
+        variable on the first pass)."""
         running = start
         exited: PathCount | None = None
         for step in steps:
@@ -210,38 +213,53 @@ class StepWalk:
                     ):
                         running = running + PREPARED
             elif isinstance(step, BranchStep):
-                then_live, else_live = branch_reachable(step, self.constants.self_bindings(cls))
+                bindings = self.constants.self_bindings(cls)
+                if local:
+                    bindings = {**bindings, **local}
+                then_live, else_live = branch_reachable(step, bindings)
                 then_ok = then_live and (step.then_role is None or step.then_role == role)
                 else_ok = else_live and (step.else_role is None or step.else_role == role)
                 ft_then = ex_then = ft_else = ex_else = None
                 if then_ok:
-                    ft_then, ex_then = self._walk(step.body, cls, ref, role, runner, running)
+                    ft_then, ex_then = self._walk(step.body, cls, ref, role, runner, running, local)
                 if else_ok:
-                    ft_else, ex_else = self._walk(step.orelse, cls, ref, role, runner, running)
+                    ft_else, ex_else = self._walk(
+                        step.orelse, cls, ref, role, runner, running, local
+                    )
                 exited = _best(exited, _best(ex_then, ex_else))
                 running = _best(ft_then, ft_else)
             elif isinstance(step, LoopStep):
-                ft_body, ex_body = self._walk(step.body, cls, ref, role, runner, running)
+                # one pass counts a step; a loop around the model call runs its later
+                # passes after the model ran, so its first pass is the one counted,
+                # with the loop variable at its first value (``if i != 0:`` not taken)
+                model_line = first_model_call(ref.func)
+                inner = local
+                if step.first is not None and model_line is not None:
+                    if step.line <= model_line <= step.end_line:
+                        inner = {**(local or {}), step.first[0]: step.first[1]}
+                ft_body, ex_body = self._walk(step.body, cls, ref, role, runner, running, inner)
                 exited = _best(exited, ex_body)
                 running = _best(running, ft_body)
                 if step.orelse:
-                    ft_else, ex_else = self._walk(step.orelse, cls, ref, role, runner, running)
+                    ft_else, ex_else = self._walk(
+                        step.orelse, cls, ref, role, runner, running, local
+                    )
                     exited = _best(exited, ex_else)
                     running = ft_else
             elif isinstance(step, TryStep):
-                ft_body, ex_body = self._walk(step.body, cls, ref, role, runner, running)
+                ft_body, ex_body = self._walk(step.body, cls, ref, role, runner, running, local)
                 exited = _best(exited, ex_body)
                 after = ft_body
                 if step.orelse:
-                    ft_else, ex_else = self._walk(step.orelse, cls, ref, role, runner, after)
+                    ft_else, ex_else = self._walk(step.orelse, cls, ref, role, runner, after, local)
                     exited = _best(exited, ex_else)
                     after = ft_else
                 for handler in step.handlers:
-                    ft_h, ex_h = self._walk(handler, cls, ref, role, runner, running)
+                    ft_h, ex_h = self._walk(handler, cls, ref, role, runner, running, local)
                     exited = _best(exited, ex_h)
                     after = _best(after, ft_h)
                 if step.finalbody:
-                    ft_f, ex_f = self._walk(step.finalbody, cls, ref, role, runner, after)
+                    ft_f, ex_f = self._walk(step.finalbody, cls, ref, role, runner, after, local)
                     exited = _best(exited, ex_f)
                     after = ft_f
                 running = after

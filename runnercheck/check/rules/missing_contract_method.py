@@ -81,18 +81,32 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
         return
     if not (project.is_worker(cls) or project.is_runner(cls)):
         return
+    contract = project.contract
+    if project.unknown_bases(cls) - {*contract.worker_bases, *contract.runner_bases}:
+        # a base outside the analysed files that is not the contract's own (a class
+        # picked per platform, ``class MultiStepWorker(WorkerCls, ...)``) may implement
+        # any of them: nothing can be told
+        return
+    missing: dict[str, list[str]] = {}
     for name, declared_in in sorted(_required(project, cls).items()):
         owner = project.defines(cls, name)
         if owner is not None:
             func = owner.methods.get(name)
             if func is None or not func.is_abstract:
                 continue
+        missing.setdefault(declared_in, []).append(repr(name))
+    if missing:
+        # one finding per class: the class is the cause, its missing methods the sites
+        parts = [
+            f"method{'s' if len(names) > 1 else ''} {', '.join(names)} of {declared_in}"
+            for declared_in, names in missing.items()
+        ]
         yield Finding(
             cls.path,
             cls.line,
             cls.col,
             RULE.code,
-            f"{cls.name} does not implement abstract method {name!r} of {declared_in}",
+            f"{cls.name} does not implement abstract {'; '.join(parts)}",
         )
 
 

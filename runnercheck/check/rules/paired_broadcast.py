@@ -106,10 +106,16 @@ def _report_site(project: Project, count: PathCount, runner: ClassFacts | None) 
 
 def _counts_text(counts: dict[Role, PathCount]) -> str:
     driver, other = counts["driver"], counts["non-driver"]
+    times = "time" if driver.count == 1 else "times"
+    joint = "and" if driver.count == other.count else "but"
     return (
-        f"{driver.count} times per step on the driver path ({_describe(driver)}) and "
+        f"{driver.count} {times} per step on the driver path ({_describe(driver)}) {joint} "
         f"{other.count} on the non-driver path ({_describe(other)})"
     )
+
+
+def _ranks_disagree(subjects: list[_Subject]) -> bool:
+    return any(s.counts["driver"].count != s.counts["non-driver"].count for s in subjects)
 
 
 def _same_as_base(
@@ -220,7 +226,13 @@ def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
             line,
             col,
             RULE.code,
-            f"{text}; merge them into one broadcast: run `runnercheck migrate`",
+            f"{text}; "
+            + (
+                "every rank must run the same broadcasts in a step, else one waits for a "
+                "broadcast that is never sent"
+                if _ranks_disagree(subjects)
+                else "merge them into one broadcast: run `runnercheck migrate`"
+            ),
         )
         yield finding if first.silent is None else finding.as_note(first.silent)
 
