@@ -5,8 +5,10 @@
    2-process broadcast and back, with the time split into generation (Hypothesis),
    round trip (hand-over to rank 0, conversion, broadcast, rebuilding on rank 1,
    answers; of which the broadcast itself is shown apart) and comparison (snapshots and
-   field-by-field comparison in the process that runs Hypothesis). One group serves
-   every repetition, as in a real run.
+   field-by-field comparison in the process that runs Hypothesis), as shares of the
+   wall time: the round trip of one example overlaps the generation of the next, so
+   the shares add up to more than 100%. One group serves every repetition, as in a
+   real run.
 2. One merged broadcast per step against the two legacy broadcasts (the worker's dict,
    then the model runner's), with the same content: a decode step of the demo engine
    (16 sequences). Blocks of steps alternate (legacy, merged), (merged, legacy), ...;
@@ -14,7 +16,8 @@
 
 3. One-example runs (``--one-example-runs``): ``runnercheck fuzz CLASS --examples 1`` as
    a command, this tree against an earlier commit (``--baseline``, default where this
-   branch left ``main``; see ``benchmarks/baseline.py``), alternating, wall time
+   branch left ``main``; see ``benchmarks/baseline.py``), and ``python -c "import
+   torch"`` beside them (the floor on a loaded machine), in rotating order, wall time
    (target: at most 2.5 s) and the children's CPU time.
 4. fuzz's marginal rate against the raw broadcast of the same inputs at the same world
    size on the same device (``benchmarks/fuzz_rate.py``; target: at least half).
@@ -75,14 +78,15 @@ def bench_round_trips(examples: int, reps: int, device: str) -> dict[str, Any]:
                 raise SystemExit(f"the engine input failed to round-trip:\n{report.text()}")
             rates.append(result.examples / wall)
             t = result.timings
-            total = t.generation + t.round_trip + t.comparison
+            # shares of the wall time: the round trip of one example overlaps the
+            # generation of the next, so they add up to more than 100%
             shares.append(
                 {
-                    "generation": t.generation / total,
-                    "round_trip": t.round_trip / total,
-                    "broadcast": t.broadcast / total,
-                    "comparison": t.comparison / total,
-                    "ms_per_example": 1000 * total / result.examples,
+                    "generation": t.generation / wall,
+                    "round_trip": t.round_trip / wall,
+                    "broadcast": t.broadcast / wall,
+                    "comparison": t.comparison / wall,
+                    "ms_per_example": 1000 * wall / result.examples,
                 }
             )
     return {
@@ -221,11 +225,19 @@ ONE_EXAMPLE = [
 ]
 
 
+#: The floor of any run: a Python that imports torch and ends.
+IMPORT_TORCH = [sys.executable, "-c", "import torch"]
+
+
 def bench_one_example(runs: int, ref: str, device: str) -> dict[str, Any]:
-    """``runnercheck fuzz CLASS --examples 1``: before and after, alternating."""
+    """``runnercheck fuzz CLASS --examples 1``: before and after, and ``python -c
+    "import torch"`` beside them, in rotating order. CPU is what the command's
+    descendants that it waited for spent (a fork server it leaves to exit alone is not
+    counted: the before side's torch import in its fork server is missing there)."""
     args = [*ONE_EXAMPLE, "--device", device]
-    wall: dict[str, list[float]] = {"before": [], "after": []}
-    cpu: dict[str, list[float]] = {"before": [], "after": []}
+    names = ("before", "after", "import_torch")
+    wall: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     with baseline.temporary() as tmp:
         before = Path(tmp) / "before"
         before.mkdir()
@@ -233,30 +245,72 @@ def bench_one_example(runs: int, ref: str, device: str) -> dict[str, Any]:
         baseline.compile_tree(REPO)
         trees = {"before": before, "after": REPO}
         for run in range(runs):
-            for name in ("before", "after") if run % 2 == 0 else ("after", "before"):
-                cmd, env = baseline.runnercheck_command(trees[name], args)
+            for name in names[run % 3 :] + names[: run % 3]:
+                if name == "import_torch":
+                    cmd, env = IMPORT_TORCH, None
+                else:
+                    cmd, env = baseline.runnercheck_command(trees[name], args)
                 spent, seconds, code = baseline.timed_command(cmd, Path(tmp), env)
                 if code != 0:
                     raise SystemExit(f"bench_fuzz: the one-example run ({name}) exited {code}")
                 wall[name].append(seconds)
                 cpu[name].append(spent)
+    median = {name: statistics.median(samples) for name, samples in wall.items()}
     return {
         "baseline": baseline.short(ref),
         "device": device,
         "wall_s": {name: spread(samples) for name, samples in wall.items()},
         "cpu_s": {name: spread(samples) for name, samples in cpu.items()},
-        "after_over_before_wall": statistics.median(wall["after"])
-        / statistics.median(wall["before"]),
-        "target_met": statistics.median(wall["after"]) <= 2.5,
+        "after_over_before_wall": median["after"] / median["before"],
+        "after_over_import_torch_wall": median["after"] / median["import_torch"],
+        "before_over_import_torch_wall": median["before"] / median["import_torch"],
+        "target_met": median["after"] <= 2.5,
     }
+
+
+def report_round_trips(examples: int, reps: int, device: str) -> dict[str, Any]:
+    round_trips = bench_round_trips(examples, reps, device)
+    rt = round_trips["round_trips_per_s"]
+    split = round_trips["split"]
+    print(f"fuzz round trips ({round_trips['class']}, world size 2, {device}, gloo):")
+    print(
+        f"  {rt['median']:.0f} round trips/s (min {rt['min']:.0f}, max {rt['max']:.0f}; "
+        f"{reps} runs of {examples} examples)"
+    )
+    print(
+        f"  {split['ms_per_example']:.2f} ms per example: generation {split['generation']:.0%}, "
+        f"round trip {split['round_trip']:.0%} (broadcast itself {split['broadcast']:.0%}), "
+        f"comparison {split['comparison']:.0%} of the wall time (the first two overlap)"
+    )
+    return round_trips
+
+
+def report_merged_vs_legacy(steps: int, blocks: int) -> dict[str, Any]:
+    versus = bench_merged_vs_legacy(steps, blocks)
+    ratio = versus["legacy_over_merged"]
+    counts = versus["per_step"]
+    print("one merged broadcast vs two legacy broadcasts per step (decode step, 16 sequences):")
+    print(
+        f"  per step on rank 0: legacy {counts['legacy']['broadcasts']} broadcasts, "
+        f"{counts['legacy']['collectives']} collectives, {counts['legacy']['bytes_sent']} B; "
+        f"merged {counts['merged']['broadcasts']} broadcast, "
+        f"{counts['merged']['collectives']} collectives, {counts['merged']['bytes_sent']} B"
+    )
+    print(
+        f"  legacy {versus['legacy_ms_per_step']['median']:.3f} ms/step, merged "
+        f"{versus['merged_ms_per_step']['median']:.3f} ms/step: legacy/merged "
+        f"{ratio['median']:.2f}x (min {ratio['min']:.2f}, max {ratio['max']:.2f}; "
+        f"{blocks} interleaved block pairs of {steps} steps)"
+    )
+    return versus
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=int, default=300, help="examples per repetition")
-    parser.add_argument("--reps", type=int, default=3, help="fuzz repetitions (default 3)")
+    parser.add_argument("--reps", type=int, default=3, help="fuzz repetitions (default 3; 0: skip)")
     parser.add_argument("--steps", type=int, default=200, help="steps per timed block")
-    parser.add_argument("--blocks", type=int, default=10, help="timed blocks per shape")
+    parser.add_argument("--blocks", type=int, default=10, help="timed blocks per shape (0: skip)")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     parser.add_argument(
@@ -283,42 +337,22 @@ def main() -> int:
             f"{one['cpu_s']['before']['median']:.2f}s, after {one['cpu_s']['after']['median']:.2f}s"
             f" (target <= 2.5 s wall: {'met' if one['target_met'] else 'NOT met'})"
         )
+        torch_wall = one["wall_s"]["import_torch"]
+        print(
+            f"  beside python -c 'import torch': {torch_wall['median']:.2f}s "
+            f"[{torch_wall['min']:.2f}-{torch_wall['max']:.2f}] wall, "
+            f"{one['cpu_s']['import_torch']['median']:.2f}s CPU; before "
+            f"{one['before_over_import_torch_wall']:.2f}x of it, after "
+            f"{one['after_over_import_torch_wall']:.2f}x"
+        )
     if args.rate_reps > 0:
         rate = fuzz_rate.marginal_vs_raw(args.device, 2, reps=args.rate_reps)
         figures["marginal_vs_raw"] = rate
         print(fuzz_rate.describe(rate))
-    round_trips = bench_round_trips(args.examples, args.reps, args.device)
-    rt = round_trips["round_trips_per_s"]
-    split = round_trips["split"]
-    print(f"fuzz round trips ({round_trips['class']}, world size 2, {args.device}, gloo):")
-    print(
-        f"  {rt['median']:.0f} round trips/s (min {rt['min']:.0f}, max {rt['max']:.0f}; "
-        f"{args.reps} runs of {args.examples} examples)"
-    )
-    print(
-        f"  {split['ms_per_example']:.2f} ms per example: generation {split['generation']:.0%}, "
-        f"round trip {split['round_trip']:.0%} (broadcast itself {split['broadcast']:.0%}), "
-        f"comparison {split['comparison']:.0%}"
-    )
-    figures["round_trips"] = round_trips
-    if args.device == "cpu":
-        versus = bench_merged_vs_legacy(args.steps, args.blocks)
-        ratio = versus["legacy_over_merged"]
-        counts = versus["per_step"]
-        print("one merged broadcast vs two legacy broadcasts per step (decode step, 16 sequences):")
-        print(
-            f"  per step on rank 0: legacy {counts['legacy']['broadcasts']} broadcasts, "
-            f"{counts['legacy']['collectives']} collectives, {counts['legacy']['bytes_sent']} B; "
-            f"merged {counts['merged']['broadcasts']} broadcast, "
-            f"{counts['merged']['collectives']} collectives, {counts['merged']['bytes_sent']} B"
-        )
-        print(
-            f"  legacy {versus['legacy_ms_per_step']['median']:.3f} ms/step, merged "
-            f"{versus['merged_ms_per_step']['median']:.3f} ms/step: legacy/merged "
-            f"{ratio['median']:.2f}x (min {ratio['min']:.2f}, max {ratio['max']:.2f}; "
-            f"{args.blocks} interleaved block pairs of {args.steps} steps)"
-        )
-        figures["merged_vs_legacy"] = versus
+    if args.reps > 0:
+        figures["round_trips"] = report_round_trips(args.examples, args.reps, args.device)
+    if args.device == "cpu" and args.blocks > 0:
+        figures["merged_vs_legacy"] = report_merged_vs_legacy(args.steps, args.blocks)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2))
     return 0

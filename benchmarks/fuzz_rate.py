@@ -19,6 +19,7 @@ Target: fuzz's marginal rate at least half the raw rate.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import os
 import pickle
 import statistics
@@ -163,6 +164,7 @@ def marginal_vs_raw(
     with LocalGroup(options.settings()) as group:
         info = group.start()
         fuzz([target], dataclasses.replace(options, examples=small, seed=1), Config(), group)
+        gc.freeze()  # as the command does before its search (torch's objects stay put)
         for rep in range(reps):
             for count in (small, large) if rep % 2 == 0 else (large, small):
                 run = dataclasses.replace(options, examples=count, seed=2000 + rep)

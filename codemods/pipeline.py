@@ -34,7 +34,7 @@ from codemods.results import GroupResult
 from codemods.source import SkippedPath, collect, package_files, read_all
 from runnercheck import deep
 from runnercheck.analysis.extract import extract_tree
-from runnercheck.analysis.groups import Group, Note, find_groups
+from runnercheck.analysis.groups import ClassRef, Group, Note, find_groups
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
@@ -135,6 +135,8 @@ class _State:
     select: tuple[str, ...]
     roots: tuple[Path, ...] = ()
     before: dict[frozenset[Path], list] = field(default_factory=dict)
+    #: workers no shared worker input is made for (their groups were refused)
+    unshared: frozenset[ClassRef] = frozenset()
     project: Project = field(init=False)
 
     def __post_init__(self) -> None:
@@ -383,7 +385,7 @@ def _run_group(group: Group) -> TaskResult:
     modules = {p: cstutil.parse_module(state.sources[p]) for p in group.files}
     result.cst_files = len(modules)
     try:
-        merged = merge(group, modules, state.project, contract, state.sources)
+        merged = merge(group, modules, state.project, contract, state.sources, state.unshared)
     except Refusal as refusal:
         result.refusals.append(
             Refused(
@@ -455,6 +457,31 @@ def _run_group(group: Group) -> TaskResult:
     merged.modules = {}  # results cross process boundaries: text only
     result.groups.append(merged)
     return result
+
+
+def _without_refused_workers(
+    state: _State, groups: list[Group], outcomes: list[TaskResult]
+) -> list[TaskResult]:
+    """A group whose shared worker input was made for a worker of a group refused
+    later (its verification failed) runs again without that worker: the module
+    then holds and names only the workers that use it."""
+    global _STATE
+    refused = {r.group for o in outcomes for r in o.refusals if r.codemod == MERGE and r.group}
+    dropped = frozenset(w for g in groups if g.label in refused for w in g.workers)
+    if not dropped:
+        return outcomes
+    named = {(str(w.path), w.name) for w in dropped}
+    again = {r.label for o in outcomes for r in o.groups if named & set(r.shared_with)}
+    if not again:
+        return outcomes
+    state.unshared = dropped
+    _STATE = state
+    try:
+        rerun = {g.label: run_group(g) for g in groups if g.label in again}
+    finally:
+        _STATE = None
+    kept = [o for o in outcomes if not any(r.label in again for r in o.groups)]
+    return kept + list(rerun.values())
 
 
 def _mixed(project: Project) -> list[Refused]:
@@ -627,6 +654,7 @@ def migrate(
                     progress(done, total)
         finally:
             _STATE = None
+    outcomes = _without_refused_workers(state, groups, outcomes)
     for outcome in outcomes:
         result.files_cst += outcome.cst_files
         result.refusals += outcome.refusals

@@ -67,5 +67,7 @@ class GroupResult:
     created: list[Path] = field(default_factory=list)
     runners: list[RunnerSummary] = field(default_factory=list)
     worker_keys: dict[str, list[str]] = field(default_factory=dict)
+    #: every worker (file, class) a shared worker input this group uses was made for
+    shared_with: list[tuple[str, str]] = field(default_factory=list)
     #: latent bugs of the workers' steps carried over: (file, line, what)
     worker_notes: list[tuple[str, int, str]] = field(default_factory=list)

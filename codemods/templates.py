@@ -114,8 +114,8 @@ The driver prepares a model input with ``{contract.prepare_input_method}``
 ``{contract.as_dict_method}()`` together with its own input in one
 broadcast, and the other ranks rebuild the input with
 ``{contract.make_input_method}``. A field that is
-deliberately not broadcast is declared driver-only with the dataclass field
-metadata ``{contract.driver_only_marker}``.
+deliberately not broadcast is left out of ``{contract.as_dict_method}``
+with a ``# Driver-only: ...`` comment above it.
 """
 
 {_header(signature)}

@@ -15,8 +15,14 @@ Driver-only fields
 ------------------
 A field of an input dataclass that is deliberately *not* broadcast (non-driver
 ranks never need it, e.g. vLLM's ``seq_lens`` or pooling metadata) is declared
-driver-only in one of two ways, neither of which makes the target code import
+driver-only in one of three ways, none of which makes the target code import
 runnercheck at run time:
+
+* a comment right above the field, as ``migrate`` writes it (the field is simply
+  left out of the broadcast dict, as vLLM does)::
+
+      # Driver-only: not broadcast; the other ranks get None.
+      seq_lens: Optional[List[int]] = None
 
 * dataclass field metadata::
 
@@ -30,6 +36,8 @@ runnercheck at run time:
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -42,6 +50,20 @@ DRIVER_ONLY_METADATA_VALUE = "driver-only"
 #: The default key of the neutral marker ``{"driver_only": True}`` (what the codemods
 #: write; the configuration's ``driver_only_key`` changes it).
 DRIVER_ONLY_KEY = "driver_only"
+
+
+_DRIVER_ONLY_COMMENT = re.compile(r"#\s*driver-only\b", re.IGNORECASE)
+
+
+def is_driver_only_comment(lines: Sequence[str], lineno: int) -> bool:
+    """True if the comment lines right above line ``lineno`` (1-based) of ``lines``
+    (a field's first line) say ``# Driver-only: ...``."""
+    index = lineno - 2
+    while 0 <= index < len(lines) and lines[index].lstrip().startswith("#"):
+        if _DRIVER_ONLY_COMMENT.match(lines[index].lstrip()):
+            return True
+        index -= 1
+    return False
 
 
 def is_driver_only_metadata(metadata: Any, key: str = DRIVER_ONLY_KEY) -> bool:

@@ -155,9 +155,11 @@ def rewrite_group(
     runner_plans: list[RunnerPlan],
     worker_plans: list[WorkerPlan],
     sources: Mapping[Path, bytes] | None = None,
+    unshared: frozenset[ClassRef] = frozenset(),
 ) -> GroupResult:
     """The group rewritten. ``sources`` (every file of the run as read) lets workers
-    of other groups beside this group's share one worker input with them."""
+    of other groups beside this group's share one worker input with them, but for
+    the ``unshared`` ones (their groups were refused)."""
     result = GroupResult(group.label)
     limit = layout.line_limit(group.files[0]) if group.files else layout.DEFAULT_LIMIT
     bases = _find_bases(project, contract)
@@ -190,9 +192,10 @@ def rewrite_group(
                 contract, signature, helpers.helpers, helpers.imports, helpers.typing
             )
             result.created.append(base_file)
-    shared = _shared_worker_inputs(project, contract, worker_plans, sources)
+    shared = _shared_worker_inputs(project, contract, worker_plans, sources, unshared)
+    result.shared_with = sorted({(str(r.path), r.name) for s in shared.values() for r in s.users})
     for found in shared.values():
-        if found.path not in result.sources:
+        if found.text is not None and found.path not in result.sources:
             result.sources[found.path] = found.text
             result.created.append(found.path)
     by_class: dict[tuple[Path, str], RunnerPlan | WorkerPlan] = {}
@@ -263,7 +266,9 @@ def rewrite_group(
                 generated = [] if common is not None else worker_input_class(plan_any, contract)
                 if common is not None:
                     from_imports.append((import_path(project, path, common.path), [common.name]))
-                new_w = rewrite_worker(plan_any, contract)
+                new_w = rewrite_worker(
+                    plan_any, contract, common.asserted if common is not None else ()
+                )
                 result.worker_notes += [
                     (str(path), line, text)
                     for line, text in loop_exit_notes(plan_any, Lines(modules[path]))
@@ -356,6 +361,7 @@ def _shared_worker_inputs(
     contract: Contract,
     worker_plans: list[WorkerPlan],
     sources: Mapping[Path, bytes] | None,
+    unshared: frozenset[ClassRef],
 ) -> dict[ClassRef, SharedInput]:
     """The workers of this group that use a shared worker input (their plans now
     name it), computed per directory from the whole project."""
@@ -364,7 +370,7 @@ def _shared_worker_inputs(
     found: dict[ClassRef, SharedInput] = {}
     for directory in sorted({p.path.parent for p in worker_plans}):
         limit = layout.line_limit(directory / f"{templates.WORKER_INPUT_MODULE_NAME}.py")
-        found.update(shared_inputs(project, contract, directory, sources, limit))
+        found.update(shared_inputs(project, contract, directory, sources, limit, unshared))
     for plan in worker_plans:
         common = found.get(ClassRef(plan.path, plan.name))
         if common is not None:
@@ -395,7 +401,10 @@ def merge(
     project: Project,
     contract: Contract,
     sources: Mapping[Path, bytes] | None = None,
+    unshared: frozenset[ClassRef] = frozenset(),
 ) -> GroupResult:
     """Plan then rewrite one group (raises Refusal; nothing is written here)."""
     runner_plans, worker_plans = plan_group(group, modules, project, contract)
-    return rewrite_group(group, modules, project, contract, runner_plans, worker_plans, sources)
+    return rewrite_group(
+        group, modules, project, contract, runner_plans, worker_plans, sources, unshared
+    )

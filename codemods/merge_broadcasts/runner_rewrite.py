@@ -23,22 +23,24 @@ from runnercheck.contract import VLLM, Contract
 DEFAULT_PREPARE = VLLM.prepare_input_method
 
 
-def _field_line(f: FieldPlan, marker: str) -> str:
-    """One field of the input class (on one line; the layout pass wraps it)."""
+def _field_line(f: FieldPlan) -> str:
+    """One field of the input class (on one line; the layout pass wraps it). As in
+    vLLM, a driver-only field is simply left out of the broadcast dict; the comment
+    above it says so (``runnercheck check`` reads it as the declaration)."""
     if f.from_request:
         return (
             f"    # Driver-only: set by {DEFAULT_PREPARE}; the other ranks get None.\n"
-            f"    {f.name}: {f.annotation} = dataclasses.field(default=None, metadata={marker})\n"
+            f"    {f.name}: {f.annotation} = None\n"
         )
     if f.none_default:
         return (
             "    # Driver-only: not broadcast; the other ranks get None.\n"
-            f"    {f.name}: {f.annotation} = dataclasses.field(default=None, metadata={marker})\n"
+            f"    {f.name}: {f.annotation} = None\n"
         )
     if f.driver_only:
         return (
             "    # Driver-only: not broadcast; the other ranks build their own value.\n"
-            f"    {f.name}: {f.annotation} = dataclasses.field(metadata={marker})\n"
+            f"    {f.name}: {f.annotation}\n"
         )
     return f"    {f.name}: {f.annotation}\n"
 
@@ -46,7 +48,7 @@ def _field_line(f: FieldPlan, marker: str) -> str:
 def input_class(plan: RunnerPlan, base: str, contract: Contract) -> list[cst.BaseStatement]:
     """The input dataclass (and its TypeVar) that replaces the metadata dict."""
     assert plan.literal is not None
-    fields = "".join(_field_line(f, contract.driver_only_marker) for f in plan.fields)
+    fields = "".join(_field_line(f) for f in plan.fields)
     names = [f.name for f in plan.fields if not f.from_request and not f.none_default]
     backend = f"{ATTN_BACKEND}: Any = None"
     cls_call = cstutil.call_text("cls", [f"{n}={n}" for n in names], 15).replace("\n", "\n        ")

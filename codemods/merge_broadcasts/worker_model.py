@@ -19,6 +19,8 @@ class KeyPlan:
     value: cst.BaseExpression
     annotation: str
     default: str | None  # None: no default (the receiver indexed it)
+    #: the worker states two types for the value (``annotation`` stays ``Any``)
+    contested: bool = False
 
 
 @dataclass

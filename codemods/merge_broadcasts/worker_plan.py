@@ -366,3 +366,4 @@ def _type_from_parameters(
             stated = found.pop()
             # a receiver that defaults the key to None makes the field Optional itself
             key.annotation = cstutil.without_optional(stated) if key.default == "None" else stated
+        key.contested = len(found) > 1

@@ -37,11 +37,16 @@ def worker_input_text(
     fields: Sequence[tuple[str, str, str | None]],
     contract: Contract,
     width: int = 79,
+    unset: frozenset[str] = frozenset(),
 ) -> str:
     """The TypeVar line and the frozen dataclass of a worker input: ``fields`` are
     (key, annotation as written, default the receiver used or None); ``doc`` the
-    docstring and a shorter one for when it does not fit."""
-    lines = "".join(f"    {key}: {annotation}\n" for key, annotation, _ in fields)
+    docstring and a shorter one for when it does not fit; ``unset`` the fields that
+    default to None (they follow the others)."""
+    lines = "".join(
+        f"    {key}: {annotation}{' = None' if key in unset else ''}\n"
+        for key, annotation, _ in fields
+    )
     entries = "".join(f'            "{key}": self.{key},\n' for key, _, _ in fields)
     pops = "".join(
         f'            {key}=tensor_dict.pop("{key}"'
@@ -76,8 +81,12 @@ def needs_optional(plan: WorkerPlan) -> bool:
     return any(k.default == "None" and k.annotation != "Any" for k in plan.keys)
 
 
-def rewrite_worker(plan: WorkerPlan, contract: Contract) -> cst.ClassDef:
-    """The worker class with one broadcast per step."""
+def rewrite_worker(
+    plan: WorkerPlan, contract: Contract, asserted: Sequence[str] = ()
+) -> cst.ClassDef:
+    """The worker class with one broadcast per step. ``asserted``: fields the worker's
+    receiver read as set that its (shared) input class makes Optional; the non-driver
+    asserts each one it reads right after the receive."""
     assert plan.send is not None and plan.literal_stmt is not None
     assert plan.driver_site is not None and plan.non_driver_site is not None
     attr = plan.runner_attr
@@ -116,8 +125,10 @@ def rewrite_worker(plan: WorkerPlan, contract: Contract) -> cst.ClassDef:
         prepare = f"if {cond}:\n" + "".join(f"    {line}\n" for line in prepare.splitlines())
     inserts_before[id(plan.send)] = cstutil.parse_statements(prepare)
     # non-driver: pop the worker's keys, then rebuild the model input
+    read = set(plan.key_reads.values())
     pop = cstutil.parse_statements(
         f"{WORKER_INPUT} = {plan.input_name}.{contract.from_dict_method}({plan.recv_var})\n"
+        + "".join(f"assert {WORKER_INPUT}.{key} is not None\n" for key in asserted if key in read)
     )
     assert plan.recv_anchor is not None
     inserts_after[id(plan.recv_anchor)] = pop

@@ -43,7 +43,7 @@ from runnercheck.analysis.syntax import (
     top_level_names,
 )
 from runnercheck.analysis.values import ValueReader
-from runnercheck.contract import VLLM, Contract
+from runnercheck.contract import VLLM, Contract, is_driver_only_comment
 from runnercheck.deep import parse_failure
 
 _DICT_ANNOTATION = re.compile(r"\b(Dict|dict|Mapping|MutableMapping)\b")
@@ -181,13 +181,13 @@ def _renamed_dump(stmt: ast.stmt, var: str) -> str:
     return dumped.replace(f"Name(id='{var}',", "Name(id='_',")
 
 
-def _field_facts(stmt: ast.AnnAssign, marker_key: str) -> FieldFacts | None:
+def _field_facts(stmt: ast.AnnAssign, marker_key: str, lines: list[str]) -> FieldFacts | None:
     if not isinstance(stmt.target, ast.Name):
         return None
     annotation = ast.unparse(stmt.annotation)
     if "ClassVar" in annotation or "InitVar" in annotation:
         return None
-    driver_only = False
+    driver_only = is_driver_only_comment(lines, stmt.lineno)
     init = True
     metadata_ref = None
     value = stmt.value
@@ -270,7 +270,7 @@ def _class_facts(
     for stmt in node.body:
         if isinstance(stmt, ast.AnnAssign):
             if facts.is_dataclass:
-                field_facts = _field_facts(stmt, contract.driver_only_key)
+                field_facts = _field_facts(stmt, contract.driver_only_key, lines)
                 if field_facts is not None:
                     fields.append(field_facts)
             if isinstance(stmt.target, ast.Name):

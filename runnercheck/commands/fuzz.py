@@ -177,18 +177,50 @@ def run(args: argparse.Namespace) -> int:
     from runnercheck.extras import require_fuzz_extra
 
     require_fuzz_extra("runnercheck fuzz")
-    if not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):  # not under torchrun
-        start_fork_server()
-    from runnercheck.fuzz.group import helper_pids
-
     _check_numbers(args)
     # every process the targets or the ranks start, however it leaves, is ended at the end
     sweep = Sweep()
+    group = None
     try:
-        return _run(args)
+        if not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):  # not under torchrun
+            group = _launch_ranks(args)
+        code = _run(args, group)
+    except BaseException:
+        if group is not None:
+            group.close(force=True)
+        raise
     finally:
+        from runnercheck.fuzz.group import helper_pids
+
+        if group is not None:
+            group.close()
         sweep.spare(helper_pids())
         _say_ended(sweep)
+    return code
+
+
+def _options(args: argparse.Namespace) -> Any:
+    from runnercheck.fuzz import FuzzOptions
+
+    return FuzzOptions(
+        world_size=args.world_size,
+        device=args.device,
+        examples=args.examples,
+        seed=args.seed,
+        deadline=args.deadline,
+    )
+
+
+def _launch_ranks(args: argparse.Namespace) -> Any:
+    """The local ranks, forked from this process as soon as it has imported torch,
+    before it starts a thread or touches CUDA (as a fork server would be, without a
+    second interpreter importing torch again): they join the group while this process
+    loads the targets."""
+    from runnercheck.fuzz import LocalGroup
+
+    group = LocalGroup(_options(args).settings())
+    group.launch(fork=True)
+    return group
 
 
 def _say_ended(sweep: Sweep) -> None:
@@ -210,7 +242,7 @@ def _say_ended(sweep: Sweep) -> None:
         )
 
 
-def _run(args: argparse.Namespace) -> int:
+def _run(args: argparse.Namespace, group: Any) -> int:
     from runnercheck.config import find_pyproject, load_config
     from runnercheck.fuzz import FuzzOptions, fuzz
     from runnercheck.fuzz.group import GroupLost, run_receiver, torchrun_rank
@@ -222,13 +254,7 @@ def _run(args: argparse.Namespace) -> int:
 
         if not torch.cuda.is_available():
             raise UsageError("--device cuda: no CUDA device is available")
-    options = FuzzOptions(
-        world_size=args.world_size,
-        device=args.device,
-        examples=args.examples,
-        seed=args.seed,
-        deadline=args.deadline,
-    )
+    options = _options(args)
     rank = torchrun_rank()
     if rank is not None and rank != 0:
         return run_receiver(options.settings())
@@ -248,7 +274,7 @@ def _run(args: argparse.Namespace) -> int:
     gc.freeze()
     try:
         with _naming_the_file(source):
-            report = fuzz(targets, options, config)
+            report = fuzz(targets, options, config, group)
     except GroupLost as lost:  # the ranks could not even start
         print(f"runnercheck: RC306 the ranks could not start: {lost.message}", file=sys.stderr)
         return EXIT_FINDINGS

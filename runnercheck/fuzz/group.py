@@ -1,8 +1,11 @@
 """The process group's lifecycle, seen from the process that runs Hypothesis.
 
-:class:`LocalGroup` spawns its ranks on this machine (a ``forkserver`` that has
-imported torch once, so restarts cost little) and joins them on 127.0.0.1 through a
-TCP store it hosts on a free port. It talks to rank 0 over a pipe and holds every
+:class:`LocalGroup` starts its ranks on this machine and joins them on 127.0.0.1
+through a TCP store it hosts on a free port (sent to each rank over its pipe once the
+ranks exist). The ranks are forked from a ``forkserver`` that has imported torch once,
+so restarts cost little; or, with ``launch(fork=True)``, forked from this process
+itself: a command that has just imported torch forks them at once and goes on with its
+own imports while they join, and torch is imported once in all. It talks to rank 0 over a pipe and holds every
 child to a deadline: joining (``rendezvous_timeout``), and each example (``deadline``).
 A rank that dies, or a round trip that misses its deadline, raises :class:`GroupLost`
 with what each rank was doing (stack dumps) and the dead rank's error; the group is
@@ -23,6 +26,7 @@ import re
 import signal
 import tempfile
 import time
+import warnings
 import weakref
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -73,6 +77,8 @@ class LocalGroup:
         self._store: Any = None
         self._logdir: tempfile.TemporaryDirectory[str] | None = None
         self._finalizer: Any = None
+        #: When each submitted example's outcome is due, oldest first.
+        self._deadlines: list[float] = []
 
     # -- lifecycle
 
@@ -80,14 +86,54 @@ class LocalGroup:
     def running(self) -> bool:
         return bool(self._procs)
 
-    def start(self) -> GroupInfo:
-        if self.running and self.info is not None:
-            return self.info
+    def launch(self, fork: bool = False) -> None:
+        """Start the rank processes without waiting for them to join (:meth:`start`
+        waits). ``fork``: fork them from this process, which must not yet have started
+        threads of its own or initialised CUDA (right after importing torch, as a fork
+        server is); else from the fork server."""
+        if self._procs:
+            return
+        self.restarts += 1
+        self._logdir = tempfile.TemporaryDirectory(prefix="runnercheck-fuzz-")
+        prefix = f"rc{os.getpid()}-{next(self._ids)}/"
+        if fork:
+            ctx: Any = multiprocessing.get_context("fork")
+        else:
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(["runnercheck.fuzz.ranks"])
+        self._finalizer = weakref.finalize(self, _reap, self._procs)
+        _LIVE.add(self)
+        try:
+            self._fork_ranks(ctx, prefix, fork)
+        except BaseException:
+            self.close(force=True)
+            raise
+
+    def _fork_ranks(self, ctx: Any, prefix: str, fork: bool) -> None:
         import torch.distributed as dist
 
-        self.restarts += 1
         settings = self.settings
-        self._logdir = tempfile.TemporaryDirectory(prefix="runnercheck-fuzz-")
+        assert self._logdir is not None
+        for rank in range(settings.world_size):
+            parent, child = ctx.Pipe()
+            log = os.path.join(self._logdir.name, f"rank{rank}.log")
+            # a forked rank closes its copies of this side's ends of the pipes, so that it
+            # sees this process go (a fork server's ranks never had them)
+            inherited = [*self._conns, parent] if fork else []
+            proc = ctx.Process(
+                target=ranks.local_main,
+                args=(rank, settings, prefix, child, log, inherited),
+                name=f"runnercheck-rank{rank}",
+                daemon=True,
+            )
+            with warnings.catch_warnings():  # Python 3.12 warns of torch's own thread
+                warnings.simplefilter("ignore", DeprecationWarning)
+                proc.start()
+            child.close()
+            self._procs.append(proc)
+            self._conns.append(parent)
+            self._logs.append(log)
+        # the store only now: a forked rank must not inherit its server's thread
         self._store = dist.TCPStore(
             "127.0.0.1",
             0,
@@ -96,25 +142,18 @@ class LocalGroup:
             wait_for_workers=False,
             timeout=_seconds(settings.rendezvous_timeout),
         )
-        prefix = f"rc{os.getpid()}-{next(self._ids)}/"
-        ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["runnercheck.fuzz.ranks"])
-        self._finalizer = weakref.finalize(self, _reap, self._procs)
-        for rank in range(settings.world_size):
-            parent, child = ctx.Pipe()
-            log = os.path.join(self._logdir.name, f"rank{rank}.log")
-            proc = ctx.Process(
-                target=ranks.local_main,
-                args=(rank, settings, self._store.port, prefix, child, log),
-                name=f"runnercheck-rank{rank}",
-                daemon=True,
-            )
-            proc.start()
-            child.close()
-            self._procs.append(proc)
-            self._conns.append(parent)
-            self._logs.append(log)
-        _LIVE.add(self)
+        for conn in self._conns:
+            try:
+                ranks.send(conn, ("store", self._store.port))
+            except (OSError, ValueError):
+                pass  # the rank died: start() says so
+
+    def start(self) -> GroupInfo:
+        if self.running and self.info is not None:
+            return self.info
+        if not self._procs:
+            self.launch()
+        settings = self.settings
         try:
             ready = self._wait_all("ready", settings.rendezvous_timeout, "join the group")
         except BaseException:
@@ -141,6 +180,7 @@ class LocalGroup:
         self._procs.clear()
         self._conns.clear()
         self._logs.clear()
+        self._deadlines.clear()
         self._store = None
         if self._logdir is not None:
             self._logdir.cleanup()
@@ -172,11 +212,21 @@ class LocalGroup:
         return list(errors)
 
     def round_trip(self, payload: bytes) -> DriverOutcome:
+        self.submit(payload)
+        return self.collect()
+
+    def submit(self, payload: bytes) -> None:
+        """Hand an example to rank 0 and return at once (:meth:`collect` waits for its
+        outcome; its deadline runs from now)."""
         try:
             ranks.send(self._conns[0], ("example", payload))
         except (OSError, ValueError) as exc:
             self._lost(f"rank 0 is gone ({exc})", 0)
-        deadline = time.monotonic() + self.settings.deadline + GRACE
+        self._deadlines.append(time.monotonic() + self.settings.deadline + GRACE)
+
+    def collect(self) -> DriverOutcome:
+        """The outcome of the example submitted first and not yet collected."""
+        deadline = self._deadlines.pop(0)
         _, outcome = self._reply(0, deadline, "round-trip the example")
         assert isinstance(outcome, DriverOutcome)
         if outcome.sent and len(self._procs) > 1:
@@ -451,6 +501,7 @@ class EnvGroup:
         self.info: GroupInfo | None = None
         self.restarts = 0
         self._joined: ranks.Joined | None = None
+        self._submitted: list[bytes] = []
 
     def start(self) -> GroupInfo:
         if self._joined is None:
@@ -471,6 +522,13 @@ class EnvGroup:
         if any(e.desync for e in errors):
             raise GroupLost("ranks did not take the job: " + "; ".join(e.text() for e in errors))
         return errors
+
+    def submit(self, payload: bytes) -> None:
+        """This process is rank 0: the example goes out when it is collected."""
+        self._submitted.append(payload)
+
+    def collect(self) -> DriverOutcome:
+        return self.round_trip(self._submitted.pop(0))
 
     def round_trip(self, payload: bytes) -> DriverOutcome:
         assert self._joined is not None

@@ -22,6 +22,7 @@ import pickle
 import signal
 import sys
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,11 +279,25 @@ def _quiet_and_traceable(log_path: str) -> Any:
 
 
 def local_main(
-    rank: int, settings: Settings, port: int, prefix: str, conn: Any, log_path: str
+    rank: int,
+    settings: Settings,
+    prefix: str,
+    conn: Any,
+    log_path: str,
+    inherited: Sequence[Any] = (),
 ) -> None:
-    """Entry point of a rank process spawned on this machine."""
+    """Entry point of a rank process started on this machine: close ``inherited`` (the
+    parent's ends of the pipes, in a rank forked from the parent), then wait for the
+    port of the parent's store on ``conn`` and join the group."""
+    for end in inherited:
+        end.close()
     _quiet_and_traceable(log_path)
     try:
+        try:
+            kind, port = receive(conn)
+        except (EOFError, OSError):
+            os._exit(3)  # the parent gave up before the store existed
+        assert kind == "store"
         store = dist.TCPStore(
             "127.0.0.1",
             port,

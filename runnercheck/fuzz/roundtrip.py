@@ -159,6 +159,28 @@ def precheck(tensor_dict: dict[str, Any]) -> None:
 DETERMINISM_CALLS = 6
 
 
+_IMMUTABLE = (type(None), bool, int, str, bytes)
+
+
+def same_objects(first: Any, again: Any) -> bool:
+    """Whether two results of a conversion hold the very same objects (or equal
+    integers, strings, bytes, None) in the same containers, keys in the same order.
+    Their snapshots are then equal as they stand; the first one's snapshot, taken
+    before the later calls, is compared with it once they are done."""
+    if first is again:
+        return True
+    kind = type(first)
+    if kind is not type(again):
+        return False
+    if kind is dict:
+        return [(type(k), k) for k in first] == [(type(k), k) for k in again] and all(
+            same_objects(value, again[key]) for key, value in first.items()
+        )
+    if kind is list or kind is tuple:
+        return len(first) == len(again) and all(map(same_objects, first, again))
+    return kind in _IMMUTABLE and first == again
+
+
 def send(
     job: Job | CustomJob,
     example: Any,
@@ -180,10 +202,12 @@ def send(
         reference = snapshot(first)
         for _ in range(DETERMINISM_CALLS):  # a random order can repeat by chance: call again
             again = convert()
-            if isinstance(again, dict):
+            if isinstance(again, dict) and not same_objects(first, again):
                 outcome.nondeterministic = differences(reference, snapshot(again))
                 if outcome.nondeterministic:
                     break
+        if not outcome.nondeterministic:  # what the calls share, changed by the later ones
+            outcome.nondeterministic = differences(reference, snapshot(first))
         precheck(first)
     except Exception as exc:
         outcome.error = describe_exception(exc, rank, job.as_dict_method)

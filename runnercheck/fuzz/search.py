@@ -2,15 +2,21 @@
 
 Each example Hypothesis draws goes to the driver rank and through the broadcast;
 the outcome is compared here, field by field, against a snapshot of the original.
+Hypothesis draws the next example while the ranks round-trip one (:func:`drive`).
 A problem raises :class:`RoundTripFailure`, which Hypothesis shrinks (replaying
-examples through the same group) down to a minimal example; the seed replays it.
+examples through the same group, one at a time) down to a minimal example; the seed
+replays it.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import functools
+import inspect
 import itertools
 import re
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +26,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 from hypothesis import errors as hypothesis_errors
 
 from runnercheck.config import Config
-from runnercheck.contract import is_driver_only_metadata
+from runnercheck.contract import is_driver_only_comment, is_driver_only_metadata
 from runnercheck.errors import UsageError
 from runnercheck.fuzz import strategies, transfer
 from runnercheck.fuzz.compare import describe
@@ -53,9 +59,37 @@ def driver_only_rule(config: Config) -> Callable[[type, dataclasses.Field[Any]],
     def rule(cls: type, f: dataclasses.Field[Any]) -> bool:
         if is_driver_only_metadata(f.metadata, config.driver_only_key):
             return True
+        if any(f.name in commented_driver_only(klass) for klass in cls.__mro__):
+            return True
         return any(config.is_driver_only(klass.__name__, f.name) for klass in cls.__mro__)
 
     return rule
+
+
+@functools.cache
+def commented_driver_only(cls: type) -> frozenset[str]:
+    """The fields the class body declares driver-only with a ``# Driver-only: ...``
+    comment above them (read from its source, as ``check`` reads it); empty when the
+    source cannot be read."""
+    if not dataclasses.is_dataclass(cls):
+        return frozenset()
+    try:
+        lines, _ = inspect.getsourcelines(cls)
+        text = textwrap.dedent("".join(lines))
+        tree = ast.parse(text)
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return frozenset()
+    body = tree.body[0] if tree.body and isinstance(tree.body[0], ast.ClassDef) else None
+    if body is None:
+        return frozenset()
+    source = text.splitlines()
+    return frozenset(
+        stmt.target.id
+        for stmt in body.body
+        if isinstance(stmt, ast.AnnAssign)
+        and isinstance(stmt.target, ast.Name)
+        and is_driver_only_comment(source, stmt.lineno)
+    )
 
 
 _UNEXPECTED_KEYWORD = re.compile(r"unexpected keyword argument '([^']+)'")
@@ -194,6 +228,17 @@ def search(
     return drive(group, job, target.name, strategy, options, expect, judge)
 
 
+class _FoundAhead(BaseException):
+    """A problem found while the search ran ahead of the outcomes (in the outcome of
+    an earlier example, or raised by this one): the search stops (a BaseException:
+    Hypothesis must not shrink the example at hand, which may not be the one that
+    failed) and runs again in step."""
+
+    def __init__(self, failure: RoundTripFailure | None) -> None:
+        super().__init__(str(failure or ""))
+        self.failure = failure
+
+
 def drive(
     group: Any,
     job: Any,
@@ -205,7 +250,13 @@ def drive(
 ) -> ClassResult:
     """The Hypothesis search of one job through ``group``: ``expect`` pictures an
     example (what receivers must rebuild, and its text), ``judge`` lists the problems
-    of its outcome."""
+    of its outcome.
+
+    The search runs one example ahead: while the ranks round-trip an example,
+    Hypothesis generates the next one here, and the outcome of the first is judged
+    just before the next goes out. A problem found that way stops the search, which
+    runs again from the same seed in step (each example judged before the next is
+    generated): the same examples up to the failing one, which Hypothesis shrinks."""
     result = ClassResult(name, options.seed)
     try:
         errors = group.start_job(job)
@@ -220,12 +271,28 @@ def drive(
         return result
     timings = result.timings
     state: dict[str, Any] = {"last": time.perf_counter(), "example": ""}
+    #: The example out with the ranks: (expected, text, when it went out).
+    pending: list[tuple[Any, str, float]] = []
 
-    def check(example: Any) -> None:
+    def settle() -> None:
+        """Collect and judge the outcome of the example that is out."""
+        expected, text, sent = pending.pop()
+        state["example"] = text
+        outcome = group.collect()
+        back = time.perf_counter()
+        problems = judge(expected, outcome)
+        done = time.perf_counter()
+        timings.round_trip += back - sent
+        timings.broadcast += outcome.broadcast_seconds
+        timings.comparison += done - back
+        if problems:
+            raise RoundTripFailure(problems, text)
+
+    def check(example: Any, ahead: bool) -> None:
         start = time.perf_counter()
         timings.generation += start - state["last"]
         result.examples += 1
-        expected, state["example"] = expect(example)
+        expected, text = expect(example)
         try:
             payload = transfer.dumps(example)
         except Exception as exc:
@@ -236,32 +303,49 @@ def drive(
                 "",
                 (0,),
             )
-            raise RoundTripFailure([problem], state["example"]) from None
-        sent = time.perf_counter()
-        outcome = group.round_trip(payload)
-        back = time.perf_counter()
-        problems = judge(expected, outcome)
-        done = time.perf_counter()
-        timings.round_trip += back - sent
-        timings.broadcast += outcome.broadcast_seconds
-        timings.comparison += (done - back) + (sent - start)
-        state["last"] = done
-        if problems:
-            raise RoundTripFailure(problems, state["example"])
+            raise RoundTripFailure([problem], text) from None
+        timings.comparison += time.perf_counter() - start
+        if pending:
+            settle()
+        state["example"] = text
+        group.submit(payload)
+        pending.append((expected, text, time.perf_counter()))
+        if not ahead:
+            settle()
+        state["last"] = time.perf_counter()
 
-    test = settings(
-        max_examples=options.examples,
-        deadline=None,
-        database=None,
-        phases=(Phase.generate, Phase.shrink),
-        report_multiple_bugs=False,
-        suppress_health_check=list(HealthCheck),
-        verbosity=Verbosity.quiet,
-        print_blob=False,
-    )(seed(options.seed)(given(strategy)(check)))
+    def check_ahead(example: Any) -> None:
+        try:
+            check(example, True)
+        except Exception as exc:
+            failure = exc if isinstance(exc, RoundTripFailure) else None
+            if pending:  # the example still out failed first, if it failed
+                try:
+                    settle()
+                except RoundTripFailure as earlier:
+                    failure = earlier
+            raise _FoundAhead(failure) from None
+
     strategies.last_construction_error.clear()
     try:
-        test()
+        try:
+            _search(strategy, options, check_ahead)
+            if pending:
+                settle()
+        except (_FoundAhead, RoundTripFailure) as found:
+            pending.clear()
+            first = found.failure if isinstance(found, _FoundAhead) else found
+            _search(strategy, options, lambda example: check(example, False))
+            if first is not None:  # not reproduced in step: the problem as found
+                result.problems = merge(
+                    [
+                        *first.problems,
+                        Problem(
+                            "RC304", "the failure did not reproduce when the example was replayed"
+                        ),
+                    ]
+                )
+                result.example = first.example
     except RoundTripFailure as failure:
         result.problems = failure.problems
         result.example = failure.example
@@ -280,10 +364,28 @@ def drive(
         )
         result.example = inner.example if inner else state["example"]
     except hypothesis_errors.Unsatisfiable:
+        if pending:  # an example that went out: its outcome must not meet the next job
+            pending.clear()
+            group.collect()
         last = strategies.last_construction_error
         reason = f": {type(last[0]).__name__}: {last[0]}" if last else ""
         raise UsageError(f"{name}: no generated example could be constructed{reason}") from None
     return result
+
+
+def _search(strategy: Any, options: SearchOptions, check: Callable[[Any], None]) -> None:
+    """Run Hypothesis over ``strategy`` with the run's seed and number of examples."""
+    test = settings(
+        max_examples=options.examples,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate, Phase.shrink),
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+        print_blob=False,
+    )(seed(options.seed)(given(strategy)(check)))
+    test()
 
 
 def _ranks(lost: GroupLost) -> tuple[int, ...]:

@@ -198,20 +198,27 @@ def tensors(
 ) -> SearchStrategy[torch.Tensor]:
     """Tensors of ``dtypes`` in many shapes, layouts and fills (generated on the CPU)."""
     options = options or TensorOptions()
-    choices = tuple(dtypes)
+    n = options.large
+    # built once, not at every draw (the draws, and so the examples, are the same)
+    dtype_of = st.sampled_from(tuple(dtypes))
+    one_in_16 = st.integers(0, 15)
+    large_shape = st.sampled_from([(n,), (n // 64, 64), (64, n // 64)])
+    ndims = st.integers(0, 3)
+    side = st.integers(0, options.max_side)
+    layouts = st.sampled_from(LAYOUTS)
+    fills = st.sampled_from(("zeros", "random", "special"))
+    seeds = st.integers(0, 2**32 - 1)
 
     @st.composite
     def draw_tensor(draw: st.DrawFn) -> torch.Tensor:
-        dtype = draw(st.sampled_from(choices))
-        if draw(st.integers(0, 15)) == 15:
-            n = options.large
-            shape: tuple[int, ...] = draw(st.sampled_from([(n,), (n // 64, 64), (64, n // 64)]))
+        dtype = draw(dtype_of)
+        if draw(one_in_16) == 15:
+            shape: tuple[int, ...] = draw(large_shape)
         else:
-            ndim = draw(st.integers(0, 3))
-            shape = tuple(draw(st.integers(0, options.max_side)) for _ in range(ndim))
-        layout = draw(st.sampled_from(LAYOUTS))
-        fill = draw(st.sampled_from(("zeros", "random", "special")))
-        seed = draw(st.integers(0, 2**32 - 1)) if fill != "zeros" else 0
+            shape = tuple(draw(side) for _ in range(draw(ndims)))
+        layout = draw(layouts)
+        fill = draw(fills)
+        seed = draw(seeds) if fill != "zeros" else 0
         return make_tensor(dtype, shape, layout, fill, seed)
 
     return draw_tensor()

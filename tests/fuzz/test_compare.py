@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from typing import Any
 
 import pytest
@@ -115,3 +116,26 @@ def test_counter_counts_bytes_per_step_without_a_group() -> None:
     assert counter.collectives_per_step == [1, 1]
     assert counter.bytes_per_step[0] == 32
     assert counter.bytes_per_step[1] > 0
+
+
+def test_tensor_snapshots_travel_with_their_values() -> None:
+    def flat_bytes(t: torch.Tensor) -> bytes:
+        return bytes(t.reshape(-1).view(torch.uint8).tolist()) if t.numel() else b""
+
+    for value in [
+        torch.tensor(5),
+        torch.zeros(0, 3),
+        torch.tensor([True, False]),
+        torch.randn(2, 3).to(torch.bfloat16),
+        torch.tensor([float("nan"), -0.0, float("inf")]),
+        torch.arange(12).reshape(3, 4).t(),
+    ]:
+        sent = snapshot(value)
+        received = pickle.loads(pickle.dumps(sent))
+        assert received == sent
+        assert received.data is not None and sent.data is not None
+        assert (received.data.dtype, received.data.shape) == (sent.data.dtype, sent.data.shape)
+        assert flat_bytes(received.data) == flat_bytes(sent.data)
+    changed = pickle.loads(pickle.dumps(snapshot(torch.tensor([1, 2, 3]))))
+    [diff] = differences(snapshot(torch.tensor([1, 5, 3])), changed)
+    assert diff.change() == "5 at [1] -> 2 (1 of 3 elements differ)"

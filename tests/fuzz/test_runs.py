@@ -123,6 +123,15 @@ def test_nondeterministic_conversion(group2: Any) -> None:
     assert any("two calls of as_broadcastable_tensor_dict()" in p.message for p in result.problems)
 
 
+def test_a_failure_that_does_not_come_back_is_reported_unshrunk(group2: Any) -> None:
+    result = run_one(group2, defects.FailsOnce, examples=10)
+    assert sorted(result.codes) == ["RC302", "RC304"]
+    assert any("only the third time" in p.message for p in result.problems)
+    assert any("did not reproduce" in p.message for p in result.problems)
+    assert result.example.startswith("FailsOnce(")
+    assert not result.shrunk
+
+
 def test_seed_replays_the_same_minimal_example(group2: Any) -> None:
     first = run_one(group2, defects.DtypeChanged, seed=11)
     again = run_one(group2, defects.DtypeChanged, seed=11)
@@ -205,6 +214,33 @@ def test_cli_report_matches_expected_output() -> None:
     assert text == (EXPECTED / "cli_dropped_field.txt").read_text()
 
 
+def test_cli_runs_the_exit_handlers_once(tmp_path: Path) -> None:
+    record = tmp_path / "at_exit.txt"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "runnercheck",
+            "fuzz",
+            "tests.fuzz.fixtures.at_exit:Registered",
+            "--examples",
+            "3",
+            "--world-size",
+            "1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RUNNERCHECK_TEST_AT_EXIT": str(record)},
+    )
+    stdout, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 0, stderr
+    assert stdout.rstrip().endswith("all 1 class passed")
+    # the command's own handler, once (the trial import and the rank end without theirs)
+    assert record.read_text().split() == [str(proc.pid)]
+
+
 def test_cli_json_and_usage_errors() -> None:
     done = _cli(
         "tests.fuzz.fixtures.defects:UnknownKey",
@@ -285,6 +321,11 @@ def _processes_with(token: str) -> list[int]:
     return found
 
 
+def _parent(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 def test_ctrl_c_reaps_every_rank() -> None:
     token = f"RUNNERCHECK_TEST_RUN={os.getpid()}-{time.monotonic_ns()}"
@@ -309,12 +350,12 @@ def test_ctrl_c_reaps_every_rank() -> None:
     )
     try:
         deadline = time.monotonic() + 60
-        while (
-            len(_processes_with(token)) < 5 and time.monotonic() < deadline
-        ):  # cli, resource tracker, fork server, 2 ranks
+        while len(_processes_with(token)) < 3 and time.monotonic() < deadline:  # cli, 2 ranks
             time.sleep(0.2)
-        assert len(_processes_with(token)) >= 5
         time.sleep(1.0)  # rank 1 is now blocked in from_broadcasted_tensor_dict
+        running = _processes_with(token)
+        # the ranks, forked from the command itself (no fork server importing torch again)
+        assert sorted(_parent(pid) for pid in running if pid != proc.pid) == [proc.pid] * 2
         proc.send_signal(signal.SIGINT)
         _, stderr = proc.communicate(timeout=30)
     finally:

@@ -56,7 +56,11 @@ FORMS: dict[str, tuple[str, str, str, tuple[str, ...]]] = {
         (),
     ),
     "config-list": ("", "", "None", ("ModelInput.seq_lens",)),
+    # as vLLM (and migrate's own input classes) do it: no marker, a comment above
+    "comment": ("", "", "None", ()),
 }
+#: the comment the "comment" form puts above the field
+COMMENT = "    # Driver-only: not broadcast; the other ranks get None.\n"
 
 
 def make_tree(root: Path, form: str | None, key: str = "") -> tuple[Path, Config]:
@@ -64,6 +68,8 @@ def make_tree(root: Path, form: str | None, key: str = "") -> tuple[Path, Config
     root.mkdir()
     (root / "markers.py").write_text(MARKERS)
     text = INPUT.format(imports=imports, constant=constant, value=value)
+    if form == "comment":
+        text = text.replace("    seq_lens:", COMMENT + "    seq_lens:")
     (root / "model_input.py").write_text(text)
     if form == "configured-key":
         key = "not_broadcast"
@@ -113,3 +119,13 @@ def test_the_marker_written_follows_the_configured_key(tmp_path: Path) -> None:
     assert rc103(path.parent, config) == []
     # a marker under another key is not this project's marker
     assert rc103(path.parent, Config()) == ["seq_lens"]
+
+
+def test_a_comment_that_does_not_say_driver_only_declares_nothing(tmp_path: Path) -> None:
+    path, config = make_tree(tmp_path / "tree", "comment")
+    text = path.read_text()
+    path.write_text(text.replace(COMMENT, "    # Not broadcast; the other ranks get None.\n"))
+    assert rc103(path.parent, config) == ["seq_lens"]
+    # nor does one separated from the field by a statement
+    path.write_text(text.replace(COMMENT, COMMENT + "    other: int = 0\n"))
+    assert rc103(path.parent, config) == ["seq_lens"]

@@ -32,11 +32,12 @@ def test_check_on_one_file_judges_its_whole_group(tmp_path: Path, migrate_cli, m
             "would migrate engine/cpu_worker.py",
             "would migrate engine/cpu_model_runner.py",
             "would create engine/model_runner_base.py",
+            "would create engine/worker_input.py",
         }
     result = migrate_cli("--check", "engine/pooling_model_runner.py")
     assert result.code == 1 and ": MIG" not in result.out, result.out
     assert {line.split()[-1] for line in named(result.out)} == {
-        f"engine/{name}" for name in (*GPU_GROUP, "model_runner_base.py")
+        f"engine/{name}" for name in (*GPU_GROUP, "model_runner_base.py", "worker_input.py")
     }
     assert snapshot(work) == before
 
@@ -49,7 +50,7 @@ def test_write_on_one_file_rewrites_its_group_and_nothing_else(
     result = migrate_cli("engine/cpu_model_runner.py")
     assert result.code == 0, result.out
     after = snapshot(work)
-    for name in (*CPU_GROUP, "model_runner_base.py"):
+    for name in (*CPU_GROUP, "model_runner_base.py", "worker_input.py"):
         assert after[name] == (AFTER / name).read_bytes(), name
     for name in (*GPU_GROUP, "__init__.py"):
         assert after[name] == (BEFORE / name).read_bytes(), name

@@ -142,4 +142,9 @@ def test_a_planner_failure_refuses_only_its_group(tmp_path: Path, migrate_cli, m
     assert "MIG199 [merge-broadcasts] CPUWorker/CPUModelRunner: internal error" in result.out
     for name in ("cpu_worker.py", "cpu_model_runner.py"):
         assert (work / name).read_bytes() == (BEFORE / name).read_bytes()
-    assert (work / "worker.py").read_bytes() == (AFTER / "worker.py").read_bytes()
+    for name in ("model_runner.py", "pooling_model_runner.py", "model_runner_base.py"):
+        assert (work / name).read_bytes() == (AFTER / name).read_bytes(), name
+    # the refused CPU worker shares nothing: the GPU worker keeps an input of its own
+    worker = (work / "worker.py").read_text()
+    assert "class WorkerInput:" in worker and "worker_input = WorkerInput(" in worker
+    assert not (work / "worker_input.py").exists()

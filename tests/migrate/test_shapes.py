@@ -90,11 +90,12 @@ def test_extra_broadcast_travels_in_the_one_dict_under_a_prefix() -> None:
 
 def test_request_read_after_preparing_is_a_driver_only_field() -> None:
     after = (FIXTURES / "request_after_prepare" / "after" / "model_runner.py").read_text()
+    # as in vLLM: left out of the broadcast dict, said in a comment, no marker
     assert (
-        "    seq_group_metadata_list: Optional[List[SequenceGroupMetadata]] = (\n"
-        '        dataclasses.field(default=None, metadata={"driver_only": True})\n'
-        "    )\n"
+        "    # Driver-only: set by prepare_model_input; the other ranks get None.\n"
+        "    seq_group_metadata_list: Optional[List[SequenceGroupMetadata]] = None\n"
     ) in after
+    assert "metadata={" not in after
     assert "seq_group_metadata_list=seq_group_metadata_list," in after
     execute = after.split("    def execute_model(")[1].split("    def ")[0]
     assert "self._count_prompts(\n            model_input.seq_group_metadata_list\n" in execute

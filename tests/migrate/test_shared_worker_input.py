@@ -1,6 +1,6 @@
-"""Workers of one directory whose inputs would have the same fields share one class in a
-generated ``worker_input.py``, also when they belong to different groups; workers
-whose fields differ keep a class of their own."""
+"""The workers of one directory share one input class in a generated ``worker_input.py``,
+also when they belong to different groups and when one sends fewer fields (those are
+None on its ranks); workers that type one key differently keep a class of their own."""
 
 from __future__ import annotations
 
@@ -59,15 +59,24 @@ def test_workers_of_two_groups_share_one_generated_class(
     assert result.code == 0 and ": MIG" not in result.out, result.out
     shared = (work / "worker_input.py").read_text()
     assert shared.count("\nclass ") == 1 and "class WorkerInput:" in shared
-    assert "``AccelWorker`` and ``Worker``" in shared
-    for name in ("worker.py", "accel_worker.py"):
+    assert "``AccelWorker``, ``CPUWorker`` and ``Worker``" in shared
+    # the CPU worker sends no blocks to swap: the field is None on its ranks
+    assert (
+        '    num_seq_groups: int\n    blocks_to_swap: "Optional[torch.Tensor]" = None\n' in shared
+    )
+    for name in ("worker.py", "accel_worker.py", "cpu_worker.py"):
         text = (work / name).read_text()
-        assert IMPORT in text and "class WorkerInput" not in text, name
+        assert IMPORT in text and "class WorkerInput" not in text and "Input:" not in text, name
         assert "worker_input = WorkerInput(" in text, name
         assert "WorkerInput.from_broadcasted_tensor_dict(data)" in text, name
-    # the CPU worker sends other fields: its own class, as before
-    cpu = (work / "cpu_worker.py").read_text()
-    assert "class CPUWorkerInput:" in cpu and "worker_input" not in cpu.split("class")[0]
+    # the GPU worker's receiver indexed the key (relied on it): it asserts it is set
+    for name in ("worker.py", "accel_worker.py"):
+        text = (work / name).read_text()
+        assert (
+            "WorkerInput.from_broadcasted_tensor_dict(data)\n"
+            "        assert worker_input.blocks_to_swap is not None\n"
+        ) in text, name
+    assert "assert worker_input" not in (work / "cpu_worker.py").read_text()
     assert check_paths([work]).findings == []
     again = snapshot(work)
     assert migrate_cli(".").code == 0
@@ -86,7 +95,7 @@ def test_a_value_of_no_readable_type_takes_the_parameter_type_the_worker_states(
     result = migrate_cli(str(work))
     assert result.code == 0 and ": MIG" not in result.out, result.out
     shared = (work / "worker_input.py").read_text()
-    assert '    blocks_to_swap: "torch.Tensor"\n' in shared, shared
+    assert '    blocks_to_swap: "Optional[torch.Tensor]" = None\n' in shared, shared
     assert ": Any" not in shared.split("class WorkerInput")[1].split("def ")[0], shared
     assert check_paths([work]).findings == []
 
@@ -141,3 +150,50 @@ def test_the_shape_golden_shares_the_class_and_keeps_the_subclass_worker() -> No
     assert (after / "xpu_worker.py").read_bytes() == (
         FIXTURES / "shared_worker_input" / "before" / "xpu_worker.py"
     ).read_bytes()
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_worker_whose_group_is_refused_is_left_out_of_the_shared_class(
+    jobs: str, tmp_path: Path, migrate_cli
+) -> None:
+    # the GPU runner's non-driver sampling flag cannot be kept: its group (Worker's) is
+    # refused at verification, after the CPU group planned a class for Worker too
+    work = _engine_with_a_copied_worker(tmp_path)
+    runner = work / "model_runner.py"
+    built = "                selected_token_indices=selected_token_indices,\n            )\n"
+    text = runner.read_text()
+    assert text.count(built) == 1
+    flag = "                perform_sampling=False,\n"
+    runner.write_text(
+        text.replace(built, built.replace("            )\n", flag + "            )\n"))
+    )
+    result = migrate_cli("-j", jobs, str(work))
+    assert "worker.py: MIG111" in result.out, result.out
+    assert (work / "worker.py").read_text() == (
+        FIXTURES / "engine" / "before" / "worker.py"
+    ).read_text()
+    shared = (work / "worker_input.py").read_text()
+    assert "``AccelWorker`` and ``CPUWorker``" in shared and "``Worker``" not in shared
+    for name in ("accel_worker.py", "cpu_worker.py"):
+        assert IMPORT in (work / name).read_text(), name
+
+
+def test_a_value_of_no_readable_type_takes_the_type_another_worker_states(
+    tmp_path: Path, migrate_cli
+) -> None:
+    # the copied worker's count has no type of its own and goes to no typed parameter:
+    # the field takes the type the other workers state (``len(...)``: int)
+    work = _engine_with_a_copied_worker(
+        tmp_path,
+        (
+            "        num_seq_groups = len(seq_groups)\n",
+            "        num_seq_groups = request.num_seq_groups\n",
+        ),
+    )
+    result = migrate_cli(str(work))
+    assert result.code == 0 and ": MIG" not in result.out, result.out
+    shared = (work / "worker_input.py").read_text()
+    assert "    num_seq_groups: int\n" in shared, shared
+    for name in ("worker.py", "accel_worker.py", "cpu_worker.py"):
+        assert IMPORT in (work / name).read_text(), name
+    assert check_paths([work]).findings == []

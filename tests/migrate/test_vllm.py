@@ -101,7 +101,7 @@ def test_050_rewrites_the_gpu_embedding_and_cpu_pairs(migrated_050) -> None:
     changed = sorted(Path(c["path"]).name for c in report["changes"])
     assert changed == [
         "cpu_model_runner.py", "cpu_worker.py", "embedding_model_runner.py",
-        "model_runner.py", "model_runner_base.py", "worker.py",
+        "model_runner.py", "model_runner_base.py", "worker.py", "worker_input.py",
     ]  # fmt: skip
     assert report["refusals"] == []
     groups = {g["group"] for g in report["groups"]}
@@ -128,20 +128,22 @@ def test_050_keys_per_step_are_the_old_union_less_the_named_duplicates(migrated_
     old, new = original / "worker", copy / "worker"
     runners = {r["runner"]: r for g in report["groups"] for r in g["runners"]}
     cases = [
-        ("worker.py", "Worker", "WorkerInput", "model_runner.py", "ModelRunner",
-         "ModelRunnerInput"),
-        ("worker.py", "Worker", "WorkerInput", "embedding_model_runner.py",
-         "EmbeddingModelRunner", "EmbeddingModelRunnerInput"),
-        ("cpu_worker.py", "CPUWorker", "CPUWorkerInput", "cpu_model_runner.py",
-         "CPUModelRunner", "CPUModelRunnerInput"),
+        ("worker.py", "Worker", "model_runner.py", "ModelRunner", "ModelRunnerInput"),
+        ("worker.py", "Worker", "embedding_model_runner.py", "EmbeddingModelRunner",
+         "EmbeddingModelRunnerInput"),
+        ("cpu_worker.py", "CPUWorker", "cpu_model_runner.py", "CPUModelRunner",
+         "CPUModelRunnerInput"),
     ]  # fmt: skip
-    for wfile, worker, winput, rfile, runner, rinput in cases:
-        old_keys = set(dict_keys(old / wfile, worker, "execute_model"))
-        old_keys |= set(dict_keys(old / rfile, runner, "prepare_input_tensors"))
-        new_keys = set(dict_keys(new / wfile, winput, "as_broadcastable_tensor_dict"))
-        new_keys |= set(dict_keys(new / rfile, rinput, "as_broadcastable_tensor_dict"))
+    # the GPU and CPU workers share one WorkerInput, holding every field either sends
+    shared = set(dict_keys(new / "worker_input.py", "WorkerInput", "as_broadcastable_tensor_dict"))
+    for wfile, worker, rfile, runner, rinput in cases:
+        own = set(dict_keys(old / wfile, worker, "execute_model"))
+        old_keys = own | set(dict_keys(old / rfile, runner, "prepare_input_tensors"))
+        new_keys = shared | set(dict_keys(new / rfile, rinput, "as_broadcastable_tensor_dict"))
         dropped = {d["key"] for d in runners[runner]["dropped"]}
-        assert new_keys == old_keys - dropped, runner
+        # and the fields of the other worker's (None on these ranks): the CPU worker
+        # sends no blocks to swap
+        assert new_keys == (old_keys - dropped) | (shared - own), runner
         assert dropped <= old_keys
         # the attention metadata's own dict still travels in the same broadcast: in
         # the input's own body, or through the helper the inputs share
@@ -150,6 +152,9 @@ def test_050_keys_per_step_are_the_old_union_less_the_named_duplicates(migrated_
             "_add_attn_metadata_broadcastable_dict(tensor_dict, self.attn_metadata)" in text
             and "attn_metadata.asdict_zerocopy()" in (new / "model_runner_base.py").read_text()
         ), rfile
+    assert shared - set(dict_keys(old / "cpu_worker.py", "CPUWorker", "execute_model")) == {
+        "blocks_to_swap_in", "blocks_to_swap_out",
+    }  # fmt: skip
     # the GPU and embedding inputs repeated the attention metadata's (de)serialisation:
     # it is one pair of helpers in the generated base module, which both call
     base = (new / "model_runner_base.py").read_text()
@@ -168,6 +173,13 @@ def test_050_keys_per_step_are_the_old_union_less_the_named_duplicates(migrated_
         "num_prefill_tokens", "num_decode_tokens", "slot_mapping", "num_prefills",
     }  # fmt: skip
     assert runners["EmbeddingModelRunner"]["driver_only"] == ["pooling_metadata"]
+    defined = [
+        (path.name, line)
+        for path in sorted(new.glob("*.py"))
+        for line in path.read_text().splitlines()
+        if line.startswith("class ") and "WorkerInput" in line
+    ]
+    assert defined == [("worker_input.py", "class WorkerInput:")]
 
 
 def test_050_plugin_reports_nothing_the_input_did_not(migrated_050, tmp_path: Path) -> None:
@@ -210,5 +222,5 @@ def test_050_worker_dir_copied_alone_still_resolves_its_imports(tmp_path: Path) 
     )  # fmt: skip
     report = json.loads(proc.stdout)
     assert report["refusals"] == []
-    assert len(report["changes"]) == 6
+    assert len(report["changes"]) == 7  # five rewritten, the base and the worker input
     assert check_paths([copy]).findings == []

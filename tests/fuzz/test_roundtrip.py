@@ -1,0 +1,71 @@
+"""The driver's half of a round trip, without a group: the determinism check of the
+conversion, also where its calls share objects."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from runnercheck.fuzz.roundtrip import Job, same_objects, send
+
+SHARED: list[int] = []
+TENSOR = torch.zeros(3)
+
+
+@dataclass
+class Steady:
+    x: int = 0
+
+    def as_broadcastable_tensor_dict(self) -> dict[str, Any]:
+        return {"x": self.x, "t": TENSOR, "ids": [1, "a", None], "nested": {"k": (TENSOR,)}}
+
+
+@dataclass
+class GrowsWhatItReturns:
+    """Each call appends to the list that every call returns."""
+
+    def as_broadcastable_tensor_dict(self) -> dict[str, Any]:
+        SHARED.append(len(SHARED))
+        return {"shared": SHARED}
+
+
+@dataclass
+class WritesTheTensorItReturns:
+    def as_broadcastable_tensor_dict(self) -> dict[str, Any]:
+        TENSOR.add_(1)
+        return {"t": TENSOR}
+
+
+def job(cls: type) -> Job:
+    return Job(1, cls, "as_broadcastable_tensor_dict", "from_broadcasted_tensor_dict")
+
+
+def drive(cls: type) -> Any:
+    sent: list[dict[str, Any]] = []
+    outcome, _ = send(job(cls), cls(), sent.append)
+    return outcome, sent
+
+
+def test_same_objects() -> None:
+    t = torch.ones(2)
+    assert same_objects({"a": t, "b": [1, "x"]}, {"a": t, "b": [1, "x"]})
+    assert not same_objects({"a": t}, {"a": t.clone()})  # equal, but not the same tensor
+    assert not same_objects({"a": 1, "b": 2}, {"b": 2, "a": 1})  # key order
+    assert not same_objects({1: 0}, {True: 0})
+    assert not same_objects([1], [True])
+    assert not same_objects([float("0")], [float("0")])  # snapshots compare floats (-0.0, NaN)
+
+
+def test_steady_conversion_is_deterministic() -> None:
+    outcome, sent = drive(Steady)
+    assert outcome.error is None
+    assert outcome.nondeterministic == []
+    assert len(sent) == 1
+
+
+def test_later_calls_changing_what_the_first_returned_are_nondeterministic() -> None:
+    for cls in (GrowsWhatItReturns, WritesTheTensorItReturns):
+        outcome, _ = drive(cls)
+        assert outcome.nondeterministic, cls.__name__
