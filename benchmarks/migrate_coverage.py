@@ -33,16 +33,15 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from codemods.pipeline import MERGE, MigrateResult, migrate  # noqa: E402
+from codemods import apply  # noqa: E402
+from codemods.facts.groups import find_groups  # noqa: E402
+from codemods.pipeline import MERGE, MigrateResult  # noqa: E402
 from runnercheck import catalog  # noqa: E402
 from runnercheck.analysis.extract import extract_source  # noqa: E402
-from runnercheck.analysis.groups import find_groups  # noqa: E402
 from runnercheck.analysis.prefilter import select_sources  # noqa: E402
 from runnercheck.analysis.project import Project  # noqa: E402
 from runnercheck.check import check_paths  # noqa: E402
 from runnercheck.config import Config  # noqa: E402
-from runnercheck.writes.transaction import commit  # noqa: E402
-from runnercheck.writes.write import Change  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
 VERSIONS = ("0.4.0.post1", "0.4.1", "0.4.2", "0.4.3", "0.5.0", "0.5.0.post1")
@@ -85,7 +84,7 @@ def paired_runner_files(root: Path) -> dict[Path, set[str]]:
     groups, _notes = find_groups(Project([f for f in facts if f.syntax_error is None], contract))
     out: dict[Path, set[str]] = {}
     for group in groups:
-        if group.refusal is not None and group.refusal[0] == "MIG104" and not group.workers:
+        if group.refusal is not None and group.refusal.code == "MIG104" and not group.workers:
             continue  # a runner no worker drives: not a pair
         for ref in group.runners:
             out.setdefault(ref.path, set()).add(ref.name)
@@ -112,12 +111,10 @@ def plugin_errors(root: Path) -> set[str]:
 
 
 def migrate_and_write(version: str, paths: list[Path]) -> MigrateResult:
-    outcome = migrate(paths, select=(MERGE,))
-    written = commit(
-        [Change(c.path, c.old, c.new, c.group) for c in outcome.changes.values()], outcome.roots
-    )
-    if written.refused:
-        raise SystemExit(f"{version}: writing the migrated tree failed: {written.refused[0]}")
+    outcome = apply(paths, select=(MERGE,))
+    unwritten = [r for r in outcome.refusals if r.kind == "write"]
+    if unwritten:
+        raise SystemExit(f"{version}: writing the migrated tree failed: {unwritten[0]}")
     return outcome
 
 
@@ -137,7 +134,7 @@ def measure(version: str, work: Path, plugin: bool) -> Coverage:
             {
                 r.code
                 for r in outcome.refusals
-                if r.codemod == MERGE
+                if r.kind == MERGE
                 and (
                     r.path == path
                     or any(f"({path.name})" in h for h in getattr(r, "held_back", ()))
@@ -154,7 +151,7 @@ def measure(version: str, work: Path, plugin: bool) -> Coverage:
         except SyntaxError:
             result.compiles = False
     result.rc106_after = sum(1 for f in check_paths([copy]).findings if f.code == "RC106")
-    result.second_run_changes = len(migrate([copy], select=(MERGE,)).changes)
+    result.second_run_changes = len(apply([copy], select=(MERGE,), mode="check").changes)
     if plugin:
         before_root = work / f"{version}-original"
         shutil.copytree(original, before_root / "vllm")

@@ -141,7 +141,7 @@ def measure(version: str, work: Path) -> Row:
         if path in original:
             row.yapf_before += _yapf_lines(root, original[path])
     row.tests_updated = sum(1 for p in changed if "tests" in p.relative_to(root).parts)
-    row.calls_named = sum(1 for n in outcome.notes if n.label == "callers")
+    row.calls_named = sum(1 for n in outcome.notes if n.kind == "callers")
     vllm_files = [r for r in rel if r.startswith("vllm/")]
     before_root = work / f"{version}-before"
     shutil.copytree(root, before_root, ignore=shutil.ignore_patterns(".mypy_cache"))

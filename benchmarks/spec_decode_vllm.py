@@ -33,11 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from codemods import registry  # noqa: E402
-from codemods.pipeline import migrate  # noqa: E402
+from codemods import apply, registry  # noqa: E402
 from runnercheck.check import check_paths  # noqa: E402
-from runnercheck.writes.transaction import commit  # noqa: E402
-from runnercheck.writes.write import Change  # noqa: E402
 from tests.spec_decode_fixture import SPEC_DECODE, copy_before  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
@@ -107,17 +104,15 @@ def measure(version: str, work: Path) -> Row:
     original = target.read_bytes()
     before_root = work / f"{version}-original"
     shutil.copytree(root, before_root)
-    outcome = migrate([root], select=(FOLD,))
-    written = commit(
-        [Change(c.path, c.old, c.new, c.group) for c in outcome.changes.values()], outcome.roots
-    )
-    if written.refused:
-        raise SystemExit(f"{version}: writing failed: {written.refused[0]}")
+    outcome = apply([root], select=(FOLD,))
+    unwritten = [r for r in outcome.refusals if r.kind == "write"]
+    if unwritten:
+        raise SystemExit(f"{version}: writing failed: {unwritten[0]}")
     row.rewritten = target in outcome.changes and target.read_bytes() != original
     row.refused = [
         {"code": r.code, "shape": r.shape, "line": str(r.line), "message": r.message}
         for r in outcome.refusals
-        if r.codemod == FOLD
+        if r.kind == FOLD
     ]
     for path in root.rglob("*.py"):
         try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,18 +67,39 @@ class CallerEdits:
 MAX_FILES = 50_000
 
 
-def _files(root: Path) -> Iterable[Path]:
-    seen = 0
-    for directory, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
-        for name in sorted(files):
-            if name.endswith(".py"):
-                path = Path(directory) / name
-                if not path.is_symlink():
-                    seen += 1
-                    if seen > MAX_FILES:
-                        return
-                    yield path
+def _files(root: Path, known: Mapping[Path, bytes], walked: frozenset[Path]) -> list[Path]:
+    """Every ``*.py`` under ``root`` (no links) in ``os.walk`` order, at most
+    :data:`MAX_FILES`. The directories in ``walked`` are not walked again: their
+    files are those of ``known``."""
+    starts: list[Path] = []
+    found: list[Path] = []
+    if root.resolve() in walked:
+        starts.append(root)
+    else:
+        for directory, dirs, files in os.walk(root):
+            here = Path(directory)
+            dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+            starts += [here / d for d in dirs if (here / d).resolve() in walked]
+            dirs[:] = [d for d in dirs if (here / d).resolve() not in walked]
+            found += [here / n for n in files if n.endswith(".py") and not (here / n).is_symlink()]
+            if len(found) > MAX_FILES:
+                break
+    for start in starts:
+        found += [path for path in known if _searched(path, start)]
+    return sorted(found, key=_walk_order)[:MAX_FILES]
+
+
+def _searched(path: Path, start: Path) -> bool:
+    """Whether the walk from ``start`` would reach the ``*.py`` file ``path``."""
+    if path.suffix != ".py" or not path.is_relative_to(start):
+        return False
+    between = path.relative_to(start).parent.parts
+    return not any(part in _SKIP_DIRS or part.startswith(".") for part in between)
+
+
+def _walk_order(path: Path) -> tuple[tuple[int, str], ...]:
+    """``os.walk`` order: a directory's files before its subdirectories, each sorted."""
+    return (*((1, part) for part in path.parent.parts), (0, path.name))
 
 
 def _free_name(func: cst.CSTNode | None, wanted: str) -> str:
@@ -240,11 +261,16 @@ def find_callers(
     roots: Sequence[Path],
     within: Iterable[Path],
     skip: Iterable[Path] = (),
+    known: Mapping[Path, bytes] | None = None,
+    walked: Iterable[Path] = (),
 ) -> CallerEdits:
     """Calls of ``removed`` methods under the project directory of ``roots``.
 
     ``within``: the given paths (only files under them are rewritten);
-    ``skip``: files already rewritten by the migration."""
+    ``skip``: files already rewritten by the migration; ``known``: the contents of
+    files the migration read, every ``*.py`` of the directories ``walked`` among them
+    (those are not walked again)."""
+    known = known or {}
     edits = CallerEdits()
     if not removed or not roots:
         return edits
@@ -257,16 +283,22 @@ def find_callers(
     projects = {project_dir(root) or (root if root.is_dir() else root.parent) for root in roots}
     needles = [f".{name}(".encode() for name in by_name]
     seen: set[Path] = set()
+    done = frozenset(p.resolve() for p in walked if p.is_dir())
     for project in sorted(projects):
-        for path in _files(project):
+        for path in _files(project, known, done):
             resolved = path.resolve()
             if resolved in seen or resolved in skipped:
                 continue
             seen.add(resolved)
-            try:  # regular files only (never blocks on a FIFO), of a size it parses
-                data = read_source(path, MAX_ANALYSED_SIZE, follow=False)
-            except ReadError:
-                continue
+            if path in known:
+                data = known[path]
+                if len(data) > MAX_ANALYSED_SIZE:
+                    continue
+            else:
+                try:  # regular files only (never blocks on a FIFO), of a size it parses
+                    data = read_source(path, MAX_ANALYSED_SIZE, follow=False)
+                except ReadError:
+                    continue
             if not any(n in data for n in needles):
                 continue
             try:

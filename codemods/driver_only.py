@@ -17,23 +17,24 @@ seen is skipped (reported, not guessed).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pathlib import Path
 
 import libcst as cst
 
 from codemods import cstutil, imports, registry
 from codemods.command import ContractCommand
+from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
+from runnercheck.records import Refused
 
 NAME = registry.DRIVER_ONLY.name
 
 
-@dataclass
-class Skipped:
-    cls: str
-    code: str
-    message: str
+def _refused(cls: ClassFacts, code: str, message: str) -> Refused:
+    """``cls`` left alone, at its ``class`` line."""
+    path = Path(cls.path)
+    return Refused(NAME, code, path, cls.line, message, held_back=(f"{cls.name} ({path.name})",))
 
 
 def _field_call(module: cst.Module) -> tuple[str, bool]:
@@ -86,14 +87,14 @@ def _marked(
 
 def rewrite_module(
     module: cst.Module, project: Project, path: str, contract: Contract = VLLM
-) -> tuple[cst.Module, dict[str, list[str]], list[Skipped]]:
+) -> tuple[cst.Module, dict[str, list[str]], list[Refused]]:
     """Mark the fields RC103 reports (as the analysis of ``path`` in ``project`` finds
     them); returns the module, ``{class: [fields]}`` changed, and the classes skipped
     with why."""
     facts = project.modules.get(path)
     spelling, needs_import = _field_call(module)
     changed: dict[str, list[str]] = {}
-    skipped: list[Skipped] = []
+    skipped: list[Refused] = []
     body: list[cst.BaseStatement] = []
     for statement in module.body:
         cls = (
@@ -107,9 +108,7 @@ def rewrite_module(
         assert isinstance(statement, cst.ClassDef)
         if project.reads_unknown_parent(cls):
             skipped.append(
-                Skipped(
-                    cls.name, "MIG201", f"{cls.name}: a base class of it is not in the given paths"
-                )
+                _refused(cls, "MIG201", f"{cls.name}: a base class of it is not in the given paths")
             )
         wanted = {fld.name for fld in project.unbroadcast_fields(cls)}
         if not wanted:
@@ -131,8 +130,8 @@ def rewrite_module(
             value = _marked(small.value, spelling, contract.driver_only_marker)
             if value is None:
                 skipped.append(
-                    Skipped(
-                        cls.name,
+                    _refused(
+                        cls,
                         "MIG105",
                         f"{cls.name}.{field_name}: `field(...)` already has metadata",
                     )

@@ -38,6 +38,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import libcst as cst
 import libcst.matchers as m
@@ -52,6 +53,7 @@ from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project, StepPath, Term
 from runnercheck.analysis.wrappers import evaluate, receive_lines
 from runnercheck.contract import VLLM, Contract
+from runnercheck.records import Refused
 
 NAME = registry.FOLD_CONTROL_BROADCAST.name
 #: The request field the driver fills and the worker attribute the other ranks read
@@ -61,13 +63,12 @@ RECEIVED = "received_extras"
 CODE = "MIG204"
 
 
-@dataclass
-class Skipped:
-    cls: str
-    code: str
-    message: str
-    shape: str
-    line: int = 0
+def _refused(cls: ClassFacts, code: str, message: str, shape: str, line: int) -> Refused:
+    """``cls`` left alone: its control broadcast stays."""
+    path = Path(cls.path)
+    return Refused(
+        NAME, code, path, line, message, shape=shape, held_back=(f"{cls.name} ({path.name})",)
+    )
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ def _first_inner(path: StepPath, lines: frozenset[int], path_of: str) -> Term | 
 
 def plan_class(
     project: Project, cls: ClassFacts, receives: frozenset[int]
-) -> Plan | Skipped | None:
+) -> Plan | Refused | None:
     """The plan for ``cls`` (None: it has no control broadcast to fold). ``receives``:
     the lines of its non-driver receives (a broadcast call without a dict)."""
     contract = project.contract
@@ -120,16 +121,16 @@ def plan_class(
         t.site.line for p in paths for t in p.own if t.sends and t.site.path == cls.path
     )
     if not sends:
-        return Skipped(
-            cls.name,
+        return _refused(
+            cls,
             CODE,
             f"{cls.name}'s control broadcast is in another file",
             "control broadcast outside the class's file",
             cls.line,
         )
     if not receives:
-        return Skipped(
-            cls.name,
+        return _refused(
+            cls,
             CODE,
             f"{cls.name} has no receive of its own for the control values in this file",
             "no non-driver receive",
@@ -145,8 +146,8 @@ def plan_class(
                 continue  # the stop signal's exit; the rewrite places it (see _receive)
             if first is None or not isinstance(first, Term):
                 line = min(lines)
-                return Skipped(
-                    cls.name,
+                return _refused(
+                    cls,
                     CODE,
                     f"a path of {cls.name}'s step {side} the control values (line {line}) "
                     "and runs no inner step that broadcasts after it: nothing could carry them",
@@ -158,8 +159,8 @@ def plan_class(
         where = ", ".join(
             f"{attr} ({t.site.where}:{t.site.line})" for attr, t in sorted(firsts.items())
         )
-        return Skipped(
-            cls.name,
+        return _refused(
+            cls,
             CODE,
             f"the first inner step after {cls.name}'s control values differs between paths: "
             f"{where}; the other ranks could not tell which step carries them",
@@ -168,8 +169,8 @@ def plan_class(
         )
     inner = next(iter(firsts))
     if "." in inner:
-        return Skipped(
-            cls.name,
+        return _refused(
+            cls,
             CODE,
             f"the first inner step runs on {inner}, a worker held by a helper object",
             "inner worker held by a helper",
@@ -183,8 +184,8 @@ def plan_class(
     ]
     if not held or missing:
         names = ", ".join(missing) or inner
-        return Skipped(
-            cls.name,
+        return _refused(
+            cls,
             CODE,
             f"{inner}'s step ({names}) sends no extras of the request in its merged dict "
             f"(no `{RECEIVED}` for the other ranks to read them back from)",
@@ -432,35 +433,35 @@ class _Rewrite(cst.CSTTransformer):
 
 def rewrite_module(
     module: cst.Module, project: Project, path: str, contract: Contract = VLLM
-) -> tuple[cst.Module, list[str], list[Skipped]]:
+) -> tuple[cst.Module, list[str], list[Refused]]:
     """Fold the control broadcast of each wrapper class of ``path`` (as ``project``
     sees it); returns the module, the classes changed and those refused with why."""
     facts = project.modules.get(path)
     if facts is None:
         return module, [], []
     changed: list[str] = []
-    skipped: list[Skipped] = []
+    skipped: list[Refused] = []
     # bottom-up: a rewritten class moves no line of the classes above it
     for cls in sorted(facts.classes.values(), key=lambda c: -c.line):
         plan = plan_class(project, cls, receive_lines(cls))
         if plan is None:
             continue
-        if isinstance(plan, Skipped):
+        if isinstance(plan, Refused):
             skipped.append(plan)
             continue
         rewrite = _Rewrite(plan, contract)
         try:
             new = MetadataWrapper(module, unsafe_skip_copy=True).visit(rewrite)
         except _Refuse as exc:
-            skipped.append(Skipped(cls.name, CODE, exc.message, exc.shape, exc.line))
+            skipped.append(_refused(cls, CODE, exc.message, exc.shape, exc.line))
             continue
         if not (rewrite.done_send and rewrite.done_receive):
             message = f"{cls.name}'s control broadcast or its receive is not a statement of its own"
-            skipped.append(Skipped(cls.name, CODE, message, "nested broadcast", min(plan.sends)))
+            skipped.append(_refused(cls, CODE, message, "nested broadcast", min(plan.sends)))
             continue
         failed = _verify(project, path, cls, new, contract)
         if failed is not None:
-            skipped.append(Skipped(cls.name, "MIG110", failed, "not one broadcast less", cls.line))
+            skipped.append(_refused(cls, "MIG110", failed, "not one broadcast less", cls.line))
             continue
         module = new
         changed.append(cls.name)

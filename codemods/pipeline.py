@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING
 
 from codemods import callers, formatting, registry, typecheck, verify
 from codemods.definitions import flag_classes, read_definitions
+from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.positions import line_map
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
-from codemods.source import SkippedPath, collect, package_files, read_all
+from codemods.source import Collected, collect, package_files, read_all
 from runnercheck import deep
 from runnercheck.analysis.extract import extract_tree
-from runnercheck.analysis.groups import ClassRef, Group, Note, find_groups
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
@@ -42,6 +42,7 @@ from runnercheck.analysis.stages import mixed_pairs
 from runnercheck.config import Config
 from runnercheck.files import MAX_ANALYSED_SIZE, too_large_to_analyse, within_roots
 from runnercheck.jobs import worker_count
+from runnercheck.records import Change, Note, Refused
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -50,38 +51,13 @@ MERGE = registry.MERGE_BROADCASTS.name
 CODEMODS = registry.NAMES
 
 
-@dataclass(frozen=True)
-class Refused:
-    codemod: str
-    code: str
-    path: Path
-    line: int
-    message: str
-    group: str = ""
-    #: the shape left alone, and what to change by hand (the catalog's when not given)
-    shape: str = ""
-    advice: str = ""
-    #: every class of the group left alone with it (``Worker (worker.py)``)
-    held_back: tuple[str, ...] = ()
-
-
 def _held_back(group: Group) -> tuple[str, ...]:
     return tuple(f"{ref.name} ({ref.path.name})" for ref in [*group.workers, *group.runners])
 
 
 @dataclass
-class FileChange:
-    path: Path
-    old: bytes | None
-    new: bytes
-    codemods: list[str] = field(default_factory=list)
-    #: The group (label) the change belongs to; "" for a file changed alone.
-    group: str = ""
-
-
-@dataclass
 class TaskResult:
-    changes: dict[Path, FileChange] = field(default_factory=dict)
+    changes: dict[Path, Change] = field(default_factory=dict)
     refusals: list[Refused] = field(default_factory=list)
     groups: list[GroupResult] = field(default_factory=list)
     cst_files: int = 0
@@ -94,20 +70,22 @@ class MigrateResult:
     files_seen: int = 0
     files_parsed: int = 0
     files_cst: int = 0
-    changes: dict[Path, FileChange] = field(default_factory=dict)
+    changes: dict[Path, Change] = field(default_factory=dict)
     refusals: list[Refused] = field(default_factory=list)
     notes: list[Note] = field(default_factory=list)
     groups: list[GroupResult] = field(default_factory=list)
-    skipped: list[SkippedPath] = field(default_factory=list)
     #: Journals of interrupted runs met below the given paths (see runnercheck.writes.journal).
     journals: list[Path] = field(default_factory=list)
+    #: What :func:`codemods.run.apply` wrote, and one line per interrupted run it put back.
+    written: list[Path] = field(default_factory=list)
+    recovered: list[str] = field(default_factory=list)
 
     def counts(self) -> dict[str, dict[str, int]]:
         """Per codemod: files changed, refused, unchanged (of the files seen)."""
         out: dict[str, dict[str, int]] = {}
         for name in self.select:
             changed = {p for p, c in self.changes.items() if name in c.codemods}
-            refused = {r.path for r in self.refusals if r.codemod == name} - changed
+            refused = {r.path for r in self.refusals if r.kind == name} - changed
             existing = {p for p in changed if self.changes[p].old is not None}
             out[name] = {
                 "changed": len(changed),
@@ -197,37 +175,18 @@ def _single_codemods(
     contract = state.config.contract()
     applied: list[str] = []
     project = state.project
+    left: list[Refused] = []
     if registry.SUPER_DICT.name in state.select:
         new, changed, skipped = super_dict.rewrite_module(module, project, str(path), contract)
-        refusals += [
-            Refused(
-                registry.SUPER_DICT.name,
-                s.code,
-                path,
-                _class_line(state, path, s.cls),
-                s.message,
-                group,
-            )
-            for s in skipped
-        ]
+        left += skipped
         if changed:
             module = new
             applied.append(registry.SUPER_DICT.name)
     if registry.DRIVER_ONLY.name in state.select:
-        new, changed_fields, skipped_d = driver_only.rewrite_module(
+        new, changed_fields, skipped = driver_only.rewrite_module(
             module, project, str(path), contract
         )
-        refusals += [
-            Refused(
-                registry.DRIVER_ONLY.name,
-                s.code,
-                path,
-                _class_line(state, path, s.cls),
-                s.message,
-                group,
-            )
-            for s in skipped_d
-        ]
+        left += skipped
         if changed_fields:
             module = new
             applied.append(registry.DRIVER_ONLY.name)
@@ -237,16 +196,14 @@ def _single_codemods(
             module = new
             applied.append(registry.SELF_RETURN.name)
     if registry.FOLD_CONTROL_BROADCAST.name in state.select:
-        name = registry.FOLD_CONTROL_BROADCAST.name
-        new, folded, skipped_f = fold_control_broadcast.rewrite_module(
+        new, folded, skipped = fold_control_broadcast.rewrite_module(
             module, project, str(path), contract
         )
-        refusals += [
-            Refused(name, s.code, path, s.line, s.message, group, shape=s.shape) for s in skipped_f
-        ]
+        left += skipped
         if folded:
             module = new
-            applied.append(name)
+            applied.append(registry.FOLD_CONTROL_BROADCAST.name)
+    refusals += [dataclasses.replace(r, group=group) for r in left]
     return module, applied
 
 
@@ -274,7 +231,7 @@ def _context(state: _State, files: Iterable[Path]) -> dict[Path, bytes]:
 
 def _verify(
     state: _State,
-    changes: dict[Path, FileChange],
+    changes: dict[Path, Change],
     label: str,
     codemod: str,
     trees: dict[Path, tuple[ast.Module, str]] | None = None,
@@ -356,10 +313,7 @@ def _line_of(refusal: Refusal, modules: dict[Path, cst.Module]) -> int:
 def run_group(group: Group) -> TaskResult:
     """Plan, rewrite and verify one group; any failure leaves the group alone."""
     if group.refusal is not None:  # refused as found: no LibCST work at all
-        code, where, line, message = group.refusal
-        refused = Refused(
-            MERGE, code, where, line, message, group.label, held_back=_held_back(group)
-        )
+        refused = dataclasses.replace(group.refusal, group=group.label, held_back=_held_back(group))
         return TaskResult(refusals=[refused])
     import libcst as cst
 
@@ -387,21 +341,10 @@ def _run_group(group: Group) -> TaskResult:
     try:
         merged = merge(group, modules, state.project, contract, state.sources, state.unshared)
     except Refusal as refusal:
-        result.refusals.append(
-            Refused(
-                MERGE,
-                refusal.code,
-                refusal.path,
-                _line_of(refusal, modules),
-                refusal.message,
-                group.label,
-                refusal.shape,
-                refusal.advice,
-                _held_back(group),
-            )
-        )
+        line = _line_of(refusal, modules)
+        result.refusals.append(refusal.record(MERGE, line, group.label, _held_back(group)))
         return result
-    changes: dict[Path, FileChange] = {}
+    changes: dict[Path, Change] = {}
     sub_refusals: list[Refused] = []
     single = single_targets(state.project, state.select)
     trees: dict[Path, tuple[ast.Module, str]] = {}
@@ -423,9 +366,7 @@ def _run_group(group: Group) -> TaskResult:
         _renumber_notes(merged, path, state.sources[path].decode(encoding, "replace"), code)
         new = code.encode(encoding)
         if new != state.sources[path]:
-            changes[path] = FileChange(
-                path, state.sources[path], new, [MERGE, *applied], group.label
-            )
+            changes[path] = Change(path, state.sources[path], new, group.label, (MERGE, *applied))
             trees[path] = (tree, code)
     for path, text in merged.sources.items():
         if not within_roots(path, state.roots):
@@ -447,7 +388,7 @@ def _run_group(group: Group) -> TaskResult:
         # a new file takes the line ending of the files around it
         newline = cstutil.dominant_newline(b"".join(state.sources[p] for p in group.files))
         new = text.replace("\r\n", "\n").replace("\n", newline).encode("utf-8")
-        changes[path] = FileChange(path, None, new, [MERGE], group.label)
+        changes[path] = Change(path, None, new, group.label, (MERGE,))
     failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
         result.refusals.append(dataclasses.replace(failed, held_back=_held_back(group)))
@@ -466,7 +407,7 @@ def _without_refused_workers(
     later (its verification failed) runs again without that worker: the module
     then holds and names only the workers that use it."""
     global _STATE
-    refused = {r.group for o in outcomes for r in o.refusals if r.codemod == MERGE and r.group}
+    refused = {r.group for o in outcomes for r in o.refusals if r.kind == MERGE and r.group}
     dropped = frozenset(w for g in groups if g.label in refused for w in g.workers)
     if not dropped:
         return outcomes
@@ -518,7 +459,7 @@ def _run_file(path: Path) -> TaskResult:
     if not applied:
         return result
     code = formatting.format_change(path, original.code, module.code)
-    change = FileChange(path, state.sources[path], code.encode(module.encoding), applied)
+    change = Change(path, state.sources[path], code.encode(module.encoding), "", tuple(applied))
     failed = _verify(state, {path: change}, path.name, applied[0])
     if failed is not None:
         result.refusals.append(failed)
@@ -539,15 +480,19 @@ def migrate(
     config: Config | None = None,
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    collected: Collected | None = None,
 ) -> MigrateResult:
-    """Plan, rewrite and verify; nothing is written (see :mod:`runnercheck.writes.transaction`)."""
+    """Plan, rewrite and verify; nothing is written (:func:`codemods.run.apply` writes).
+
+    ``collected``: the walk of ``paths`` when the caller has made it."""
     global _STATE
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
-        return deep.call(migrate, paths, select, config, jobs, progress)
+        return deep.call(migrate, paths, select, config, jobs, progress, collected)
     config = config or Config()
     select = tuple(name for name in CODEMODS if name in select)
-    collected = collect(paths)
-    result = MigrateResult(collected.roots, select, skipped=list(collected.skipped))
+    if collected is None:
+        collected = collect(paths)
+    result = MigrateResult(collected.roots, select)
     result.journals = list(collected.journals)
     result.files_seen = len(collected.files)
     contract = config.contract()
@@ -604,10 +549,10 @@ def migrate(
             sources[path] = data
             facts[path] = module_facts
     for skip in collected.skipped:
-        if skip.note:
-            result.notes.append(Note(skip.path, 0, "note", skip.message))
+        if isinstance(skip, Note):
+            result.notes.append(skip)
         else:
-            result.refusals.append(Refused("parse", skip.code, skip.path, 0, skip.message))
+            result.refusals.append(skip)
     roots = (*collected.roots, *sorted({p.parent for p in packages}))
     result.roots = roots
     state = _State(sources, facts, config, select, roots)
@@ -663,7 +608,8 @@ def migrate(
             if path in result.changes:
                 existing = result.changes[path]
                 if existing.new == change.new and change.group not in existing.group.split(" + "):
-                    existing.group = f"{existing.group} + {change.group}"
+                    label = f"{existing.group} + {change.group}"
+                    result.changes[path] = dataclasses.replace(existing, group=label)
                 if existing.new != change.new:
                     result.refusals.append(
                         Refused(
@@ -677,11 +623,11 @@ def migrate(
                 continue
             result.changes[path] = change
     if MERGE in select:
-        _update_callers(result, config, collected.roots)
+        _update_callers(result, config, collected.roots, read)
     result.notes += _layout_notes(result.changes)
     if result.changes:
         result.notes += [
-            Note(e.path, e.line, "mypy", f"a new plain-mypy error [{e.code}]: {e.message}")
+            Note("mypy", e.path, e.line, f"a new plain-mypy error [{e.code}]: {e.message}")
             for e in typecheck.new_errors({p: (c.old, c.new) for p, c in result.changes.items()})
         ]
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
@@ -689,7 +635,7 @@ def migrate(
     return result
 
 
-def _layout_notes(changes: dict[Path, FileChange]) -> list[Note]:
+def _layout_notes(changes: dict[Path, Change]) -> list[Note]:
     """One line per project whose changed files keep the migration's own layout."""
     notes: list[Note] = []
     seen: set[Path | None] = set()
@@ -701,13 +647,16 @@ def _layout_notes(changes: dict[Path, FileChange]) -> list[Note]:
         seen.add(key)
         message = formatting.layout_note(found)
         if message is not None:
-            notes.append(Note(path, 0, "format", message))
+            notes.append(Note("format", path, 0, message))
     return notes
 
 
-def _update_callers(result: MigrateResult, config: Config, roots: Sequence[Path]) -> None:
+def _update_callers(
+    result: MigrateResult, config: Config, roots: Sequence[Path], read: dict[Path, bytes]
+) -> None:
     """Calls of the legacy methods the groups removed, anywhere in the project:
-    rewritten inside the given paths when the new method is a drop-in, else named."""
+    rewritten inside the given paths when the new method is a drop-in, else named.
+    ``read``: every file read under the given paths (not walked or read again)."""
     contract = config.contract()
     removed = [
         callers.Removed(
@@ -723,18 +672,20 @@ def _update_callers(result: MigrateResult, config: Config, roots: Sequence[Path]
         for runner in group.runners
         if runner.removed_method
     ]
-    found = callers.find_callers(removed, roots, roots, skip=result.changes)
+    found = callers.find_callers(
+        removed, roots, roots, skip=result.changes, known=read, walked=roots
+    )
     for path, (old, new) in found.rewritten.items():
         new = formatting.format_change(path, old, new)
         if verify.compiles(path, new.encode("utf-8")) is not None:
             result.notes.append(
-                Note(path, 0, "callers", "the rewritten calls do not compile: left alone")
+                Note("callers", path, 0, "the rewritten calls do not compile: left alone")
             )
             continue
-        result.changes[path] = FileChange(
-            path, old.encode("utf-8"), new.encode("utf-8"), [MERGE], "callers"
+        result.changes[path] = Change(
+            path, old.encode("utf-8"), new.encode("utf-8"), "callers", (MERGE,)
         )
-    result.notes += [Note(path, line, "callers", text) for path, line, text in found.named]
+    result.notes += [Note("callers", path, line, text) for path, line, text in found.named]
 
 
 def _renumber_notes(merged: GroupResult, path: Path, old: str, new: str) -> None:

@@ -1,4 +1,5 @@
-"""The exception a planner raises when it cannot prove a rewrite safe."""
+"""The exception a planner raises when it cannot prove a rewrite safe; the run reports
+it as a :class:`~runnercheck.records.Refused`."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runnercheck import catalog
+from runnercheck.records import Refused
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -38,3 +40,19 @@ class Refusal(Exception):
         self.shape = shape
         #: what to change by hand
         self.advice = advice
+
+    def record(
+        self, kind: str, line: int, group: str = "", held_back: tuple[str, ...] = ()
+    ) -> Refused:
+        """This refusal as the run reports it, at ``line`` (resolved by the caller)."""
+        return Refused(
+            kind,
+            self.code,
+            self.path,
+            line,
+            self.message,
+            group,
+            self.shape,
+            self.advice,
+            held_back,
+        )

@@ -9,8 +9,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from codemods.pipeline import MERGE, MigrateResult, Refused
+from codemods.pipeline import MERGE, MigrateResult
 from runnercheck import catalog
+from runnercheck.records import Refused
 
 
 def display(path: Path) -> str:
@@ -56,8 +57,8 @@ def refusal_lines(result: MigrateResult) -> list[str]:
     what to change by hand and every class left alone with it."""
     lines: list[str] = []
     for r in result.refusals:
-        lines.append(f"{where(r.path, r.line)}: {r.code} [{r.codemod}] {r.message}")
-        if r.codemod != MERGE:
+        lines.append(f"{where(r.path, r.line)}: {r.code} [{r.kind}] {r.message}")
+        if r.kind != MERGE:
             continue
         shape, advice = refusal_shape(r)
         lines.append(f"    shape: {shape}")
@@ -100,7 +101,7 @@ def detail_lines(result: MigrateResult) -> list[str]:
         for path, line, text in group.worker_notes:
             lines.append(f"{display(Path(path))}:{line}: {group.label}: {text}")
     for note in result.notes:
-        lines.append(f"{where(note.path, note.line)}: {note.label}: {note.message}")
+        lines.append(f"{where(note.path, note.line)}: {note.subject}: {note.message}")
     return lines
 
 
@@ -153,7 +154,7 @@ def as_json(
             {
                 "path": display(p),
                 "created": c.old is None,
-                "codemods": c.codemods,
+                "codemods": list(c.codemods),
                 "written": p in written,
             }
             for p, c in result.changes.items()
@@ -163,7 +164,7 @@ def as_json(
                 "path": display(r.path),
                 "line": r.line,
                 "code": r.code,
-                "codemod": r.codemod,
+                "codemod": r.kind,
                 "group": r.group,
                 "message": r.message,
                 "shape": refusal_shape(r)[0],
@@ -173,7 +174,7 @@ def as_json(
             for r in result.refusals
         ],
         "notes": [
-            {"path": display(n.path), "line": n.line, "pair": n.label, "message": n.message}
+            {"path": display(n.path), "line": n.line, "pair": n.subject, "message": n.message}
             for n in result.notes
         ],
         "groups": [

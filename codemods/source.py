@@ -16,22 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source, walk
-
-
-@dataclass(frozen=True)
-class SkippedPath:
-    path: Path
-    code: str
-    message: str
-    #: True: only a note (nothing that could be migrated was hidden by it).
-    note: bool = False
+from runnercheck.records import Note, Refused
 
 
 @dataclass(frozen=True)
 class Collected:
     roots: tuple[Path, ...]
     files: tuple[Path, ...]
-    skipped: tuple[SkippedPath, ...]
+    #: what the walk did not read: refused, or only a note (nothing that could be
+    #: migrated was hidden by it)
+    skipped: tuple[Refused | Note, ...]
     #: Journals of interrupted runs met below the given paths.
     journals: tuple[Path, ...] = ()
 
@@ -41,12 +35,14 @@ def collect(paths: Iterable[str | os.PathLike[str]]) -> Collected:
 
     Raises :class:`UsageError` for a path that does not exist."""
     walked = walk(paths, links="inside", skip_hidden=True)
-    skipped = []
+    skipped: list[Refused | Note] = []
     for problem in walked.problems:
         code = "MIG003" if problem.kind == "link-outside" else "MIG002"
         path = Path(os.path.abspath(problem.path))
-        note = not problem.hides_source and problem.kind != "link-outside"
-        skipped.append(SkippedPath(path, code, problem.message, note))
+        if not problem.hides_source and problem.kind != "link-outside":
+            skipped.append(Note("path", path, 0, problem.message, label="note"))
+        else:
+            skipped.append(Refused("parse", code, path, 0, problem.message))
     files = tuple(sorted({source.real for source in walked.files}))
     return Collected(walked.roots, files, tuple(skipped), tuple(walked.journals))
 

@@ -17,23 +17,24 @@ A child that re-lists only part of the parent's keys is a drifted copy: calling
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from pathlib import Path
 
 import libcst as cst
 
 from codemods import cstutil, registry
 from codemods.command import ContractCommand
+from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
+from runnercheck.records import Refused
 
 NAME = registry.SUPER_DICT.name
 
 
-@dataclass
-class Skipped:
-    cls: str
-    code: str
-    message: str
+def _refused(cls: ClassFacts, code: str, message: str) -> Refused:
+    """``cls`` left alone, at its ``class`` line."""
+    path = Path(cls.path)
+    return Refused(NAME, code, path, cls.line, message, held_back=(f"{cls.name} ({path.name})",))
 
 
 def _split(
@@ -78,14 +79,14 @@ def _split(
 
 def rewrite_module(
     module: cst.Module, project: Project, path: str, contract: Contract = VLLM
-) -> tuple[cst.Module, list[str], list[Skipped]]:
+) -> tuple[cst.Module, list[str], list[Refused]]:
     """Rewrite each class whose dict copies its parent's (RC104, as the analysis of
     ``path`` in ``project`` finds it); returns the module, the classes changed and the
     copies left alone with why."""
     name = contract.as_dict_method
     facts = project.modules.get(path)
     changed: list[str] = []
-    skipped: list[Skipped] = []
+    skipped: list[Refused] = []
     body: list[cst.BaseStatement] = []
     for statement in module.body:
         cls = (
@@ -99,13 +100,13 @@ def rewrite_module(
         if copy is None or func is None or parts is None:
             body.append(statement)
             continue
-        assert isinstance(statement, cst.ClassDef)
+        assert isinstance(statement, cst.ClassDef) and cls is not None
         cls_name = statement.name.value
         if copy.missing:
             shared = len(copy.parent_keys) - len(copy.missing)
             skipped.append(
-                Skipped(
-                    cls_name,
+                _refused(
+                    cls,
                     "MIG203",
                     f"{cls_name} re-lists {shared} of {copy.parent}'s "
                     f"{len(copy.parent_keys)} keys (not {', '.join(copy.missing)})",
@@ -115,8 +116,8 @@ def rewrite_module(
             continue
         if not copy.repeats_mutations:
             skipped.append(
-                Skipped(
-                    cls_name,
+                _refused(
+                    cls,
                     "MIG202",
                     f"{cls_name} does not repeat {copy.parent}'s statements after "
                     "the dict; calling super() would reorder them",
@@ -126,8 +127,8 @@ def rewrite_module(
             continue
         if copy.own_keys and copy.parent_mutations:
             skipped.append(
-                Skipped(
-                    cls_name,
+                _refused(
+                    cls,
                     "MIG202",
                     f"{cls_name} adds keys before {copy.parent}'s own updates run; "
                     "calling super() would change which value wins",

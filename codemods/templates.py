@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 from codemods.cstutil import without_optional
-from runnercheck.analysis.signatures import Import, RunnerSignature
+from codemods.facts.signatures import Import, RunnerSignature
 from runnercheck.contract import Contract
 
 BASE_MODULE_NAME = "model_runner_base"

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from runnercheck.analysis.extract import extract_tree
-from runnercheck.analysis.holds import Change, NonDriverValues
+from runnercheck.analysis.holds import ChangedValue, NonDriverValues
 from runnercheck.analysis.holds import changed_values as compare_values
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.project import Project
@@ -78,7 +78,7 @@ def new_findings(
 
 def changed_values(
     old: Mapping[Path, ModuleFacts], new: Mapping[Path, ModuleFacts], config: Config
-) -> list[Change | SourceChange]:
+) -> list[ChangedValue | SourceChange]:
     """The literal flags a non-driver rank held at an entry point before the rewrite
     and holds otherwise after it, then every other value whose source changes at the
     model call, the sampler or a cache operation, at any entry point on either role."""

@@ -536,7 +536,9 @@ _MIG202_GOOD = _variant(
     ),
 )
 
-_MIG204_WORKER = """\
+#: MIG204's examples up to the wrapper's control values: an inner worker whose step
+#: carries the request's extras, and a wrapper that steps it (the tests build on it).
+MIG204_WORKERS = """\
 from vllm.distributed import broadcast_tensor_dict
 
 
@@ -577,8 +579,8 @@ class SpecWorker:
         if execute_model_req is None:
             broadcast_tensor_dict({}, src=0)
             return []
-        prefill = execute_model_req.lookahead == 0
 """
+_MIG204_WORKER = MIG204_WORKERS + "        prefill = execute_model_req.lookahead == 0\n"
 _MIG204_BAD = (
     _MIG204_WORKER
     + """\

@@ -9,10 +9,10 @@ import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
 from codemods import registry, templates
+from codemods.facts.groups import find_groups
 from codemods.merge_broadcasts.rewrite import finish, merge
 from codemods.refusal import Refusal
 from runnercheck.analysis.extract import extract_source
-from runnercheck.analysis.groups import find_groups
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import libcst as cst
 
 from codemods import cstutil
+from codemods.facts.groups import ClassRef, Group, ref_of
+from codemods.facts.signatures import inherited_local_types
 from codemods.merge_broadcasts.runner_execute import plan_execute, self_calls
 from codemods.merge_broadcasts.runner_flags import (
     helper_flags,
@@ -22,11 +24,9 @@ from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_plan import plan_worker
 from codemods.positions import Lines
 from codemods.refusal import Refusal
-from runnercheck.analysis.groups import ClassRef, Group, ref_of
 from runnercheck.analysis.model import CallSite, ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.requests import request_uses
-from runnercheck.analysis.signatures import inherited_local_types
 from runnercheck.analysis.sources import constructor_defaults
 from runnercheck.contract import Contract
 
@@ -65,8 +65,8 @@ def plan_group(
 ) -> tuple[list[RunnerPlan], list[WorkerPlan]]:
     """Plan every class of the group, or raise Refusal (nothing is rewritten)."""
     if group.refusal is not None:
-        code, path, line, message = group.refusal
-        raise Refusal(code, path, message, line=line)
+        found = group.refusal
+        raise Refusal(found.code, found.path, found.message, line=found.line)
     runner_plans: dict[ClassRef, RunnerPlan] = {}
     lines: dict[Path, Lines] = {}
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import libcst as cst
 
 from codemods import cstutil, imports, layout, templates, verify
+from codemods.facts.groups import ClassRef, Group, find_groups
+from codemods.facts.signatures import runner_signature
 from codemods.merge_broadcasts.generic_base import (
     annotate_runner_attribute,
     rebase,
@@ -38,10 +40,8 @@ from codemods.merge_broadcasts.worker_rewrite import (
 from codemods.positions import Lines
 from codemods.refusal import Refusal
 from codemods.results import GroupResult, RunnerSummary
-from runnercheck.analysis.groups import ClassRef, Group, find_groups
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.signatures import runner_signature
 from runnercheck.analysis.syntax import loaded_names
 from runnercheck.contract import Contract
 

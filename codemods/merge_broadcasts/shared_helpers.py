@@ -23,6 +23,7 @@ every group generates the same base module.
 from __future__ import annotations
 
 import builtins
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,13 +32,13 @@ from typing import cast
 import libcst as cst
 
 from codemods import cstutil
+from codemods.facts.groups import find_groups
+from codemods.facts.signatures import Import, annotation_imports
 from codemods.merge_broadcasts.groups import plan_group
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import input_class
 from codemods.templates import quoted
-from runnercheck.analysis.groups import find_groups
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.signatures import Import, annotation_imports
 from runnercheck.contract import Contract
 
 DICT = "tensor_dict"
@@ -217,11 +218,28 @@ class _SelfField(cst.CSTTransformer):
         return updated_node
 
 
+#: per project, the runner plans of each directory: every group of a directory asks
+#: for them, and they are planned once per run
+_PLANNED: weakref.WeakKeyDictionary[Project, dict[Path, list[RunnerPlan]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 def _runner_plans(
     project: Project, contract: Contract, directory: Path, sources: Mapping[Path, bytes]
 ) -> list[RunnerPlan]:
     """Every runner of the directory that gets an input class, planned as its own
-    group plans it (groups that cannot be planned give none)."""
+    group plans it (groups that cannot be planned give none); planned once per
+    project and directory (the plans are only read)."""
+    planned = _PLANNED.setdefault(project, {})
+    if directory not in planned:
+        planned[directory] = _plan_runners(project, contract, directory, sources)
+    return planned[directory]
+
+
+def _plan_runners(
+    project: Project, contract: Contract, directory: Path, sources: Mapping[Path, bytes]
+) -> list[RunnerPlan]:
     groups, _ = find_groups(project)
     plans: list[RunnerPlan] = []
     for group in groups:

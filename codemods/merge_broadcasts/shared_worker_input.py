@@ -37,15 +37,15 @@ from pathlib import Path
 import libcst as cst
 
 from codemods import layout, templates
+from codemods.facts.groups import ClassRef, Group, find_groups
+from codemods.facts.signatures import Import, annotation_imports
 from codemods.merge_broadcasts.groups import methods_calling
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_plan import plan_worker
 from codemods.merge_broadcasts.worker_rewrite import field_annotation, worker_input_text
 from codemods.refusal import Refusal
-from runnercheck.analysis.groups import ClassRef, Group, find_groups
 from runnercheck.analysis.model import FieldFacts
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.signatures import Import, annotation_imports
 from runnercheck.contract import Contract
 
 

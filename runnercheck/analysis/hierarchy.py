@@ -3,6 +3,7 @@ along it, module-level functions, dataclass fields and driver-only declarations.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -63,6 +64,7 @@ class Hierarchy:
             part for module in self.modules.values() for part in module_parts(module.path)[:-1]
         }
         self._mro: dict[int, list[ClassFacts]] = {}
+        self._package_dirs: dict[PurePath, bool] = {}
         self._ancestors: dict[int, set[str]] = {}
 
     # ------------------------------------------------------------ classes
@@ -85,9 +87,12 @@ class Hierarchy:
 
     def module_file(self, from_path: str, module: str, level: int) -> str | None:
         """The path of the module that ``from_path`` imports as ``module`` at relative
-        ``level``; an absolute name matches the longest suffix of its dotted name found
-        in the run, nearest the importing file first (a package copied under another
-        name), or None."""
+        ``level``, or None when it is not a file of the run.
+
+        An absolute name is matched by its full dotted path (:meth:`dotted_name`), or,
+        for a file outside every package, by the longest suffix of the name its path
+        ends with (loose copies of a package's files); a module of another package with
+        the same last name is never it. Nearest the importing file first."""
         origin = PurePath(from_path)
         if level:
             base = origin.parent
@@ -100,7 +105,9 @@ class Hierarchy:
             return None
         parts = tuple(module.split("."))
         for start in range(len(parts)):
-            candidates = self._by_suffix.get(parts[start:], [])
+            candidates = [
+                m for m in self._by_suffix.get(parts[start:], []) if self._names(m.path, parts)
+            ]
             if not candidates:
                 continue
             paths = sorted(
@@ -110,6 +117,37 @@ class Hierarchy:
             if start == 0 or paths[0].parent == origin.parent:
                 return str(paths[0])
         return None
+
+    def _names(self, path: str, parts: tuple[str, ...]) -> bool:
+        """Whether the absolute dotted name ``parts`` can be the module at ``path``:
+        its full dotted name, or any name ending with its stem when it lies outside
+        every package (loose files, whose name depends on where they are imported from)."""
+        dotted = self.dotted_name(path)
+        if len(dotted) > 1 or (dotted and PurePath(path).name == "__init__.py"):
+            return dotted == parts
+        return parts[-1:] == dotted
+
+    def dotted_name(self, path: str) -> tuple[str, ...]:
+        """The full dotted module name of the file at ``path``: its stem under every
+        directory above it that is a package (an ``__init__.py`` in the run or on disk),
+        the stem alone outside a package."""
+        origin = PurePath(path)
+        names = [] if origin.name == "__init__.py" else [origin.stem]
+        directory = origin.parent
+        while self._is_package(directory):
+            names.append(directory.name)
+            if directory.parent == directory:
+                break
+            directory = directory.parent
+        return tuple(reversed(names))
+
+    def _is_package(self, directory: PurePath) -> bool:
+        known = self._package_dirs.get(directory)
+        if known is None:
+            init = directory / "__init__.py"
+            known = str(init) in self.modules or os.path.isfile(init)
+            self._package_dirs[directory] = known
+        return known
 
     def _below(self, mod_name: str, cls_name: str, from_path: str) -> ClassFacts | None:
         """The class ``cls_name`` of a module inside package ``mod_name``."""

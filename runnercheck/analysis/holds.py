@@ -176,7 +176,7 @@ class NonDriverValues:
 
 
 @dataclass(frozen=True)
-class Change:
+class ChangedValue:
     """A non-driver value a rewrite changes."""
 
     entry: str
@@ -192,7 +192,7 @@ class Change:
         )
 
 
-def changed_values(old: list[Held], new: list[Held]) -> list[Change]:
+def changed_values(old: list[Held], new: list[Held]) -> list[ChangedValue]:
     """The literal keywords the old non-driver paths gave (not ``None``) that the new
     paths from the same entry points give otherwise: another literal, a computed value,
     or the default."""
@@ -201,7 +201,7 @@ def changed_values(old: list[Held], new: list[Held]) -> list[Change]:
     factory = {(h.entry, h.cls): h.value for h in new if h.keyword == FACTORY}
     direct = {(h.entry, h.cls) for h in new if h.keyword == "*"}
     new_entries = {h.entry for h in new}
-    out: list[Change] = []
+    out: list[ChangedValue] = []
     for h in old:
         if h.keyword in ("*", FACTORY) or h.value in ("None", "?") or h.entry not in new_entries:
             continue
@@ -214,7 +214,7 @@ def changed_values(old: list[Held], new: list[Held]) -> list[Change]:
         if after is None:
             after = DEFAULT if key in direct else factory.get(key, DEFAULT)
         if after != h.value:
-            change = Change(h.entry, h.cls, h.keyword, h.value, after)
+            change = ChangedValue(h.entry, h.cls, h.keyword, h.value, after)
             if change not in out:
                 out.append(change)
     return out

@@ -18,6 +18,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from codemods.pipeline import MigrateResult
-    from runnercheck.config import Config
+    from codemods.run import Mode
 
 HELP = "rewrite paired broadcasts into the merged prepare/convert/execute shape"
 EPILOG = f"""\
@@ -127,48 +129,17 @@ def run(args: argparse.Namespace) -> int:
             out.print(line, markup=False, highlight=False)
         return 0
 
-    from codemods import report
-    from codemods.pipeline import Refused
-    from runnercheck.analysis.groups import Note
+    from codemods import apply, report
     from runnercheck.config import load_config
-    from runnercheck.writes import journal, transaction
-    from runnercheck.writes.treelock import TreeLock
-    from runnercheck.writes.write import Change
 
     config = load_config(Path(args.paths[0]), args.config)
-    mode = "diff" if args.diff else "check" if args.check else "write"
+    mode: Mode = "diff" if args.diff else "check" if args.check else "write"
     err = make_console(stderr=True)
-    recovered: list[str] = []
-    written: list[Path] = []
-    # the tree lock from before the first read: never plan from another run's writes
-    with TreeLock(recovery.tree_root(roots), shared=mode != "write", required=False):
-        if mode == "write":  # first put back what an interrupted run left, then plan
-            recovered = recovery.recover(roots, collect(args.paths).journals)
-        result = _run_with_progress(args.paths, select, config, jobs, err)
-        if mode != "write":
-            for item in journal.pending(list(result.roots), result.journals):
-                if item.half_applied:  # one refusal for the group (not one per cause)
-                    result.refusals = [
-                        r for r in result.refusals if r.code != "MIG007" or r.path not in item.files
-                    ]
-                    result.refusals.append(Refused("write", "MIG007", item.path, 0, item.message))
-                else:
-                    result.notes.append(Note(item.path, 0, "note", item.message))
-        elif result.changes:
-            outcome = transaction.commit(
-                [Change(c.path, c.old, c.new, c.group) for c in result.changes.values()],
-                result.roots,
-                force=args.force,
-                met=result.journals,
-            )
-            recovered += outcome.recovered
-            written = outcome.written
-            for refused in outcome.refused:
-                for path in refused.paths:
-                    result.changes.pop(path, None)
-                result.refusals.append(
-                    Refused("write", refused.code, refused.path, 0, refused.message, refused.group)
-                )
+    with _progress(err) as progress:
+        result = apply(
+            args.paths, select, config, mode=mode, force=args.force, jobs=jobs, progress=progress
+        )
+    written, recovered = result.written, result.recovered
     if args.format == "json":
         print(json.dumps(report.as_json(result, mode, written, recovered), indent=2))
     else:
@@ -191,14 +162,12 @@ def exit_status(result: MigrateResult, mode: str) -> int:
     return 1 if mode != "write" and result.changes else 0
 
 
-def _run_with_progress(
-    paths: list[str], select: tuple[str, ...], config: Config, jobs: int, console: Console
-) -> MigrateResult:
-    """The migration, with a progress bar on a terminal (none otherwise)."""
-    from codemods.pipeline import migrate
-
+@contextmanager
+def _progress(console: Console) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar's update on a terminal (None otherwise)."""
     if not console.is_terminal:
-        return migrate(paths, select, config, jobs)
+        yield None
+        return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     with Progress(
@@ -213,4 +182,4 @@ def _run_with_progress(
         def update(done: int, total: int) -> None:
             progress.update(task, completed=done, total=total)
 
-        return migrate(paths, select, config, jobs, update)
+        yield update

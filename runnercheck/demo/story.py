@@ -98,18 +98,12 @@ def stage_check(ws: Workspace, options: DemoOptions) -> StageResult:
 
 
 def stage_migrate(ws: Workspace, options: DemoOptions) -> StageResult:
-    from codemods.pipeline import migrate
-    from codemods.registry import NAMES as CODEMODS
+    from codemods import apply
     from runnercheck.config import Config
-    from runnercheck.writes.transaction import commit
-    from runnercheck.writes.write import Change
 
-    result = migrate([str(ws.migrated)], CODEMODS, Config(), 1)
-    outcome = commit(
-        [Change(c.path, c.old, c.new, c.group) for c in result.changes.values()], result.roots
-    )
-    written = outcome.written
-    refusals = [str(r) for r in [*result.refusals, *outcome.refused]]
+    result = apply([str(ws.migrated)], config=Config())
+    written = result.written
+    refusals = [str(r) for r in result.refusals]
     names = sorted(str(Path(p).relative_to(ws.migrated)) for p in written)
     return StageResult(
         "migrate",

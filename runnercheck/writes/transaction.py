@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runnercheck.files import ReadError, read_source, within_roots
+from runnercheck.records import Change, Refused
 from runnercheck.writes import journal as jr
 from runnercheck.writes.checkpoints import checkpoint, deferred_signals, stop_if_interrupted
 from runnercheck.writes.journal_files import Progress, retire, write_journal
@@ -48,7 +49,6 @@ from runnercheck.writes.recovery import (
 )
 from runnercheck.writes.treelock import TreeLock
 from runnercheck.writes.write import (
-    Change,
     Conflict,
     WriteError,
     create,
@@ -57,18 +57,7 @@ from runnercheck.writes.write import (
 )
 from runnercheck.writes.write import writable as is_writable
 
-__all__ = ["Outcome", "Refused", "Unrecoverable", "commit", "recover", "units"]
-
-
-@dataclass(frozen=True)
-class Refused:
-    """A unit that was not written (its files are as they were)."""
-
-    path: Path
-    group: str
-    code: str
-    message: str
-    paths: tuple[Path, ...] = ()
+__all__ = ["Outcome", "Unrecoverable", "commit", "recover", "units"]
 
 
 @dataclass
@@ -121,37 +110,41 @@ def _precheck(unit: Sequence[Change], roots: Sequence[Path], force: bool) -> Ref
         path = change.path
         if not within_roots(path, roots):
             message = f"outside the given paths or a symbolic link: {label} left alone"
-            return Refused(path, label, "MIG003", message, paths)
+            return Refused("write", "MIG003", path, 0, message, label, paths=paths)
         if change.old is None:
             if os.path.lexists(path):
                 message = f"created by someone else since it was planned: {label} left alone"
-                return Refused(path, label, "MIG005", message, paths)
+                return Refused("write", "MIG005", path, 0, message, label, paths=paths)
             cannot = _directory_not_writable(path.parent)
             if cannot:
-                return Refused(path, label, "MIG004", f"{cannot}: {label} left alone", paths)
+                return Refused(
+                    "write", "MIG004", path, 0, f"{cannot}: {label} left alone", label, paths=paths
+                )
             continue
         try:
             info = os.lstat(path)
         except OSError as exc:
             message = f"cannot read: {exc.strerror or exc}: {label} left alone"
-            return Refused(path, label, "MIG005", message, paths)
+            return Refused("write", "MIG005", path, 0, message, label, paths=paths)
         if not stat.S_ISREG(info.st_mode):
             message = f"no longer a regular file: {label} left alone"
-            return Refused(path, label, "MIG005", message, paths)
+            return Refused("write", "MIG005", path, 0, message, label, paths=paths)
         if not jr.valid_mode(stat.S_IMODE(info.st_mode) & 0o777):
             mode = stat.S_IMODE(info.st_mode)
             message = f"its owner cannot read it (mode {mode:04o}): {label} left alone"
-            return Refused(path, label, "MIG004", message, paths)
+            return Refused("write", "MIG004", path, 0, message, label, paths=paths)
         cannot = _not_writable(path, info, force)
         if cannot:
-            return Refused(path, label, "MIG004", f"{cannot}: {label} left alone", paths)
+            return Refused(
+                "write", "MIG004", path, 0, f"{cannot}: {label} left alone", label, paths=paths
+            )
         try:
             current = read_source(path, max(len(change.old), 1) + 1)
         except ReadError:
             current = None
         if current != change.old:
             message = f"changed on disk since it was planned: {label} left alone"
-            return Refused(path, label, "MIG005", message, paths)
+            return Refused("write", "MIG005", path, 0, message, label, paths=paths)
     return None
 
 
@@ -315,7 +308,7 @@ def _record(progress: Progress, step: str, number: int) -> None:
 def _refusal(unit: Sequence[Change], path: Path, code: str, reason: str) -> Refused:
     label = unit_label(unit)
     message = f"{reason}: {label} left as it was"
-    return Refused(path, label, code, message, tuple(c.path for c in unit))
+    return Refused("write", code, path, 0, message, label, paths=tuple(c.path for c in unit))
 
 
 def commit(

@@ -30,7 +30,6 @@ import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from runnercheck.errors import RunnerCheckError
@@ -46,15 +45,6 @@ class WriteError(RunnerCheckError):
 
 class Conflict(Exception):
     """The file is not what the plan was made from (edited, replaced, created)."""
-
-
-@dataclass(frozen=True)
-class Change:
-    path: Path
-    old: bytes | None  # None: a new file
-    new: bytes
-    #: The worker/runner group (or file) the change belongs to: one transaction each.
-    group: str = ""
 
 
 def writable(mode: int) -> bool:

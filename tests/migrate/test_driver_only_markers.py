@@ -99,7 +99,7 @@ def test_an_undeclared_field_is_reported_and_marked(tmp_path: Path) -> None:
     result = migrate([path.parent], config=config)
     assert list(result.changes) == [path]
     change = result.changes[path]
-    assert change.codemods == ["driver-only"]
+    assert change.codemods == ("driver-only",)
     new = change.new.decode()
     assert "seq_lens: Optional[List[int]] = field(" in new
     # the neutral marker: no tool name lands in the engine

@@ -14,55 +14,16 @@ from libcst.codemod import CodemodContext, TransformFailure, TransformSuccess, t
 from benchmarks import spec_decode_vllm
 from codemods import fold_control_broadcast as fold
 from codemods.pipeline import migrate
+from runnercheck import catalog
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
 from runnercheck.check import check_sources
+from runnercheck.records import Refused
 from tests.spec_decode_fixture import BEFORE_WORKER, SPEC_DECODE, copy_before
 from tests.vllm_wheels import vllm_source
 
-WORKER = """\
-from vllm.distributed import broadcast_tensor_dict
-
-
-class Worker:
-    received_extras: dict
-
-    def __init__(self, is_driver_worker):
-        self.is_driver_worker = is_driver_worker
-
-    def execute_model(self, execute_model_req=None):
-        if self.is_driver_worker:
-            if execute_model_req is None:
-                broadcast_tensor_dict({}, src=0)
-                return None
-            data = {
-                "tokens": execute_model_req.tokens,
-                "broadcast_extras": execute_model_req.broadcast_extras,
-            }
-            broadcast_tensor_dict(data, src=0)
-        else:
-            data = broadcast_tensor_dict(src=0)
-            if not data:
-                return None
-            self.received_extras = data.pop("broadcast_extras")
-        return [data["tokens"]]
-
-
-class SpecWorker:
-    def __init__(self, proposer: Worker, scorer: Worker, rank):
-        self.proposer = proposer
-        self.scorer = scorer
-        self.rank = rank
-
-    def execute_model(self, execute_model_req=None):
-        if self.rank != 0:
-            self._run_non_driver()
-            return []
-        if execute_model_req is None:
-            broadcast_tensor_dict({}, src=0)
-            return []
-        k = execute_model_req.lookahead
-"""
+#: the catalog's MIG204 workers, the wrapper reading how many proposer steps follow
+WORKER = catalog.MIG204_WORKERS + "        k = execute_model_req.lookahead\n"
 DRIVER = """\
         # tell the other ranks how many proposer steps follow
         broadcast_tensor_dict({"k": k, "again": k > 2}, src=0)
@@ -115,7 +76,7 @@ FOLDED = """\
 """
 
 
-def rewrite(source: str, path: str = "/src/spec.py") -> tuple[str, list[str], list[fold.Skipped]]:
+def rewrite(source: str, path: str = "/src/spec.py") -> tuple[str, list[str], list[Refused]]:
     project = Project([extract_source(source, path)])
     module, changed, skipped = fold.rewrite_module(cst.parse_module(source), project, path)
     return module.code, changed, skipped
@@ -200,7 +161,9 @@ def test_refuses_and_names_the_shape(change: tuple[str, str], shape: str, says: 
     source = before.replace(old, new, 1 if "\n" in old else -1)
     after, changed, skipped = rewrite(source)
     assert (after, changed) == (source, [])
-    assert [(s.cls, s.code, s.shape) for s in skipped] == [("SpecWorker", "MIG204", shape)]
+    assert [(s.held_back, s.code, s.shape) for s in skipped] == [
+        (("SpecWorker (spec.py)",), "MIG204", shape)
+    ]
     assert says in skipped[0].message
 
 

@@ -34,3 +34,23 @@ def test_each_original_file_is_parsed_once(tmp_path: Path, monkeypatch: pytest.M
     assert result.changes, "the legacy engine has something to migrate"
     assert parses, "the run read the files"
     assert max(parses.values()) == 1, {p.name: n for p, n in parses.items() if n > 1}
+
+
+def test_the_shared_helpers_plan_each_group_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine fixture's directory holds two groups (GPU and CPU); each group's
+    rewrite asks for the directory's shared helpers, which plan every group of the
+    directory: once per run, not once per group asking."""
+    from codemods.merge_broadcasts import shared_helpers
+    from tests.migrate.conftest import FIXTURES
+
+    planned: Counter[str] = Counter()
+    real_plan = shared_helpers.plan_group
+
+    def counting_plan(group: Any, *args: Any, **kwargs: Any) -> Any:
+        planned[group.label] += 1
+        return real_plan(group, *args, **kwargs)
+
+    monkeypatch.setattr(shared_helpers, "plan_group", counting_plan)
+    result = migrate([FIXTURES / "engine" / "before"])
+    assert len(result.groups) == 2 and not result.refusals
+    assert sorted(planned.values()) == [1, 1], planned

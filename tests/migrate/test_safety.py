@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from runnercheck.records import Change
 from runnercheck.writes.transaction import commit
-from runnercheck.writes.write import Change
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
 
 REFUSALS = FIXTURES / "refusals"

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from runnercheck.analysis.extract import extract_source
-from runnercheck.analysis.project import Project
-from runnercheck.analysis.signatures import (
+from codemods.facts.signatures import (
     Import,
     RunnerSignature,
     inherited_local_types,
     runner_signature,
 )
+from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.project import Project
 
 HEADER = """\
 from typing import List, Optional

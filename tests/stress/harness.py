@@ -39,10 +39,10 @@ from pathlib import Path
 from codemods.source import collect
 from runnercheck.errors import RunnerCheckError
 from runnercheck.files import JOURNAL_NAME
+from runnercheck.records import Change
 from runnercheck.writes import checkpoints
 from runnercheck.writes.recovery import Unrecoverable, recover
 from runnercheck.writes.transaction import commit, units
-from runnercheck.writes.write import Change
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,7 +89,7 @@ def make_plan(source: Path, work: Path) -> Plan:
 
     shutil.copytree(source, work, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     result = migrate([str(work)])
-    changes = [Change(c.path, c.old, c.new, c.group) for c in result.changes.values()]
+    changes = list(result.changes.values())
     plan = Plan(work, changes, [[c.path for c in u] for u in units(changes)], snapshot(work))
     seen: list[str] = []
     checkpoints.hook = seen.append

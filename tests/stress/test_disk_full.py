@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from runnercheck.files import JOURNAL_NAME
-from runnercheck.writes.write import Change
+from runnercheck.records import Change
 from tests.migrate.conftest import FIXTURES, snapshot
 from tests.stress.harness import ROOT, fill
 

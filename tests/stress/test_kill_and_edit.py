@@ -91,7 +91,6 @@ def test_every_checkpoint_is_recovered_and_a_mixed_tree_is_reported(plan: Plan) 
     from runnercheck.writes import journal
     from runnercheck.writes.recovery import recover
     from runnercheck.writes.transaction import commit
-    from runnercheck.writes.write import Change
 
     reported = 0
     for number in range(1, plan.checkpoints + 1):
@@ -107,7 +106,7 @@ def test_every_checkpoint_is_recovered_and_a_mixed_tree_is_reported(plan: Plan) 
         assert states(plan) == {"old"} or states(plan) == {"new"}
         result = migrate([str(plan.root)])
         outcome = commit(
-            [Change(c.path, c.old, c.new, c.group) for c in result.changes.values()],
+            list(result.changes.values()),
             [plan.root],
         )
         assert outcome.refused == [] and states(plan) == {"new"}

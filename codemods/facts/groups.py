@@ -13,9 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from codemods import registry
 from runnercheck.analysis.model import CallStep, ClassFacts, flatten_calls
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.recognise import is_step_broadcast
+from runnercheck.records import Note, Refused
+
+MERGE = registry.MERGE_BROADCASTS.name
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,8 @@ class Group:
     runners: list[ClassRef] = field(default_factory=list)
     #: runner attribute on the worker (``self.model_runner``)
     runner_attr: dict[ClassRef, str] = field(default_factory=dict)
-    #: (code, path, line, message) when the group is refused as found
-    refusal: tuple[str, Path, int, str] | None = None
+    #: why the group is refused as found (None: it is planned)
+    refusal: Refused | None = None
 
     @property
     def files(self) -> list[Path]:
@@ -55,16 +59,6 @@ class Group:
     def label(self) -> str:
         names = [r.name for r in self.workers] + [r.name for r in self.runners]
         return "/".join(names) if names else "?"
-
-
-@dataclass
-class Note:
-    """A worker/runner pair that is left alone, and why (not a refusal)."""
-
-    path: Path
-    line: int
-    label: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -122,16 +116,18 @@ def find_groups(project: Project) -> tuple[list[Group], list[Note]]:
                     noted.add(key)
                     notes.append(
                         Note(
+                            "pair",
                             Path(worker.path),
                             worker.line,
-                            worker.name,
                             "broadcasts but drives no model runner: left alone",
+                            label=worker.name,
                         )
                     )
             if runner_attrs and max(c.count for c in own.values()) >= 1:
                 attr, names = next(iter(runner_attrs.items()))
                 group = groups.setdefault(owner, Group(workers=[owner]))
-                group.refusal = (
+                group.refusal = Refused(
+                    MERGE,
                     "MIG103",
                     owner.path,
                     method.owner.line,
@@ -164,10 +160,11 @@ def find_groups(project: Project) -> tuple[list[Group], list[Note]]:
                 )
                 notes.append(
                     Note(
+                        "pair",
                         Path(worker.path),
                         worker.line,
-                        _label(worker.name, [runner.name]),
                         f"{why}: left alone",
+                        label=_label(worker.name, [runner.name]),
                     )
                 )
     merged = _merge(_with_subclasses(project, list(groups.values())))
@@ -193,28 +190,31 @@ def find_groups(project: Project) -> tuple[list[Group], list[Note]]:
         if not project.is_runner(cls) and "Runner" not in cls.name:
             notes.append(
                 Note(
+                    "pair",
                     ref.path,
                     first.line,
-                    cls.name,
                     f"broadcasts in `{first.method}` but drives no model runner: left alone",
+                    label=cls.name,
                 )
             )
             continue
         if first.method == contract.prepare_input_method:
             notes.append(
                 Note(
+                    "pair",
                     ref.path,
                     first.line,
-                    cls.name,
                     f"broadcasts inside `{first.method}` (merged API already; see "
                     "`runnercheck check`, RC105): left alone",
+                    label=cls.name,
                 )
             )
             continue
         if ref in held:
             continue
         group = Group(runners=[ref])
-        group.refusal = (
+        group.refusal = Refused(
+            MERGE,
             "MIG104",
             ref.path,
             first.line,
@@ -234,7 +234,7 @@ def broadcasting_methods(project: Project, cls: ClassFacts) -> list[str]:
     ]
 
 
-def _runner_broadcast_refusal(project: Project, group: Group) -> tuple[str, Path, int, str] | None:
+def _runner_broadcast_refusal(project: Project, group: Group) -> Refused | None:
     """A runner of the group whose broadcasts the merge cannot place: in several
     methods, or inside ``prepare_model_input`` (the merged API already)."""
     prepare = project.contract.prepare_input_method
@@ -254,14 +254,16 @@ def _runner_broadcast_refusal(project: Project, group: Group) -> tuple[str, Path
             continue
         names = broadcasting_methods(project, cls)
         if len(names) > 1:
-            return (
+            return Refused(
+                MERGE,
                 "MIG101",
                 ref.path,
                 broadcast_line(cls, names[1]),
                 f"{ref.name} broadcasts in {len(names)} methods ({', '.join(names)})",
             )
         if names and names[0] == prepare:
-            return (
+            return Refused(
+                MERGE,
                 "MIG105",
                 ref.path,
                 broadcast_line(cls, names[0]),

@@ -1,0 +1,87 @@
+"""One migration run, from the walk of the given paths to the files written: the one
+way in for ``runnercheck migrate``, the demo and the benchmarks.
+
+:func:`apply` walks the given paths once, under the tree lock taken before that walk
+(never planning from another run's half-written files):
+
+1. in ``write`` mode, puts back what an interrupted run left
+   (:mod:`runnercheck.writes.recovery`; the paths are walked again only when it put
+   something back);
+2. plans, rewrites and verifies (:func:`codemods.pipeline.migrate`, nothing written);
+3. ``write``: commits the changes, one journaled transaction per group
+   (:func:`runnercheck.writes.transaction.commit`); a unit it does not write is a
+   :class:`~runnercheck.records.Refused` of the result and its files leave the
+   changes. ``check`` and ``diff``: names each group an interrupted run left
+   half-applied (MIG007) and each journal met (a note).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Literal
+
+from codemods import registry
+from codemods.pipeline import MigrateResult, migrate
+from codemods.source import collect
+from runnercheck.config import Config
+from runnercheck.records import Note, Refused
+from runnercheck.writes import journal, recovery, transaction
+from runnercheck.writes.treelock import TreeLock
+
+Mode = Literal["write", "check", "diff"]
+
+
+def apply(
+    paths: Sequence[str | os.PathLike[str]],
+    select: Sequence[str] = registry.NAMES,
+    config: Config | None = None,
+    *,
+    mode: Mode = "write",
+    force: bool = False,
+    jobs: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> MigrateResult:
+    """Plan, verify and (``mode="write"``) commit the migration of ``paths``.
+
+    ``force``: also write read-only files. Raises
+    :class:`~runnercheck.writes.recovery.Unrecoverable` when an interrupted run left
+    files a person has to put right."""
+    roots = [Path(os.path.realpath(p)) for p in paths]
+    write = mode == "write"
+    recovered: list[str] = []
+    with TreeLock(recovery.tree_root(roots), shared=not write, required=False):
+        collected = collect(paths)
+        if write:
+            recovered = recovery.recover(roots, collected.journals)
+            if recovered:  # files were put back (or removed): read the tree as it is now
+                collected = collect(paths)
+        result = migrate(paths, select, config, jobs, progress, collected=collected)
+        if not write:
+            _pending(result)
+        elif result.changes:
+            outcome = transaction.commit(
+                list(result.changes.values()), result.roots, force=force, met=result.journals
+            )
+            recovered += outcome.recovered
+            result.written = outcome.written
+            for refused in outcome.refused:
+                for path in refused.paths:
+                    result.changes.pop(path, None)
+                result.refusals.append(refused)
+    result.recovered = recovered
+    return result
+
+
+def _pending(result: MigrateResult) -> None:
+    """What interrupted runs left under the paths: one MIG007 per half-applied group
+    (not one per cause), a note for each other journal."""
+    for item in journal.pending(list(result.roots), result.journals):
+        if item.half_applied:
+            result.refusals = [
+                r for r in result.refusals if r.code != "MIG007" or r.path not in item.files
+            ]
+            result.refusals.append(Refused("write", "MIG007", item.path, 0, item.message))
+        else:
+            result.notes.append(Note("journal", item.path, 0, item.message, label="note"))
