@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from codemods import fold_plan, formatting, registry, typecheck, verify
+from codemods.definitions import flag_classes, read_definitions
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
@@ -217,14 +218,19 @@ def _class_line(state: _State, path: Path, name: str) -> int:
 
 
 def _context(state: _State, files: Iterable[Path]) -> dict[Path, bytes]:
-    """The files to re-analyse with a change set: the files and the modules they
-    import from the run (their partners: base classes, runners)."""
+    """The files to re-analyse with a change set: the files, the modules they
+    import from the run (their partners: base classes, runners) and the modules that
+    define the classes a non-driver branch builds with a literal flag."""
     wanted = {p for p in files if p in state.sources}
     for path in list(wanted):
         for module, _name, level in state.facts[path].import_sources.values():
             target = state.project.module_file(str(path), module, level)
             if target is not None:
                 wanted.add(Path(target))
+        for name in flag_classes(state.facts[path]):
+            defined = state.project.resolve_class(name, str(path))
+            if defined is not None and Path(defined.path) in state.sources:
+                wanted.add(Path(defined.path))
     return {p: state.sources[p] for p in sorted(wanted)}
 
 
@@ -554,6 +560,12 @@ def migrate(
         sources[path] = data
         facts[path] = module_facts
     result.files_parsed = len([p for p in sources if p in given])
+    if MERGE in select:
+        for path, (data, module_facts) in read_definitions(
+            facts, contract, config.max_file_size
+        ).items():
+            sources[path] = data
+            facts[path] = module_facts
     for skip in collected.skipped:
         if isinstance(skip, Note):
             result.notes.append(skip)

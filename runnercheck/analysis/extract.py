@@ -40,6 +40,7 @@ from runnercheck.analysis.syntax import (
     suppressions,
     top_level_names,
 )
+from runnercheck.analysis.values import ValueReader
 from runnercheck.contract import VLLM, Contract, is_driver_only_comment
 from runnercheck.deep import parse_failure
 
@@ -67,7 +68,7 @@ def _names_dict(annotation: ast.expr) -> bool:
     return False
 
 
-class FunctionReader(DictReader, StepReader, BindingReader):
+class FunctionReader(DictReader, StepReader, BindingReader, ValueReader):
     """Builds the :class:`FunctionFacts` of one function."""
 
     def __init__(
@@ -81,6 +82,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
     ) -> None:
         self.node = node
         self.path = path
+        self.in_class = in_class
         self.imports = imports
         self.contract = contract
         args = node.args
@@ -127,6 +129,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.conditions: tuple[Condition, ...] = ()
         self.call_conditions: dict[tuple[int, int], tuple[Condition, ...]] = {}
         self.call_roles: dict[tuple[int, int], Role] = {}
+        self.node_roles: dict[int, Role] = {}
 
     def read(self) -> FunctionFacts:
         self.facts.param_defaults = param_defaults(self.node.args)
@@ -134,6 +137,8 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.read_self_constants()
         self._read_dicts()
         self._read_bindings()
+        if self.in_class:  # the value sources follow methods only
+            self._read_values()
         returns = self.node.returns
         if returns is not None:
             self.facts.return_annotation = str_const(returns) or ast.unparse(returns)
@@ -222,6 +227,7 @@ def _field_facts(stmt: ast.AnnAssign, marker_key: str, lines: list[str]) -> Fiel
         driver_only=driver_only,
         init=init,
         metadata_ref=metadata_ref,
+        default=literal_text(value),
     )
 
 
