@@ -199,6 +199,7 @@ def command_speed(version: str, reps: int, ref: str) -> dict[str, Any]:
             "after: check --no-cache FILE": ours(REPO, "--no-cache", ONE_FILE),
             "after: check FILE, cache warm": ours(REPO, ONE_FILE),
             "before: check TREE": ours(before, "vllm"),
+            "before: check --no-cache TREE": ours(before, "--no-cache", "vllm"),
             "after: check --no-cache TREE": ours(REPO, "--no-cache", "vllm"),
             "after: check TREE, cache warm": ours(REPO, "vllm"),
             "ruff check --no-cache --isolated TREE": (
@@ -236,7 +237,7 @@ def command_speed(version: str, reps: int, ref: str) -> dict[str, Any]:
             / med["before: check FILE"],
             "tree, after warm cache / before": med["after: check TREE, cache warm"]
             / med["before: check TREE"],
-            "tree cold, before / ruff": med["before: check TREE"]
+            "tree cold, before / ruff": med["before: check --no-cache TREE"]
             / med["ruff check --no-cache --isolated TREE"],
             "tree cold, after / ruff": med["after: check --no-cache TREE"]
             / med["ruff check --no-cache --isolated TREE"],

@@ -11,14 +11,18 @@ repetition so that all see the same machine state:
   parent dict), so this includes LibCST parsing and verifying those files;
 * ``migrate --check --select merge-broadcasts``: nothing to rewrite on a merged
   tree, the case a pre-commit hook meets on every commit;
-* start-up: ``runnercheck check`` on one small file.
+* start-up: ``runnercheck check`` on one small file;
+* before: ``check`` and the two ``migrate --check`` runs of an earlier commit
+  (``--baseline``, default where this branch left ``main``, unpacked beside this tree by
+  ``benchmarks/baseline.py``), interleaved with the others.
 
 Times are the child processes' CPU seconds (user + system), which other work on a
 shared machine disturbs less than wall time; wall times are reported too.
 
 Usage::
 
-    python benchmarks/bench_migrate_check.py [--version 0.5.1] [--reps 7] [--json out.json]
+    python benchmarks/bench_migrate_check.py [--version 0.5.1] [--reps 7] [--baseline REF]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -36,19 +40,22 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks import baseline  # noqa: E402
 from benchmarks.common import spread  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
 SMALL = "def prepare_model_input(self, seq_group_metadata_list):\n    return None\n"
 
 
-def run(args: list[str], cwd: Path) -> tuple[float, float, int]:
-    """(child CPU seconds, wall seconds, exit code) of ``runnercheck ARGS``."""
+def run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, int]:
+    """(child CPU seconds, wall seconds, exit code) of ``runnercheck ARGS`` (``env``: that
+    of the baseline tree)."""
     before = os.times()
     wall = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "runnercheck", *args],
         cwd=cwd,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         timeout=600,
@@ -68,14 +75,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--version", default="0.5.1", help="vLLM release (default 0.5.1)")
     parser.add_argument("--reps", type=int, default=7, help="interleaved repetitions")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--baseline", default=None, help="the before commit (default: where HEAD left main)"
+    )
     args = parser.parse_args(argv)
+    ref = args.baseline or baseline.default_ref()
 
     package = vllm_package(args.version)
     cwd = package.parent
     with tempfile.TemporaryDirectory() as tmp:
         small = Path(tmp) / "small.py"
         small.write_text(SMALL)
-        cases = {
+        old_tree = Path(tmp) / "before"
+        old_tree.mkdir()
+        baseline.baseline_tree(ref, old_tree)
+        baseline.compile_tree(REPO)
+        old_env = baseline.environment(old_tree)
+        cases: dict[str, list[str]] = {
             # cold, as migrate --check is (the facts cache would serve check alone)
             "check": ["check", "--no-cache", package.name],
             "migrate --check": ["migrate", "--check", package.name],
@@ -88,31 +104,44 @@ def main(argv: list[str] | None = None) -> int:
             ],
             "startup: check one small file": ["check", "--no-cache", str(small)],
         }
+        # the same runs of the baseline tree
+        cases |= {f"before: {name}": case for name, case in list(cases.items())[:3]}
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
         exits: dict[str, int] = {}
         for _ in range(args.reps):
             for name, case in cases.items():
-                cpu, wall, code = run(case, cwd)
+                env = old_env if name.startswith("before: ") else None
+                cpu, wall, code = run(case, cwd, env)
                 samples[name].append((cpu, wall))
                 exits[name] = code
 
     cpu = {name: spread([s[0] for s in values]) for name, values in samples.items()}
     wall = {name: spread([s[1] for s in values]) for name, values in samples.items()}
     per_pair = {
-        name: spread([m[0] / c[0] for m, c in zip(samples[name], samples["check"], strict=True)])
+        f"{when}{name}": spread(
+            [
+                m[0] / c[0]
+                for m, c in zip(samples[when + name], samples[when + "check"], strict=True)
+            ]
+        )
+        for when in ("before: ", "")
         for name in ("migrate --check", "migrate --check --select merge-broadcasts")
     }
-    print(f"vLLM {args.version} vllm/, {args.reps} interleaved repetitions (child CPU seconds)")
-    print(f"{'':44} {'cpu median':>10} {'min':>7} {'max':>7}   {'wall median':>11}  exit")
+    print(
+        f"vLLM {args.version} vllm/, {args.reps} interleaved repetitions (child CPU seconds), "
+        f"before = {baseline.short(ref)}"
+    )
+    print(f"{'':52} {'cpu median':>10} {'min':>7} {'max':>7}   {'wall median':>11}  exit")
     for name in cases:
         c, w = cpu[name], wall[name]
         print(
-            f"{name:44} {c['median']:10.3f} {c['min']:7.3f} {c['max']:7.3f}   "
+            f"{name:52} {c['median']:10.3f} {c['min']:7.3f} {c['max']:7.3f}   "
             f"{w['median']:11.3f}  {exits[name]}"
         )
     for name, ratio in per_pair.items():
         print(
-            f"{name} / check = {ratio['median']:.2f}x "
+            f"{name} / {'before: ' if name.startswith('before') else ''}check = "
+            f"{ratio['median']:.2f}x "
             f"(min {ratio['min']:.2f}, max {ratio['max']:.2f}; target <= 1.5x)"
         )
     if args.json:
@@ -121,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             "cpu_s": cpu,
             "wall_s": wall,
             "exit": exits,
+            "baseline": baseline.short(ref),
             "ratio_to_check": per_pair,
             "target_ratio": 1.5,
         }

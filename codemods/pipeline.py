@@ -21,14 +21,13 @@ import ast
 import dataclasses
 import os
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codemods import callers, formatting, registry, typecheck, verify
+from codemods import fold_plan, formatting, registry, typecheck, verify
+from codemods.definitions import flag_classes, read_definitions
 from codemods.facts.groups import ClassRef, Group, find_groups
-from codemods.positions import line_map
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import Collected, collect, package_files, read_all
@@ -118,6 +117,7 @@ class _State:
     unshared: frozenset[ClassRef] = frozenset()
     project: Project = field(init=False)
     _planned: Planned | None = field(default=None, init=False)
+    single: dict[str, set[str]] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.project = Project(self.facts.values(), self.config.contract())
@@ -131,6 +131,12 @@ class _State:
 
             self._planned = Planned(self.sources)
         return self._planned
+
+    def targets(self, path: Path) -> set[str]:
+        """The single-class codemods the analysis finds something to do for in ``path``."""
+        if self.single is None:
+            self.single = single_targets(self.project, self.select)
+        return self.single.get(str(path), set())
 
     def old_facts(self, path: Path) -> ModuleFacts:
         """The facts of a file as read."""
@@ -225,14 +231,19 @@ def _class_line(state: _State, path: Path, name: str) -> int:
 
 
 def _context(state: _State, files: Iterable[Path]) -> dict[Path, bytes]:
-    """The files to re-analyse with a change set: the files and the modules they
-    import from the run (their partners: base classes, runners)."""
+    """The files to re-analyse with a change set: the files, the modules they
+    import from the run (their partners: base classes, runners) and the modules that
+    define the classes a non-driver branch builds with a literal flag."""
     wanted = {p for p in files if p in state.sources}
     for path in list(wanted):
         for module, _name, level in state.facts[path].import_sources.values():
             target = state.project.module_file(str(path), module, level)
             if target is not None:
                 wanted.add(Path(target))
+        for name in flag_classes(state.facts[path]):
+            defined = state.project.resolve_class(name, str(path))
+            if defined is not None and Path(defined.path) in state.sources:
+                wanted.add(Path(defined.path))
     return {p: state.sources[p] for p in sorted(wanted)}
 
 
@@ -460,6 +471,9 @@ def _run_file(path: Path) -> TaskResult:
 
     state = _STATE
     assert state is not None
+    planned = _planned_refusals(state, path)
+    if planned is not None:  # nothing to rewrite: no LibCST
+        return TaskResult(refusals=planned)
     result = TaskResult(cst_files=1)
     original = cstutil.parse_module(state.sources[path])
     module, applied = _single_codemods(state, path, original, result.refusals)
@@ -473,6 +487,16 @@ def _run_file(path: Path) -> TaskResult:
         return result
     result.changes[path] = change
     return result
+
+
+def _planned_refusals(state: _State, path: Path) -> list[Refused] | None:
+    """The refusals of ``path`` when the analysis alone shows that no codemod changes it
+    (its one candidate is a wrapper whose fold is refused by its plan); None when only
+    the rewrite can tell."""
+    name = registry.FOLD_CONTROL_BROADCAST.name
+    if state.targets(path) != {name}:
+        return None
+    return fold_plan.refused_plans(state.project, str(path))
 
 
 def _given_files(paths: Sequence[str | os.PathLike[str]], files: Iterable[Path]) -> set[Path]:
@@ -549,6 +573,12 @@ def migrate(
         sources[path] = data
         facts[path] = module_facts
     result.files_parsed = len([p for p in sources if p in given])
+    if MERGE in select:
+        for path, (data, module_facts) in read_definitions(
+            facts, contract, config.max_file_size
+        ).items():
+            sources[path] = data
+            facts[path] = module_facts
     for skip in collected.skipped:
         if isinstance(skip, Note):
             result.notes.append(skip)
@@ -573,6 +603,8 @@ def migrate(
     outcomes: list[TaskResult] = []
     workers = worker_count(jobs, total)
     if workers > 1:
+        from concurrent.futures import ProcessPoolExecutor, as_completed  # only for -j
+
         with ProcessPoolExecutor(
             max_workers=workers,
             initializer=_init_worker,
@@ -658,6 +690,10 @@ def _update_callers(
     """Calls of the legacy methods the groups removed, anywhere in the project:
     rewritten inside the given paths when the new method is a drop-in, else named.
     ``read``: every file read under the given paths (not walked or read again)."""
+    if not any(runner.removed_method for group in result.groups for runner in group.runners):
+        return  # no method removed: no caller to look for (and no LibCST to import)
+    from codemods import callers
+
     contract = config.contract()
     removed = [
         callers.Removed(
@@ -691,6 +727,8 @@ def _update_callers(
 
 def _renumber_notes(merged: GroupResult, path: Path, old: str, new: str) -> None:
     """The group's notes on ``path`` cite lines of its rewritten text."""
+    from codemods.positions import line_map
+
     where = str(path)
     to_new = line_map(old, new)
 

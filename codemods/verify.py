@@ -1,8 +1,9 @@
 """Before anything is written: the new sources must re-parse, ``compile()``,
 re-analyse with ``runnercheck check`` as already migrated (no RC106 paired
-broadcast, and no finding the old sources did not have), and give every non-driver
-rank the same values at every entry point of the step (see
-:mod:`runnercheck.analysis.holds`)."""
+broadcast, and no finding the old sources did not have), give every non-driver rank
+the same literal flags (:mod:`runnercheck.analysis.holds`), and give the model call,
+the sampler and the cache operations values from the same sources at every entry
+point of the step on each role (:mod:`runnercheck.analysis.sources`)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from runnercheck.analysis.holds import ChangedValue, NonDriverValues
 from runnercheck.analysis.holds import changed_values as compare_values
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.project import Project
+from runnercheck.analysis.sources import SourceChange, ValueSources, changed_sources
 from runnercheck.check.pipeline import FileOutcome, check_outcomes, parse_codes
 from runnercheck.config import Config
 from runnercheck.findings import Finding
@@ -76,10 +78,20 @@ def new_findings(
 
 def changed_values(
     old: Mapping[Path, ModuleFacts], new: Mapping[Path, ModuleFacts], config: Config
-) -> list[ChangedValue]:
+) -> list[ChangedValue | SourceChange]:
     """The literal flags a non-driver rank held at an entry point before the rewrite
-    and holds otherwise after it."""
+    and holds otherwise after it, then every other value whose source changes at the
+    model call, the sampler or a cache operation, at any entry point on either role."""
     contract = config.contract()
-    before = NonDriverValues(Project(old.values(), contract)).held()
-    after = NonDriverValues(Project(new.values(), contract)).held()
-    return compare_values(before, after)
+    old_project = Project(old.values(), contract)
+    new_project = Project(new.values(), contract)
+    flags = compare_values(NonDriverValues(old_project).held(), NonDriverValues(new_project).held())
+    told = {(c.entry, c.keyword) for c in flags}
+    sources = [
+        SourceChange(before, after)
+        for before, after in changed_sources(
+            ValueSources(old_project).reaches(), ValueSources(new_project).reaches()
+        )
+        if (before.entry, before.slot.rpartition(".")[2]) not in told
+    ]
+    return [*flags, *sources]

@@ -1001,11 +1001,11 @@ def prepare_model_input(self, seq_group_metadata_list):
         name="non-driver-value-changed",
         tool="migrate",
         summary="The rewrite would change what a non-driver rank holds at an entry point of the step.",
-        why="Where the old non-driver path built an object with a literal flag (`SamplingMetadata(..., perform_sampling=False)`), the new path from the same entry point (the worker's step, `profile_run`, a dummy run) must give it the same value; a non-driver that now prepares locally gets the driver's value instead, and may run the sampler on logits only rank 0 holds.",
+        why="At every entry point of the step (the worker's step, `profile_run`, a dummy run) and on each role, the values that reach the model call, the sampler and the cache operations must keep their source: a literal flag the old non-driver path gave an object (`SamplingMetadata(..., perform_sampling=False)`) stays that literal, and a value a rank received (`blocks_to_copy`) must not become a constant or a default. A non-driver that now prepares locally gets the driver's value instead, and may run the sampler on logits only rank 0 holds.",
         bad="(see summary)",
         good="(see summary)",
         runnable=False,
-        fix="`migrate` keeps the value itself where the driver branch builds the object into the same name with the opposite literal; otherwise (the driver leaves the flag to the class default, or builds the object in a helper or factory, as vLLM 0.4.0's `_prepare_sample`) build it in the driver branch with the flag given (`SamplingMetadata(..., perform_sampling=True)`) and run `migrate` again, or keep that entry point on the old path.",
+        fix="`migrate` keeps a flag itself where the driver branch, or a helper of the runner it calls (vLLM 0.4's `_prepare_sample`), builds the object with the opposite literal or leaves it to a class default it can read (an `__init__` or dataclass field literal); otherwise (a default it cannot read, a factory, a helper of another class) give the flag in the driver branch (`SamplingMetadata(..., perform_sampling=True)`) and run `migrate` again, or keep that entry point on the old path.",
     ),
     Rule(
         code="MIG199",

@@ -235,6 +235,7 @@ class _Walker:
         self.skip_hidden = skip_hidden
         self.walk = Walk(())
         self.seen: set[Path] = set()
+        self._real_dirs: dict[Path, Path] = {}
 
     def relative(self, path: Path, display: str) -> str:
         try:
@@ -335,7 +336,12 @@ class _Walker:
             self.problem(path, display, "unreadable", _stat_reason(exc), True)
             return
         if stat.S_ISREG(mode):
-            self.add(path, display, Path(os.path.realpath(path)))
+            # not a link itself: its real path is its directory's, resolved once per
+            # directory (``realpath`` costs a system call per component of the path)
+            parent = self._real_dirs.get(path.parent)
+            if parent is None:
+                parent = self._real_dirs[path.parent] = Path(os.path.realpath(path.parent))
+            self.add(path, display, parent / path.name)
         else:
             message = f"{kind_of(mode)}, not a regular file: skipped"
             self.problem(path, display, "special", message, False)

@@ -12,7 +12,12 @@ from codemods import cstutil
 from codemods.facts.groups import ClassRef, Group, ref_of
 from codemods.facts.signatures import inherited_local_types
 from codemods.merge_broadcasts.runner_execute import plan_execute, self_calls
-from codemods.merge_broadcasts.runner_flags import kept_flags
+from codemods.merge_broadcasts.runner_flags import (
+    helper_flags,
+    keep_flags_in_helper,
+    kept_flags,
+    non_driver_flags,
+)
 from codemods.merge_broadcasts.runner_model import RunnerPlan, broadcast_methods, methods
 from codemods.merge_broadcasts.runner_plan import plan_legacy_method
 from codemods.merge_broadcasts.worker_model import WorkerPlan
@@ -22,6 +27,7 @@ from codemods.refusal import Refusal
 from runnercheck.analysis.model import CallSite, ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.requests import request_uses
+from runnercheck.analysis.sources import constructor_defaults
 from runnercheck.contract import Contract
 
 
@@ -105,7 +111,9 @@ def plan_group(
                 known = {**from_bases, **dict(shape.types)}
                 shape = dataclasses.replace(shape, types=tuple(sorted(known.items())))
             plan_legacy_method(plan, legacy[0], contract, shape, where(ref.path))
+            plan.flag_defaults = flag_defaults(plan, project, ref)
             _note_kept_flags(plan, contract, where(ref.path))
+            _keep_flags_in_helpers(plan, contract, where(ref.path))
         runner_plans[ref] = plan
     # inherited inputs
     for ref, plan in runner_plans.items():
@@ -378,14 +386,52 @@ def _check_dropped(plans: Iterable[RunnerPlan], project: Project) -> None:
 def _note_kept_flags(plan: RunnerPlan, contract: Contract, lines: Lines) -> None:
     """A note at each driver keyword that now reads the driver flag."""
     driver = [*plan.driver_before, *plan.driver_after]
-    for arg, klass, value in kept_flags(driver, plan.non_driver):
-        assert arg.keyword is not None
+    for node, klass, keyword, value in kept_flags(driver, plan.non_driver, plan.flag_defaults):
         plan.notes.append(
             (
-                lines.line(arg),
+                lines.line(node),
                 f"{plan.name}.{contract.prepare_input_method} builds {klass}("
-                f"{arg.keyword.value}=self.{contract.driver_flag}): the other ranks, which "
+                f"{keyword}=self.{contract.driver_flag}): the other ranks, which "
                 f"now prepare their own input in a profile or dummy run, keep {value} as "
                 "the legacy non-driver branch gave it",
             )
         )
+
+
+def _keep_flags_in_helpers(plan: RunnerPlan, contract: Contract, lines: Lines) -> None:
+    """The runner's own helpers that build, for the driver, what the legacy non-driver
+    branch builds with a literal flag (vLLM 0.4's ``self._prepare_sample(...)``): each
+    construction there reads the driver flag, where the driver gave the opposite literal
+    or left the keyword to a default (read from the class's ``__init__``) that is the
+    opposite. The driver keeps its value, every other rank the legacy one."""
+    wanted = helper_flags([*plan.driver_before, *plan.driver_after], plan.non_driver)
+    if not wanted:
+        return
+    for item in cstutil.body_of(plan.cdef.body):
+        if not isinstance(item, cst.FunctionDef) or item.name.value not in wanted:
+            continue
+        rewritten, kept = keep_flags_in_helper(
+            item, wanted[item.name.value], plan.flag_defaults, contract.driver_flag
+        )
+        if not kept:
+            continue
+        plan.flag_helpers[item.name.value] = rewritten
+        for klass, keyword, value in kept:
+            plan.notes.append(
+                (
+                    lines.line(item),
+                    f"{plan.name}.{item.name.value} builds {klass}({keyword}="
+                    f"self.{contract.driver_flag}): the other ranks, which now prepare their "
+                    f"own input in a profile or dummy run, keep {value} as the legacy "
+                    "non-driver branch gave it",
+                )
+            )
+
+
+def flag_defaults(plan: RunnerPlan, project: Project, ref: ClassRef) -> dict[str, dict[str, str]]:
+    """Class -> keyword -> the literal default, for each class the legacy non-driver
+    branch builds with a literal flag."""
+    return {
+        klass.rsplit(".", 1)[-1]: constructor_defaults(project, klass, str(ref.path))
+        for _name, klass in non_driver_flags(plan.non_driver)
+    }

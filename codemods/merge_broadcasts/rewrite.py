@@ -124,6 +124,8 @@ def _rewrite_runner_class(plan: RunnerPlan, contract: Contract, runner_base: str
                 item = cstutil.ignore_on_def_line(item, "override")
         elif isinstance(item, cst.FunctionDef) and item.name.value in plan.self_execute_in:
             item = cstutil.replace_nodes(item, replace)
+        elif isinstance(item, cst.FunctionDef) and item.name.value in plan.flag_helpers:
+            item = plan.flag_helpers[item.name.value]
         items.append(item)
     cdef = plan.cdef.with_changes(body=plan.cdef.body.with_changes(body=items))
     if plan.add_base:

@@ -105,6 +105,12 @@ class RunnerPlan:
     request_uses: dict[int, str] = field(default_factory=dict)
     #: behaviour changes to report: (line in the original file, what changes)
     notes: list[tuple[int, str]] = field(default_factory=list)
+    #: the runner's own helpers that build what the legacy non-driver branch builds with
+    #: a literal flag, rewritten to read the driver flag: name -> the rewritten method
+    flag_helpers: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    #: class -> keyword -> literal default, for the classes the non-driver branch builds
+    #: with a literal flag
+    flag_defaults: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def input_plan(self) -> RunnerPlan:

@@ -215,7 +215,10 @@ def runner_methods(plan: RunnerPlan, contract: Contract) -> list[cst.FunctionDef
     if plan.docstring is not None:
         body.append(plan.docstring)
     driver = keep_non_driver_flags(
-        [*plan.driver_before, *plan.driver_after], plan.non_driver, contract.driver_flag
+        [*plan.driver_before, *plan.driver_after],
+        plan.non_driver,
+        contract.driver_flag,
+        plan.flag_defaults,
     )
     above = (
         cstutil.comments(cstutil.leading(plan.branch_stmt)) if plan.branch_stmt is not None else []

@@ -23,8 +23,6 @@ from runnercheck.analysis.model import (
     flatten_calls,
 )
 from runnercheck.analysis.recognise import is_driver_only_marker
-from runnercheck.analysis.requests import non_driver_reads, request_reads
-from runnercheck.analysis.shapes import legacy_split
 from runnercheck.analysis.steps import StepReader
 from runnercheck.analysis.syntax import (
     decorator_names,
@@ -42,13 +40,35 @@ from runnercheck.analysis.syntax import (
     suppressions,
     top_level_names,
 )
+from runnercheck.analysis.values import ValueReader
 from runnercheck.contract import VLLM, Contract, is_driver_only_comment
 from runnercheck.deep import parse_failure
 
 _DICT_ANNOTATION = re.compile(r"\b(Dict|dict|Mapping|MutableMapping)\b")
 
 
-class FunctionReader(DictReader, StepReader, BindingReader):
+def _names_dict(annotation: ast.expr) -> bool:
+    """Whether the annotation's text names a dict type as a word (``Dict[str, Any]``,
+    ``"Mapping[str, int]"``): each word of its source is a name, an attribute, a
+    keyword's or a parameter's name, or lies in a constant, so those are searched
+    (as fast as reading the text back, without building it)."""
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Name):
+            text = node.id
+        elif isinstance(node, ast.Attribute):
+            text = node.attr
+        elif isinstance(node, ast.Constant):
+            text = repr(node.value)
+        elif isinstance(node, (ast.keyword, ast.arg)):
+            text = node.arg or ""
+        else:
+            continue
+        if _DICT_ANNOTATION.search(text):
+            return True
+    return False
+
+
+class FunctionReader(DictReader, StepReader, BindingReader, ValueReader):
     """Builds the :class:`FunctionFacts` of one function."""
 
     def __init__(
@@ -62,6 +82,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
     ) -> None:
         self.node = node
         self.path = path
+        self.in_class = in_class
         self.imports = imports
         self.contract = contract
         args = node.args
@@ -71,8 +92,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.dict_params = {
             a.arg
             for a in positional_args
-            if "dict" in a.arg.lower()
-            or (a.annotation is not None and _DICT_ANNOTATION.search(ast.unparse(a.annotation)))
+            if "dict" in a.arg.lower() or (a.annotation is not None and _names_dict(a.annotation))
         }
         decorators = decorator_names(node.decorator_list)
         last = {last_name(d) for d in decorators}
@@ -109,6 +129,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.conditions: tuple[Condition, ...] = ()
         self.call_conditions: dict[tuple[int, int], tuple[Condition, ...]] = {}
         self.call_roles: dict[tuple[int, int], Role] = {}
+        self.node_roles: dict[int, Role] = {}
 
     def read(self) -> FunctionFacts:
         self.facts.param_defaults = param_defaults(self.node.args)
@@ -116,6 +137,8 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.read_self_constants()
         self._read_dicts()
         self._read_bindings()
+        if self.in_class:  # the value sources follow methods only
+            self._read_values()
         returns = self.node.returns
         if returns is not None:
             self.facts.return_annotation = str_const(returns) or ast.unparse(returns)
@@ -204,6 +227,7 @@ def _field_facts(stmt: ast.AnnAssign, marker_key: str, lines: list[str]) -> Fiel
         driver_only=driver_only,
         init=init,
         metadata_ref=metadata_ref,
+        default=literal_text(value),
     )
 
 
@@ -216,6 +240,10 @@ def _method_shape(
 ) -> None:
     """What ``migrate`` plans from, read in the same pass: the legacy split of a method
     that broadcasts, and the request reads of the execute method."""
+    # only ``migrate`` asks: ``check`` never imports these readers
+    from runnercheck.analysis.requests import non_driver_reads, request_reads
+    from runnercheck.analysis.shapes import legacy_split
+
     if any(step.step_broadcast for step in flatten_calls(method.steps)):
         method.split = legacy_split(node, contract, tree)
     if node.name == contract.execute_method:

@@ -1,8 +1,9 @@
 """What a non-driver rank holds at each entry point of a step: the literal flags its
 path gives the objects it builds (``SamplingMetadata(..., perform_sampling=False)``).
 
-Entry points of a runner: every worker step that drives it (``Worker.execute_model``)
-and every method of the runner, other than the contract's own, that runs its
+Entry points of a runner: every worker step that drives it (``Worker.execute_model``),
+every other worker method that runs its ``execute_model`` (a worker's warm-up), and
+every method of the runner, other than the contract's own, that runs its
 ``execute_model`` (``profile_run``, warm-up and dummy runs). From each, the path a
 non-driver rank takes is followed through ``self``/``super()`` calls, the runner the
 worker holds, ``Class.method(...)`` calls and module-level helpers, leaving out
@@ -54,8 +55,10 @@ class NonDriverValues:
 
     # ---------------------------------------------------------------- entries
     def entries(self) -> dict[str, tuple[ClassFacts, MethodRef, ClassFacts | None]]:
-        """``"Worker.execute_model"`` / ``"ModelRunner.profile_run"`` -> (the class the
-        method runs on, the method, the runner a worker drives)."""
+        """``"Worker.execute_model with ModelRunner"`` / ``"ModelRunner.profile_run"`` /
+        ``"Worker.warm_up with ModelRunner"`` (a worker method other than the step that
+        runs the runner's step) -> (the class the method runs on, the method, the runner
+        a worker drives)."""
         p = self.p
         contract = p.contract
         own = {
@@ -65,13 +68,28 @@ class NonDriverValues:
         }
         out: dict[str, tuple[ClassFacts, MethodRef, ClassFacts | None]] = {}
         for worker, runner in p.worker_runner_pairs():
+            if p.is_abstract(worker):
+                continue
             ref = p.resolve_method(worker, contract.execute_method)
-            if ref is not None and not p.is_abstract(worker):
+            if ref is not None:
                 out[f"{worker.name}.{contract.execute_method} with {runner.name}"] = (
                     worker,
                     ref,
                     runner,
                 )
+            # other callers of the runner's step: a worker's warm-up or dummy run
+            names = {name for klass in p.mro(worker) for name in klass.methods} - own
+            for name in sorted(names):
+                other = p.resolve_method(worker, name)
+                if other is None or other.func.is_stub:
+                    continue
+                if any(
+                    c.callee.startswith("self.")
+                    and c.callee.count(".") == 2
+                    and c.callee.endswith(f".{contract.execute_method}")
+                    for c in other.func.calls
+                ):
+                    out[f"{worker.name}.{name} with {runner.name}"] = (worker, other, runner)
         for runner in p.runners():
             names = {name for klass in p.mro(runner) for name in klass.methods} - own
             for name in sorted(names):

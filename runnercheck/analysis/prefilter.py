@@ -6,15 +6,22 @@ marker, or if it defines a class
 whose base is a class found in a file read so far (a subclass that adds fields or
 overrides a method, in another file). A file the prefilter leaves out cannot hold a
 finding nor anything to migrate. ``runnercheck check`` and ``runnercheck migrate``
-both use it.
+both use it; ``check`` follows only the subclasses of :func:`extensible_classes` (a
+subclass of an attention backend that a runner's file names in an annotation adds
+nothing to the contract).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TypeVar
 
+from runnercheck.analysis.hierarchy import Hierarchy
+from runnercheck.analysis.model import ClassFacts, ModuleFacts, flatten_calls
+from runnercheck.analysis.roles import Roles
 from runnercheck.contract import DRIVER_ONLY_METADATA_VALUE, Contract
 
 K = TypeVar("K", bound=Hashable)
@@ -43,7 +50,47 @@ def needles(contract: Contract) -> tuple[bytes, ...]:
 
 
 def might_matter(data: bytes, wanted: tuple[bytes, ...]) -> bool:
-    return any(needle in data for needle in wanted)
+    """Whether ``data`` holds one of ``wanted``; a file that holds none of the anchors
+    (substrings the needles share) is scanned a handful of times, not once per needle."""
+    for anchor, members in _anchored(wanted):
+        if anchor in data and (members == (anchor,) or any(m in data for m in members)):
+            return True
+    return False
+
+
+#: The shortest substring that stands for several needles.
+_ANCHOR_MIN = 6
+
+
+@functools.lru_cache(maxsize=8)
+def _anchored(wanted: tuple[bytes, ...]) -> tuple[tuple[bytes, tuple[bytes, ...]], ...]:
+    """``wanted`` as (anchor, needles) groups: every needle of a group contains its
+    anchor. A needle that contains another needle is left out (the other one finds it)."""
+    unique = list(dict.fromkeys(wanted))
+    minimal = [n for n in unique if not any(o != n and o in n for o in unique)]
+    groups: list[tuple[bytes, tuple[bytes, ...]]] = [(needle, (needle,)) for needle in minimal]
+    merged = True
+    while merged:
+        merged = False
+        for i, j in itertools.combinations(range(len(groups)), 2):
+            common = _longest_common(groups[i][0], groups[j][0])
+            if len(common) >= _ANCHOR_MIN:
+                groups[i] = (common, groups[i][1] + groups[j][1])
+                del groups[j]
+                merged = True
+                break
+    return tuple(groups)
+
+
+def _longest_common(a: bytes, b: bytes) -> bytes:
+    """The longest substring of both (the first one found)."""
+    best = b""
+    for start in range(len(a)):
+        for end in range(start + len(best) + 1, len(a) + 1):
+            if a[start:end] not in b:
+                break
+            best = a[start:end]
+    return best
 
 
 def class_bases(data: bytes) -> frozenset[str]:
@@ -109,3 +156,92 @@ _CLASS_NAME = re.compile(rb"^[ \t]*class[ \t]+(\w+)", re.MULTILINE)
 
 def _class_names(data: bytes) -> set[str]:
     return {m.decode() for m in _CLASS_NAME.findall(data)}
+
+
+def extensible_classes(modules: Iterable[ModuleFacts], contract: Contract) -> set[str]:
+    """Names of the classes of ``modules`` whose subclasses, in files that mention none
+    of the contract's names, can still take part in the contract.
+
+    A class takes part when it is a worker, a runner or an input (or one of their
+    bases), defines a contract method, runs a collective, declares a driver-only field,
+    or has a base the modules do not show (it may be anything); so does a class that
+    derives from one of those, holds one or is held by one, the way the analysis
+    follows what a class holds (``self.x = Runner(...)``, ``x: Runner``, ``self.x = x``
+    for a parameter annotated with it; a parameter without a type may be anything).
+    A subclass of any other class (an attention backend a runner's file names in an
+    annotation, an enum) adds nothing a rule reads."""
+    hierarchy = Hierarchy(modules, contract)
+    roles = Roles(hierarchy)
+    classes = hierarchy.all_classes()
+    contract_names = {
+        *contract.runner_bases,
+        *contract.worker_bases,
+        *contract.input_bases,
+        contract.worker_input,
+    }
+    methods = {
+        contract.as_dict_method,
+        contract.from_dict_method,
+        contract.make_input_method,
+        contract.prepare_input_method,
+        contract.execute_method,
+        *contract.worker_methods,
+        *contract.runner_methods,
+    }
+
+    def takes_part(cls: ClassFacts) -> bool:
+        return (
+            cls.name in contract_names
+            or hierarchy.inherits(cls, contract_names)
+            or roles.is_worker(cls)
+            or roles.is_runner(cls)
+            or not methods.isdisjoint(cls.methods)
+            or any(isinstance(base, str) for base in hierarchy.direct_bases(cls))
+            or any(f.driver_only for f in cls.fields)
+            or any(
+                call.collective is not None
+                for method in cls.methods.values()
+                for call in flatten_calls(method.steps)
+            )
+        )
+
+    def holds(cls: ClassFacts) -> set[str] | None:
+        """The names ``cls`` holds (``self.x = X(...)``, ``x: X``, ``self.x = x`` for a
+        parameter ``x: X``); None for a parameter without a type (what is passed
+        decides: anything)."""
+        out: set[str] = set()
+        for refs in (*cls.annotations.values(), *cls.class_attrs.values()):
+            out.update(refs)
+        for refs in cls.self_attrs.values():
+            for ref in refs:
+                out.add(ref)
+                for method in cls.methods.values():
+                    if ref in method.params:
+                        types = method.param_types.get(ref, ())
+                        if not types:
+                            return None
+                        out.update(types)
+        return out
+
+    held = {id(cls): holds(cls) for cls in classes}
+    found = {id(cls) for cls in classes if takes_part(cls)}
+    names = contract_names | {cls.name for cls in classes if id(cls) in found}
+    grown = True
+    while grown:
+        grown = False
+        # what a class that takes part holds takes part (its subclasses stand for it)
+        wanted = {n for c in classes if id(c) in found for n in held[id(c)] or ()}
+        for cls in classes:
+            if id(cls) in found:
+                continue
+            refs = held[id(cls)]
+            if (
+                cls.name in wanted
+                or refs is None
+                or not names.isdisjoint(refs)
+                or any(id(base) in found for base in hierarchy.mro(cls)[1:])
+            ):
+                found.add(id(cls))
+                names.add(cls.name)
+                grown = True
+    return names

@@ -72,6 +72,8 @@ class StepReader:
     conditions: tuple[Condition, ...]
     call_conditions: dict[tuple[int, int], tuple[Condition, ...]]
     call_roles: dict[tuple[int, int], Role]
+    #: The role of each recorded node read under one (by ``id``; None: every rank).
+    node_roles: dict[int, Role]
     #: The value being read cannot change what a non-driver rank does (an operand of
     #: ``x and self.is_driver_worker``: the whole is False there whatever ``x`` is).
     decided_for_others: bool = False
@@ -99,6 +101,8 @@ class StepReader:
             return
         if kind in _RECORDED:
             self.nodes.append(node)
+            if self.role is not None:
+                self.node_roles[id(node)] = self.role
         if kind in _NOT_EXECUTED:
             self.nested.append(node)
             return
@@ -265,6 +269,8 @@ class StepReader:
                 out.extend(rest)
             elif isinstance(stmt, ast.Return):
                 self.nodes.append(stmt)
+                if self.role is not None:
+                    self.node_roles[id(stmt)] = self.role
                 if stmt.value is not None:
                     self._call_steps(stmt.value, out)
                 out.append(ExitStep(stmt.lineno, "return"))

@@ -14,12 +14,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
-from runnercheck.check.cache import FactsCache
+from runnercheck.analysis.prefilter import might_matter
 from runnercheck.contract import Contract
 from runnercheck.files import DEFAULT_MAX_FILE_SIZE, MAX_ANALYSED_SIZE, ReadError, read_source
+
+if TYPE_CHECKING:
+    from runnercheck.check.cache import FactsCache
 
 #: How far up from a file an absolute import's top-level package is looked for.
 MAX_LEVELS = 8
@@ -147,7 +151,7 @@ def read_partners(
                 data = read_source(found, limit)
             except ReadError:  # context only: a FIFO, a huge or unreadable file adds nothing
                 continue
-            if len(data) > MAX_ANALYSED_SIZE or not any(needle in data for needle in wanted):
+            if len(data) > MAX_ANALYSED_SIZE or not might_matter(data, wanted):
                 continue
             display = os.path.relpath(found, cwd)
             if display.startswith(".."):

@@ -3,9 +3,10 @@ parallel with ``jobs > 1``), run the rules, honour suppressions and select/ignor
 
 The prefilter works on raw bytes: a file is parsed only if it mentions one of the
 contract's names (broadcast function, contract methods, base classes), or if it defines
-a class whose base is a class found in a parsed file (a subclass that adds fields, for
-instance). A skipped file cannot contain a finding; it is not parsed, so a syntax error
-in it is not reported either.
+a class whose base is a class of a parsed file that can take part in the contract (a
+subclass that adds fields, for instance; see
+:func:`runnercheck.analysis.prefilter.extensible_classes`). A skipped file cannot contain
+a finding; it is not parsed, so a syntax error in it is not reported either.
 """
 
 from __future__ import annotations
@@ -14,13 +15,19 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runnercheck import catalog, deep
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
-from runnercheck.analysis.prefilter import class_bases, might_matter, needles, subclass_rounds
+from runnercheck.analysis.prefilter import (
+    class_bases,
+    extensible_classes,
+    might_matter,
+    needles,
+    subclass_rounds,
+)
 from runnercheck.analysis.project import Project
-from runnercheck.check.cache import FactsCache
 from runnercheck.check.discovery import SourceFile, discover_walk, walk_findings
 from runnercheck.check.partners import ModuleFinder, context_roots, read_partners
 from runnercheck.check.rules import RULES, run_rules
@@ -37,6 +44,9 @@ from runnercheck.files import (
 from runnercheck.findings import Finding
 from runnercheck.jobs import worker_count
 from runnercheck.writes.treelock import reading
+
+if TYPE_CHECKING:  # the cache's own imports cost start-up time under --no-cache
+    from runnercheck.check.cache import FactsCache
 
 
 @dataclass
@@ -316,7 +326,11 @@ def _check_paths(
 ) -> CheckResult:
     config = config or Config()
     contract = config.contract()
-    cache = FactsCache(cache_root, contract) if cache_root is not None else None
+    cache: FactsCache | None = None
+    if cache_root is not None:
+        from runnercheck.check.cache import FactsCache
+
+        cache = FactsCache(cache_root, contract)
     select_codes = parse_codes(select, "--select") or parse_codes(config.select, "select")
     ignore_codes = parse_codes(ignore, "--ignore") | parse_codes(config.ignore, "ignore")
     sources, walked = discover_walk(paths, (*config.exclude, *exclude), root)
@@ -326,16 +340,27 @@ def _check_paths(
     by_display = {s.display: s for s in sources}
     skipped = {i: o.skipped_bases for i, o in enumerate(outcomes) if o.skipped_bases is not None}
 
-    def read(indices: list[int]) -> list[str]:
+    partners: list[ModuleFacts] = []
+
+    last: list[tuple[list[int], set[str]]] = []
+
+    def extensible() -> set[str]:
+        """The classes whose subclasses are read, over every file read so far."""
+        modules = [*(o.facts for o in outcomes if o.facts is not None), *partners]
+        key = [id(m) for m in modules]
+        if not last or last[0][0] != key:
+            last[:] = [(key, extensible_classes(modules, contract))]
+        return last[0][1]
+
+    def read(indices: list[int]) -> set[str]:
         redone = _analyse_all(
             [by_display[outcomes[i].display] for i in indices], contract, jobs, True, limit, cache
         )
         for index, outcome in zip(indices, redone, strict=True):
             outcomes[index] = outcome
-        return [name for o in redone if o.facts is not None for name in o.facts.classes]
+        return extensible()
 
-    known = [name for o in outcomes if o.facts is not None for name in o.facts.classes]
-    subclass_rounds(skipped, read, known)
+    subclass_rounds(skipped, read, extensible())
     parsed = [(o.path, o.facts) for o in outcomes if o.facts is not None and o.path is not None]
     on_disk = {os.path.abspath(s.path) for s in sources}
     base = root or Path.cwd()
@@ -344,7 +369,7 @@ def _check_paths(
             raise UsageError(f"context {entry!r} in the config: not a directory under {base}")
     roots = [*context, *(str(base / c) for c in config.context)]
     finder = ModuleFinder(context_roots(roots))
-    partners = read_partners(
+    partners += read_partners(
         [(os.path.abspath(path), facts) for path, facts in parsed],
         on_disk,
         needles(contract),
@@ -358,7 +383,7 @@ def _check_paths(
     more = subclass_rounds(
         {i: b for i, b in skipped.items() if outcomes[i].facts is None},
         read,
-        [name for module in partners for name in module.classes],
+        extensible(),
     )
     if more:
         new = [(outcomes[i].path, outcomes[i].facts) for i in more]

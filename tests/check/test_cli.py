@@ -141,6 +141,19 @@ def test_prefilter_skips_files_and_reads_subclasses(run: Run) -> None:
     assert result.summary.endswith("(3 files seen, 2 parsed, 1 skipped by the prefilter, 1 note).")
 
 
+def test_prefilter_reads_only_subclasses_that_can_take_part(run: Run) -> None:
+    # backends.py names contract bases in annotations only: a subclass of its Backend
+    # (which takes no part) is left alone, a subclass of its State (which holds a
+    # runner) is read; each subclass has a syntax error that only parsing finds
+    result = run(rel(CLI / "prefilter-subclasses"))
+    assert result.code == 1
+    assert result.finding_lines == [
+        "tests/check/fixtures/cli/prefilter-subclasses/flash_state.py:6:14: RC001 cannot "
+        "parse: '(' was never closed"
+    ]
+    assert result.summary.endswith("(3 files seen, 2 parsed, 1 skipped by the prefilter).")
+
+
 def test_parallel_output_equals_serial(run: Run) -> None:
     serial = run("-j", "1", rel(FIXTURES))
     parallel = run("-j", "2", rel(FIXTURES))

@@ -78,3 +78,17 @@ def test_the_quick_exit_keeps_the_output_and_the_exit_status() -> None:
         assert proc.returncode == code
         assert proc.stdout.endswith("\n") and proc.stderr == ""
         assert proc.stdout.count("RC101") == 2
+
+
+def test_check_imports_what_this_run_uses() -> None:
+    """``--no-cache`` imports no facts cache (pickle, temporary files); ``check`` never
+    imports the readers of the shapes ``migrate`` plans from."""
+    bad = str(FIXTURES / "recursive-from-dict" / "bad.py")
+    code, uncached = imported("check", "--no-cache", bad)
+    assert code == 1
+    migrate_only = {"runnercheck.analysis.shapes", "runnercheck.analysis.requests"}
+    assert uncached & ({"runnercheck.check.cache", "pickle"} | migrate_only) == set()
+    code, cached = imported("check", bad)
+    assert code == 1
+    assert "runnercheck.check.cache" in cached
+    assert cached & migrate_only == set()

@@ -1,16 +1,20 @@
 """``migrate`` verifies each rewritten group with the step semantics: at every entry
-point of the step, a non-driver rank must hold the same literal flags before and after
-the rewrite. The legacy variant's non-driver branch builds its sampling metadata with
-``perform_sampling=False``; a planted rewrite that drops the flag (the rebuilt metadata
-then takes the class default) is refused, naming the entry point, the value and both
-sides, and nothing is written; with the check disabled the same rewrite is written.
+point of the step and on each role, the values that reach the model call, the sampler
+and the cache operations must keep their sources. The legacy variant's non-driver
+branch builds its sampling metadata with ``perform_sampling=False``; a planted rewrite
+that drops the flag (the rebuilt metadata then takes the class default) is refused,
+naming the entry point, the value and both sides, and nothing is written; with the
+check disabled the same rewrite is written. A planted rewrite that gives the other
+ranks ``blocks_to_copy = None`` where they received it is refused by the value sources
+alone.
 
 Where every rank now prepares its own input (``profile_run``), the rewrite keeps the
 non-driver's value in ``prepare_model_input`` by reading the driver flag
 (``perform_sampling=self.is_driver_worker``) and the same check passes; the variant
 ``fixtures/sampling_flag`` runs through profiling and steps at TP 2 with the legacy
-engine's tokens. Where the driver leaves the flag to the class default, the value
-cannot be kept from the call and the group is refused."""
+engine's tokens. Where the driver leaves the flag to a class default it can read, or
+builds the object in a helper of the runner (vLLM 0.4's ``_prepare_sample``), the flag
+is kept there; a default it cannot read refuses the group."""
 
 from __future__ import annotations
 
@@ -206,7 +210,9 @@ def test_without_keeping_the_flag_the_same_check_refuses_the_group(
     tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        runner_rewrite, "keep_non_driver_flags", lambda driver, non_driver, flag: list(driver)
+        runner_rewrite,
+        "keep_non_driver_flags",
+        lambda driver, non_driver, flag, defaults=None: list(driver),
     )
     work = copy_tree(VARIANT / "before", tmp_path / "engine")
     before = snapshot(work)
@@ -220,18 +226,89 @@ def test_without_keeping_the_flag_the_same_check_refuses_the_group(
     ) in refusal["message"]
 
 
-def test_a_flag_the_driver_leaves_to_the_default_cannot_be_kept_and_is_refused(
-    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+EXPLICIT = "                perform_sampling=True,\n"
+DIRECT = """            sampling_metadata = SamplingMetadata(
+                seq_groups=prepared.seq_groups,
+                selected_token_indices=prepared.selected_token_indices,
+                num_prompts=prepared.num_prompts,
+                perform_sampling=True,
+            )
+"""
+HELPER_CALL = "            sampling_metadata = self._sampling_metadata(prepared)\n"
+HELPER = """
+    def _sampling_metadata(self, prepared: Prepared) -> SamplingMetadata:
+        sampling_metadata = SamplingMetadata(
+            seq_groups=prepared.seq_groups,
+            selected_token_indices=prepared.selected_token_indices,
+            num_prompts=prepared.num_prompts,
+        )
+        return sampling_metadata
+"""
+
+
+def left_to_default(target: Path) -> Path:
+    """The variant whose driver leaves ``perform_sampling`` to the class default."""
+    work = copy_tree(VARIANT / "before", target)
     runner = work / "model_runner.py"
     text = runner.read_text()
-    explicit = "                perform_sampling=True,\n"
-    assert text.count(explicit) == 1
-    runner.write_text(text.replace(explicit, ""))
-    before = snapshot(work)
+    assert text.count(EXPLICIT) == 1
+    runner.write_text(text.replace(EXPLICIT, ""))
+    return work
+
+
+def in_a_helper(target: Path) -> Path:
+    """The variant whose driver builds its sampling metadata in a helper of the runner,
+    leaving ``perform_sampling`` to the class default (vLLM 0.4's ``_prepare_sample``)."""
+    work = copy_tree(VARIANT / "before", target)
+    runner = work / "model_runner.py"
+    text = runner.read_text()
+    assert text.count(DIRECT) == 1
+    text = text.replace(DIRECT, HELPER_CALL)
+    marker = "    def prepare_input_tensors("
+    assert text.count(marker) == 1
+    runner.write_text(text.replace(marker, HELPER.lstrip("\n") + "\n" + marker))
+    return work
+
+
+def migrate_json(work: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch) -> dict:
     monkeypatch.chdir(work)
-    data = json.loads(migrate_cli("--format", "json", ".").out)
+    return json.loads(migrate_cli("--format", "json", ".").out)
+
+
+def notes_of(data: dict) -> list[str]:
+    return [n["message"] for g in data["groups"] for r in g["runners"] for n in r["notes"]]
+
+
+def test_a_flag_the_driver_leaves_to_a_known_default_is_kept(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The class default (``perform_sampling: bool = True``) is the driver's side: the
+    keyword is added, reading the driver flag."""
+    work = left_to_default(tmp_path / "engine")
+    data = migrate_json(work, migrate_cli, monkeypatch)
+    assert data["refusals"] == []
+    runner = (work / "model_runner.py").read_text()
+    prepare = runner.split("    def prepare_model_input(")[1].split("    def ")[0]
+    assert "            num_prompts=prepared.num_prompts,\n" + KEPT in prepare
+    assert any(
+        m.startswith("ModelRunner.prepare_model_input builds SamplingMetadata(perform_sampling=")
+        for m in notes_of(data)
+    )
+
+
+def test_a_flag_left_to_a_default_that_cannot_be_read_is_refused(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = left_to_default(tmp_path / "engine")
+    metadata = work / "sampling_metadata.py"
+    text = metadata.read_text()
+    literal = "    perform_sampling: bool = True\n"
+    assert text.count(literal) == 1
+    metadata.write_text(
+        text.replace(literal, "    perform_sampling: bool = dataclasses.field(default=True)\n")
+    )
+    before = snapshot(work)
+    data = migrate_json(work, migrate_cli, monkeypatch)
     assert snapshot(work) == before
     refusal = next(r for r in data["refusals"] if r["code"] == "MIG111")
     assert (
@@ -239,6 +316,23 @@ def test_a_flag_the_driver_leaves_to_the_default_cannot_be_kept_and_is_refused(
         "SamplingMetadata(perform_sampling=False) before the rewrite and gets its default "
         "after it"
     ) in refusal["message"]
+
+
+def test_a_flag_the_driver_leaves_to_the_default_in_a_helper_is_kept_there(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    work = in_a_helper(tmp_path / "engine")
+    data = migrate_json(work, migrate_cli, monkeypatch)
+    assert data["refusals"] == []
+    runner = (work / "model_runner.py").read_text()
+    helper = runner.split("    def _sampling_metadata(")[1].split("    def ")[0]
+    assert "            num_prompts=prepared.num_prompts,\n" + KEPT in helper
+    assert (
+        "ModelRunner._sampling_metadata builds SamplingMetadata(perform_sampling="
+        "self.is_driver_worker): the other ranks, which now prepare their own input in a "
+        "profile or dummy run, keep False as the legacy non-driver branch gave it"
+    ) in notes_of(data)
+    assert check_paths([work]).findings == []
 
 
 def test_the_migrated_variant_profiles_and_steps_at_tp_2_with_the_legacy_tokens(
@@ -257,6 +351,22 @@ def test_the_migrated_variant_profiles_and_steps_at_tp_2_with_the_legacy_tokens(
 
 
 @pytest.mark.slow
+def test_the_migrated_helper_variant_profiles_and_steps_at_tp_2_with_the_legacy_tokens(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The helper variant (vLLM 0.4's shape) before and after ``migrate``: the same
+    tokens at TP 2 through ``profile_run`` and the steps, one broadcast less per step."""
+    before = in_a_helper(tmp_path / "before")
+    after = in_a_helper(tmp_path / "after")
+    assert migrate_json(after, migrate_cli, monkeypatch)["refusals"] == []
+    legacy = run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(before))
+    merged = run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(after))
+    assert (legacy["broadcasts_per_step"], merged["broadcasts_per_step"]) == (2, 1)
+    assert merged["num_tokens"] == legacy["num_tokens"] > 0
+    assert merged["tokens_sha256"] == legacy["tokens_sha256"]
+
+
+@pytest.mark.slow
 def test_without_the_kept_flag_the_migrated_variant_fails_in_its_profile_run(
     tmp_path: Path,
 ) -> None:
@@ -267,3 +377,57 @@ def test_without_the_kept_flag_the_migrated_variant_fails_in_its_profile_run(
     runner.write_text(text.replace(KEPT, ""))
     with pytest.raises(EngineRunError, match="rank 1: AssertionError: this rank holds no logits"):
         run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(after))
+
+
+RECEIVED = "        blocks_to_copy = worker_input.blocks_to_copy\n"
+DROPPED = "        blocks_to_copy = None\n"
+
+
+def plant_dropped_copy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rewrite, with the non-driver's received ``blocks_to_copy`` replaced by
+    ``None`` in the worker it writes: the other ranks then never copy blocks. No rule of
+    ``check`` sees it (the key is still produced and popped)."""
+    finish = rewrite.finish
+
+    def planted(
+        path: Path, module: cst.Module, used_before: set[str]
+    ) -> tuple[cst.Module, str, ast.Module]:
+        module, code, tree = finish(path, module, used_before)
+        if path.name == "worker.py" and RECEIVED in code:
+            code = code.replace(RECEIVED, DROPPED)
+            return cst.parse_module(code), code, ast.parse(code)
+        return module, code, tree
+
+    monkeypatch.setattr(rewrite, "finish", planted)
+
+
+def test_a_planted_change_of_a_received_value_is_refused(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plant_dropped_copy(monkeypatch)
+    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    before = snapshot(work)
+    monkeypatch.chdir(work)
+    data = json.loads(migrate_cli("--format", "json", ".").out)
+    assert snapshot(work) == before  # nothing written
+    refusal = next(r for r in data["refusals"] if r["code"] == "MIG111")
+    assert (
+        "at Worker.execute_model with ModelRunner, a non-driver rank passed #0 to the cache "
+        "self.cache_engine.copy from key 'blocks_to_copy' received by broadcast_tensor_dict "
+        "in Worker._execute_model_non_driver before the rewrite and from the constant None "
+        "after it"
+    ) in refusal["message"]
+
+
+def test_with_only_the_flags_compared_the_planted_received_value_is_written(
+    tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same planted rewrite passes every other check: only the value sources catch
+    it."""
+    plant_dropped_copy(monkeypatch)
+    monkeypatch.setattr(verify, "changed_sources", lambda old, new: [])
+    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    monkeypatch.chdir(work)
+    data = json.loads(migrate_cli("--format", "json", ".").out)
+    assert data["refusals"] == []
+    assert DROPPED in (work / "worker.py").read_text()

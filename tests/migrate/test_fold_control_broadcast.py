@@ -223,3 +223,29 @@ def test_two_wrappers_in_one_file() -> None:
     assert after == WORKER + FOLDED + "\n\n" + folded.replace(
         "class SpecWorker:", "class OtherSpecWorker:"
     )
+
+
+@pytest.mark.parametrize(
+    ("change", "shape", "parsed"),
+    [
+        # refused by the plan (the step model alone): LibCST never parses the file
+        (("received_extras", "seen_extras"), "inner step without an extras channel", 0),
+        # refused by the rewrite (a loop LibCST reads): parsed
+        (
+            ("for _ in range(max(k, 1)):", "for _ in range(k):"),
+            "first inner step in a loop that may not run",
+            1,
+        ),
+    ],
+)
+def test_libcst_parses_only_a_file_the_plan_would_change(
+    tmp_path: Path, change: tuple[str, str], shape: str, parsed: int
+) -> None:
+    old, new = change
+    source = (WORKER + DRIVER + NON_DRIVER).replace(old, new)
+    assert source != WORKER + DRIVER + NON_DRIVER
+    (tmp_path / "spec.py").write_text(source)
+    result = migrate([tmp_path], select=(fold.NAME,))
+    assert result.changes == {}
+    assert [(r.code, r.shape) for r in result.refusals] == [("MIG204", shape)]
+    assert result.files_cst == parsed

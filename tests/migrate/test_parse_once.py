@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import ast
 import shutil
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -70,6 +72,21 @@ def test_each_group_file_is_parsed_with_libcst_once(
     assert any(p.name == "model_runner_base.py" for p in created)
     assert parses and max(parses.values()) == 1, {p.name: n for p, n in parses.items()}
     assert plans and max(plans.values()) == 1, plans
+
+
+def test_a_tree_with_nothing_to_rewrite_imports_no_libcst(tmp_path: Path) -> None:
+    """``migrate --check`` on a merged tree (a pre-commit hook's usual case) decides from
+    the analysis alone: LibCST is never imported."""
+    tree = tmp_path / "engine"
+    shutil.copytree(engine_source_dir("merged"), tree)
+    code = (
+        "import sys; from codemods.pipeline import migrate; r = migrate([sys.argv[1]]); "
+        "print(len(r.changes), r.files_parsed > 0, r.files_cst, 'libcst' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tree)], capture_output=True, text=True, check=True
+    )
+    assert proc.stdout.split() == ["0", "True", "0", "False"]
 
 
 def test_the_shared_helpers_plan_each_group_once(monkeypatch: pytest.MonkeyPatch) -> None:
