@@ -44,7 +44,19 @@ from runnercheck.check import check_paths  # noqa: E402
 from runnercheck.config import Config  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
-VERSIONS = ("0.4.0.post1", "0.4.1", "0.4.2", "0.4.3", "0.5.0", "0.5.0.post1")
+VERSIONS = (
+    "0.3.0",
+    "0.3.1",
+    "0.3.2",
+    "0.3.3",
+    "0.4.0",
+    "0.4.0.post1",
+    "0.4.1",
+    "0.4.2",
+    "0.4.3",
+    "0.5.0",
+    "0.5.0.post1",
+)
 MYPY_INI = """\
 [mypy]
 plugins = mypy_plugin

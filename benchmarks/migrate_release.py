@@ -5,8 +5,9 @@ Per release, a temporary project is laid out as the repository was at the releas
 tag: the wheel's ``vllm/`` (``tests/vllm_wheels.py``), and from the release's sdist
 (``tests/vllm_sdists.py``) its ``pyproject.toml``, ``setup.cfg`` and ``tests/``. The
 sdists do not carry the lint requirements, so the formatter pin of those releases'
-``requirements-dev.txt`` (``YAPF_PIN``) is written beside them; 0.4.0.post1 has no
-sdist and is judged with 0.4.1's configuration and tests (marked). Then
+``requirements-dev.txt`` (``YAPF_PIN``) is written beside them; a release without an
+sdist (0.3.2, 0.4.0, 0.4.0.post1) is judged with the next release's configuration
+and tests (``CONFIG_OF``, marked). Then
 ``migrate vllm tests`` runs and is written, and:
 
 * *yapf*: lines the release's yapf (style from the project directory: its
@@ -49,10 +50,10 @@ from benchmarks.migrate_coverage import VERSIONS, migrate_and_write  # noqa: E40
 from tests.vllm_sdists import CONFIG_FILES, sdist_root  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
-#: the formatter pins of vLLM 0.4.x-0.5.0's requirements-dev.txt (not in the sdists)
+#: the formatter pins of vLLM 0.3.x-0.5.0's requirements-dev.txt (not in the sdists)
 YAPF_PIN = "yapf==0.32.0\ntoml==0.10.2\n"
 #: the release whose sdist stands in for one that has none
-CONFIG_OF = {"0.4.0.post1": "0.4.1"}
+CONFIG_OF = {"0.3.2": "0.3.3", "0.4.0": "0.4.1", "0.4.0.post1": "0.4.1"}
 #: the release holding the hand-written refactor that follows each release
 HAND = {"0.5.0": "0.5.1", "0.5.0.post1": "0.5.1"}
 REMOVED = "prepare_input_tensors"
