@@ -171,14 +171,16 @@ class ValueSources:
         callee: FunctionFacts,
         role: Role,
         line: int,
+        depth: int = 0,
     ) -> dict[str, Source]:
-        """The callee's parameters bound to the caller's arguments."""
+        """The callee's parameters bound to the caller's arguments (``depth``: how many
+        bindings deep the call is being followed, bounded as in :meth:`_resolve`)."""
         params = [n for n in callee.params if n not in ("self", "cls")]
         env: dict[str, Source] = {}
         for name, text in zip(params, args, strict=False):
-            env[name] = self._resolve(text, frame, role, line, 0)
+            env[name] = self._resolve(text, frame, role, line, depth)
         for name, text in kwargs:
-            env[name] = self._resolve(text, frame, role, line, 0)
+            env[name] = self._resolve(text, frame, role, line, depth)
         return env
 
     # --------------------------------------------------------------- resolve
@@ -268,7 +270,10 @@ class ValueSources:
 
     def _returned(self, binding: Binding, frame: _Frame, role: Role, depth: int) -> Source | None:
         """What a method the binding calls on ``self``, ``super()`` or the runner the
-        worker holds returns on this rank's path."""
+        worker holds returns on this rank's path (not followed deeper than
+        :meth:`_resolve` goes: a method may return its own call)."""
+        if depth > _DEPTH:
+            return None
         dispatched = self.p.steps._dispatch(
             frame.cls, frame.owner, frame.func, binding.text, self.runner
         )
@@ -279,7 +284,9 @@ class ValueSources:
         name = "<return>" if binding.index is None else f"<return>#{binding.index}"
         if name not in callee.bindings:
             return None
-        passed = self._passed(frame, binding.args, binding.kwargs, callee, role, binding.line)
+        passed = self._passed(
+            frame, binding.args, binding.kwargs, callee, role, binding.line, depth + 1
+        )
         inner = _Frame(target_cls, ref.owner, callee, passed)
         found = self._binding(callee.bindings[name], role, callee.end_line)
         if found is None:

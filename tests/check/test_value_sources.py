@@ -152,3 +152,21 @@ def test_a_value_that_becomes_fixed_is_a_change_received_or_local_is_not() -> No
     assert changed_sources([_reach(none)], [_reach(local)]) == []
     assert changed_sources([_reach(false)], [_reach(default)]) == [(_reach(false), _reach(default))]
     assert changed_sources([_reach(default)], [_reach(Source("constant", "True"))]) == []
+
+
+def test_a_helper_whose_return_calls_itself_ends() -> None:
+    """A helper that returns its own call (a retry, a bucket search) is followed to the
+    bounded depth, not forever."""
+    source = LEGACY.replace(
+        "        return SamplingMetadata(seq_groups=seqs, tokens=tokens)",
+        "        if not tokens:\n"
+        "            return SamplingMetadata(seq_groups=seqs, tokens=tokens)\n"
+        "        return self._sampling(seqs, tokens)",
+    )
+    found = reaches(source)
+    sampler = ("ModelRunner.profile_run", "driver", "sampler self.sampler", "#1")
+    assert found[sampler] == "a local value (self._sampling(...))"
+    # the other rank's path never calls the helper: its values are read as before
+    assert found[(sampler[0], "non-driver", sampler[2], "#1.perform_sampling")] == (
+        "the constant False"
+    )
