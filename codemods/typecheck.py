@@ -42,6 +42,10 @@ class MypyError:
     message: str
 
 
+#: mypy's codes for an import it cannot follow (a module the environment lacks)
+_IMPORT_CODES = frozenset({"import-not-found", "import-untyped", "import"})
+
+
 def _ini_value(value: object) -> str:
     if isinstance(value, bool):
         return "True" if value else "False"
@@ -161,8 +165,14 @@ def new_errors(changes: Mapping[Path, tuple[bytes | None, bytes]]) -> list[MypyE
             olds = [relative[p] for p, (old, _new) in files.items() if old is not None]
             old_errors = _errors(before, config, olds) if olds else []
             seen = {(e.path, e.code, e.message) for e in old_errors}
+            # a module the environment lacks is the environment's, not the rewrite's:
+            # a created file importing what the old files imported is not a new error
+            missing = {(e.code, e.message) for e in old_errors if e.code in _IMPORT_CODES}
             back = {v: k for k, v in relative.items()}
             for error in _errors(after, config, list(relative.values())):
-                if (error.path, error.code, error.message) not in seen and error.path in back:
-                    out.append(MypyError(back[error.path], error.line, error.code, error.message))
+                if (error.path, error.code, error.message) in seen or error.path not in back:
+                    continue
+                if (error.code, error.message) in missing:
+                    continue
+                out.append(MypyError(back[error.path], error.line, error.code, error.message))
     return out

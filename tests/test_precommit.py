@@ -109,6 +109,7 @@ def test_hooks_fail_on_legacy_and_pass_after_migrate(tmp_path: Path) -> None:
         "would migrate engine/cpu_model_runner.py",
         "would migrate engine/cpu_worker.py",
         "would create engine/model_runner_base.py",
+        "would create engine/worker_input.py",
     }, one.stdout
 
     def migrate(*paths: str) -> None:

@@ -43,3 +43,24 @@ def test_nothing_runs_without_a_mypy_configuration(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 80\n")
     assert mypy_config(tmp_path / "m.py") is None
     assert new_errors({tmp_path / "m.py": (OLD, NEW)}) == []
+
+
+def test_a_created_file_importing_what_the_environment_lacks_adds_no_error(
+    tmp_path: Path,
+) -> None:
+    """The created module imports the engine's tensor library, as the old files do; the
+    environment mypy runs in lacks it: that is not the rewrite's error. A real error of
+    the created file still is."""
+    (tmp_path / "pyproject.toml").write_text("[tool.mypy]\ncheck_untyped_defs = true\n")
+    (tmp_path / "pkg").mkdir()
+    old_file, created = tmp_path / "pkg" / "worker.py", tmp_path / "pkg" / "worker_input.py"
+    uses = (
+        b"import absent_tensor_lib\n\n\ndef run(x: absent_tensor_lib.Tensor) -> None:\n    pass\n"
+    )
+    made = b"import absent_tensor_lib\n\nx: absent_tensor_lib.Tensor\n"
+    for path, data in ((old_file, uses), (created, made)):
+        path.write_bytes(data)
+    assert new_errors({old_file: (uses, uses), created: (None, made)}) == []
+    broken = made + b"y: int = 'no'\n"
+    errors = new_errors({old_file: (uses, uses), created: (None, broken)})
+    assert [(e.path, e.line, e.code) for e in errors] == [(created, 4, "assignment")]

@@ -59,6 +59,12 @@ class Plan:
     #: How long one whole ``runnercheck migrate`` takes (for ``cli`` runs).
     cli_seconds: float = 4.0
 
+    def existing(self, unit: int = 0) -> list[Path]:
+        """The files of a unit, in the order they are written, that exist before the
+        migration (the unit may also create files)."""
+        old = {c.path for c in self.changes if c.old is not None}
+        return [path for path in self.units[unit] if path in old]
+
 
 def snapshot(root: Path) -> dict[str, bytes]:
     return {

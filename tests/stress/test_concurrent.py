@@ -46,7 +46,7 @@ def test_a_second_run_waits_for_the_first_and_reads_the_finished_tree(
     wait_for_journal(root, first)
     other = start(*second.split(), str(root))
     out, err = first.communicate(timeout=300)
-    assert first.returncode == 0 and "6 changed" in out, out + err
+    assert first.returncode == 0 and "7 changed (2 new)" in out, out + err
     migrated = snapshot(root)
     out, err = other.communicate(timeout=300)
     text = out + err

@@ -104,7 +104,7 @@ def test_migrate_skips_them_migrates_the_rest_and_leaves_them_as_they_were(tree:
     assert lines_with(out, " MIG003 ") == [
         "tree/zero.py: MIG003 [parse] symbolic link to /dev/zero (outside the given paths): skipped"
     ]
-    assert "6 changed (1 new)" in out.splitlines()[-1]
+    assert "7 changed (2 new)" in out.splitlines()[-1]
     assert stat.S_ISFIFO((tree / "x.py").lstat().st_mode)
     assert stat.S_ISSOCK((tree / "sock.py").lstat().st_mode)
     assert os.readlink(tree / "zero.py") == "/dev/zero"
