@@ -73,16 +73,12 @@ def test_a_planted_change_of_a_non_driver_value_is_refused(
 ) -> None:
     plant(monkeypatch)
     work = legacy_variant(tmp_path / "engine")
-    before = snapshot(work)
-    monkeypatch.chdir(work)
-    data = json.loads(migrate_cli("--format", "json", ".").out)
-    assert snapshot(work) == before  # nothing written
-    refusal = next(r for r in data["refusals"] if r["code"] == "MIG111")
+    message = refused(work, migrate_cli, monkeypatch)
     assert (
         "at Worker.execute_model with ModelRunner, a non-driver rank built "
         "SamplingMetadata(perform_sampling=False) before the rewrite and gets its default "
         "after it"
-    ) in refusal["message"]
+    ) in message
 
 
 def test_with_the_check_disabled_the_planted_change_is_written(
@@ -215,15 +211,11 @@ def test_without_keeping_the_flag_the_same_check_refuses_the_group(
         lambda driver, non_driver, flag, defaults=None: list(driver),
     )
     work = copy_tree(VARIANT / "before", tmp_path / "engine")
-    before = snapshot(work)
-    monkeypatch.chdir(work)
-    data = json.loads(migrate_cli("--format", "json", ".").out)
-    assert snapshot(work) == before
-    refusal = next(r for r in data["refusals"] if r["code"] == "MIG111")
+    message = refused(work, migrate_cli, monkeypatch)
     assert (
         "at ModelRunner.profile_run, a non-driver rank built "
         "SamplingMetadata(perform_sampling=False) before the rewrite and gets True after it"
-    ) in refusal["message"]
+    ) in message
 
 
 EXPLICIT = "                perform_sampling=True,\n"
@@ -275,6 +267,14 @@ def migrate_json(work: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch) -> di
     return json.loads(migrate_cli("--format", "json", ".").out)
 
 
+def refused(work: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The MIG111 message of a run that must write nothing."""
+    before = snapshot(work)
+    data = migrate_json(work, migrate_cli, monkeypatch)
+    assert snapshot(work) == before  # nothing written
+    return str(next(r for r in data["refusals"] if r["code"] == "MIG111")["message"])
+
+
 def notes_of(data: dict) -> list[str]:
     return [n["message"] for g in data["groups"] for r in g["runners"] for n in r["notes"]]
 
@@ -307,15 +307,12 @@ def test_a_flag_left_to_a_default_that_cannot_be_read_is_refused(
     metadata.write_text(
         text.replace(literal, "    perform_sampling: bool = dataclasses.field(default=True)\n")
     )
-    before = snapshot(work)
-    data = migrate_json(work, migrate_cli, monkeypatch)
-    assert snapshot(work) == before
-    refusal = next(r for r in data["refusals"] if r["code"] == "MIG111")
+    message = refused(work, migrate_cli, monkeypatch)
     assert (
         "at ModelRunner.profile_run, a non-driver rank built "
         "SamplingMetadata(perform_sampling=False) before the rewrite and gets its default "
         "after it"
-    ) in refusal["message"]
+    ) in message
 
 
 def test_a_flag_the_driver_leaves_to_the_default_in_a_helper_is_kept_there(
@@ -406,17 +403,13 @@ def test_a_planted_change_of_a_received_value_is_refused(
 ) -> None:
     plant_dropped_copy(monkeypatch)
     work = copy_tree(VARIANT / "before", tmp_path / "engine")
-    before = snapshot(work)
-    monkeypatch.chdir(work)
-    data = json.loads(migrate_cli("--format", "json", ".").out)
-    assert snapshot(work) == before  # nothing written
-    refusal = next(r for r in data["refusals"] if r["code"] == "MIG111")
+    message = refused(work, migrate_cli, monkeypatch)
     assert (
         "at Worker.execute_model with ModelRunner, a non-driver rank passed #0 to the cache "
         "self.cache_engine.copy from key 'blocks_to_copy' received by broadcast_tensor_dict "
         "in Worker._execute_model_non_driver before the rewrite and from the constant None "
         "after it"
-    ) in refusal["message"]
+    ) in message
 
 
 def test_with_only_the_flags_compared_the_planted_received_value_is_written(
