@@ -50,7 +50,7 @@ DRIVER_ONLY = Codemod(
     module="codemods.driver_only",
     command="DriverOnlyCommand",
     summary="declare the input fields that are never broadcast (exactly what RC103 reports)",
-    rewrites="fields that are never broadcast (RC103) get the driver-only marker",
+    rewrites="fields that are never broadcast (RC103) get a `# Driver-only: ...` comment above them",
 )
 SUPER_DICT = Codemod(
     name="super-dict",

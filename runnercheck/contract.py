@@ -126,13 +126,9 @@ class Contract:
     #: Fields declared driver-only by configuration, as ``"Class.field"``.
     driver_only: tuple[str, ...] = ()
     #: Key of the dataclass field metadata ``{key: True}`` that declares a field
-    #: driver-only (the codemods write it; ``{"runnercheck": "driver-only"}`` counts too).
+    #: driver-only (``{"runnercheck": "driver-only"}`` counts too; the codemods write
+    #: vLLM's comment instead, see :func:`is_driver_only_comment`).
     driver_only_key: str = DRIVER_ONLY_KEY
-
-    @property
-    def driver_only_marker(self) -> str:
-        """The metadata the codemods write on a driver-only field, as source."""
-        return f'{{"{self.driver_only_key}": True}}'
 
     def is_driver_only(self, class_name: str, field_name: str) -> bool:
         return f"{class_name}.{field_name}" in self.driver_only
