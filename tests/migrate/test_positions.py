@@ -127,3 +127,34 @@ def test_children_and_walks_meet_the_nodes_a_visit_meets(name: str, text: str) -
     assert [id(n) for n in loads] == [id(n) for n in by_visit.loads]
     assert [id(n) for n in stores] == [id(n) for n in by_visit.stores]
     assert loads and stores
+
+
+def test_without_the_internal_code_generation_measure_falls_back_to_metadata(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A LibCST whose internal code generation state moved: the same starts and sizes
+    come from its public metadata and ``code_for_node``."""
+    import codemods.codegen_positions as fast
+
+    def moved(module: cst.Module) -> None:
+        raise ImportError("cannot import name 'CodegenState'")
+
+    module = cst.parse_module(TRICKY)
+    expected = measure(module)
+    monkeypatch.setattr(fast, "print_measured", moved)
+    again = cst.parse_module(TRICKY)
+    fallback = measure(again)
+    assert fallback.sizes == {}  # the fallback ran
+    assert fallback.code == expected.code
+    pairs = list(zip(_nodes(module), _nodes(again), strict=True))
+    assert len(pairs) > 20
+    for old, new in pairs:
+        assert type(old) is type(new)
+        assert fallback.starts[id(new)] == expected.starts[id(old)], new
+        if isinstance(new, SIZED):
+            assert fallback.size(new) == expected.size(old), new
+
+
+def _nodes(module: cst.Module) -> list[cst.CSTNode]:
+    """Every node with a position, in the order LibCST's metadata visits them."""
+    return list(MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))

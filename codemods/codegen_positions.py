@@ -1,0 +1,89 @@
+"""Node positions from one print of a module, through LibCST's code generation.
+
+It subclasses LibCST's internal ``CodegenState`` (not public API), so
+:func:`codemods.positions.measure` falls back to LibCST's public
+``PositionProvider`` when this module cannot be used with the installed LibCST."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+
+
+@dataclass
+class _Measuring(CodegenState):
+    """LibCST's code generation, counting lines and columns as it goes."""
+
+    line: int = 1  # 1-based
+    column: int = 0  # 0-based
+    breaks: int = 0  # "\n" seen so far
+    starts: dict[int, tuple[int, int]] = field(default_factory=dict)
+    sizes: dict[int, int] = field(default_factory=dict)
+    stack: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def add_indent_tokens(self) -> None:
+        for token in self.indent_tokens:
+            self.add_token(token)
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        if "\n" in value or "\r" in value:
+            segments = _NEWLINE.split(value)
+            self.line += len(segments) - 1
+            self.column = len(segments[-1])
+            self.breaks += value.count("\n")
+        else:
+            self.column += len(value)
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        self.stack.append((self.line, self.column, self.breaks))
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        line, column, breaks = self.stack.pop()
+        key = id(node)
+        self.starts.setdefault(key, (line, column))  # a syntactic start comes first
+        self.sizes[key] = self.breaks - breaks
+
+    def record_syntactic_position(  # type: ignore[override]  # any context manager does
+        self,
+        node: cst.CSTNode,
+        *,
+        start_node: cst.CSTNode | None = None,
+        end_node: cst.CSTNode | None = None,
+    ) -> _Syntactic:
+        return _Syntactic(self, node, start_node)
+
+
+class _Syntactic:
+    """Where a node's syntax starts: here, or where ``start_node`` starts (a plain
+    context manager: LibCST enters one per statement and expression)."""
+
+    __slots__ = ("node", "start", "start_node", "state")
+
+    def __init__(
+        self, state: _Measuring, node: cst.CSTNode, start_node: cst.CSTNode | None
+    ) -> None:
+        self.state, self.node, self.start_node = state, node, start_node
+        self.start = (state.line, state.column)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        starts = self.state.starts
+        start_node = self.start_node
+        starts[id(self.node)] = self.start if start_node is None else starts[id(start_node)]
+
+
+def print_measured(
+    module: cst.Module,
+) -> tuple[str, dict[int, tuple[int, int]], dict[int, int]]:
+    """The module's code, and per node (by ``id``) its start and its line breaks."""
+    state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline)
+    module._codegen(state)
+    return "".join(state.tokens), state.starts, state.sizes
