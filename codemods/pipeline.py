@@ -46,6 +46,8 @@ if TYPE_CHECKING:
     import libcst as cst
 
     from codemods.merge_broadcasts.planned import Planned
+    from runnercheck.check.cache import FactsCache
+    from runnercheck.contract import Contract
 
 MERGE = registry.MERGE_BROADCASTS.name
 CODEMODS = registry.NAMES
@@ -512,13 +514,16 @@ def migrate(
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
     collected: Collected | None = None,
+    cache_root: Path | None = None,
 ) -> MigrateResult:
     """Plan, rewrite and verify; nothing is written (:func:`codemods.run.apply` writes).
 
-    ``collected``: the walk of ``paths`` when the caller has made it."""
+    ``collected``: the walk of ``paths`` when the caller has made it. ``cache_root``:
+    read the facts of unchanged files from, and write new ones to, the facts cache
+    under it (:mod:`runnercheck.check.cache`)."""
     global _STATE
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
-        return deep.call(migrate, paths, select, config, jobs, progress, collected)
+        return deep.call(migrate, paths, select, config, jobs, progress, collected, cache_root)
     config = config or Config()
     select = tuple(name for name in CODEMODS if name in select)
     if collected is None:
@@ -545,6 +550,7 @@ def migrate(
         wanted = select_sources(read, contract, runners=MERGE in select)
     sources: dict[Path, bytes] = {}
     facts: dict[Path, ModuleFacts] = {}
+    cache = _facts_cache(cache_root, contract)
     for path in wanted:
         data = read[path]
         refused: Refused | None = None
@@ -552,6 +558,12 @@ def migrate(
             result.refusals.append(
                 Refused("parse", "MIG002", path, 0, too_large_to_analyse(len(data)))
             )
+            continue
+        # only facts of a file that parsed are stored: a hit parsed, and was not too deep
+        cached = cache.lookup(data, str(path), _CACHED) if cache is not None else None
+        if cached is not None:
+            sources[path] = data
+            facts[path] = cached
             continue
         try:
             tree = ast.parse(data, filename=str(path))
@@ -570,6 +582,8 @@ def migrate(
             continue
         text = data.decode("utf-8", "replace")
         module_facts = extract_tree(tree, str(path), text, contract, names=True)
+        if cache is not None:
+            cache.store(data, str(path), _CACHED, module_facts)
         sources[path] = data
         facts[path] = module_facts
     result.files_parsed = len([p for p in sources if p in given])
@@ -666,6 +680,18 @@ def migrate(
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
     result.changes = dict(sorted(result.changes.items()))
     return result
+
+
+#: The facts cache's name for what ``migrate`` extracts (``names=True``).
+_CACHED = "migrate"
+
+
+def _facts_cache(root: Path | None, contract: Contract) -> FactsCache | None:
+    if root is None:
+        return None
+    from runnercheck.check.cache import FactsCache
+
+    return FactsCache(root, contract)
 
 
 def _layout_notes(changes: dict[Path, Change]) -> list[Note]:

@@ -92,8 +92,13 @@ class FactsCache:
         self.hits = 0
         self.misses = 0
 
-    def key(self, data: bytes, display: str) -> str:
+    def key(self, data: bytes, display: str, variant: str = "") -> str:
+        """``variant`` names facts of another extraction of the same file (``migrate``
+        reads more of each file than ``check``): never the same key as ``check``'s."""
         digest = hashlib.sha256(self._salt)
+        if variant:
+            digest.update(variant.encode())
+            digest.update(b"\0")
         digest.update(display.encode("utf-8", "surrogateescape"))
         digest.update(b"\0")
         digest.update(data)
@@ -111,6 +116,21 @@ class FactsCache:
         facts = extract_source(data, display, contract)
         self._store(key, facts)
         return facts
+
+    def lookup(self, data: bytes, display: str, variant: str) -> ModuleFacts | None:
+        """The stored facts of ``data`` shown as ``display`` (extracted as ``variant``
+        names), or None."""
+        found = self._load(self.key(data, display, variant))
+        if found is not None and found.path == display:
+            self.hits += 1
+            return found
+        self.misses += 1
+        return None
+
+    def store(self, data: bytes, display: str, variant: str, facts: ModuleFacts) -> None:
+        """Keep ``facts`` of ``data`` shown as ``display`` (extracted as ``variant``
+        names) for the next run."""
+        self._store(self.key(data, display, variant), facts)
 
     def _load(self, key: str) -> ModuleFacts | None:
         try:

@@ -109,6 +109,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
     parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="neither read nor write the facts cache (.runnercheck_cache/ under the project root)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -130,14 +135,24 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     from codemods import apply, report
-    from runnercheck.config import load_config
+    from runnercheck.config import find_pyproject, load_config
 
-    config = load_config(Path(args.paths[0]), args.config)
+    first = Path(args.paths[0])
+    config = load_config(first, args.config)
+    source = args.config if args.config is not None else find_pyproject(first)
+    root = source.resolve().parent if source is not None else Path.cwd()
     mode: Mode = "diff" if args.diff else "check" if args.check else "write"
     err = make_console(stderr=True)
     with _progress(err) as progress:
         result = apply(
-            args.paths, select, config, mode=mode, force=args.force, jobs=jobs, progress=progress
+            args.paths,
+            select,
+            config,
+            mode=mode,
+            force=args.force,
+            jobs=jobs,
+            progress=progress,
+            cache_root=None if args.no_cache else root,
         )
     written, recovered = result.written, result.recovered
     if args.format == "json":
