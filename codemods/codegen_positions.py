@@ -87,3 +87,11 @@ def print_measured(
     state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline)
     module._codegen(state)
     return "".join(state.tokens), state.starts, state.sizes
+
+
+def starts_within(node: cst.CSTNode, module: cst.Module) -> dict[int, tuple[int, int]]:
+    """Per node under ``node`` (by ``id``), its start in a print of ``node`` alone (the
+    lines count from ``node``'s own first line)."""
+    state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline)
+    node._codegen(state)
+    return state.starts

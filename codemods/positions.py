@@ -64,6 +64,7 @@ class Lines:
     def __init__(self, module: cst.Module) -> None:
         self.module = module
         self._measured: Measured | None = None
+        self._scopes: dict[int, dict[int, tuple[int, int]] | None] = {}
 
     def _starts(self) -> dict[int, tuple[int, int]]:
         if self._measured is None:
@@ -73,6 +74,20 @@ class Lines:
     def line(self, node: cst.CSTNode) -> int:
         where = self._starts().get(id(node))
         return where[0] if where is not None else 0
+
+    def line_in(self, scope: cst.CSTNode, scope_line: int, node: cst.CSTNode) -> int:
+        """``line(node)`` for a node under ``scope``, a statement whose syntax starts on
+        ``scope_line`` (as ``ast`` gives it: the line of ``def`` or ``class``): only
+        ``scope`` is printed, unless the whole module was measured already."""
+        if self._measured is None:
+            if id(scope) not in self._scopes:
+                self._scopes[id(scope)] = _starts_within(scope, self.module)
+            starts = self._scopes[id(scope)]
+            if starts is not None:
+                here, top = starts.get(id(node)), starts.get(id(scope))
+                if here is not None and top is not None:
+                    return scope_line + here[0] - top[0]
+        return self.line(node)
 
     def name_at(self, root: cst.CSTNode, line: int, col: int) -> cst.Name | None:
         """The ``Name`` under ``root`` that starts at ``line``/``col`` (0-based)."""
@@ -88,6 +103,17 @@ class Lines:
         for statement in statements:
             if self.line(statement) == line:
                 return statement
+        return None
+
+
+def _starts_within(scope: cst.CSTNode, module: cst.Module) -> dict[int, tuple[int, int]] | None:
+    """The starts of the nodes under ``scope`` in a print of ``scope`` alone; None with a
+    LibCST whose internal code generation :mod:`codemods.codegen_positions` cannot follow."""
+    try:
+        from codemods.codegen_positions import starts_within
+
+        return starts_within(scope, module)
+    except (ImportError, AttributeError, TypeError):
         return None
 
 

@@ -158,3 +158,31 @@ def test_without_the_internal_code_generation_measure_falls_back_to_metadata(
 def _nodes(module: cst.Module) -> list[cst.CSTNode]:
     """Every node with a position, in the order LibCST's metadata visits them."""
     return list(MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))
+
+
+@pytest.mark.parametrize(("name", "text"), _sources())
+def test_a_line_counted_within_a_statement_is_the_line_in_the_module(name: str, text: str) -> None:
+    """``Lines.line_in`` prints one class or method alone and counts from the line
+    ``ast`` gives its ``class``/``def``: every node under it gets the same line as a
+    measure of the whole module (decorators, owned comments and CRLF included)."""
+    import ast
+
+    def preorder(node: ast.AST) -> list[ast.AST]:
+        return [node, *(n for child in ast.iter_child_nodes(node) for n in preorder(child))]
+
+    kinds = (ast.ClassDef, ast.FunctionDef)
+    scopes = [n for n in preorder(ast.parse(text)) if isinstance(n, kinds)]
+    module = cst.parse_module(text)
+    whole = Lines(module)
+    defs = cstutil.find_all(module, lambda n: isinstance(n, (cst.ClassDef, cst.FunctionDef)))
+    assert [d.name.value for d in defs] == [s.name for s in scopes]  # type: ignore[attr-defined]
+    checked = 0
+    for scope, facts in zip(defs, scopes, strict=True):
+        within = Lines(module)
+        for node in cstutil.find_all(scope, lambda n: True)[1:]:
+            expected = whole.line(node)
+            if expected:
+                assert within.line_in(scope, facts.lineno, node) == expected, (name, node)
+                checked += 1
+        assert within._measured is None, "only the statement was printed"
+    assert checked > 10
