@@ -18,7 +18,12 @@ from codemods.merge_broadcasts.runner_flags import (
     kept_flags,
     non_driver_flags,
 )
-from codemods.merge_broadcasts.runner_model import RunnerPlan, broadcast_methods, methods
+from codemods.merge_broadcasts.runner_model import (
+    RunnerPlan,
+    broadcast_methods,
+    line_in_method,
+    methods,
+)
 from codemods.merge_broadcasts.runner_plan import plan_legacy_method
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_plan import plan_worker
@@ -187,7 +192,7 @@ def plan_group(
                 )
             plan.notes.append(
                 (
-                    _call_line(where(ref.path), plan.cdef, _facts(project, ref), call),
+                    line_in_method(where(ref.path), plan.cdef, _facts(project, ref), call),
                     f"{ref.name} calls `self.{contract.execute_method}` outside the worker's "
                     f"step: the legacy `{source.method.name.value}` broadcast there on the "
                     f"driver; it now prepares the input with "
@@ -323,20 +328,6 @@ def _note_driver_only_reads(plan: RunnerPlan, reads: dict[str, int], contract: C
 def _first_broadcast(method: cst.FunctionDef, contract: Contract) -> cst.CSTNode:
     found = cstutil.find_all(method, lambda n: cstutil.is_broadcast(n, contract.broadcast_function))
     return found[0] if found else method
-
-
-def _call_line(lines: Lines, cdef: cst.ClassDef, facts: ClassFacts, call: cst.Call) -> int:
-    """The line of ``call``, made in a method of ``cdef``: only that method is printed
-    to count it when the facts name the method's line unambiguously."""
-    defined = methods(cdef)
-    names = [m.name.value for m in defined]
-    for method in defined:
-        found = facts.methods.get(method.name.value)
-        if found is None or names.count(method.name.value) != 1:
-            continue
-        if cstutil.find_all(method, lambda n: n is call):
-            return lines.line_in(method, found.line, call)
-    return lines.line(call)
 
 
 def methods_calling(

@@ -275,8 +275,10 @@ def rewrite_group(
                     plan_any, contract, common.asserted if common is not None else ()
                 )
                 lines = planned.lines(path) if planned is not None else Lines(modules[path])
+                facts = project.modules[str(path)].classes.get(plan_any.name)
                 result.worker_notes += [
-                    (str(path), line, text) for line, text in loop_exit_notes(plan_any, lines)
+                    (str(path), line, text)
+                    for line, text in loop_exit_notes(plan_any, lines, facts)
                 ]
                 for parent in [p for p in runner_plans if p.generic]:
                     runners = {p.name for p in runner_plans}

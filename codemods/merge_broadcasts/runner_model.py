@@ -8,7 +8,9 @@ from pathlib import Path
 import libcst as cst
 
 from codemods import cstutil
+from codemods.positions import Lines
 from codemods.results import DroppedKey
+from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.shapes import ExtraBroadcast
 from runnercheck.contract import Contract
 
@@ -126,6 +128,21 @@ def method_named(cdef: cst.ClassDef, name: str) -> cst.FunctionDef | None:
 
 def methods(cdef: cst.ClassDef) -> list[cst.FunctionDef]:
     return [item for item in cstutil.body_of(cdef.body) if isinstance(item, cst.FunctionDef)]
+
+
+def line_in_method(lines: Lines, cdef: cst.ClassDef, facts: ClassFacts, node: cst.CSTNode) -> int:
+    """``lines.line(node)`` for a node in a method of ``cdef`` (``facts``: its ``ast``
+    facts): only that method is printed to count it when the facts give the method's
+    line unambiguously."""
+    defined = methods(cdef)
+    names = [d.name.value for d in defined]
+    for method in defined:
+        found = facts.methods.get(method.name.value)
+        if found is None or names.count(method.name.value) != 1:
+            continue
+        if cstutil.find_all(method, lambda n: n is node):
+            return lines.line_in(method, found.line, node)
+    return lines.line(node)
 
 
 def broadcast_methods(

@@ -14,9 +14,10 @@ import libcst as cst
 import libcst.matchers as m
 
 from codemods import cstutil
-from codemods.merge_broadcasts.runner_model import methods
+from codemods.merge_broadcasts.runner_model import line_in_method, methods
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.positions import Lines
+from runnercheck.analysis.model import ClassFacts
 
 
 def _found(root: cst.CSTNode, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
@@ -29,9 +30,12 @@ def _loop_over(method: cst.FunctionDef, step: str) -> bool:
     return bool(_found(method, loop))
 
 
-def loop_exit_notes(plan: WorkerPlan, lines: Lines) -> list[tuple[int, str]]:
+def loop_exit_notes(
+    plan: WorkerPlan, lines: Lines, facts: ClassFacts | None = None
+) -> list[tuple[int, str]]:
     """``(line, note)`` for each ``return False`` of the non-driver step other than
-    the stop signal's, when another method runs the step in a ``while`` loop."""
+    the stop signal's, when another method runs the step in a ``while`` loop
+    (``facts``: the worker's, to count the line in its method alone)."""
     func = plan.recv_func
     if func is None or not plan.recv_var:
         return []
@@ -48,7 +52,7 @@ def loop_exit_notes(plan: WorkerPlan, lines: Lines) -> list[tuple[int, str]]:
             continue
         notes.append(
             (
-                lines.line(ret),
+                lines.line(ret) if facts is None else line_in_method(lines, plan.cdef, facts, ret),
                 f"{plan.name}.{step} returns False here: the other ranks leave their loop "
                 f"in `{loops[0]}` on a step the driver does not end with the empty dict, "
                 "so the driver's next broadcast has no receiver (carried over as it was; "
