@@ -80,6 +80,54 @@ class _Syntactic:
         starts[id(self.node)] = self.start if start_node is None else starts[id(start_node)]
 
 
+#: The nodes :func:`print_sized` sizes: lines, statements, blocks and what ends a
+#: compound statement (the layout pass asks for no other).
+_SIZED_BASES = (
+    cst.EmptyLine,
+    cst.TrailingWhitespace,
+    cst.BaseStatement,
+    cst.BaseSmallStatement,
+    cst.BaseSuite,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+)
+_SIZED = frozenset(
+    kind for kind in vars(cst).values() if isinstance(kind, type) and issubclass(kind, _SIZED_BASES)
+)
+
+
+@dataclass
+class _Sizing(CodegenState):
+    """LibCST's code generation, counting the line breaks of the sized nodes only."""
+
+    breaks: int = 0
+    sizes: dict[int, int] = field(default_factory=dict)
+    stack: list[int] = field(default_factory=list)
+
+    def add_token(self, value: str) -> None:
+        self.tokens.append(value)
+        if "\n" in value:
+            self.breaks += value.count("\n")
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if type(node) in _SIZED:
+            self.stack.append(self.breaks)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        if type(node) in _SIZED:
+            self.sizes[id(node)] = self.breaks - self.stack.pop()
+
+
+def print_sized(module: cst.Module) -> tuple[str, dict[int, int]]:
+    """The module's code, and the line breaks of each line, statement and block."""
+    state = _Sizing(default_indent=module.default_indent, default_newline=module.default_newline)
+    module._codegen(state)
+    return "".join(state.tokens), state.sizes
+
+
 def print_measured(
     module: cst.Module,
 ) -> tuple[str, dict[int, tuple[int, int]], dict[int, int]]:

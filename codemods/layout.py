@@ -23,7 +23,7 @@ from typing import TypeVar
 
 import libcst as cst
 
-from codemods.positions import Measured, measure
+from codemods.positions import Measured, measure_sizes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -356,7 +356,7 @@ class _Wrapper(cst.CSTTransformer):
 def wrap_long_statements(module: cst.Module, original: str, limit: int) -> cst.Module:
     """``module`` with the too-long statements it does not share with ``original``
     laid out within ``limit`` columns (where one of the forms above fits)."""
-    measured = measure(module)  # the code, and the statements' sizes should it be long
+    measured = measure_sizes(module)  # the code, and the statements' sizes should it be long
     kept = set(original.splitlines())
     lines = measured.code.splitlines()
     long = {n for n, line in enumerate(lines, 1) if len(line) > limit and line not in kept}

@@ -51,6 +51,20 @@ def measure(module: cst.Module) -> Measured:
     return Measured(module, code, starts, sizes)
 
 
+def measure_sizes(module: cst.Module) -> Measured:
+    """Print ``module`` once, sizing its lines, statements and blocks only (what the
+    layout pass asks for; cheaper than :func:`measure`): no starts, and any other
+    node is sized by ``code_for_node``."""
+    try:
+        from codemods.codegen_positions import print_sized
+
+        code, sizes = print_sized(module)
+    except (ImportError, AttributeError, TypeError):
+        return Measured(module, cstutil.module_code(module), {}, {})
+    cstutil.remember_code(module, code)
+    return Measured(module, code, {}, sizes)
+
+
 def _measure_with_metadata(module: cst.Module) -> Measured:
     wrapper = cst.metadata.MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(cst.metadata.PositionProvider)

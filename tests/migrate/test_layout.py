@@ -122,13 +122,13 @@ def test_long_statements_are_found_where_position_metadata_finds_them() -> None:
     from libcst.metadata import MetadataWrapper, PositionProvider
 
     from codemods.layout import _LongStatements
-    from codemods.positions import measure
+    from codemods.positions import measure_sizes
 
     module = cst.parse_module(NESTED)
     lines = module.code.splitlines()
     for limit in (40, 60, 80, 88):
         long = {n for n, line in enumerate(lines, 1) if len(line) > limit}
-        finder = _LongStatements(measure(module), lines, long, limit)
+        finder = _LongStatements(measure_sizes(module), lines, long, limit)
         finder.container(module, 1)
         expected: set[int] = set()
         positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)

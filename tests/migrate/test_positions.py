@@ -12,7 +12,7 @@ import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods import cstutil
-from codemods.positions import Lines, measure
+from codemods.positions import Lines, measure, measure_sizes
 from runnercheck.demo.engine import engine_source_dir
 
 #: Shapes whose start differs from where their code starts: decorators, comments and
@@ -59,6 +59,17 @@ SIZED = (
 )
 
 
+#: What the layout pass sizes, which ``measure_sizes`` sizes in its print.
+LAID_OUT = (
+    cst.EmptyLine,
+    cst.BaseStatement,
+    cst.BaseSuite,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.Finally,
+)
+
+
 def _sources() -> list[tuple[str, str]]:
     engine = sorted(p for p in engine_source_dir("legacy").rglob("*.py") if p.name != "__init__.py")
     return [("tricky", TRICKY), *((p.name, p.read_text()) for p in engine)]
@@ -78,6 +89,12 @@ def test_measure_agrees_with_position_metadata_and_code_for_node(name: str, text
     lines = Lines(module)
     for node, where in positions.items():
         assert lines.line(node) == where.start.line
+    sized = measure_sizes(module)
+    assert sized.code == module.code
+    for node in positions:
+        if isinstance(node, SIZED):
+            assert id(node) in sized.sizes or not isinstance(node, LAID_OUT), node
+            assert sized.size(node) == measured.size(node), node
 
 
 def test_module_code_is_the_parsed_text_then_the_printed_one(tmp_path: Path) -> None:
