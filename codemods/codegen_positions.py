@@ -143,3 +143,14 @@ def starts_within(node: cst.CSTNode, module: cst.Module) -> dict[int, tuple[int,
     state = _Measuring(default_indent=module.default_indent, default_newline=module.default_newline)
     node._codegen(state)
     return state.starts
+
+
+def printed_within(node: cst.CSTNode, module: cst.Module, indents: tuple[str, ...]) -> str:
+    """``node``'s code as ``module`` prints it inside blocks indented by ``indents``."""
+    state = CodegenState(
+        default_indent=module.default_indent,
+        default_newline=module.default_newline,
+        indent_tokens=list(indents),
+    )
+    node._codegen(state)
+    return "".join(state.tokens)

@@ -18,11 +18,13 @@ from __future__ import annotations
 import configparser
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import libcst as cst
 
+from codemods import cstutil
 from codemods.positions import Measured, measure_sizes
 
 if sys.version_info >= (3, 11):
@@ -291,6 +293,16 @@ class _Wrapper(cst.CSTTransformer):
         self.limit = limit
         self.ancestors = ancestors
         self.depth = 0
+        #: per target (by ``id``): what it became
+        self.laid_out: dict[int, cst.CSTNode] = {}
+
+    def on_leave(
+        self, original_node: cstutil.N, updated_node: cstutil.N
+    ) -> cstutil.N | cst.RemovalSentinel | cst.FlattenSentinel[cstutil.N]:
+        result = super().on_leave(original_node, updated_node)
+        if id(original_node) in self.targets and isinstance(result, cst.CSTNode):
+            self.laid_out[id(original_node)] = result
+        return result
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # the children of a node that holds no target are left as they are, unvisited
@@ -366,7 +378,46 @@ def wrap_long_statements(module: cst.Module, original: str, limit: int) -> cst.M
     finder.container(module, 1)
     if not finder.targets:
         return module
-    return module.visit(_Wrapper(module, finder.targets, limit, finder.ancestors))
+    wrapper = _Wrapper(module, finder.targets, limit, finder.ancestors)
+    wrapped = module.visit(wrapper)
+    code = _spliced(module, measured.code, finder.spans, wrapper.laid_out)
+    if code is not None:
+        cstutil.remember_code(wrapped, code)
+    return wrapped
+
+
+def _spliced(
+    module: cst.Module,
+    code: str,
+    spans: dict[int, _Span],
+    laid_out: dict[int, cst.CSTNode],
+) -> str | None:
+    """The code of the wrapped module without printing it again: ``code`` with the
+    lines of each statement laid out anew replaced by its new print, indented as where
+    it stands. None where that cannot be told (an ``elif`` laid out, a module that does
+    not end with a line break): the caller prints the module."""
+    if not module.has_trailing_newline or not code.endswith(("\n", "\r")):
+        return None
+    lines = code.split("\n")  # the spans count "\n" (a "\r\n" line keeps its "\r")
+    out: list[str] = []
+    done = 0  # lines of ``code`` used up
+    for key, span in sorted(spans.items(), key=lambda item: item[1].line):
+        first = span.line - 1
+        if first < done:
+            continue  # inside a statement already laid out anew
+        if not span.in_block:
+            return None
+        new = laid_out.get(key)
+        if new is None:
+            continue
+        text = _printed_within(new, module, span.indents)
+        if text is None:
+            return None
+        out.append("\n".join(lines[done:first]) + ("\n" if first > done else ""))
+        out.append(text)
+        done = first + span.size
+    out.append("\n".join(lines[done:]))
+    return "".join(out)
 
 
 #: Nodes that hold statements (searched for long lines, block by block).
@@ -383,6 +434,29 @@ _CONTAINERS = (
 _TAIL = (*_CONTAINERS, cst.EmptyLine, cst.TrailingWhitespace)
 
 
+def _printed_within(node: cst.CSTNode, module: cst.Module, indents: tuple[str, ...]) -> str | None:
+    """``node``'s code as printed in ``module`` inside blocks indented by ``indents``;
+    None with a LibCST whose internal code generation this cannot use."""
+    try:
+        from codemods.codegen_positions import printed_within
+
+        return printed_within(node, module, indents)
+    except (ImportError, AttributeError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class _Span:
+    """Where a statement stands in the printed module: its first line (1-based), its
+    line breaks, the indents of the blocks around it, and whether it is a statement of a
+    block (not an ``elif``)."""
+
+    line: int
+    size: int
+    indents: tuple[str, ...]
+    in_block: bool
+
+
 class _LongStatements:
     """The statements on the long lines, found from the text: a block's first line is
     counted from the code of the statements before it (or after it, for the blocks that
@@ -395,6 +469,8 @@ class _LongStatements:
         self.long = sorted(long)
         self.limit = limit
         self.targets: set[int] = set()
+        #: per target (by ``id``): where it stands
+        self.spans: dict[int, _Span] = {}
         #: The containers on the way to a target (the transformer visits only these).
         self.ancestors: set[int] = set()
 
@@ -404,17 +480,30 @@ class _LongStatements:
     def _size(self, node: cst.CSTNode) -> int:
         return self.measured.size(node)
 
-    def container(self, node: cst.CSTNode, start: int) -> bool:
-        """Search ``node``, whose code starts on line ``start``; whether it holds a target."""
+    def container(
+        self,
+        node: cst.CSTNode,
+        start: int,
+        indents: tuple[str, ...] = (),
+        in_block: bool = True,
+    ) -> bool:
+        """Search ``node``, whose code starts on line ``start`` inside blocks indented by
+        ``indents`` (``in_block``: a statement of a block); whether it holds a target."""
         found = False
         if isinstance(node, (cst.If, cst.While)) and start + len(node.leading_lines) in self.long:
-            self.targets.add(id(node))
+            self._target(node, start, indents, in_block)
             found = True
         if isinstance(node, (cst.Module, cst.IndentedBlock)):
+            if isinstance(node, cst.IndentedBlock):
+                indent = node.indent
+                indents = (
+                    *indents,
+                    self.measured.module.default_indent if indent is None else indent,
+                )
             line = start
             for child in node.children:  # lines, then statements, one after the other
                 size = self._size(child)
-                found = self._child(child, line, size) or found
+                found = self._child(child, line, size, indents, True) or found
                 line += size
         else:  # a compound statement: its header, then its blocks up to its end
             line = start + self._size(node)
@@ -423,16 +512,24 @@ class _LongStatements:
                     break
                 size = self._size(child)
                 line -= size
-                found = self._child(child, line, size) or found
+                found = self._child(child, line, size, indents, False) or found
         if found:
             self.ancestors.add(id(node))
         return found
 
-    def _child(self, child: cst.CSTNode, line: int, size: int) -> bool:
+    def _target(
+        self, node: cst.CSTNode, line: int, indents: tuple[str, ...], in_block: bool
+    ) -> None:
+        self.targets.add(id(node))
+        self.spans[id(node)] = _Span(line, self._size(node), indents, in_block)
+
+    def _child(
+        self, child: cst.CSTNode, line: int, size: int, indents: tuple[str, ...], in_block: bool
+    ) -> bool:
         if isinstance(child, cst.SimpleStatementLine):
             if self._holds_long(line + len(child.leading_lines), line + max(size, 1) - 1):
-                self.targets.add(id(child))
+                self._target(child, line, indents, in_block)
                 return True
         elif isinstance(child, _CONTAINERS) and self._holds_long(line, line + size):
-            return self.container(child, line)
+            return self.container(child, line, indents, in_block)
         return False

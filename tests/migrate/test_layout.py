@@ -141,3 +141,37 @@ def test_long_statements_are_found_where_position_metadata_finds_them() -> None:
                 expected.add(id(node))
         assert finder.targets == expected, limit
         assert len(expected) >= 5
+
+
+#: Blocks indented by tabs and by two spaces, an ``elif`` and a ``while`` too long, CRLF.
+ODD_BLOCKS = (
+    "class Runner:\r\n"
+    "\tdef step(self, seq_group_metadata_list, finished_requests_ids, virtual_engine):\r\n"
+    "\t\tif seq_group_metadata_list and finished_requests_ids and virtual_engine > 1:\r\n"
+    "\t\t\tresult = self.combine(seq_group_metadata_list, finished_requests_ids, 1)\r\n"
+    "\t\telif virtual_engine and finished_requests_ids and seq_group_metadata_list:\r\n"
+    "\t\t\tpass\r\n"
+    "\t\twhile seq_group_metadata_list and finished_requests_ids and virtual_engine:\r\n"
+    "\t\t\tbreak\r\n"
+    "def helper(a, b):\r\n"
+    "  if a:\r\n"
+    "    return make_metadata(num_prefills, slot_mapping, num_decode_tokens, block_tables)\r\n"
+)
+
+
+@pytest.mark.parametrize("text", [NESTED, ODD_BLOCKS, NESTED.rstrip("\n")])
+def test_the_wrapped_code_is_the_print_of_the_wrapped_module(text: str) -> None:
+    """The wrapped module's code is spliced from the print that found the long lines
+    (not printed again): it is exactly what LibCST prints for it."""
+    from codemods import cstutil
+
+    spliced = 0
+    for limit in (30, 40, 60, 80, 88):
+        module = cst.parse_module(text)
+        wrapped = wrap_long_statements(module, "", limit)
+        if wrapped is module:
+            continue
+        assert cstutil.module_code(wrapped) == wrapped.code, limit
+        spliced += id(wrapped) in cstutil._TEXTS
+    if text.endswith("\n") and "elif" not in text:
+        assert spliced >= 3
