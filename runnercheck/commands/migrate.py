@@ -112,7 +112,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-cache",
         action="store_true",
-        help="neither read nor write the facts cache (.runnercheck_cache/ under the project root)",
+        help="neither read nor write the facts cache (.runnercheck_cache/ beside pyproject.toml)",
     )
 
 
@@ -140,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
     first = Path(args.paths[0])
     config = load_config(first, args.config)
     source = args.config if args.config is not None else find_pyproject(first)
-    root = source.resolve().parent if source is not None else Path.cwd()
+    # the facts cache lives under the project root; a tree with none gets no cache
+    root = source.resolve().parent if source is not None else None
     mode: Mode = "diff" if args.diff else "check" if args.check else "write"
     err = make_console(stderr=True)
     with _progress(err) as progress:
