@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 from codemods import fold_plan, formatting, registry, typecheck, verify
 from codemods.definitions import flag_classes, read_definitions
 from codemods.facts.groups import ClassRef, Group, find_groups
+from codemods.facts.values import ValueFacts
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import Collected, collect, package_files, read_all
@@ -118,6 +119,7 @@ class _State:
     project: Project = field(init=False)
     _planned: Planned | None = field(default=None, init=False)
     single: dict[str, set[str]] | None = field(default=None, init=False)
+    _values: ValueFacts | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.project = Project(self.facts.values(), self.config.contract())
@@ -141,6 +143,14 @@ class _State:
     def old_facts(self, path: Path) -> ModuleFacts:
         """The facts of a file as read."""
         return self.facts[path]
+
+    @property
+    def values(self) -> ValueFacts:
+        """The values of the methods of the files as read, each read when the
+        verification first walks through it."""
+        if self._values is None:
+            self._values = ValueFacts(self.sources, self.config.contract())
+        return self._values
 
 
 _STATE: _State | None = None
@@ -292,7 +302,10 @@ def _verify(
     if key not in state.before:
         state.before[key] = verify.findings(old, state.config)
     added = verify.new_findings(old, new, state.config, state.before[key])
-    changed = verify.changed_values(old, new, state.config) if not added else []
+    changed = []
+    if not added:
+        new_values = state.values.changed({path: trees[path][0] for path in changes})
+        changed = verify.changed_values(old, new, state.config, state.values, new_values)
     if changed:
         return Refused(
             codemod,

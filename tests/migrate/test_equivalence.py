@@ -26,8 +26,13 @@ import libcst as cst
 import pytest
 
 from codemods import verify
+from codemods.facts.sources import SourceChange
+from codemods.facts.values import ValueFacts
 from codemods.merge_broadcasts import rewrite, runner_rewrite
+from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.holds import ChangedValue
 from runnercheck.check import check_paths
+from runnercheck.config import Config
 from runnercheck.demo.engine import run_engine
 from runnercheck.demo.engine.launcher import EngineRunError
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
@@ -85,7 +90,7 @@ def test_with_the_check_disabled_the_planted_change_is_written(
     tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plant(monkeypatch)
-    monkeypatch.setattr(verify, "changed_values", lambda old, new, config: [])
+    monkeypatch.setattr(verify, "changed_values", lambda *args: [])
     work = legacy_variant(tmp_path / "engine")
     assert migrate_cli(str(work)).code == 0
     assert OVERRIDE not in (work / "model_runner.py").read_text()
@@ -131,16 +136,21 @@ class ModelRunner(ModelRunnerBase):
 """
 
 
+def _changed_values(before: str, after: str) -> list[ChangedValue | SourceChange]:
+    """What :func:`verify.changed_values` reports when ``model_runner.py`` is rewritten
+    from ``before`` to ``after``."""
+    path = Path("model_runner.py")
+    old = {path: extract_source(before, str(path))}
+    new = {path: extract_source(after, str(path))}
+    values = ValueFacts({path: before})
+    return verify.changed_values(old, new, Config(), values, values.changed({path: after}))
+
+
 def test_profile_run_preparing_locally_changes_the_non_driver_flag() -> None:
     """The fork's case: the legacy profile run took the non-driver branch (no sampling
     on ranks without the logits); merged, every rank prepares the dummy input itself and
     the non-driver gets the driver's default."""
-    from runnercheck.analysis.extract import extract_source
-    from runnercheck.config import Config
-
-    old = {Path("model_runner.py"): extract_source(LEGACY, "model_runner.py")}
-    new = {Path("model_runner.py"): extract_source(MERGED, "model_runner.py")}
-    changes = verify.changed_values(old, new, Config())
+    changes = _changed_values(LEGACY, MERGED)
     assert [c.describe() for c in changes] == [
         "at ModelRunner.profile_run, a non-driver rank built "
         "SamplingMetadata(perform_sampling=False) before the rewrite and gets its default "
@@ -155,17 +165,12 @@ def test_profile_run_preparing_locally_changes_the_non_driver_flag() -> None:
 def test_a_flag_read_from_the_driver_flag_is_what_a_non_driver_rank_holds(
     value: str, after: str | None
 ) -> None:
-    from runnercheck.analysis.extract import extract_source
-    from runnercheck.config import Config
-
     kept = MERGED.replace(
         "SamplingMetadata(seq_groups=seqs, tokens=tokens)",
         f"SamplingMetadata(seq_groups=seqs, tokens=tokens, perform_sampling={value})",
     )
     assert kept != MERGED
-    old = {Path("model_runner.py"): extract_source(LEGACY, "model_runner.py")}
-    new = {Path("model_runner.py"): extract_source(kept, "model_runner.py")}
-    changes = verify.changed_values(old, new, Config())
+    changes = _changed_values(LEGACY, kept)
     assert [c.after for c in changes] == ([after] if after else [])
 
 

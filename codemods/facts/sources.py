@@ -6,9 +6,10 @@ each role (driver, non-driver), the path that rank takes is followed as the step
 follows it (``self``/``super()`` calls, the runner the worker holds; branches the
 literal arguments rule out and branches of the other role are left out), with each
 callee's parameters bound to what its caller passed. At every model call, sampler call
-and cache operation on that path (:class:`~runnercheck.analysis.model.Sink`), each
+and cache operation on that path (:class:`~codemods.facts.values.Sink`), each
 argument's :class:`Source` is read from the assignments of the functions on the path
-(:class:`~runnercheck.analysis.model.Binding`):
+(:class:`~codemods.facts.values.Binding`; both read on first use, see
+:class:`~codemods.facts.values.ValueFacts`):
 
 * ``received``: a key of a dict received by a broadcast (``metadata_dict.pop("k")``
   after ``metadata_dict = broadcast_tensor_dict(src=0)``), or a field of an input
@@ -29,9 +30,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from codemods.facts.values import Binding, Sink, ValueFacts
 from runnercheck.analysis.hierarchy import MethodRef
 from runnercheck.analysis.holds import NonDriverValues
-from runnercheck.analysis.model import Binding, ClassFacts, FunctionFacts, Role
+from runnercheck.analysis.model import ClassFacts, FunctionFacts, Role
 from runnercheck.analysis.stepwalk import ROLES, reachable_calls
 from runnercheck.analysis.syntax import last_name
 
@@ -103,10 +105,12 @@ class _Frame:
 
 
 class ValueSources:
-    """The sources of the values every rank uses at every entry point."""
+    """The sources of the values every rank uses at every entry point (``values``: the
+    values of the project's methods, read from the same version of the files)."""
 
-    def __init__(self, project: Project) -> None:
+    def __init__(self, project: Project, values: ValueFacts) -> None:
         self.p = project
+        self.values = values
         self.contract = project.contract
         #: The runner the worker of the entry being walked drives.
         self.runner: ClassFacts | None = None
@@ -135,7 +139,7 @@ class ValueSources:
                 return
             seen.add(id(func))
             frame = _Frame(owner_cls, current.owner, func, env)
-            for sink in func.sinks:
+            for sink in self.values.of(func).sinks:
                 if sink.role == other or (role != "driver" and self._driver_only(sink)):
                     continue
                 label = f"{sink.kind} {sink.callee}"
@@ -160,8 +164,8 @@ class ValueSources:
         visit(cls, ref, given)
         return out
 
-    def _driver_only(self, sink: object) -> bool:
-        return self.p.steps._driver_condition(getattr(sink, "conditions", ()))
+    def _driver_only(self, sink: Sink) -> bool:
+        return self.p.steps._driver_condition(sink.conditions)
 
     def _passed(
         self,
@@ -210,7 +214,7 @@ class ValueSources:
 
     def _name(self, name: str, frame: _Frame, role: Role, line: int, depth: int) -> Source:
         func = frame.func
-        found = self._binding(func.bindings.get(name, ()), role, line)
+        found = self._binding(self.values.of(func).bindings.get(name, ()), role, line)
         if found is None:
             if name in frame.env:
                 return frame.env[name]
@@ -282,13 +286,14 @@ class ValueSources:
         target_cls, ref = dispatched
         callee = ref.func
         name = "<return>" if binding.index is None else f"<return>#{binding.index}"
-        if name not in callee.bindings:
+        returned = self.values.of(callee).bindings.get(name)
+        if returned is None:
             return None
         passed = self._passed(
             frame, binding.args, binding.kwargs, callee, role, binding.line, depth + 1
         )
         inner = _Frame(target_cls, ref.owner, callee, passed)
-        found = self._binding(callee.bindings[name], role, callee.end_line)
+        found = self._binding(returned, role, callee.end_line)
         if found is None:
             return None
         return self._bound(found, inner, role, depth + 1)

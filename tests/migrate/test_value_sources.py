@@ -3,9 +3,12 @@ value that reaches the model call, the sampler and the cache operations comes fr
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from codemods.facts.sources import Reach, Source, ValueSources, changed_sources
+from codemods.facts.values import ValueFacts
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.sources import Reach, Source, ValueSources, changed_sources
 
 LEGACY = """
 from vllm.distributed import broadcast_tensor_dict
@@ -59,7 +62,7 @@ def reaches(source: str) -> dict[tuple[str, str, str, str], str]:
     project = Project([extract_source(source, "runner.py")])
     return {
         (r.entry, r.role, r.sink, r.slot): r.source.describe()
-        for r in ValueSources(project).reaches()
+        for r in ValueSources(project, ValueFacts({Path("runner.py"): source})).reaches()
     }
 
 
@@ -170,3 +173,46 @@ def test_a_helper_whose_return_calls_itself_ends() -> None:
     assert found[(sampler[0], "non-driver", sampler[2], "#1.perform_sampling")] == (
         "the constant False"
     )
+
+
+class _Reads(dict[Path, str]):
+    """Sources that record each file read out of them."""
+
+    def __init__(self, sources: dict[Path, str]) -> None:
+        super().__init__(sources)
+        self.read: list[str] = []
+
+    def __getitem__(self, path: Path) -> str:
+        self.read.append(path.name)
+        return super().__getitem__(path)
+
+
+UNRELATED = """
+class Tokenizer:
+    def encode(self, text):
+        ids = self.vocab.lookup(text)
+        return self.model(ids)
+"""
+
+
+def test_values_are_read_only_for_the_files_the_walk_reaches_each_once() -> None:
+    """``check`` never reads the values: ``migrate`` reads a method's the first time the
+    walk reaches it, parsing its file once; a changed version reads its own files and
+    leaves the unchanged ones to the version it changes."""
+    runner, other = Path("runner.py"), Path("tokenizer.py")
+    sources = _Reads({runner: LEGACY, other: UNRELATED})
+    project = Project([extract_source(LEGACY, str(runner)), extract_source(UNRELATED, str(other))])
+    values = ValueFacts(sources)
+    first = ValueSources(project, values).reaches()
+    assert first and sources.read == ["runner.py"]
+    ValueSources(project, values).reaches()
+    assert sources.read == ["runner.py"]
+    # the class's facts never carry them
+    cls = project.resolve_class("ModelRunner", str(runner))
+    assert cls is not None
+    method = cls.methods["execute_model"]
+    assert not hasattr(method, "bindings") and not hasattr(method, "sinks")
+
+    changed = _Reads({other: UNRELATED + "\n"})
+    again = ValueSources(project, values.changed(changed)).reaches()
+    assert again == first and changed.read == [] and sources.read == ["runner.py"]

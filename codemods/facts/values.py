@@ -1,16 +1,73 @@
-"""The value half of a function reader (see :mod:`runnercheck.analysis.extract`): what
-each local name is assigned (:class:`~runnercheck.analysis.model.Binding`), what the
-body returns, and the calls where a step's values are used
-(:class:`~runnercheck.analysis.model.Sink`): the model, the sampler and the cache
-operations. :mod:`runnercheck.analysis.sources` joins them along each entry point's
-path into the source of every value that reaches those calls."""
+"""The values of a step's methods, read for ``migrate``'s verification only
+(:mod:`codemods.facts.sources`): what each local name of a method is assigned
+(:class:`Binding`), what the body returns, and the calls where a step's values are used
+(:class:`Sink`): the model, the sampler and the cache operations.
+
+``check`` never reads them, so they are not part of the facts every file gets
+(:mod:`runnercheck.analysis.extract`): :class:`ValueFacts` reads a method's values from
+its file's ``ast`` the first time the value sources walk through it, with the ranks
+that run each statement and the conditions around each call as the facts' reader
+records them (:meth:`~runnercheck.analysis.extract.FunctionReader.read_roles`)."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
 
-from runnercheck.analysis.model import Binding, Condition, FunctionFacts, Role, Sink
-from runnercheck.analysis.syntax import dotted, last_name, literal_text, str_const
+from runnercheck.analysis.extract import FunctionReader
+from runnercheck.analysis.model import Condition, FunctionFacts, Role
+from runnercheck.analysis.syntax import (
+    dotted,
+    last_name,
+    literal_text,
+    module_level,
+    read_import,
+    str_const,
+)
+from runnercheck.contract import VLLM, Contract
+
+
+@dataclass(frozen=True)
+class Binding:
+    """What one assignment gives a local name (a tuple target gives each of its names
+    one, with ``index``), or what a ``return`` gives (the name ``"<return>"``; a
+    returned tuple gives ``"<return>#0"``, ``"<return>#1"``, ...).
+
+    ``kind`` is ``"key"`` (``d.pop("k")``, ``d["k"]``, ``d.get("k")``: ``text`` is
+    ``d``, ``key`` is ``k``), ``"call"`` (``text`` is the callee, ``index`` the position
+    unpacked from what it returns, ``args``/``kwargs`` the argument texts), ``"value"``
+    (``text`` is a name, a dotted chain such as ``model_input.input_tokens``, or a
+    literal's ``repr``) or ``"expr"`` (anything else: computed in place)."""
+
+    line: int
+    #: The ranks that run the assignment (None: every rank).
+    role: Role | None
+    kind: str
+    text: str = ""
+    key: str = ""
+    index: int | None = None
+    args: tuple[str, ...] = ()
+    kwargs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Sink:
+    """A call where a step's values are used: the model call (``"model"``), the sampler
+    (``"sampler"``) or a cache operation (``"cache"``), with the text of the value in
+    each slot (``"#0"`` for the first positional argument, else the keyword; ``""`` for
+    a value computed in place). A ``**kwargs`` dict literal of the body gives its keys."""
+
+    line: int
+    col: int
+    role: Role | None
+    conditions: tuple[Condition, ...]
+    kind: str
+    callee: str
+    slots: tuple[tuple[str, str], ...] = ()
+
 
 #: ``self.<attr>(...)`` calls that run the model, and the local names bound to them.
 MODEL_CALLEES = ("self.model", "self.model.forward")
@@ -87,16 +144,31 @@ def binding_of(node: ast.expr, line: int, role: Role | None) -> Binding:
     return Binding(line, role, "value" if text else "expr", text)
 
 
-class ValueReader:
-    """Reads :attr:`FunctionFacts.bindings` and :attr:`FunctionFacts.sinks`."""
+class FunctionValues(NamedTuple):
+    """The values of one method."""
 
-    facts: FunctionFacts
-    nodes: list[ast.AST]
-    node_roles: dict[int, Role]
-    call_roles: dict[tuple[int, int], Role]
-    call_conditions: dict[tuple[int, int], tuple[Condition, ...]]
+    #: What each local name is assigned, and what the body returns (see :class:`Binding`).
+    bindings: Mapping[str, tuple[Binding, ...]]
+    #: The model calls, sampler calls and cache operations of the body.
+    sinks: tuple[Sink, ...]
 
-    def _read_values(self) -> None:
+
+_Def = ast.FunctionDef | ast.AsyncFunctionDef
+#: The values of a function that is not read (not a method, or not in the files given).
+NO_VALUES = FunctionValues({}, ())
+
+
+class _ValueReader:
+    """Reads the :class:`FunctionValues` of one method from its body's nodes, as
+    :meth:`~runnercheck.analysis.extract.FunctionReader.read_roles` records them."""
+
+    def __init__(self, reader: FunctionReader) -> None:
+        self.nodes = reader.nodes
+        self.node_roles: dict[int, Role] = reader.node_roles
+        self.call_roles: dict[tuple[int, int], Role] = reader.call_roles
+        self.call_conditions: dict[tuple[int, int], tuple[Condition, ...]] = reader.call_conditions
+
+    def read(self) -> FunctionValues:
         out: dict[str, list[Binding]] = {}
         literals: dict[str, list[tuple[str, str]]] = {}
         candidates: list[ast.Call] = []
@@ -131,9 +203,13 @@ class ValueReader:
                         literals[target.id] = _items(value)
                 elif isinstance(target, (ast.Tuple, ast.List)):
                     self._unpack(target, value, node.lineno, role, out)
-        self.facts.bindings = {name: tuple(found) for name, found in out.items()}
-        self.facts.sinks = tuple(
-            sink for call in candidates if (sink := self._sink(call, literals, models)) is not None
+        return FunctionValues(
+            {name: tuple(found) for name, found in out.items()},
+            tuple(
+                sink
+                for call in candidates
+                if (sink := self._sink(call, literals, models)) is not None
+            ),
         )
 
     def _bind(
@@ -218,3 +294,75 @@ def _items(node: ast.Dict) -> list[tuple[str, str]]:
         if text is not None:
             out.append((text, value_text(value)))
     return out
+
+
+class ValueFacts:
+    """One version of the analysed files and the values of their methods, each method
+    read the first time it is asked for (its file parsed once, then).
+
+    ``sources``: each file's text, or its tree when already parsed, by the path its
+    facts record; a file this version does not hold is read in ``base`` (the version
+    it changes: an unchanged file's methods are read once for both)."""
+
+    def __init__(
+        self,
+        sources: Mapping[Path, bytes | str | ast.Module],
+        contract: Contract = VLLM,
+        base: ValueFacts | None = None,
+    ) -> None:
+        self.sources = sources
+        self.contract = contract
+        self.base = base
+        self._methods: dict[Path, dict[tuple[int, int], tuple[_Def, str]]] = {}
+        self._imports: dict[Path, dict[str, str]] = {}
+        self._read: dict[tuple[Path, int, int], FunctionValues] = {}
+
+    def changed(self, sources: Mapping[Path, bytes | str | ast.Module]) -> ValueFacts:
+        """The version that replaces (or adds) ``sources`` in this one."""
+        return ValueFacts(sources, self.contract, base=self)
+
+    def of(self, func: FunctionFacts) -> FunctionValues:
+        """The values of ``func`` (:data:`NO_VALUES` for a function that is not a method
+        of a class at module level, as in the facts, or that no version holds)."""
+        path = Path(func.path)
+        if path not in self.sources:
+            return self.base.of(func) if self.base is not None else NO_VALUES
+        key = (path, func.line, func.col)
+        found = self._read.get(key)
+        if found is None:
+            found = self._read[key] = self._read_method(path, func)
+        return found
+
+    def _read_method(self, path: Path, func: FunctionFacts) -> FunctionValues:
+        methods = self._methods.get(path)
+        if methods is None:
+            methods = self._methods[path] = self._index(path)
+        method = methods.get((func.line, func.col))
+        if method is None:
+            return NO_VALUES
+        node, qualname = method
+        reader = FunctionReader(
+            node, qualname, str(path), dict(self._imports[path]), self.contract, in_class=True
+        )
+        reader.read_roles()
+        return _ValueReader(reader).read()
+
+    def _index(self, path: Path) -> dict[tuple[int, int], tuple[_Def, str]]:
+        """The methods of the classes at module level in ``path``, by line and column."""
+        source = self.sources[path]
+        try:
+            tree = source if isinstance(source, ast.Module) else ast.parse(source, str(path))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = ast.Module(body=[], type_ignores=[])
+        imports: dict[str, str] = {}
+        out: dict[tuple[int, int], tuple[_Def, str]] = {}
+        for stmt in module_level(tree.body):
+            if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+                read_import(stmt, imports)
+            elif isinstance(stmt, ast.ClassDef):
+                for item in stmt.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        where = (item.lineno, item.col_offset + 1)
+                        out[where] = (item, f"{stmt.name}.{item.name}")
+        self._imports[path] = imports
+        return out
