@@ -10,9 +10,9 @@ alone.
 
 Where every rank now prepares its own input (``profile_run``), the rewrite keeps the
 non-driver's value in ``prepare_model_input`` by reading the driver flag
-(``perform_sampling=self.is_driver_worker``) and the same check passes; the variant
-``fixtures/sampling_flag`` runs through profiling and steps at TP 2 with the legacy
-engine's tokens. Where the driver leaves the flag to a class default it can read, or
+(``perform_sampling=self.is_driver_worker``) and the same check passes; the
+``sampling_flag`` variant (:mod:`tests.migrate.variants`) runs through profiling and
+steps at TP 2 with the legacy engine's tokens. Where the driver leaves the flag to a class default it can read, or
 builds the object in a helper of the runner (vLLM 0.4's ``_prepare_sample``), the flag
 is kept there; a default it cannot read refuses the group."""
 
@@ -35,14 +35,15 @@ from runnercheck.check import check_paths
 from runnercheck.config import Config
 from runnercheck.demo.engine import run_engine
 from runnercheck.demo.engine.launcher import EngineRunError
-from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
+from tests.migrate import variants
+from tests.migrate.conftest import snapshot
 
 OVERRIDE = "            perform_sampling=False,\n"
 
 
 def legacy_variant(target: Path) -> Path:
     """The after-split legacy engine whose non-driver ranks never sample."""
-    work = copy_tree(FIXTURES / "after_split" / "before", target)
+    work = variants.write(variants.before("after_split"), target)
     runner = work / "model_runner.py"
     text = runner.read_text()
     count = "                num_prompts=0,\n"
@@ -174,14 +175,14 @@ def test_a_flag_read_from_the_driver_flag_is_what_a_non_driver_rank_holds(
     assert [c.after for c in changes] == ([after] if after else [])
 
 
-VARIANT = FIXTURES / "sampling_flag"
+VARIANT = "sampling_flag"
 KEPT = "            perform_sampling=self.is_driver_worker,\n"
 
 
 def test_where_every_rank_now_prepares_the_non_driver_flag_is_kept(
     tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    work = variants.write(variants.before(VARIANT), tmp_path / "engine")
     monkeypatch.chdir(work)
     data = json.loads(migrate_cli("--format", "json", ".").out)
     assert data["refusals"] == []
@@ -202,9 +203,10 @@ def test_where_every_rank_now_prepares_the_non_driver_flag_is_kept(
     prepare = runner.split("    def prepare_model_input(")[1].split("    def ")[0]
     assert KEPT in prepare
     assert "self.prepare_model_input([dummy])" in runner  # profile_run prepares locally
-    assert snapshot(work) == snapshot(VARIANT / "after")
-    assert {f.code for f in check_paths([VARIANT / "before"]).findings} == {"RC106"}
-    assert check_paths([VARIANT / "after"]).findings == []
+    assert snapshot(work) == variants.snapshot(variants.after(VARIANT))
+    legacy = variants.write(variants.before(VARIANT), tmp_path / "legacy")
+    assert {f.code for f in check_paths([legacy]).findings} == {"RC106"}
+    assert check_paths([work]).findings == []
 
 
 def test_without_keeping_the_flag_the_same_check_refuses_the_group(
@@ -215,7 +217,7 @@ def test_without_keeping_the_flag_the_same_check_refuses_the_group(
         "keep_non_driver_flags",
         lambda driver, non_driver, flag, defaults=None: list(driver),
     )
-    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    work = variants.write(variants.before(VARIANT), tmp_path / "engine")
     message = refused(work, migrate_cli, monkeypatch)
     assert (
         "at ModelRunner.profile_run, a non-driver rank built "
@@ -245,7 +247,7 @@ HELPER = """
 
 def left_to_default(target: Path) -> Path:
     """The variant whose driver leaves ``perform_sampling`` to the class default."""
-    work = copy_tree(VARIANT / "before", target)
+    work = variants.write(variants.before(VARIANT), target)
     runner = work / "model_runner.py"
     text = runner.read_text()
     assert text.count(EXPLICIT) == 1
@@ -256,7 +258,7 @@ def left_to_default(target: Path) -> Path:
 def in_a_helper(target: Path) -> Path:
     """The variant whose driver builds its sampling metadata in a helper of the runner,
     leaving ``perform_sampling`` to the class default (vLLM 0.4's ``_prepare_sample``)."""
-    work = copy_tree(VARIANT / "before", target)
+    work = variants.write(variants.before(VARIANT), target)
     runner = work / "model_runner.py"
     text = runner.read_text()
     assert text.count(DIRECT) == 1
@@ -342,8 +344,8 @@ def test_the_migrated_variant_profiles_and_steps_at_tp_2_with_the_legacy_tokens(
 ) -> None:
     """Both engines run ``profile_run`` on every rank (the worker's block count), then
     the steps; non-driver ranks hold no logits, so a rank that samples fails."""
-    before = copy_tree(VARIANT / "before", tmp_path / "before")
-    after = copy_tree(VARIANT / "after", tmp_path / "after")
+    before = variants.write(variants.before(VARIANT), tmp_path / "before")
+    after = variants.write(variants.after(VARIANT), tmp_path / "after")
     legacy = run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(before))
     merged = run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(after))
     assert legacy["broadcasts_per_step"] == 2
@@ -372,7 +374,7 @@ def test_the_migrated_helper_variant_profiles_and_steps_at_tp_2_with_the_legacy_
 def test_without_the_kept_flag_the_migrated_variant_fails_in_its_profile_run(
     tmp_path: Path,
 ) -> None:
-    after = copy_tree(VARIANT / "after", tmp_path / "after")
+    after = variants.write(variants.after(VARIANT), tmp_path / "after")
     runner = after / "model_runner.py"
     text = runner.read_text()
     assert text.count(KEPT) == 1
@@ -407,7 +409,7 @@ def test_a_planted_change_of_a_received_value_is_refused(
     tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plant_dropped_copy(monkeypatch)
-    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    work = variants.write(variants.before(VARIANT), tmp_path / "engine")
     message = refused(work, migrate_cli, monkeypatch)
     assert (
         "at Worker.execute_model with ModelRunner, a non-driver rank passed #0 to the cache "
@@ -424,7 +426,7 @@ def test_with_only_the_flags_compared_the_planted_received_value_is_written(
     it."""
     plant_dropped_copy(monkeypatch)
     monkeypatch.setattr(verify, "changed_sources", lambda old, new: [])
-    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    work = variants.write(variants.before(VARIANT), tmp_path / "engine")
     monkeypatch.chdir(work)
     data = json.loads(migrate_cli("--format", "json", ".").out)
     assert data["refusals"] == []
