@@ -107,7 +107,8 @@ def apply_diff(tree: Tree, diff: str, source: str = "<diff>") -> Tree:
             while seen_old < old_count or seen_new < new_count:
                 if i >= len(lines):
                     raise DiffError(f"{source}: the last hunk of {name} is cut short")
-                kind, body = lines[i][:1], lines[i][1:]
+                # an empty context line may have lost its space to an editor
+                kind, body = (" ", "\n") if lines[i] == "\n" else (lines[i][:1], lines[i][1:])
                 if kind in (" ", "-"):
                     have = text[pos] if pos < len(text) else "<end of file>"
                     if have != body:
