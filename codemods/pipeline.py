@@ -119,6 +119,8 @@ class _State:
     project: Project = field(init=False)
     _planned: Planned | None = field(default=None, init=False)
     single: dict[str, set[str]] | None = field(default=None, init=False)
+    #: the ``ast`` of the files parsed in this process (the value facts read them)
+    trees: dict[Path, ast.Module] = field(default_factory=dict)
     _values: ValueFacts | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -149,7 +151,7 @@ class _State:
         """The values of the methods of the files as read, each read when the
         verification first walks through it."""
         if self._values is None:
-            self._values = ValueFacts(self.sources, self.config.contract())
+            self._values = ValueFacts({**self.sources, **self.trees}, self.config.contract())
         return self._values
 
 
@@ -558,6 +560,7 @@ def migrate(
         wanted = select_sources(read, contract, runners=MERGE in select)
     sources: dict[Path, bytes] = {}
     facts: dict[Path, ModuleFacts] = {}
+    trees: dict[Path, ast.Module] = {}
     for path in wanted:
         data = read[path]
         refused: Refused | None = None
@@ -585,6 +588,7 @@ def migrate(
         module_facts = extract_tree(tree, str(path), text, contract, names=True)
         sources[path] = data
         facts[path] = module_facts
+        trees[path] = tree
     result.files_parsed = len([p for p in sources if p in given])
     if MERGE in select:
         for path, (data, module_facts) in read_definitions(
@@ -599,7 +603,7 @@ def migrate(
             result.refusals.append(skip)
     roots = (*collected.roots, *sorted({p.parent for p in packages}))
     result.roots = roots
-    state = _State(sources, facts, config, select, roots)
+    state = _State(sources, facts, config, select, roots, trees=trees)
     groups: list[Group] = []
     if MERGE in select:
         groups, found = find_groups(state.project)
