@@ -34,6 +34,7 @@ from runnercheck.contract import Contract
 if TYPE_CHECKING:
     from codemods.merge_broadcasts.shared_helpers import Helpers
     from codemods.merge_broadcasts.shared_worker_input import SharedInput
+    from codemods.merge_broadcasts.worker_hoist import Hoist
 
 Plans = tuple[list[RunnerPlan], list[WorkerPlan]]
 
@@ -54,6 +55,10 @@ class Planned:
         self.worker_inputs: dict[
             tuple[Path, int, frozenset[ClassRef]], dict[ClassRef, SharedInput]
         ] = {}
+        #: the shared step of each directory (:mod:`.rewrite` fills it)
+        self.hoists: dict[tuple[Path, frozenset[ClassRef]], Hoist] = {}
+        #: directories whose shared step did not verify: their workers keep their own
+        self.no_hoist: set[Path] = set()
 
     def module(self, path: Path) -> cst.Module:
         """The file's module, parsed on first use."""
