@@ -290,6 +290,8 @@ def rewrite_group(
                     split = hoist.members.get(ref)
                     if split is not None and hoist.path is not None:
                         new_w = slim_worker(new_w, split, hoist.parent)
+                        if path.parent not in result.hoisted:
+                            result.hoisted.append(path.parent)
                         from_imports.append(
                             (import_path(project, path, hoist.path), [worker_hoist.BASE_NAME])
                         )
@@ -469,10 +471,9 @@ def _plan_directory(
             ref = ClassRef(plan.path, plan.name)
             if ref not in common or any(m.ref == ref for m in members):
                 continue
-            cdef, _ = final_worker(plan, runner_plans, contract, common[ref].asserted)
-            members.append(
-                Member(ref, plan, cdef, planned.module(plan.path), planned.lines(plan.path))
-            )
+            cdef, generic = final_worker(plan, runner_plans, contract, common[ref].asserted)
+            module, lines = planned.module(plan.path), planned.lines(plan.path)
+            members.append(Member(ref, plan, cdef, module, lines, generic))
     members.sort(key=lambda m: (str(m.ref.path), m.ref.name))
     found = next(iter(common.values()))
     return plan_hoist(

@@ -53,6 +53,8 @@ class Member:
     #: its module as read (its imports) and the line index of that module
     module: cst.Module
     lines: Lines
+    #: (module, class) of the generic runner parent the rewrite annotates it with
+    generic: list[tuple[Path, str]] = field(default_factory=list)
     split: Split | None = None
     why_not: NotSplit | None = None
 
@@ -114,7 +116,7 @@ def plan_hoist(
     for member in members:
         if member in sharing:
             continue
-        reference = sharing[0] if sharing else _other(member, members)
+        reference = sharing[0] if sharing else _closest(member, members, contract)
         hoist.notes[member.ref] = [_difference(member, reference, contract)]
     if not sharing or placed is None:
         return hoist
@@ -139,8 +141,22 @@ def plan_hoist(
     )
     assert hoist.path is not None
     hoist.from_imports.append((import_path(hoist.path, input_path), [first.plan.input_name]))
+    for path, name in first.generic:
+        if name in needed:
+            hoist.from_imports.append((import_path(hoist.path, path), [name]))
     hoist.from_imports.append(("abc", ["abstractmethod"] if hoist.parent else ["ABC", "abstractmethod"]))
     return hoist
+
+
+def _closest(member: Member, members: list[Member], contract: Contract) -> Member:
+    """The other worker whose step has the most in common with ``member``'s."""
+    mine = [t.mine for t in _traits(member, contract)]
+
+    def alike(other: Member) -> int:
+        return sum(a == b.mine for a, b in zip(mine, _traits(other, contract), strict=False))
+
+    others = [m for m in members if m is not member]
+    return max(others, key=alike)
 
 
 def _other(member: Member, members: list[Member]) -> Member:
@@ -359,17 +375,17 @@ def _base_class(
     annotation = cstutil.without_optional(split.request_annotation or "Any")
     input_name = first.plan.input_name
     doc = cstutil.docstring(
-        f"The step {names} share: the driver prepares the worker input and the model "
-        "input and broadcasts them once; every rank runs the worker's cache operation, "
-        "then the model. A worker says what it sends "
-        f"(``{PREPARE}``) and what it does with it (``{EXECUTE}``).",
+        f"The step {names} share: each says only what it sends and what it does with it.",
         4,
+        short="The step the workers of this package share.",
     )
     declared = "".join(f"    {name}: {kind}\n" for name, kind in attributes.items())
     text = (
         f"class {BASE_NAME}({parent or 'ABC'}):\n"
         f"{doc}\n"
         f"{declared}\n"
+        "    # The driver builds the worker input and the model input and broadcasts them\n"
+        "    # once; every rank runs the worker's cache operation on it, then the model.\n"
         "    @abstractmethod\n"
         f"    def {PREPARE}(self, {request}: {annotation}) -> {input_name}:\n"
         f'        """The worker input of this step, on the driver."""\n'
@@ -383,10 +399,10 @@ def _base_class(
     assert isinstance(cdef, cst.ClassDef)
     body = [*cstutil.body_of(cdef.body)]
     for method in split.step:
-        body.append(method.with_changes(leading_lines=[cst.EmptyLine()]))
+        body.append(method.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
     new = cdef.with_changes(
         body=cdef.body.with_changes(body=body),
-        leading_lines=[cst.EmptyLine(), cst.EmptyLine()],
+        leading_lines=[cst.EmptyLine(indent=False), cst.EmptyLine(indent=False)],
     )
     return new
 
@@ -416,7 +432,7 @@ def _imports_for(
             if isinstance(small, cst.Import):
                 for alias in small.names:
                     dotted = cstutil.code(alias.name).strip()
-                    if alias.asname is None and dotted.split(".")[0] in names:
+                    if alias.asname is None and dotted in names:
                         plain.append(dotted)
             elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
                 source = "." * len(small.relative) + (
@@ -447,7 +463,9 @@ def slim_worker(cdef: cst.ClassDef, split: Split, parent: str | None) -> cst.Cla
             if not placed:
                 lead = item.leading_lines
                 body.append(split.prepare.with_changes(leading_lines=lead))
-                body.append(split.execute.with_changes(leading_lines=[cst.EmptyLine()]))
+                body.append(
+                    split.execute.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
+                )
                 placed = True
             continue
         body.append(item)
