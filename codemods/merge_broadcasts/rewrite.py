@@ -14,6 +14,7 @@ import libcst as cst
 from codemods import cstutil, imports, layout, templates, verify
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.facts.signatures import runner_signature
+from codemods.merge_broadcasts import worker_hoist
 from codemods.merge_broadcasts.generic_base import (
     annotate_runner_attribute,
     rebase,
@@ -31,9 +32,8 @@ from codemods.merge_broadcasts.runner_rewrite import (
 from codemods.merge_broadcasts.runner_statements import subscript_key
 from codemods.merge_broadcasts.shared_helpers import Helpers, shared_helpers, use_helpers
 from codemods.merge_broadcasts.shared_worker_input import SharedInput, shared_inputs
-from codemods.merge_broadcasts.worker_model import WorkerPlan
-from codemods.merge_broadcasts import worker_hoist
 from codemods.merge_broadcasts.worker_hoist import Hoist, Member, plan_hoist, slim_worker
+from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_notes import loop_exit_notes
 from codemods.merge_broadcasts.worker_rewrite import (
     needs_optional,

@@ -144,7 +144,9 @@ def plan_hoist(
     for path, name in first.generic:
         if name in needed:
             hoist.from_imports.append((import_path(hoist.path, path), [name]))
-    hoist.from_imports.append(("abc", ["abstractmethod"] if hoist.parent else ["ABC", "abstractmethod"]))
+    hoist.from_imports.append(
+        ("abc", ["abstractmethod"] if hoist.parent else ["ABC", "abstractmethod"])
+    )
     return hoist
 
 
@@ -225,18 +227,21 @@ def _driver_stop(
             continue
         stops = cstutil.find_all(
             node.body,
-            lambda n: cstutil.is_broadcast(n, contract.broadcast_function)
-            and isinstance(n, cst.Call)
-            and isinstance(cstutil.broadcast_payload(n), cst.Dict),
+            lambda n: (
+                cstutil.is_broadcast(n, contract.broadcast_function)
+                and isinstance(n, cst.Call)
+                and isinstance(cstutil.broadcast_payload(n), cst.Dict)
+            ),
         )
         if stops:
             returned = _returned(node)
-            return (f"its driver broadcasts `{{}}` without a request and returns `{returned}`", node)
+            return (
+                f"its driver broadcasts `{{}}` without a request and returns `{returned}`",
+                node,
+            )
     for node in cstutil.find_all(send, lambda n: isinstance(n, cst.Assert)):
         assert isinstance(node, cst.Assert)
-        if request and request in cstutil.loaded(node.test) or "is not None" in cstutil.code(
-            node.test
-        ):
+        if request and request in cstutil.loaded(node.test):
             text = cstutil.code(node.test).strip()
             return (f"its driver asserts `{text}` instead of sending the stop signal", node)
     return ("its driver never sends the stop signal", None)
@@ -463,9 +468,7 @@ def slim_worker(cdef: cst.ClassDef, split: Split, parent: str | None) -> cst.Cla
             if not placed:
                 lead = item.leading_lines
                 body.append(split.prepare.with_changes(leading_lines=lead))
-                body.append(
-                    split.execute.with_changes(leading_lines=[cst.EmptyLine(indent=False)])
-                )
+                body.append(split.execute.with_changes(leading_lines=[cst.EmptyLine(indent=False)]))
                 placed = True
             continue
         body.append(item)

@@ -94,10 +94,12 @@ def step_names(cdef: cst.ClassDef, plan: WorkerPlan, contract: Contract) -> list
 def _calls_self(node: cst.CSTNode, names: set[str]) -> bool:
     return cstutil.contains(
         node,
-        lambda n: isinstance(n, cst.Call)
-        and isinstance(n.func, cst.Attribute)
-        and cstutil.is_self_attr(n.func)
-        and n.func.attr.value in names,
+        lambda n: (
+            isinstance(n, cst.Call)
+            and isinstance(n.func, cst.Attribute)
+            and cstutil.is_self_attr(n.func)
+            and n.func.attr.value in names
+        ),
     )
 
 
@@ -271,7 +273,8 @@ def _needed(name: str, region: list[cst.BaseStatement], make: cst.Call) -> bool:
 
 
 def _replaced(func: cst.FunctionDef, replace: dict[int, cst.CSTNode]) -> cst.FunctionDef:
-    mine = {k: v for k, v in replace.items() if cstutil.contains(func, lambda n, k=k: id(n) == k)}
+    inside = {id(n) for n in cstutil.find_all(func, lambda n: True)}
+    mine = {k: v for k, v in replace.items() if k in inside}
     if not mine:
         return func
     return func.visit(_Replace(mine))  # type: ignore[return-value]
@@ -331,9 +334,7 @@ def _cache_operation(
     return [_replaced(m, replace) for m in step], operation
 
 
-def _method(
-    name: str, param: str, returns: str, body: list[cst.BaseStatement]
-) -> cst.FunctionDef:
+def _method(name: str, param: str, returns: str, body: list[cst.BaseStatement]) -> cst.FunctionDef:
     head = f"def {name}(self, {param}) -> {returns}:\n    pass\n"
     func = cst.parse_statement(head)
     assert isinstance(func, cst.FunctionDef)
