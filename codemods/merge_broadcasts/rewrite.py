@@ -471,6 +471,7 @@ def _plan_directory(
             ref = ClassRef(plan.path, plan.name)
             if ref not in common or any(m.ref == ref for m in members):
                 continue
+            plan.input_name = common[ref].name  # as the rewrite of its own group names it
             cdef, generic = final_worker(plan, runner_plans, contract, common[ref].asserted)
             module, lines = planned.module(plan.path), planned.lines(plan.path)
             members.append(Member(ref, plan, cdef, module, lines, generic))
