@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -772,8 +773,17 @@ def _renumber_notes(merged: GroupResult, path: Path, old: str, new: str) -> None
     where = str(path)
     to_new = line_map(old, new)
 
+    cited = re.compile(rf"\({re.escape(path.name)}:(\d+)\)")
+
+    def renumbered(text: str) -> str:
+        """``(<file>:<line>)`` of this file in a note's text, renumbered too."""
+        return cited.sub(lambda m: f"({path.name}:{to_new(int(m.group(1)))})", text)
+
     def moved(notes: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
-        return [(p, to_new(n) if p == where and n else n, t) for p, n, t in notes]
+        return [
+            (p, to_new(n) if p == where and n else n, renumbered(t) if p == where else t)
+            for p, n, t in notes
+        ]
 
     merged.worker_notes = moved(merged.worker_notes)
     for runner in merged.runners:

@@ -271,10 +271,15 @@ def _difference(member: Member, other: Member, contract: Contract) -> tuple[int,
     name, them = member.ref.name, other.ref.name
     head = f"{name} keeps its own {contract.execute_method}"
     mine, theirs = _traits(member, contract), _traits(other, contract)
-    for a, b in zip(mine, theirs, strict=False):
-        if a.mine != b.mine:
-            theirs_words = b.mine.replace("its ", f"{them}'s ", 1)
-            return a.line, f"{head}: {a.mine}, {theirs_words}"
+    where, possessive = member.ref.path.name, f"{them}'s "
+    differ = [
+        f"{a.mine} ({where}:{a.line}), {b.mine.replace('its ', possessive, 1)}"
+        for a, b in zip(mine, theirs, strict=False)
+        if a.mine != b.mine
+    ]
+    if differ:
+        first = next(a for a, b in zip(mine, theirs, strict=False) if a.mine != b.mine)
+        return first.line, f"{head}: {'; '.join(differ)}"
     if member.why_not is not None:
         line = _line(member, member.why_not.node) or _line(member, member.plan.cdef)
         return line, f"{head}: {member.why_not.why}"

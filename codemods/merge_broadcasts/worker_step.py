@@ -207,6 +207,13 @@ def split_step(
         - cstutil.bound_in(moved)
         - {"self", request}
     )
+    params = {p.name.value for p in [*send.params.params, *send.params.kwonly_params]}
+    if free & params:
+        raise NotSplit(
+            f"its worker input is built from `{sorted(free & params)[0]}`, which "
+            f"`{send.name.value}` takes beside `{request}`: a shared step prepares the worker "
+            "input from the request alone"
+        )
     local = free & cstutil.bound(send)
     if local:
         raise NotSplit(

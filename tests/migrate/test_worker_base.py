@@ -178,6 +178,7 @@ def test_a_worker_whose_step_differs_keeps_its_own_with_a_note(
     assert message.startswith("CPUWorker keeps its own execute_model: its driver broadcasts")
     assert "returns `None`" in message and "CopyOnlyWorker's driver" in message
     # the line of the rewritten file
+    assert f"(cpu_worker.py:{line})" in message
     assert line == line_of(
         after / "cpu_worker.py",
         "def execute_model",
@@ -230,12 +231,13 @@ def test_a_second_worker_that_never_checks_the_stop_signal_is_not_hoisted(
     notes = {Path(p).name: (n, m) for p, n, m in worker_notes(data) if "keeps its own" in m}
     assert set(notes) == {"copy_worker.py", "worker.py", "cpu_worker.py"}
     line, message = notes["copy_worker.py"]
+    receive = line_of(work / "copy_worker.py", "data = broadcast_tensor_dict(src=0)")
+    assert line == receive  # a line of the rewritten file, cited in the text as well
     assert message == (
         "CopyOnlyWorker keeps its own execute_model: its non-driver path never checks the "
-        "stop signal, Worker's non-driver path leaves on the stop signal returning `False`"
+        f"stop signal (copy_worker.py:{receive}), Worker's non-driver path leaves on the "
+        "stop signal returning `False`"
     )
-    receive = line_of(work / "copy_worker.py", "data = broadcast_tensor_dict(src=0)")
-    assert line == receive
 
 
 def test_a_shared_step_that_does_not_verify_is_not_written(
