@@ -275,9 +275,11 @@ def rewrite_group(
                 generated = [] if common is not None else worker_input_class(plan_any, contract)
                 if common is not None:
                     from_imports.append((import_path(project, path, common.path), [common.name]))
-                new_w, generic = final_worker(
+                new_w, generic, typed = final_worker(
                     plan_any, runner_plans, contract, common.asserted if common is not None else ()
                 )
+                if typed:
+                    typing_names.add("Type")
                 lines = planned.lines(path) if planned is not None else Lines(modules[path])
                 result.worker_notes += [
                     (str(path), line, text) for line, text in loop_exit_notes(plan_any, lines)
@@ -411,19 +413,22 @@ def _shared_worker_inputs(
 
 def final_worker(
     plan: WorkerPlan, runner_plans: list[RunnerPlan], contract: Contract, asserted: Sequence[str]
-) -> tuple[cst.ClassDef, list[tuple[Path, str]]]:
-    """The worker class as the merge writes it, and the (module, class) of each generic
-    runner parent its runner attribute is now annotated with."""
+) -> tuple[cst.ClassDef, list[tuple[Path, str]], bool]:
+    """The worker class as the merge writes it, the (module, class) of each generic
+    runner parent its runner attribute is now annotated with, and whether it now uses
+    ``Type`` (the local holding a runner class it picks)."""
     new_w = rewrite_worker(plan, contract, asserted)
     generic: list[tuple[Path, str]] = []
+    typed = False
     runners = {p.name for p in runner_plans}
     for parent in [p for p in runner_plans if p.generic]:
-        new_w, annotated = annotate_runner_attribute(
+        new_w, annotated, types = annotate_runner_attribute(
             new_w, plan.runner_attr, parent.generic, runners
         )
+        typed = typed or types
         if annotated:
             generic.append((parent.path, parent.generic))
-    return new_w, generic
+    return new_w, generic, typed
 
 
 def _hoists(
@@ -472,7 +477,7 @@ def _plan_directory(
             if ref not in common or any(m.ref == ref for m in members):
                 continue
             plan.input_name = common[ref].name  # as the rewrite of its own group names it
-            cdef, generic = final_worker(plan, runner_plans, contract, common[ref].asserted)
+            cdef, generic, _ = final_worker(plan, runner_plans, contract, common[ref].asserted)
             module, lines = planned.module(plan.path), planned.lines(plan.path)
             members.append(Member(ref, plan, cdef, module, lines, generic))
     members.sort(key=lambda m: (str(m.ref.path), m.ref.name))
