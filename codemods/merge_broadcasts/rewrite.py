@@ -281,9 +281,7 @@ def rewrite_group(
                 if typed:
                     typing_names.add("Type")
                 lines = planned.lines(path) if planned is not None else Lines(modules[path])
-                result.worker_notes += [
-                    (str(path), line, text) for line, text in loop_exit_notes(plan_any, lines)
-                ]
+                exits = [(str(path), n, text) for n, text in loop_exit_notes(plan_any, lines)]
                 for parent_path, name in generic:
                     if parent_path != path:
                         from_imports.append((import_path(project, path, parent_path), [name]))
@@ -297,9 +295,24 @@ def rewrite_group(
                         from_imports.append(
                             (import_path(project, path, hoist.path), [worker_hoist.BASE_NAME])
                         )
+                        # the step, and what it carries over, is the base's now (said once)
+                        first = ref == next(iter(hoist.members))
+                        own, base = f"{plan_any.name}.", f"{worker_hoist.BASE_NAME}."
+                        exits = [
+                            (
+                                str(hoist.path),
+                                0,
+                                text.replace(own, base, 1).replace(
+                                    " here:", " where the stop signal did not come:", 1
+                                ),
+                            )
+                            for _, _, text in exits
+                            if first
+                        ]
                     result.worker_notes += [
                         (str(path), line, text) for line, text in hoist.notes.get(ref, [])
                     ]
+                result.worker_notes += exits
                 if common is not None:
                     body.append(new_w)
                     continue
@@ -482,6 +495,9 @@ def _plan_directory(
             members.append(Member(ref, plan, cdef, module, lines, generic))
     members.sort(key=lambda m: (str(m.ref.path), m.ref.name))
     found = next(iter(common.values()))
+    runner_base = contract.runner_bases[0]
+    where = _find_bases(project, contract).get(runner_base)
+    generated = directory / f"{templates.BASE_MODULE_NAME}.py"
     return plan_hoist(
         members,
         project,
@@ -489,6 +505,7 @@ def _plan_directory(
         planned.sources,
         lambda origin, target: import_path(project, origin, target),
         found.path,
+        (runner_base, where if where is not None else generated),
     )
 
 

@@ -83,8 +83,10 @@ def plan_hoist(
     sources: Mapping[Path, bytes],
     import_path: Callable[[Path, Path], str],
     input_path: Path,
+    runner_base: tuple[str, Path] | None = None,
 ) -> Hoist:
-    """The hoist of one directory's workers (all share one worker input)."""
+    """The hoist of one directory's workers (all share one worker input); ``runner_base``:
+    the runner base class and its module (the type of the runner the workers hold)."""
     hoist = Hoist()
     if len(members) < 2:
         return hoist
@@ -123,7 +125,9 @@ def plan_hoist(
     hoist.path, hoist.parent, hoist.exists = placed
     first = sharing[0]
     assert first.split is not None
-    attributes = _attribute_types(sharing, first.split.attributes)
+    attributes = _attribute_types(
+        sharing, first.split.attributes, runner_base[0] if runner_base else None
+    )
     if isinstance(attributes, str):
         for member in sharing:
             hoist.notes[member.ref] = [
@@ -141,7 +145,7 @@ def plan_hoist(
     )
     assert hoist.path is not None
     hoist.from_imports.append((import_path(hoist.path, input_path), [first.plan.input_name]))
-    for path, name in first.generic:
+    for path, name in [*first.generic, *([runner_base[::-1]] if runner_base else [])]:
         if name in needed:
             hoist.from_imports.append((import_path(hoist.path, path), [name]))
     hoist.from_imports.append(
@@ -333,11 +337,20 @@ def _place(
 # ------------------------------------------------------------------ the base
 
 
-def _attribute_types(sharing: list[Member], attributes: list[str]) -> dict[str, str] | str:
+def _attribute_types(
+    sharing: list[Member], attributes: list[str], runner_base: str | None
+) -> dict[str, str] | str:
     """The annotation of each ``self.<attribute>`` the step reads, as a sharing worker
-    states it; a message when none does."""
+    states it (the runner base for the runner the workers hold, unless they all state
+    one type); a message when none does."""
     out: dict[str, str] = {}
+    runner = sharing[0].plan.runner_attr
     for attribute in attributes:
+        if attribute == runner and runner_base is not None:
+            stated = {_stated(m.cdef, attribute) for m in sharing}
+            one = stated.pop() if len(stated) == 1 else None
+            out[attribute] = one if one is not None else runner_base
+            continue
         for member in sharing:
             found = _stated(member.cdef, attribute)
             if found is not None:

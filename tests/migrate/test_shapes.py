@@ -10,7 +10,9 @@ variant of the shipped engine (``fixtures/<shape>/before``, our own code):
 * ``hardware_subclass``: hardware runners in files of their own subclass the model
   runner, one with its own worker, one driven by no worker of the package;
 * ``shared_worker_input``: a hardware worker copied from the GPU worker sends the
-  same fields, so both use one worker input in a generated ``worker_input.py``.
+  same fields, so both use one worker input in a generated ``worker_input.py``, and
+  their steps are the same, so both derive from one generated
+  ``LocalOrDistributedWorkerBase`` in ``worker_base.py``.
 
 Each migrates to its golden ``after`` byte for byte, a second run changes nothing,
 ``check`` finds nothing on the result, and (slow) at TP 2 the migrated variant
