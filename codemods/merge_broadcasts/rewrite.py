@@ -275,8 +275,11 @@ def rewrite_group(
                 generated = [] if common is not None else worker_input_class(plan_any, contract)
                 if common is not None:
                     from_imports.append((import_path(project, path, common.path), [common.name]))
-                new_w, generic, typed = final_worker(
-                    plan_any, runner_plans, contract, common.asserted if common is not None else ()
+                asserted = common.asserted if common is not None else ()
+                new_w, generic, typed = (
+                    planned.worker(plan_any, runner_plans, contract, asserted, final_worker)
+                    if planned is not None
+                    else final_worker(plan_any, runner_plans, contract, asserted)
                 )
                 if typed:
                     typing_names.add("Type")
@@ -490,7 +493,8 @@ def _plan_directory(
             if ref not in common or any(m.ref == ref for m in members):
                 continue
             plan.input_name = common[ref].name  # as the rewrite of its own group names it
-            cdef, generic, _ = final_worker(plan, runner_plans, contract, common[ref].asserted)
+            asserted = common[ref].asserted
+            cdef, generic, _ = planned.worker(plan, runner_plans, contract, asserted, final_worker)
             module, lines = planned.module(plan.path), planned.lines(plan.path)
             members.append(Member(ref, plan, cdef, module, lines, generic))
     members.sort(key=lambda m: (str(m.ref.path), m.ref.name))

@@ -57,6 +57,7 @@ class Member:
     generic: list[tuple[Path, str]] = field(default_factory=list)
     split: Split | None = None
     why_not: NotSplit | None = None
+    traits: list[_Trait] | None = None
 
 
 @dataclass
@@ -185,7 +186,14 @@ class _Trait:
 
 
 def _traits(member: Member, contract: Contract) -> list[_Trait]:
-    """What the step does, in the order a reader meets it, from the class as read."""
+    """What the step does, in the order a reader meets it, from the class as read
+    (found once per worker)."""
+    if member.traits is None:
+        member.traits = _find_traits(member, contract)
+    return member.traits
+
+
+def _find_traits(member: Member, contract: Contract) -> list[_Trait]:
     plan = member.plan
     assert plan.send_func is not None and plan.recv_func is not None
     out: list[_Trait] = []
