@@ -79,6 +79,10 @@ class LocalGroup:
         self._finalizer: Any = None
         #: When each submitted example's outcome is due, oldest first.
         self._deadlines: list[float] = []
+        #: The sizes of the examples out with the ranks, oldest first.
+        self._out: list[int] = []
+        #: Bytes of examples that may wait in rank 0's pipe without a write blocking.
+        self._ahead_bytes = 0
 
     # -- lifecycle
 
@@ -147,6 +151,7 @@ class LocalGroup:
                 ranks.send(conn, ("store", self._store.port))
             except (OSError, ValueError):
                 pass  # the rank died: start() says so
+        self._ahead_bytes = _send_buffer(self._conns[0]) // 4
 
     def start(self) -> GroupInfo:
         if self.running and self.info is not None:
@@ -181,6 +186,7 @@ class LocalGroup:
         self._conns.clear()
         self._logs.clear()
         self._deadlines.clear()
+        self._out.clear()
         self._store = None
         if self._logdir is not None:
             self._logdir.cleanup()
@@ -215,24 +221,40 @@ class LocalGroup:
         self.submit(payload)
         return self.collect()
 
+    def room(self, size: int) -> bool:
+        """Whether an example of ``size`` pickled bytes can be submitted now without
+        waiting: with nothing out, always (rank 0 is reading); else only if it and the
+        examples out, which rank 0 may not have read yet, fit in the buffer of its pipe,
+        so that this process never blocks writing while a rank blocks writing to it."""
+        if not self._out:
+            return True
+        return sum(self._out) + size + _FRAME_BYTES * (len(self._out) + 1) <= self._ahead_bytes
+
     def submit(self, payload: bytes) -> None:
         """Hand an example to rank 0 and return at once (:meth:`collect` waits for its
-        outcome; its deadline runs from now)."""
+        outcome; its deadline runs from when rank 0 is done with the examples before
+        it). Several may be out at once; :meth:`room` says when one more fits."""
         try:
             ranks.send(self._conns[0], ("example", payload))
         except (OSError, ValueError) as exc:
             self._lost(f"rank 0 is gone ({exc})", 0)
         self._deadlines.append(time.monotonic() + self.settings.deadline + GRACE)
+        self._out.append(len(payload))
 
     def collect(self) -> DriverOutcome:
         """The outcome of the example submitted first and not yet collected."""
         deadline = self._deadlines.pop(0)
+        self._out.pop(0)
         _, outcome = self._reply(0, deadline, "round-trip the example")
         assert isinstance(outcome, DriverOutcome)
         if outcome.sent and len(self._procs) > 1:
             for rank in range(1, len(self._procs)):
                 _, answer = self._reply(rank, deadline, "rebuild the example")
                 outcome.receivers.append(answer)
+        if self._deadlines:  # the next example's deadline runs from now, when its turn came
+            self._deadlines[0] = max(
+                self._deadlines[0], time.monotonic() + self.settings.deadline + GRACE
+            )
         if outcome.lost:
             self._lost(outcome.lost)
         if outcome.error is not None and outcome.error.desync:
@@ -401,6 +423,26 @@ def _reap(procs: list[Any]) -> None:
         proc.join(timeout=5)
 
 
+#: What a message costs in a pipe's buffer beyond its bytes (header, kernel bookkeeping).
+_FRAME_BYTES = 2048
+
+
+def _send_buffer(conn: Connection) -> int:
+    """The send buffer of the socket under ``conn``, in bytes (0 if it is not a socket)."""
+    import socket
+
+    try:
+        sock = socket.socket(fileno=os.dup(conn.fileno()))
+    except OSError:
+        return 0
+    try:
+        return sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    except OSError:
+        return 0
+    finally:
+        sock.close()
+
+
 def _seconds(value: float) -> Any:
     import datetime
 
@@ -522,6 +564,9 @@ class EnvGroup:
         if any(e.desync for e in errors):
             raise GroupLost("ranks did not take the job: " + "; ".join(e.text() for e in errors))
         return errors
+
+    def room(self, size: int) -> bool:
+        return True
 
     def submit(self, payload: bytes) -> None:
         """This process is rank 0: the example goes out when it is collected."""
