@@ -22,10 +22,23 @@ import torch
 MAX_KEPT_ELEMENTS = 1 << 20
 
 
+_TYPE_NAMES: dict[type, str] = {}
+
+
 def type_name(tp: type) -> str:
+    known = _TYPE_NAMES.get(tp) if isinstance(tp, type) else None
+    if known is not None:
+        return known
     module = getattr(tp, "__module__", "")
-    name = getattr(tp, "__qualname__", getattr(tp, "__name__", repr(tp)))
-    return name if module in ("builtins", "") else f"{module}.{name}"
+    name = getattr(tp, "__qualname__", None)
+    if name is None:
+        name = getattr(tp, "__name__", None)
+    if name is None:
+        name = repr(tp)
+    text = name if module in ("builtins", "") else f"{module}.{name}"
+    if isinstance(tp, type):
+        _TYPE_NAMES[tp] = text
+    return text
 
 
 class Snap:
@@ -199,11 +212,11 @@ def _tensor(value: torch.Tensor, device_override: str | None) -> TensorSnap:
     data = value.detach()
     if data.device.type != "cpu":
         data = data.cpu()
-    flat = torch.empty(data.numel(), dtype=data.dtype).copy_(data.reshape(-1))
-    raw = flat.view(torch.uint8) if data.numel() else flat
-    blob = raw.numpy().tobytes() if data.numel() else b""
+    # one copy, owned (later changes to the tensor do not reach it), hashed in place
+    flat = data.clone(memory_format=torch.contiguous_format).view(-1)
+    blob = flat.view(torch.uint8).numpy() if flat.numel() else b""
     digest = hashlib.blake2b(blob, digest_size=16).hexdigest()
-    kept = flat.view(data.shape) if data.numel() <= MAX_KEPT_ELEMENTS else None
+    kept = flat.view(data.shape) if flat.numel() <= MAX_KEPT_ELEMENTS else None
     return TensorSnap(
         type=type_name(type(value)),
         dtype=str(value.dtype).removeprefix("torch."),
@@ -238,6 +251,9 @@ class Snapshotter:
         return self.take(value)
 
     def take(self, value: Any) -> Snap:
+        kind = type(value)
+        if kind in _PLAIN:  # the common case first (subclasses, such as enums, below)
+            return Plain(type_name(kind), value)
         if isinstance(value, torch.Tensor):
             return _tensor(value, self.tensor_device)
         if isinstance(value, enum.Enum):

@@ -29,8 +29,8 @@ import dataclasses
 import enum
 import functools
 import importlib
-import math
 import inspect
+import math
 import sys
 import types
 import typing
