@@ -214,7 +214,7 @@ def _tensor(value: torch.Tensor, device_override: str | None) -> TensorSnap:
         data = data.cpu()
     # one copy, owned (later changes to the tensor do not reach it), hashed in place
     flat = data.clone(memory_format=torch.contiguous_format).view(-1)
-    blob = memoryview(flat.view(torch.uint8).numpy()) if flat.numel() else b""
+    blob = flat.view(torch.uint8).numpy().data if flat.numel() else b""
     digest = hashlib.blake2b(blob, digest_size=16).hexdigest()
     kept = flat.view(data.shape) if flat.numel() <= MAX_KEPT_ELEMENTS else None
     return TensorSnap(
