@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import math
 import multiprocessing
 import os
 import re
+import select
 import signal
 import tempfile
 import time
@@ -83,6 +85,8 @@ class LocalGroup:
         self._out: list[int] = []
         #: Bytes of examples that may wait in rank 0's pipe without a write blocking.
         self._ahead_bytes = 0
+        #: Per rank, a poll object watching its pipe and every rank's process.
+        self._pollers: list[Any] = []
 
     # -- lifecycle
 
@@ -152,6 +156,7 @@ class LocalGroup:
             except (OSError, ValueError):
                 pass  # the rank died: start() says so
         self._ahead_bytes = _send_buffer(self._conns[0]) // 4
+        self._pollers = [_poller(conn, self._procs) for conn in self._conns]
 
     def start(self) -> GroupInfo:
         if self.running and self.info is not None:
@@ -187,6 +192,7 @@ class LocalGroup:
         self._logs.clear()
         self._deadlines.clear()
         self._out.clear()
+        self._pollers.clear()
         self._store = None
         if self._logdir is not None:
             self._logdir.cleanup()
@@ -270,6 +276,7 @@ class LocalGroup:
     def _reply(self, rank: int, deadline: float, what: str) -> tuple[str, Any]:
         """The next message from ``rank``, watching every rank's process."""
         conn = self._conns[rank]
+        poller = self._pollers[rank]
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -277,8 +284,9 @@ class LocalGroup:
                     f"no answer within the deadline of {self.settings.deadline:g} s "
                     f"(rank {rank} was to {what})"
                 )
-            ready = wait([conn, *(p.sentinel for p in self._procs)], timeout=remaining)
-            if conn in ready:
+            # one poll object per rank, made once: far cheaper than connection.wait()
+            ready = {fd for fd, _ in poller.poll(max(1, math.ceil(remaining * 1000)))}
+            if conn.fileno() in ready:
                 try:
                     message = ranks.receive(conn)
                 except (EOFError, OSError):
@@ -421,6 +429,15 @@ def _reap(procs: list[Any]) -> None:
             pass
     for proc in procs:
         proc.join(timeout=5)
+
+
+def _poller(conn: Connection, procs: list[Any]) -> Any:
+    """A poll object for ``conn`` and the sentinels of ``procs`` (readable once the
+    process has ended)."""
+    poller = select.poll()
+    for fd in (conn.fileno(), *(proc.sentinel for proc in procs)):
+        poller.register(fd, select.POLLIN | select.POLLPRI)
+    return poller
 
 
 #: What a message costs in a pipe's buffer beyond its bytes (header, kernel bookkeeping).
