@@ -11,14 +11,16 @@ replays it.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
+import gc
 import inspect
 import itertools
 import re
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -346,50 +348,64 @@ def drive(
             raise _FoundAhead(failure) from None
 
     strategies.last_construction_error.clear()
-    try:
+    # Hypothesis makes many objects that live to the end of the search: the cyclic
+    # collector would walk them again and again
+    with _fewer_collections():
         try:
-            _search(strategy, options, check_ahead)
             try:
-                while pending:
-                    settle()
-            finally:
-                drain()
-        except (_FoundAhead, RoundTripFailure) as found:
-            first = found.failure if isinstance(found, _FoundAhead) else found
-            _search(strategy, options, lambda example: check(example, False))
-            if first is not None:  # not reproduced in step: the problem as found
-                result.problems = merge(
-                    [
-                        *first.problems,
-                        Problem(
-                            "RC304", "the failure did not reproduce when the example was replayed"
-                        ),
-                    ]
-                )
-                result.example = first.example
-    except RoundTripFailure as failure:
-        result.problems = failure.problems
-        result.example = failure.example
-        result.shrunk = True
-    except GroupLost as lost:
-        result.problems = [Problem("RC306", lost.message, "", _ranks(lost))]
-        result.example = state["example"]()
-        result.note = "not shrunk: the group cannot be reused after a rank failure"
-        if lost.detail:
-            result.note += "\n" + lost.detail
-    except hypothesis_errors.Flaky as flaky:
-        inner = _inner_failure(flaky)
-        result.problems = merge(
-            (inner.problems if inner else [])
-            + [Problem("RC304", "the failure did not reproduce when the example was replayed")]
-        )
-        result.example = inner.example if inner else state["example"]()
-    except hypothesis_errors.Unsatisfiable:
-        drain()  # examples that went out: their outcomes must not meet the next job
-        last = strategies.last_construction_error
-        reason = f": {type(last[0]).__name__}: {last[0]}" if last else ""
-        raise UsageError(f"{name}: no generated example could be constructed{reason}") from None
+                _search(strategy, options, check_ahead)
+                try:
+                    while pending:
+                        settle()
+                finally:
+                    drain()
+            except (_FoundAhead, RoundTripFailure) as found:
+                first = found.failure if isinstance(found, _FoundAhead) else found
+                _search(strategy, options, lambda example: check(example, False))
+                if first is not None:  # not reproduced in step: the problem as found
+                    result.problems = merge(
+                        [
+                            *first.problems,
+                            Problem(
+                                "RC304",
+                                "the failure did not reproduce when the example was replayed",
+                            ),
+                        ]
+                    )
+                    result.example = first.example
+        except RoundTripFailure as failure:
+            result.problems = failure.problems
+            result.example = failure.example
+            result.shrunk = True
+        except GroupLost as lost:
+            result.problems = [Problem("RC306", lost.message, "", _ranks(lost))]
+            result.example = state["example"]()
+            result.note = "not shrunk: the group cannot be reused after a rank failure"
+            if lost.detail:
+                result.note += "\n" + lost.detail
+        except hypothesis_errors.Flaky as flaky:
+            inner = _inner_failure(flaky)
+            result.problems = merge(
+                (inner.problems if inner else [])
+                + [Problem("RC304", "the failure did not reproduce when the example was replayed")]
+            )
+            result.example = inner.example if inner else state["example"]()
+        except hypothesis_errors.Unsatisfiable:
+            drain()  # examples that went out: their outcomes must not meet the next job
+            last = strategies.last_construction_error
+            reason = f": {type(last[0]).__name__}: {last[0]}" if last else ""
+            raise UsageError(f"{name}: no generated example could be constructed{reason}") from None
     return result
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    threshold = gc.get_threshold()
+    gc.set_threshold(max(threshold[0], 20_000), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
 
 
 def _search(strategy: Any, options: SearchOptions, check: Callable[[Any], None]) -> None:
