@@ -209,22 +209,24 @@ DriverOnly = Callable[[type, dataclasses.Field[Any]], bool]
 
 
 def _tensor(value: torch.Tensor, device_override: str | None) -> TensorSnap:
-    data = value.detach()
-    if data.device.type != "cpu":
-        data = data.cpu()
-    # one copy, owned (later changes to the tensor do not reach it), hashed in place
-    flat = data.clone(memory_format=torch.contiguous_format).view(-1)
-    blob = flat.view(torch.uint8).numpy().data if flat.numel() else b""
-    digest = hashlib.blake2b(blob, digest_size=16).hexdigest()
-    kept = flat.view(data.shape) if flat.numel() <= MAX_KEPT_ELEMENTS else None
+    device = value.device.type
+    data = value.detach() if value.requires_grad else value
+    # one contiguous copy, owned (later changes to the tensor do not reach it), hashed
+    # in place
+    if device != "cpu":
+        kept = data.cpu().contiguous()
+    else:
+        kept = data.clone(memory_format=torch.contiguous_format)
+    numel = kept.numel()
+    blob = kept.view(-1).view(torch.uint8).numpy().data if numel else b""
     return TensorSnap(
         type=type_name(type(value)),
         dtype=str(value.dtype).removeprefix("torch."),
-        shape=tuple(value.shape),
-        device=device_override or value.device.type,
+        shape=tuple(kept.shape),
+        device=device_override or device,
         contiguous=value.is_contiguous(),
-        digest=digest,
-        data=kept,
+        digest=hashlib.blake2b(blob, digest_size=16).hexdigest(),
+        data=kept if numel <= MAX_KEPT_ELEMENTS else None,
     )
 
 

@@ -206,32 +206,28 @@ def tensors(
 ) -> SearchStrategy[torch.Tensor]:
     """Tensors of ``dtypes`` in many shapes, layouts and fills (generated on the CPU).
 
-    A tensor takes four or five draws, each of which shrinks towards the simplest
-    tensor: its dtype; its kind (one in sixteen large, else 0 to 3 dimensions, fewest
-    first); the sizes of its dimensions as one number (its digits, base
-    ``max_side + 1``; all zero first); its layout and fill together (contiguous
-    zeros first); and the seed its values come from (none for zeros)."""
+    Each draw shrinks towards the simplest tensor: its dtype; whether it is large (one
+    in sixteen); its number of dimensions and each one's size, fewest and smallest
+    first; its layout and fill together, in one draw (contiguous zeros first); and the
+    seed its values come from (none for zeros)."""
     options = options or TensorOptions()
     n = options.large
-    base = options.max_side + 1
     # built once, not at every draw
     dtype_of = st.sampled_from(tuple(dtypes))
-    kinds = st.integers(0, 15)
+    one_in_16 = st.integers(0, 15)
     large_shape = st.sampled_from([(n,), (n // 64, 64), (64, n // 64)])
-    sides = [st.integers(0, base**ndim - 1) for ndim in range(4)]
+    ndims = st.integers(0, 3)
+    side = st.integers(0, options.max_side)
     looks = st.sampled_from([(layout, fill) for layout in LAYOUTS for fill in FILLS])
     seeds = st.integers(0, 2**32 - 1)
 
     @st.composite
     def draw_tensor(draw: st.DrawFn) -> torch.Tensor:
         dtype = draw(dtype_of)
-        kind = draw(kinds)
-        if kind == 15:
+        if draw(one_in_16) == 15:
             shape: tuple[int, ...] = draw(large_shape)
         else:
-            ndim = kind % 4
-            digits = draw(sides[ndim]) if ndim else 0
-            shape = tuple((digits // base**i) % base for i in reversed(range(ndim)))
+            shape = tuple(draw(side) for _ in range(draw(ndims)))
         layout, fill = draw(looks)
         seed = draw(seeds) if fill != "zeros" else 0
         return make_tensor(dtype, shape, layout, fill, seed)
