@@ -6,6 +6,7 @@ start once per (world size, deadline) for the whole test run."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -163,10 +164,14 @@ def test_blocking_rank_is_reported_within_the_deadline(roundtrip_groups: Any) ->
     assert run_one(group, good.ModelInput, examples=10).passed
 
 
-def test_examples_larger_than_a_pipe_do_not_deadlock(roundtrip_groups: Any) -> None:
+@pytest.mark.timeout(120)  # a deadlock here would wait forever
+def test_examples_larger_than_a_pipe_do_not_deadlock(
+    roundtrip_groups: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The search runs ahead only while the examples out fit in rank 0's pipe: with
-    examples (and answers) larger than the pipes' buffers, writing one more while a
-    receiver blocks writing its answer would leave every process waiting."""
+    three out and examples (and answers) larger than the pipes' buffers, writing one
+    more while rank 1 blocks writing its answer would leave every process waiting."""
+    monkeypatch.setattr(importlib.import_module("runnercheck.fuzz.search"), "LOOKAHEAD", 4)
     group = roundtrip_groups.get(2, "cpu", 5.0)
     big = torch.arange(1 << 17, dtype=torch.float32)  # 512 KiB, and as much in each answer
     register_strategy("ModelInput.input_tokens", st.just(big))
