@@ -193,7 +193,12 @@ def measure(version: str, work: Path, mirror: Path | None) -> Row:
     before = _mypy(mypy, before_root, existed)
     after = _mypy(mypy, root, vllm_files)
     row.mypy_before, row.mypy_after = len(before), len(after)
-    row.mypy_new = sorted(f"{f}: {m}" for f, m in after - before)
+    # a created module importing what this environment lacks, as the old files do
+    # (torch), is the environment's error, not the rewrite's (as migrate's own check)
+    missing = {m for f, m in before if m.endswith("[import]") or "[import-" in m}
+    row.mypy_new = sorted(
+        f"{f}: {m}" for f, m in after - before if not (f not in existed and m in missing)
+    )
     row.worker_inputs = sorted(
         {
             f"{m.group(1)} ({p.name})"
