@@ -471,6 +471,17 @@ def _run_file(path: Path) -> TaskResult:
     return result
 
 
+def _read_loaded_names(state: _State, groups: Iterable[Group]) -> None:
+    """The names each file of a group to rewrite loads (the rewrite keeps the imports
+    they use), read only for those files."""
+    from runnercheck.analysis.syntax import loaded_names
+
+    for path in {p for g in groups if g.refusal is None for p in g.files}:
+        facts = state.facts.get(path)
+        if facts is not None and facts.loaded_names is None:
+            facts.loaded_names = loaded_names(ast.parse(state.sources[path], filename=str(path)))
+
+
 def _given_files(paths: Sequence[str | os.PathLike[str]], files: Iterable[Path]) -> set[Path]:
     """The collected files that were given as files (not found in a given directory)."""
     named = {Path(os.path.realpath(p)) for p in paths if not os.path.isdir(p)}
@@ -545,7 +556,7 @@ def migrate(
                 result.refusals.append(refused)
             continue
         text = data.decode("utf-8", "replace")
-        module_facts = extract_tree(tree, str(path), text, contract, names=True)
+        module_facts = extract_tree(tree, str(path), text, contract, names=True, loaded=False)
         sources[path] = data
         facts[path] = module_facts
     result.files_parsed = len([p for p in sources if p in given])
@@ -571,6 +582,7 @@ def migrate(
         mine = given | {p for g in groups for p in g.files}
         result.notes += [note for note in found if note.path in mine]
         result.refusals += _mixed(state.project)
+    _read_loaded_names(state, groups)
     in_groups = {p for g in groups for p in g.files}
     single = state.single_targets()
     files = [p for p in sources if p in given and p not in in_groups and str(p) in single]
