@@ -471,15 +471,17 @@ def _run_file(path: Path) -> TaskResult:
     return result
 
 
-def _read_loaded_names(state: _State, groups: Iterable[Group]) -> None:
+def _read_loaded_names(
+    state: _State, groups: Iterable[Group], trees: dict[Path, ast.Module]
+) -> None:
     """The names each file of a group to rewrite loads (the rewrite keeps the imports
-    they use), read only for those files."""
+    they use), read from its ``ast`` only for those files."""
     from runnercheck.analysis.syntax import loaded_names
 
     for path in {p for g in groups if g.refusal is None for p in g.files}:
         facts = state.facts.get(path)
-        if facts is not None and facts.loaded_names is None:
-            facts.loaded_names = loaded_names(ast.parse(state.sources[path], filename=str(path)))
+        if facts is not None and path in trees:
+            facts.loaded_names = loaded_names(trees[path])
 
 
 def _given_files(paths: Sequence[str | os.PathLike[str]], files: Iterable[Path]) -> set[Path]:
@@ -532,6 +534,7 @@ def migrate(
         wanted = select_sources(read, contract, runners=MERGE in select)
     sources: dict[Path, bytes] = {}
     facts: dict[Path, ModuleFacts] = {}
+    trees: dict[Path, ast.Module] = {}
     for path in wanted:
         data = read[path]
         refused: Refused | None = None
@@ -559,6 +562,7 @@ def migrate(
         module_facts = extract_tree(tree, str(path), text, contract, names=True, loaded=False)
         sources[path] = data
         facts[path] = module_facts
+        trees[path] = tree
     result.files_parsed = len([p for p in sources if p in given])
     if MERGE in select:
         for path, (data, module_facts) in read_definitions(
@@ -582,7 +586,8 @@ def migrate(
         mine = given | {p for g in groups for p in g.files}
         result.notes += [note for note in found if note.path in mine]
         result.refusals += _mixed(state.project)
-    _read_loaded_names(state, groups)
+    _read_loaded_names(state, groups, trees)
+    del trees
     in_groups = {p for g in groups for p in g.files}
     single = state.single_targets()
     files = [p for p in sources if p in given and p not in in_groups and str(p) in single]
@@ -666,6 +671,8 @@ def migrate(
 
 def _layout_notes(changes: dict[Path, Change]) -> list[Note]:
     """One line per project whose changed files keep the migration's own layout."""
+    if not changes:
+        return []
     from codemods import formatting
 
     notes: list[Note] = []
