@@ -18,11 +18,11 @@ parent cannot be seen is skipped (reported, not guessed).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
 from codemods import cstutil, registry
-from codemods.command import ContractCommand
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
@@ -93,13 +93,12 @@ def rewrite_module(
     return module.with_changes(body=body), changed, skipped
 
 
-class DriverOnlyCommand(ContractCommand):
-    """Declare unbroadcast input dataclass fields driver-only (a comment above each)."""
+def __getattr__(name: str) -> Any:
+    """``DriverOnlyCommand`` (``python -m libcst.tool codemod -x
+    codemods.driver_only.DriverOnlyCommand``) lives in :mod:`codemods.command`, with
+    LibCST's codemod framework, which ``migrate`` does not load."""
+    if name == "DriverOnlyCommand":
+        from codemods.command import DriverOnlyCommand
 
-    DESCRIPTION = registry.DRIVER_ONLY.summary
-
-    def rewrite(self, tree: cst.Module) -> cst.Module:
-        path, project = self.project(tree)
-        new, _changed, skipped = rewrite_module(tree, project, path, self.contract)
-        self.warn_skipped(skipped)
-        return new
+        return DriverOnlyCommand
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

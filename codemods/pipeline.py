@@ -171,7 +171,7 @@ def _init_worker(
 def _single_codemods(
     state: _State, path: Path, module: cst.Module, refusals: list[Refused], group: str = ""
 ) -> tuple[cst.Module, list[str]]:
-    from codemods import driver_only, fold_control_broadcast, self_return, super_dict
+    from codemods import driver_only, self_return, super_dict
 
     contract = state.config.contract()
     applied: list[str] = []
@@ -196,7 +196,10 @@ def _single_codemods(
         if changed_classes:
             module = new
             applied.append(registry.SELF_RETURN.name)
-    if registry.FOLD_CONTROL_BROADCAST.name in state.select:
+    # the fold's rewrite loads LibCST's matchers: only where the decision says it may fold
+    if registry.FOLD_CONTROL_BROADCAST.name in state.targets(path):
+        from codemods import fold_control_broadcast
+
         new, folded, skipped = fold_control_broadcast.rewrite_module(
             module, project, str(path), contract
         )
