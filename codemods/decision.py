@@ -14,7 +14,10 @@ that query over every class of the file:
   class of ``Project.reads_unknown_parent``;
 * ``self-return`` rewrites a ``from_broadcasted_tensor_dict`` classmethod with parameters
   annotated to return its own class (``Project.from_dict_returns_fixed_class``; the
-  facts hold the same decorator, parameters and annotation the rewrite reads);
+  facts hold the same decorator, parameters and annotation the rewrite reads). The
+  facts keep the last definition of a name, while the rewrite reads every top-level
+  class and method: a file whose bytes define the method more often than its classes'
+  facts show (a class or a method defined twice) is a "maybe" too;
 * ``fold-control-broadcast`` folds a wrapper worker whose step broadcasts control values
   before an inner step (RC110), and its plan (:mod:`codemods.fold_plan`, no LibCST) tells
   a fold it refuses: a file whose only candidate is such a wrapper is settled here, with
@@ -30,7 +33,7 @@ two runs, which must give the same result.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from codemods import fold_plan, registry
 from runnercheck.analysis.model import ClassFacts
@@ -40,9 +43,12 @@ from runnercheck.records import Refused
 FOLD = registry.FOLD_CONTROL_BROADCAST.name
 
 
-def single_targets(project: Project, select: Sequence[str]) -> dict[str, set[str]]:
+def single_targets(
+    project: Project, select: Sequence[str], sources: Mapping[str, bytes] | None = None
+) -> dict[str, set[str]]:
     """Per file, the single-class codemods that may change it (see the module's
-    docstring for why each query covers everything its codemod rewrites)."""
+    docstring for why each query covers everything its codemod rewrites). ``sources``:
+    the files' bytes, for the definitions the facts do not keep."""
     wanted: dict[str, set[str]] = {}
     for cls in project.all_classes():
         names: set[str] = set()
@@ -58,7 +64,27 @@ def single_targets(project: Project, select: Sequence[str]) -> dict[str, set[str
             names.add(FOLD)
         if names:
             wanted.setdefault(cls.path, set()).update(names)
+    if registry.SELF_RETURN.name in select:
+        for path in _shadowed_from_dict(project, sources or {}):
+            wanted.setdefault(path, set()).add(registry.SELF_RETURN.name)
     return wanted
+
+
+def _shadowed_from_dict(project: Project, sources: Mapping[str, bytes]) -> list[str]:
+    """Files that define ``from_broadcasted_tensor_dict`` more often than the facts of
+    their classes show: a definition the facts do not keep (a class or a method of the
+    same name defined again later) that the rewrite may still read."""
+    name = project.contract.from_dict_method
+    needle = f"def {name}".encode()
+    found: list[str] = []
+    for path, data in sources.items():
+        facts = project.modules.get(path)
+        if facts is None or needle not in data:
+            continue
+        kept = sum(1 for cls in facts.classes.values() if name in cls.methods)
+        if data.count(needle) > kept:
+            found.append(path)
+    return found
 
 
 def every_file(paths: Iterable[str], select: Sequence[str]) -> dict[str, set[str]]:

@@ -139,7 +139,8 @@ class _State:
         """Per file, the single-class codemods that may change it."""
         if self.single is None:
             if self.decide:
-                self.single = decision.single_targets(self.project, self.select)
+                sources = {str(p): data for p, data in self.sources.items()}
+                self.single = decision.single_targets(self.project, self.select, sources)
             else:
                 self.single = decision.every_file(map(str, self.sources), self.select)
         return self.single

@@ -107,3 +107,17 @@ def test_the_decision_names_each_codemod_that_may_change_a_file() -> None:
     assert every_file(["inputs.py"], ["self-return", "merge-broadcasts"]) == {
         "inputs.py": {"self-return"}
     }
+
+
+def test_a_shadowed_definition_is_a_maybe(tmp_path: Path) -> None:
+    """The facts keep the last ``Fixed``; ``self-return`` also rewrites the first one
+    (a fixed return) that it shadows, so the file is not a "no"."""
+    first = SOURCE.split("@dataclass(frozen=True)\nclass Typed")[0]
+    second = SOURCE.split("\n\n\n@dataclass(frozen=True)\nclass Typed")[1].replace("Typed", "Fixed")
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "inputs.py").write_text(first + "\n@dataclass(frozen=True)\nclass Fixed" + second)
+    without = apply([package], mode="check", decide=False)
+    with_ = apply([package], mode="check", decide=True)
+    assert [p.name for p in without.changes] == ["inputs.py"]
+    assert outcome(with_) == outcome(without)
