@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING
 from codemods import decision, registry
 from codemods.definitions import flag_classes, read_definitions
 from codemods.facts.groups import ClassRef, Group, find_groups
+from codemods.facts.values import ValueFacts
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import Collected, collect, package_files, read_all
@@ -61,6 +63,8 @@ class TaskResult:
     refusals: list[Refused] = field(default_factory=list)
     groups: list[GroupResult] = field(default_factory=list)
     cst_files: int = 0
+    #: the directories whose shared worker step this group wrote and did not verify
+    unhoisted: dict[Path, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -121,6 +125,9 @@ class _State:
     project: Project = field(init=False)
     _planned: Planned | None = field(default=None, init=False)
     single: dict[str, set[str]] | None = field(default=None, init=False)
+    #: the ``ast`` of the files parsed in this process (the value facts read them)
+    trees: dict[Path, ast.Module] = field(default_factory=dict)
+    _values: ValueFacts | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.project = Project(self.facts.values(), self.config.contract())
@@ -152,6 +159,14 @@ class _State:
     def old_facts(self, path: Path) -> ModuleFacts:
         """The facts of a file as read."""
         return self.facts[path]
+
+    @property
+    def values(self) -> ValueFacts:
+        """The values of the methods of the files as read, each read when the
+        verification first walks through it."""
+        if self._values is None:
+            self._values = ValueFacts({**self.sources, **self.trees}, self.config.contract())
+        return self._values
 
 
 _STATE: _State | None = None
@@ -281,7 +296,10 @@ def _verify(
     if key not in state.before:
         state.before[key] = verify.findings(old, state.config)
     added = verify.new_findings(old, new, state.config, state.before[key])
-    changed = verify.changed_values(old, new, state.config) if not added else []
+    changed = []
+    if not added:
+        new_values = state.values.changed({path: trees[path][0] for path in changes})
+        changed = verify.changed_values(old, new, state.config, state.values, new_values)
     if changed:
         return Refused(
             codemod,
@@ -398,6 +416,8 @@ def _run_group(group: Group) -> TaskResult:
         changes[path] = Change(path, None, new, group.label, (MERGE,))
     failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
+        for directory in merged.hoisted:
+            result.unhoisted[directory] = failed.message
         result.refusals.append(dataclasses.replace(failed, held_back=_held_back(group)))
         return result
     result.changes = changes
@@ -430,6 +450,41 @@ def _without_refused_workers(
         _STATE = None
     kept = [o for o in outcomes if not any(r.label in again for r in o.groups)]
     return kept + list(rerun.values())
+
+
+def _without_failed_hoists(
+    state: _State, groups: list[Group], outcomes: list[TaskResult], notes: list[Note]
+) -> list[TaskResult]:
+    """The groups of a directory whose shared worker step did not verify run again, each
+    worker keeping its own step: never a tree where some workers use the base."""
+    global _STATE
+    failed: dict[Path, str] = {}
+    for outcome in outcomes:
+        failed.update(outcome.unhoisted)
+    if not failed:
+        return outcomes
+    state.planned.no_hoist.update(failed)
+    again = {g.label for g in groups if any(w.path.parent in failed for w in g.workers)}
+    _STATE = state
+    try:
+        rerun = [run_group(g) for g in groups if g.label in again]
+    finally:
+        _STATE = None
+
+    def labels(outcome: TaskResult) -> set[str]:
+        return {r.label for r in outcome.groups} | {r.group for r in outcome.refusals}
+
+    kept = [o for o in outcomes if not labels(o) & again]
+    for directory, why in sorted(failed.items()):
+        notes.append(
+            Note(
+                "worker-base",
+                directory,
+                0,
+                f"the workers here keep their own steps: the shared step did not verify ({why})",
+            )
+        )
+    return kept + rerun
 
 
 def _mixed(project: Project) -> list[Refused]:
@@ -475,17 +530,15 @@ def _run_file(path: Path) -> TaskResult:
     return result
 
 
-def _read_loaded_names(
-    state: _State, groups: Iterable[Group], trees: dict[Path, ast.Module]
-) -> None:
+def _read_loaded_names(state: _State, groups: Iterable[Group]) -> None:
     """The names each file of a group to rewrite loads (the rewrite keeps the imports
     they use), read from its ``ast`` only for those files."""
     from runnercheck.analysis.syntax import loaded_names
 
     for path in {p for g in groups if g.refusal is None for p in g.files}:
         facts = state.facts.get(path)
-        if facts is not None and path in trees:
-            facts.loaded_names = loaded_names(trees[path])
+        if facts is not None and path in state.trees:
+            facts.loaded_names = loaded_names(state.trees[path])
 
 
 def _given_files(paths: Sequence[str | os.PathLike[str]], files: Iterable[Path]) -> set[Path]:
@@ -581,7 +634,7 @@ def migrate(
             result.refusals.append(skip)
     roots = (*collected.roots, *sorted({p.parent for p in packages}))
     result.roots = roots
-    state = _State(sources, facts, config, select, roots, decide)
+    state = _State(sources, facts, config, select, roots, decide, trees=trees)
     groups: list[Group] = []
     if MERGE in select:
         groups, found = find_groups(state.project)
@@ -590,8 +643,7 @@ def migrate(
         mine = given | {p for g in groups for p in g.files}
         result.notes += [note for note in found if note.path in mine]
         result.refusals += _mixed(state.project)
-    _read_loaded_names(state, groups, trees)
-    del trees
+    _read_loaded_names(state, groups)
     in_groups = {p for g in groups for p in g.files}
     single = state.single_targets()
     files = [p for p in sources if p in given and p not in in_groups and str(p) in single]
@@ -635,6 +687,7 @@ def migrate(
                     progress(done, total)
         finally:
             _STATE = None
+    outcomes = _without_failed_hoists(state, groups, outcomes, result.notes)
     outcomes = _without_refused_workers(state, groups, outcomes)
     for outcome in outcomes:
         result.files_cst += outcome.cst_files
@@ -741,8 +794,17 @@ def _renumber_notes(merged: GroupResult, path: Path, old: str, new: str) -> None
     where = str(path)
     to_new = line_map(old, new)
 
+    cited = re.compile(rf"\({re.escape(path.name)}:(\d+)\)")
+
+    def renumbered(text: str) -> str:
+        """``(<file>:<line>)`` of this file in a note's text, renumbered too."""
+        return cited.sub(lambda m: f"({path.name}:{to_new(int(m.group(1)))})", text)
+
     def moved(notes: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
-        return [(p, to_new(n) if p == where and n else n, t) for p, n, t in notes]
+        return [
+            (p, to_new(n) if p == where and n else n, renumbered(t) if p == where else t)
+            for p, n, t in notes
+        ]
 
     merged.worker_notes = moved(merged.worker_notes)
     for runner in merged.runners:
