@@ -94,11 +94,5 @@ def rewrite_module(
 
 
 def __getattr__(name: str) -> Any:
-    """``DriverOnlyCommand`` (``python -m libcst.tool codemod -x
-    codemods.driver_only.DriverOnlyCommand``) lives in :mod:`codemods.command`, with
-    LibCST's codemod framework, which ``migrate`` does not load."""
-    if name == "DriverOnlyCommand":
-        from codemods.command import DriverOnlyCommand
-
-        return DriverOnlyCommand
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """``DriverOnlyCommand`` (see :func:`codemods.registry.command_class`)."""
+    return registry.command_class(__name__, name)

@@ -126,11 +126,5 @@ def rewrite_module(module: cst.Module, contract: Contract = VLLM) -> tuple[cst.M
 
 
 def __getattr__(name: str) -> Any:
-    """``SelfReturnCommand`` (``python -m libcst.tool codemod -x
-    codemods.self_return.SelfReturnCommand``) lives in :mod:`codemods.command`, with
-    LibCST's codemod framework, which ``migrate`` does not load."""
-    if name == "SelfReturnCommand":
-        from codemods.command import SelfReturnCommand
-
-        return SelfReturnCommand
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """``SelfReturnCommand`` (see :func:`codemods.registry.command_class`)."""
+    return registry.command_class(__name__, name)

@@ -178,11 +178,5 @@ def _method(statement: cst.BaseStatement, name: str) -> cst.FunctionDef | None:
 
 
 def __getattr__(name: str) -> Any:
-    """``SuperDictCommand`` (``python -m libcst.tool codemod -x
-    codemods.super_dict.SuperDictCommand``) lives in :mod:`codemods.command`, with
-    LibCST's codemod framework, which ``migrate`` does not load."""
-    if name == "SuperDictCommand":
-        from codemods.command import SuperDictCommand
-
-        return SuperDictCommand
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    """``SuperDictCommand`` (see :func:`codemods.registry.command_class`)."""
+    return registry.command_class(__name__, name)
