@@ -42,12 +42,15 @@ def apply(
     force: bool = False,
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    decide: bool = True,
     cache_root: Path | None = None,
 ) -> MigrateResult:
     """Plan, verify and (``mode="write"``) commit the migration of ``paths``.
 
-    ``force``: also write read-only files. ``cache_root``: where the facts cache lives
-    (none by default; see :func:`codemods.pipeline.migrate`). Raises
+    ``force``: also write read-only files. ``decide=False``: without the analysis's
+    decision of which files a codemod may change (:mod:`codemods.decision`; the same
+    result, slower). ``cache_root``: where the facts cache lives (none by default; see
+    :func:`codemods.pipeline.migrate`). Raises
     :class:`~runnercheck.writes.recovery.Unrecoverable` when an interrupted run left
     files a person has to put right."""
     roots = [Path(os.path.realpath(p)) for p in paths]
@@ -60,7 +63,14 @@ def apply(
             if recovered:  # files were put back (or removed): read the tree as it is now
                 collected = collect(paths)
         result = migrate(
-            paths, select, config, jobs, progress, collected=collected, cache_root=cache_root
+            paths,
+            select,
+            config,
+            jobs,
+            progress,
+            collected=collected,
+            decide=decide,
+            cache_root=cache_root,
         )
         if not write:
             _pending(result)
