@@ -11,6 +11,8 @@ import libcst as cst
 from codemods import cstutil
 from codemods.facts.groups import ClassRef, Group, ref_of
 from codemods.facts.signatures import inherited_local_types
+from codemods.merge_broadcasts.helper_records import helper_records, kept_note, plan_record_reads
+from codemods.merge_broadcasts.narrowing import value_parameters
 from codemods.merge_broadcasts.runner_execute import plan_execute, self_calls
 from codemods.merge_broadcasts.runner_flags import (
     helper_flags,
@@ -103,6 +105,12 @@ def plan_group(
                 "this needs a fix by hand",
                 _first_broadcast(legacy[0], contract),
             )
+        plan.value_params = value_parameters(
+            c
+            for ancestor in project.mro(_facts(project, ref))
+            if Path(ancestor.path) in modules
+            and (c := _class_def(modules[Path(ancestor.path)], ancestor.name)) is not None
+        )
         if legacy:
             method = _facts(project, ref).methods.get(legacy[0].name.value)
             shape = method.split if method is not None else None
@@ -110,7 +118,10 @@ def plan_group(
                 from_bases = inherited_local_types(project, _facts(project, ref), shape.unpacked)
                 known = {**from_bases, **dict(shape.types)}
                 shape = dataclasses.replace(shape, types=tuple(sorted(known.items())))
+            if shape is not None and shape.unpacked:
+                plan.records = helper_records(project, _facts(project, ref), shape.unpacked)
             plan_legacy_method(plan, legacy[0], contract, shape, where(ref.path))
+            plan.record_reads = plan_record_reads(plan)
             plan.flag_defaults = flag_defaults(plan, project, ref)
             _note_kept_flags(plan, contract, where(ref.path))
             _keep_flags_in_helpers(plan, contract, where(ref.path))
@@ -213,6 +224,7 @@ def plan_group(
     for plan, parent in narrowing:
         _plan_generic_base(plan, parent, project, contract, taken)
     _check_dropped(runner_plans.values(), project)
+    _note_kept_records(list(runner_plans.values()), contract)
     worker_plans: list[WorkerPlan] = []
     for ref in group.workers:
         cdef = _top_level_class(modules, project, ref)
@@ -242,6 +254,19 @@ def plan_group(
         )
         worker_plans.append(plan_w)
     return list(runner_plans.values()), worker_plans
+
+
+def _note_kept_records(plans: list[RunnerPlan], contract: Contract) -> None:
+    """One note per NamedTuple that ``prepare_model_input`` now reads as fields."""
+    readers: dict[tuple[Path, str], list[RunnerPlan]] = {}
+    records = {}
+    for plan in plans:
+        for _, record in plan.record_reads:
+            readers.setdefault((record.path, record.name), []).append(plan)
+            records[(record.path, record.name)] = record
+    for key, users in readers.items():
+        carrier, line, text = kept_note(users, records[key], contract.prepare_input_method)
+        carrier.notes.append((line, text))
 
 
 def _plan_generic_base(
