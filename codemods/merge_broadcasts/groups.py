@@ -258,15 +258,12 @@ def plan_group(
 
 def _note_kept_records(plans: list[RunnerPlan], contract: Contract) -> None:
     """One note per NamedTuple that ``prepare_model_input`` now reads as fields."""
-    readers: dict[tuple[Path, str], list[RunnerPlan]] = {}
-    records = {}
-    for plan in plans:
-        for _, record in plan.record_reads:
-            readers.setdefault((record.path, record.name), []).append(plan)
-            records[(record.path, record.name)] = record
-    for key, users in readers.items():
-        carrier, line, text = kept_note(users, records[key], contract.prepare_input_method)
-        carrier.notes.append((line, text))
+    records = {(r.path, r.name): r for plan in plans for _, r in plan.record_reads}
+    for record in records.values():
+        note = kept_note(plans, record, contract.prepare_input_method)
+        if note is not None:
+            carrier, line, text = note
+            carrier.notes.append((line, text))
 
 
 def _plan_generic_base(

@@ -154,9 +154,21 @@ def read_fields(
     return out
 
 
-def kept_note(plans: list[RunnerPlan], record: Record, prepare: str) -> tuple[RunnerPlan, int, str]:
-    """The note saying why the record stays: (the plan that carries it, line, text)."""
-    held = {f.name for p in plans for f in p.fields}
+def kept_note(
+    plans: list[RunnerPlan], record: Record, prepare: str
+) -> tuple[RunnerPlan, int, str] | None:
+    """The note saying why the record stays, carried by the plan of the file that
+    defines it (None when no planned runner lives there): (that plan, line, text)."""
+    held: set[str] = set()
+    for plan in plans:
+        fields = {f.name for f in plan.fields}
+        for statement, read in plan.record_reads:
+            if read.name == record.name and read.path == record.path:
+                held |= {
+                    f for t, f in zip(_targets(statement), read.fields, strict=True) if t in fields
+                }
+    if not held:
+        return None
     extra = [f for f in record.fields if f not in held]
     text = (
         f"`{record.name}`, the NamedTuple `{record.helper}` returns, is kept: "
@@ -164,7 +176,5 @@ def kept_note(plans: list[RunnerPlan], record: Record, prepare: str) -> tuple[Ru
     )
     if extra:
         text += f", and it holds values no input does ({', '.join(f'`{f}`' for f in extra)})"
-    same_file = [p for p in plans if p.path == record.path]
-    if same_file:
-        return same_file[0], record.line, text
-    return plans[0], 0, f"{record.path.name}:{record.line}: {text}"
+    carrier = next((p for p in plans if p.path == record.path), None)
+    return None if carrier is None else (carrier, record.line, text)
