@@ -58,7 +58,7 @@ def test_a_named_tuple_helper_is_read_as_fields_and_kept_with_a_note(tmp_path: P
     new = result.changes[runner].new.decode()
     for cls, uses in (
         ("ModelRunner", "seq_groups, model_input.seq_lens"),
-        ("PoolingModelRunner", "model_input.seq_lens"),
+        ("PoolingModelRunner", "attn_metadata=model_input.attn_metadata"),
     ):
         path = runner if cls == "ModelRunner" else work / "pooling_model_runner.py"
         body = _prepare_body(result.changes[path].new.decode(), cls)
