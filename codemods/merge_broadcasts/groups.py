@@ -114,8 +114,15 @@ def plan_group(
         if legacy:
             method = _facts(project, ref).methods.get(legacy[0].name.value)
             shape = method.split if method is not None else None
-            if shape is not None and shape.unpacked:
-                from_bases = inherited_local_types(project, _facts(project, ref), shape.unpacked)
+            if shape is not None and shape.unpacked and method is not None:
+                # a local bound again (``x = torch.tensor(x)``) is not what it was
+                # unpacked as; a value read from the received dict states nothing
+                once = [
+                    u
+                    for u in shape.unpacked
+                    if sum(b.kind != "key" for b in method.bindings.get(u[0], ())) == 1
+                ]
+                from_bases = inherited_local_types(project, _facts(project, ref), once)
                 known = {**from_bases, **dict(shape.types)}
                 shape = dataclasses.replace(shape, types=tuple(sorted(known.items())))
             if shape is not None and shape.unpacked:
