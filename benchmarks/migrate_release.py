@@ -1,21 +1,25 @@
 """``migrate``'s diff judged by each two-broadcast vLLM release's own lint and type
-configuration, as a maintainer of that release would.
+configuration and tools, as a maintainer of that release would.
 
 Per release, a temporary project is laid out as the repository was at the release's
-tag: the wheel's ``vllm/`` (``tests/vllm_wheels.py``), and from the release's sdist
-(``tests/vllm_sdists.py``) its ``pyproject.toml``, ``setup.cfg`` and ``tests/``. The
-sdists do not carry the lint requirements, so the formatter pin of those releases'
-``requirements-dev.txt`` (``YAPF_PIN``) is written beside them; a release without an
-sdist (0.3.2, 0.4.0, 0.4.0.post1) is judged with the next release's configuration
-and tests (``CONFIG_OF``, marked). Then
-``migrate vllm tests`` runs and is written, and:
+tag: the wheel's ``vllm/`` (``tests/vllm_wheels.py``), and the tag's
+``pyproject.toml``, ``setup.cfg``, lint requirements and ``tests/``, read from a git
+repository holding vLLM's tags under ``--mirror`` (``benchmarks/release_config.py``;
+a tag counts only when its ``vllm/worker/`` is the wheel's). The yapf, toml and mypy
+pins of those requirements are installed into a cached tool environment and do the
+judging. Without such a repository the release's sdist gives the configuration and
+``tests/`` (``tests/vllm_sdists.py``; a release without one borrows the next
+release's, ``CONFIG_OF``), the formatter pin ``YAPF_PIN`` of those releases'
+``requirements-dev.txt`` stands in for the lint requirements, and mypy is this
+environment's. Then ``migrate vllm tests`` runs and is written, and:
 
 * *yapf*: lines the release's yapf (style from the project directory: its
   ``[tool.yapf]``, else yapf's pep8 default) would change in each rewritten file,
   and in the same files before (the baseline);
-* *mypy*: plain mypy (no plugin) with the release's ``pyproject.toml`` on the
-  rewritten ``vllm/`` files, before and after: errors, and errors that are new
-  (same file, code and message not there before);
+* *mypy*: plain mypy (no plugin) with the release's configuration on the rewritten
+  ``vllm/`` files, as its ``format.sh`` runs it (``--config-file pyproject.toml``),
+  before and after: errors, and errors that are new (same file, code and message not
+  there before);
 * *callers*: calls of a removed method in ``tests/`` before; test files updated;
   calls named in notes;
 * *WorkerInput*: worker input classes defined in the migrated tree;
@@ -25,7 +29,8 @@ and tests (``CONFIG_OF``, marked). Then
 
 Usage::
 
-    python benchmarks/migrate_release.py [--versions 0.5.0 ...] [--json out.json]
+    python benchmarks/migrate_release.py [--versions 0.5.0 ...] [--mirror DIR]
+                                         [--json out.json]
 """
 
 from __future__ import annotations
@@ -38,7 +43,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -46,6 +50,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks import release_config  # noqa: E402
 from benchmarks.migrate_coverage import VERSIONS, migrate_and_write  # noqa: E402
 from tests.vllm_sdists import CONFIG_FILES, sdist_root  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
@@ -64,6 +69,7 @@ _ERROR = re.compile(r"^([^:]+):\d+: error: (.*)$")
 class Row:
     version: str
     config_from: str
+    tools: str = ""
     files: int = 0
     yapf_before: int = 0
     yapf_after: int = 0
@@ -80,14 +86,34 @@ class Row:
     hand_removed: int | None = None
 
 
-def _yapf_lines(root: Path, text: str) -> int:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from yapf.yapflib import file_resources, yapf_api
-
-    style = file_resources.GetDefaultStyleForDir(str(root))
+#: run in the tool environment: the lines yapf would change in each file, with the
+#: style found from the project directory (its ``[tool.yapf]``, else pep8)
+_YAPF_COUNT = """
+import difflib, json, sys, warnings
+warnings.simplefilter("ignore")
+from yapf.yapflib import file_resources, yapf_api
+root, files = sys.argv[1], sys.argv[2:]
+style = file_resources.GetDefaultStyleForDir(root)
+counts = {}
+for name in files:
+    text = open(name, encoding="utf-8").read()
     formatted, _ = yapf_api.FormatCode(text, style_config=style)
-    return _diff_size(text, formatted)[0]
+    diff = difflib.unified_diff(text.splitlines(), formatted.splitlines(), lineterm="", n=0)
+    counts[name] = sum(1 for d in diff if d.startswith("+") and not d.startswith("+++"))
+print(json.dumps(counts))
+"""
+
+
+def _yapf_lines(python: Path, root: Path, files: list[Path]) -> int:
+    if not files:
+        return 0
+    proc = subprocess.run(
+        [str(python), "-c", _YAPF_COUNT, str(root), *map(str, files)],
+        capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise SystemExit(f"migrate_release: yapf failed: {proc.stderr.strip()[-400:]}")
+    return sum(json.loads(proc.stdout).values())
 
 
 def _diff_size(old: str, new: str) -> tuple[int, int]:
@@ -100,9 +126,9 @@ def _diff_size(old: str, new: str) -> tuple[int, int]:
     return added, removed
 
 
-def _mypy(root: Path, files: list[str]) -> set[tuple[str, str]]:
+def _mypy(python: Path, root: Path, files: list[str]) -> set[tuple[str, str]]:
     proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", "pyproject.toml", "--no-error-summary",
+        [str(python), "-m", "mypy", "--config-file", "pyproject.toml", "--no-error-summary",
          "--show-error-codes", "--cache-dir", str(root / ".mypy_cache"), *files],
         cwd=root, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
@@ -114,33 +140,41 @@ def _mypy(root: Path, files: list[str]) -> set[tuple[str, str]]:
     return found
 
 
-def _layout(version: str, root: Path) -> str:
-    config_from = CONFIG_OF.get(version, version)
-    sdist = sdist_root(config_from)
-    shutil.copytree(vllm_package(version), root / "vllm")
-    shutil.copytree(sdist / "tests", root / "tests")
-    for name in CONFIG_FILES:
-        if (sdist / name).is_file():
-            shutil.copy(sdist / name, root / name)
-    if not any((root / n).is_file() for n in ("requirements-dev.txt", "requirements-lint.txt")):
-        (root / "requirements-dev.txt").write_text(YAPF_PIN)
-    return config_from
+def _layout(version: str, root: Path, mirror: Path | None) -> tuple[str, Path, Path]:
+    """Lay the project out; where its configuration came from, and the Pythons that
+    run the release's yapf and mypy."""
+    package = vllm_package(version)
+    shutil.copytree(package, root / "vllm")
+    tagged = release_config.find_tag(version, package, mirror) if mirror else None
+    if tagged is not None:
+        release_config.lay_out(tagged, root)
+        source = f"tag {tagged.label()}"
+    else:
+        source = CONFIG_OF.get(version, version)
+        sdist = sdist_root(source)
+        shutil.copytree(sdist / "tests", root / "tests")
+        for name in CONFIG_FILES:
+            if (sdist / name).is_file():
+                shutil.copy(sdist / name, root / name)
+        if not any((root / n).is_file() for n in ("requirements-dev.txt", "requirements-lint.txt")):
+            (root / "requirements-dev.txt").write_text(YAPF_PIN)
+        source = f"sdist {source}"
+    pinned = release_config.pins(root)
+    yapf = release_config.tool_python({k: v for k, v in pinned.items() if k != "mypy"})
+    mypy = release_config.tool_python({"mypy": pinned["mypy"]}) if "mypy" in pinned else None
+    return source, yapf, mypy or Path(sys.executable)
 
 
-def measure(version: str, work: Path) -> Row:
+def measure(version: str, work: Path, mirror: Path | None) -> Row:
     root = work / version
-    row = Row(version, _layout(version, root))
+    source, yapf, mypy = _layout(version, root, mirror)
+    row = Row(version, source, _tool_versions(yapf, mypy))
     original = {p: p.read_text() for p in root.rglob("*.py")}
     row.test_calls = sum(t.count(f".{REMOVED}(") for p, t in original.items() if "tests" in p.parts)
     outcome = migrate_and_write(version, [root / "vllm", root / "tests"])
     changed = sorted(outcome.changes)
     row.files = len(changed)
     rel = [str(p.relative_to(root)) for p in changed if p.suffix == ".py"]
-    for path in changed:
-        new = path.read_text()
-        row.yapf_after += _yapf_lines(root, new)
-        if path in original:
-            row.yapf_before += _yapf_lines(root, original[path])
     row.tests_updated = sum(1 for p in changed if "tests" in p.relative_to(root).parts)
     row.calls_named = sum(1 for n in outcome.notes if n.kind == "callers")
     vllm_files = [r for r in rel if r.startswith("vllm/")]
@@ -148,14 +182,23 @@ def measure(version: str, work: Path) -> Row:
     shutil.copytree(root, before_root, ignore=shutil.ignore_patterns(".mypy_cache"))
     for path, text in original.items():
         (before_root / path.relative_to(root)).write_text(text)
-    for r in vllm_files:
-        if (root / r).is_file() and Path(root / r) not in original:
-            (before_root / r).unlink()
-    existed = [r for r in vllm_files if (before_root / r).is_file()]
-    before = _mypy(before_root, existed)
-    after = _mypy(root, vllm_files)
+    for name in vllm_files:
+        if (root / name).is_file() and Path(root / name) not in original:
+            (before_root / name).unlink()
+    existed = [name for name in vllm_files if (before_root / name).is_file()]
+    row.yapf_after = _yapf_lines(yapf, root, changed)
+    row.yapf_before = _yapf_lines(
+        yapf, before_root, [before_root / p.relative_to(root) for p in changed if p in original]
+    )
+    before = _mypy(mypy, before_root, existed)
+    after = _mypy(mypy, root, vllm_files)
     row.mypy_before, row.mypy_after = len(before), len(after)
-    row.mypy_new = sorted(f"{f}: {m}" for f, m in after - before)
+    # a created module importing what this environment lacks, as the old files do
+    # (torch), is the environment's error, not the rewrite's (as migrate's own check)
+    missing = {m for f, m in before if m.endswith("[import]") or "[import-" in m}
+    row.mypy_new = sorted(
+        f"{f}: {m}" for f, m in after - before if not (f not in existed and m in missing)
+    )
     row.worker_inputs = sorted(
         {
             f"{m.group(1)} ({p.name})"
@@ -165,9 +208,9 @@ def measure(version: str, work: Path) -> Row:
     )
     for path in changed:
         if "vllm" in path.relative_to(root).parts[:1]:
-            a, r = _diff_size(original.get(path, ""), path.read_text())
-            row.added += a
-            row.removed += r
+            added, removed = _diff_size(original.get(path, ""), path.read_text())
+            row.added += added
+            row.removed += removed
     hand = HAND.get(version)
     if hand is not None:
         hand_root = vllm_package(hand).parent
@@ -176,26 +219,36 @@ def measure(version: str, work: Path) -> Row:
         for name in sorted(n for n in names if n.startswith("vllm/")):
             old = original.get(root / name, "")
             new_path = hand_root / name
-            a, r = _diff_size(old, new_path.read_text() if new_path.is_file() else "")
-            row.hand_added += a
-            row.hand_removed += r
+            added, removed = _diff_size(old, new_path.read_text() if new_path.is_file() else "")
+            row.hand_added += added
+            row.hand_removed += removed
         for extra in ("vllm/worker/model_runner_base.py",):
             if extra not in names and (hand_root / extra).is_file():
                 row.hand_added += len((hand_root / extra).read_text().splitlines())
     return row
 
 
+def _tool_versions(yapf: Path, mypy: Path) -> str:
+    found = []
+    for python, module in ((yapf, "yapf"), (mypy, "mypy")):
+        proc = subprocess.run(
+            [str(python), "-c", f"import importlib.metadata as m; print(m.version({module!r}))"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        found.append(f"{module} {proc.stdout.strip() or '?'}")
+    return ", ".join(found)
+
+
 def table(rows: list[Row]) -> str:
     lines = [
-        "| release | config | files | yapf lines before → after | mypy errors before → after "
+        "| release | config | tools | files | yapf lines before → after | mypy errors before → after "
         "(new) | test calls: updated / named | WorkerInput classes | diff +/- (hand 0.5.1) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         hand = "" if r.hand_added is None else f" ({r.hand_added}/{r.hand_removed})"
-        config = r.config_from if r.config_from == r.version else f"{r.config_from}'s"
         lines.append(
-            f"| {r.version} | {config} | {r.files} | {r.yapf_before} → {r.yapf_after} "
+            f"| {r.version} | {r.config_from} | {r.tools} | {r.files} | {r.yapf_before} → {r.yapf_after} "
             f"| {r.mypy_before} → {r.mypy_after} ({len(r.mypy_new or [])}) "
             f"| {r.test_calls}: {r.tests_updated} / {r.calls_named} "
             f"| {len(r.worker_inputs or [])}: {', '.join(r.worker_inputs or [])} "
@@ -207,12 +260,17 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--versions", nargs="+", default=list(VERSIONS))
+    parser.add_argument(
+        "--mirror", type=Path, default=Path("/work/.mirror"),
+        help="git repositories holding vLLM's tags (<owner>+<name>/repo); none: the sdists",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="migrate-release-") as tmp:
         for version in args.versions:
-            rows.append(measure(version, Path(tmp)))
+            mirror = args.mirror if args.mirror.is_dir() else None
+            rows.append(measure(version, Path(tmp), mirror))
             print(f"{version}: done", file=sys.stderr)
     print(table(rows))
     for r in rows:

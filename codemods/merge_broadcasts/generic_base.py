@@ -107,9 +107,31 @@ def rebase(plan: RunnerPlan, cdef: cst.ClassDef) -> cst.ClassDef:
 
 
 class _AnnotateRunner(cst.CSTTransformer):
+    """Annotates ``self.<attr> = ...`` with the generic base, and the local that
+    holds the runner class the worker picks (``cls = A if c else B``), with
+    ``Type[<generic>]``: a type checker joins two subclasses of one generic base over
+    different input types to ``object``, so the picked class would not be callable."""
+
     def __init__(self, attr: str, annotation: str, direct: set[str]) -> None:
         self.attr, self.annotation, self.direct = attr, annotation, direct
         self.done = False
+        self.class_locals: set[str] = set()
+        self._assigned: list[dict[str, int]] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        counts: dict[str, int] = {}
+        for found in cstutil.find_all(node.body, lambda n: isinstance(n, cst.Assign)):
+            assert isinstance(found, cst.Assign)
+            for target in found.targets:
+                if isinstance(target.target, cst.Name):
+                    counts[target.target.value] = counts.get(target.target.value, 0) + 1
+        self._assigned.append(counts)
+
+    def leave_FunctionDef(
+        self, original: cst.FunctionDef, updated: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self._assigned.pop()
+        return updated
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
@@ -129,16 +151,84 @@ class _AnnotateRunner(cst.CSTTransformer):
                 value=value,
             )
             self.done = True
+            picked = value.func if isinstance(value, cst.Call) else None
+            if (
+                isinstance(picked, cst.Name)
+                and self._assigned
+                and self._assigned[-1].get(picked.value) == 1
+            ):
+                self.class_locals.add(picked.value)
         return updated.with_changes(body=body)
+
+
+class _AnnotateClassLocal(cst.CSTTransformer):
+    """``cls: Type[<generic>] = ...``. A conditional expression of plain names
+    becomes a default and an ``if``: a type checker joins the two arms before it looks
+    at the annotation, and the join of two such runner classes is ``object``."""
+
+    def __init__(self, names: set[str], annotation: str) -> None:
+        self.names, self.annotation = names, annotation
+
+    def leave_SimpleStatementLine(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        small = updated.body[0] if len(updated.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+            return updated
+        target = small.targets[0].target
+        if not (isinstance(target, cst.Name) and target.value in self.names):
+            return updated
+        annotation = cst.Annotation(cst.parse_expression(f"Type[{self.annotation}]"))
+        arms = _arms(small.value)
+        if arms is None:
+            return updated.with_changes(
+                body=[cst.AnnAssign(target=target, annotation=annotation, value=small.value)]
+            )
+        chosen, default = arms
+        first = updated.with_changes(
+            body=[cst.AnnAssign(target=target, annotation=annotation, value=default)]
+        )
+        branch: cst.If | None = None
+        for test, value in reversed(chosen):
+            assign = cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(target)], value)])
+            branch = cst.If(test=test, body=cst.IndentedBlock([assign]), orelse=branch)
+        assert branch is not None
+        return cst.FlattenSentinel([first, branch])
+
+
+def _plain(node: cst.BaseExpression) -> cst.BaseExpression:
+    return node.with_changes(lpar=[], rpar=[])
+
+
+def _arms(
+    value: cst.BaseExpression,
+) -> tuple[list[tuple[cst.BaseExpression, cst.BaseExpression]], cst.BaseExpression] | None:
+    """``a if c else b if d else e`` as ``([(c, a), (d, b)], e)``, when every arm is
+    a name or attribute (nothing runs on evaluating it)."""
+    chosen: list[tuple[cst.BaseExpression, cst.BaseExpression]] = []
+    node = value
+    while isinstance(node, cst.IfExp):
+        if not isinstance(node.body, (cst.Name, cst.Attribute)):
+            return None
+        chosen.append((_plain(node.test), _plain(node.body)))
+        node = node.orelse
+    if not chosen or not isinstance(node, (cst.Name, cst.Attribute)):
+        return None
+    return chosen, _plain(node)
 
 
 def annotate_runner_attribute(
     worker: cst.ClassDef, attr: str, generic: str, runners: set[str]
-) -> tuple[cst.ClassDef, bool]:
+) -> tuple[cst.ClassDef, bool, bool]:
     """``self.<attr>: <generic> = ...`` where the worker assigns its runner from
     something other than one runner class's constructor (a class picked at run time
-    could be the parent or a subclass, which no longer share the parent's type)."""
+    could be the parent or a subclass, which no longer share the parent's type), and
+    ``Type[<generic>]`` on the local the picked class is held in. Returns the class,
+    whether it changed, and whether ``Type`` is now used."""
     visitor = _AnnotateRunner(attr, generic, runners)
     new = worker.visit(visitor)
     assert isinstance(new, cst.ClassDef)
-    return new, visitor.done
+    if visitor.class_locals:
+        new = new.visit(_AnnotateClassLocal(visitor.class_locals, generic))
+        assert isinstance(new, cst.ClassDef)
+    return new, visitor.done, bool(visitor.class_locals)

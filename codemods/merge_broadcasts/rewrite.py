@@ -280,9 +280,11 @@ def rewrite_group(
                 ]
                 for parent in [p for p in runner_plans if p.generic]:
                     runners = {p.name for p in runner_plans}
-                    new_w, annotated = annotate_runner_attribute(
+                    new_w, annotated, typed = annotate_runner_attribute(
                         new_w, plan_any.runner_attr, parent.generic, runners
                     )
+                    if typed:
+                        typing_names.add("Type")
                     if annotated and parent.path != path:
                         from_imports.append(
                             (import_path(project, path, parent.path), [parent.generic])

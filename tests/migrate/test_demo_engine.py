@@ -156,3 +156,12 @@ def test_generated_code_narrows_the_received_dict_where_the_legacy_code_did(
     assert "class EmbeddingModelRunner(GenericModelRunner[EmbeddingModelRunnerInput]):" in embedding
     assert "class GenericModelRunner(ModelRunnerBase[TInput]):" in runner
     assert "class ModelRunner(GenericModelRunner[ModelRunnerInput]):" in runner
+    # the worker picks one of the two runners: the class it holds is typed with the
+    # generic base, and the conditional expression (whose two arms a type checker joins
+    # to ``object`` before reading the annotation) became a default and an ``if``
+    assert (
+        "        ModelRunnerClass: Type[GenericModelRunner] = ModelRunner\n"
+        "        if self.model_config.embedding_mode:\n"
+        "            ModelRunnerClass = EmbeddingModelRunner\n"
+        "        self.model_runner: GenericModelRunner = ModelRunnerClass(\n"
+    ) in (migrated / "worker.py").read_text()
