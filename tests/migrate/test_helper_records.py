@@ -113,10 +113,11 @@ def test_the_value_type_holds_and_an_optional_passed_as_a_value_is_asserted(
     work = _engine(
         tmp_path,
         [
-            # the old annotation says List[int]; the value is the helper's torch.Tensor
+            # the old annotation says List[int]; the value is the helper's torch.Tensor;
+            # it says Optional where every builder sets a SamplingMetadata
             (
                 ") -> Tuple[torch.Tensor, AttentionMetadata, SamplingMetadata]:",
-                ") -> Tuple[List[int], AttentionMetadata, SamplingMetadata]:",
+                ") -> Tuple[List[int], AttentionMetadata, Optional[SamplingMetadata]]:",
             ),
             (
                 "            attn_metadata = self.attn_backend.make_metadata(**metadata_dict)\n",
@@ -144,6 +145,7 @@ def test_the_value_type_holds_and_an_optional_passed_as_a_value_is_asserted(
     new = result.changes[work / "model_runner.py"].new.decode()
     assert "    input_tokens: torch.Tensor\n" in new
     assert "    attn_metadata: Optional[AttentionMetadata]\n" in new
+    assert "    sampling_metadata: SamplingMetadata\n" in new
     assert (
         "        if self.config.check:\n"
         "            assert model_input.attn_metadata is not None\n"
