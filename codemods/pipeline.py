@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,8 @@ class TaskResult:
     refusals: list[Refused] = field(default_factory=list)
     groups: list[GroupResult] = field(default_factory=list)
     cst_files: int = 0
+    #: the directories whose shared worker step this group wrote and did not verify
+    unhoisted: dict[Path, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -409,6 +412,8 @@ def _run_group(group: Group) -> TaskResult:
         changes[path] = Change(path, None, new, group.label, (MERGE,))
     failed = _verify(state, changes, group.label, MERGE, trees)
     if failed is not None:
+        for directory in merged.hoisted:
+            result.unhoisted[directory] = failed.message
         result.refusals.append(dataclasses.replace(failed, held_back=_held_back(group)))
         return result
     result.changes = changes
@@ -441,6 +446,41 @@ def _without_refused_workers(
         _STATE = None
     kept = [o for o in outcomes if not any(r.label in again for r in o.groups)]
     return kept + list(rerun.values())
+
+
+def _without_failed_hoists(
+    state: _State, groups: list[Group], outcomes: list[TaskResult], notes: list[Note]
+) -> list[TaskResult]:
+    """The groups of a directory whose shared worker step did not verify run again, each
+    worker keeping its own step: never a tree where some workers use the base."""
+    global _STATE
+    failed: dict[Path, str] = {}
+    for outcome in outcomes:
+        failed.update(outcome.unhoisted)
+    if not failed:
+        return outcomes
+    state.planned.no_hoist.update(failed)
+    again = {g.label for g in groups if any(w.path.parent in failed for w in g.workers)}
+    _STATE = state
+    try:
+        rerun = [run_group(g) for g in groups if g.label in again]
+    finally:
+        _STATE = None
+
+    def labels(outcome: TaskResult) -> set[str]:
+        return {r.label for r in outcome.groups} | {r.group for r in outcome.refusals}
+
+    kept = [o for o in outcomes if not labels(o) & again]
+    for directory, why in sorted(failed.items()):
+        notes.append(
+            Note(
+                "worker-base",
+                directory,
+                0,
+                f"the workers here keep their own steps: the shared step did not verify ({why})",
+            )
+        )
+    return kept + rerun
 
 
 def _mixed(project: Project) -> list[Refused]:
@@ -632,6 +672,7 @@ def migrate(
                     progress(done, total)
         finally:
             _STATE = None
+    outcomes = _without_failed_hoists(state, groups, outcomes, result.notes)
     outcomes = _without_refused_workers(state, groups, outcomes)
     for outcome in outcomes:
         result.files_cst += outcome.cst_files
@@ -732,8 +773,17 @@ def _renumber_notes(merged: GroupResult, path: Path, old: str, new: str) -> None
     where = str(path)
     to_new = line_map(old, new)
 
+    cited = re.compile(rf"\({re.escape(path.name)}:(\d+)\)")
+
+    def renumbered(text: str) -> str:
+        """``(<file>:<line>)`` of this file in a note's text, renumbered too."""
+        return cited.sub(lambda m: f"({path.name}:{to_new(int(m.group(1)))})", text)
+
     def moved(notes: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
-        return [(p, to_new(n) if p == where and n else n, t) for p, n, t in notes]
+        return [
+            (p, to_new(n) if p == where and n else n, renumbered(t) if p == where else t)
+            for p, n, t in notes
+        ]
 
     merged.worker_notes = moved(merged.worker_notes)
     for runner in merged.runners:

@@ -71,3 +71,5 @@ class GroupResult:
     shared_with: list[tuple[str, str]] = field(default_factory=list)
     #: latent bugs of the workers' steps carried over: (file, line, what)
     worker_notes: list[tuple[str, int, str]] = field(default_factory=list)
+    #: the directories whose workers this group moved onto a shared step base
+    hoisted: list[Path] = field(default_factory=list)

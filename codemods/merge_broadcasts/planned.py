@@ -15,7 +15,7 @@ between the groups of a run gives each the result that planning it alone would g
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,8 +34,11 @@ from runnercheck.contract import Contract
 if TYPE_CHECKING:
     from codemods.merge_broadcasts.shared_helpers import Helpers
     from codemods.merge_broadcasts.shared_worker_input import SharedInput
+    from codemods.merge_broadcasts.worker_hoist import Hoist
 
 Plans = tuple[list[RunnerPlan], list[WorkerPlan]]
+#: a rewritten worker class, the generic runner parents it names, whether it uses ``Type``
+Worker = tuple[cst.ClassDef, list[tuple[Path, str]], bool]
 
 
 class Planned:
@@ -54,6 +57,28 @@ class Planned:
         self.worker_inputs: dict[
             tuple[Path, int, frozenset[ClassRef]], dict[ClassRef, SharedInput]
         ] = {}
+        #: the shared step of each directory (:mod:`.rewrite` fills it)
+        self.hoists: dict[tuple[Path, frozenset[ClassRef]], Hoist] = {}
+        #: directories whose shared step did not verify: their workers keep their own
+        self.no_hoist: set[Path] = set()
+        self._workers: dict[tuple[int, str, tuple[str, ...]], tuple[WorkerPlan, Worker]] = {}
+
+    def worker(
+        self,
+        plan: WorkerPlan,
+        runner_plans: list[RunnerPlan],
+        contract: Contract,
+        asserted: Sequence[str],
+        make: Callable[..., Worker],
+    ) -> Worker:
+        """The worker class as the merge writes it (``make``: :func:`.rewrite.final_worker`),
+        made once per plan and input (a directory's shared step reads every worker)."""
+        key = (id(plan), plan.input_name, tuple(asserted))
+        found = self._workers.get(key)
+        if found is None or found[0] is not plan:
+            found = (plan, make(plan, runner_plans, contract, asserted))
+            self._workers[key] = found
+        return found[1]
 
     def module(self, path: Path) -> cst.Module:
         """The file's module, parsed on first use."""

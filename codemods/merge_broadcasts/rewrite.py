@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import libcst as cst
 from codemods import cstutil, imports, layout, templates, verify
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.facts.signatures import runner_signature
+from codemods.merge_broadcasts import worker_hoist
 from codemods.merge_broadcasts.generic_base import (
     annotate_runner_attribute,
     rebase,
@@ -30,6 +32,7 @@ from codemods.merge_broadcasts.runner_rewrite import (
 from codemods.merge_broadcasts.runner_statements import subscript_key
 from codemods.merge_broadcasts.shared_helpers import Helpers, shared_helpers, use_helpers
 from codemods.merge_broadcasts.shared_worker_input import SharedInput, shared_inputs
+from codemods.merge_broadcasts.worker_hoist import Hoist, Member, plan_hoist, slim_worker
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_notes import loop_exit_notes
 from codemods.merge_broadcasts.worker_rewrite import (
@@ -199,6 +202,7 @@ def rewrite_group(
         if found.text is not None and found.path not in result.sources:
             result.sources[found.path] = found.text
             result.created.append(found.path)
+    hoists = _hoists(project, contract, worker_plans, planned, unshared, shared)
     by_class: dict[tuple[Path, str], RunnerPlan | WorkerPlan] = {}
     for plan in runner_plans:
         by_class[(plan.path, plan.name)] = plan
@@ -271,24 +275,47 @@ def rewrite_group(
                 generated = [] if common is not None else worker_input_class(plan_any, contract)
                 if common is not None:
                     from_imports.append((import_path(project, path, common.path), [common.name]))
-                new_w = rewrite_worker(
-                    plan_any, contract, common.asserted if common is not None else ()
+                asserted = common.asserted if common is not None else ()
+                new_w, generic, typed = (
+                    planned.worker(plan_any, runner_plans, contract, asserted, final_worker)
+                    if planned is not None
+                    else final_worker(plan_any, runner_plans, contract, asserted)
                 )
+                if typed:
+                    typing_names.add("Type")
                 lines = planned.lines(path) if planned is not None else Lines(modules[path])
-                result.worker_notes += [
-                    (str(path), line, text) for line, text in loop_exit_notes(plan_any, lines)
-                ]
-                for parent in [p for p in runner_plans if p.generic]:
-                    runners = {p.name for p in runner_plans}
-                    new_w, annotated, typed = annotate_runner_attribute(
-                        new_w, plan_any.runner_attr, parent.generic, runners
-                    )
-                    if typed:
-                        typing_names.add("Type")
-                    if annotated and parent.path != path:
+                exits = [(str(path), n, text) for n, text in loop_exit_notes(plan_any, lines)]
+                for parent_path, name in generic:
+                    if parent_path != path:
+                        from_imports.append((import_path(project, path, parent_path), [name]))
+                ref = ClassRef(plan_any.path, plan_any.name)
+                for hoist in hoists:
+                    split = hoist.members.get(ref)
+                    if split is not None and hoist.path is not None:
+                        new_w = slim_worker(new_w, split, hoist.parent)
+                        if path.parent not in result.hoisted:
+                            result.hoisted.append(path.parent)
                         from_imports.append(
-                            (import_path(project, path, parent.path), [parent.generic])
+                            (import_path(project, path, hoist.path), [worker_hoist.BASE_NAME])
                         )
+                        # the step, and what it carries over, is the base's now (said once)
+                        first = ref == next(iter(hoist.members))
+                        own, base = f"{plan_any.name}.", f"{worker_hoist.BASE_NAME}."
+                        exits = [
+                            (
+                                str(hoist.path),
+                                0,
+                                text.replace(own, base, 1).replace(
+                                    " here:", " where the stop signal did not come:", 1
+                                ),
+                            )
+                            for _, _, text in exits
+                            if first
+                        ]
+                    result.worker_notes += [
+                        (str(path), line, text) for line, text in hoist.notes.get(ref, [])
+                    ]
+                result.worker_notes += exits
                 if common is not None:
                     body.append(new_w)
                     continue
@@ -314,6 +341,8 @@ def rewrite_group(
         loaded = project.modules[str(path)].loaded_names
         assert loaded is not None, "group files are read with names=True"
         result.used_before[path] = set(loaded) & imports.imported_names(module)
+    for hoist in hoists:
+        _write_base(hoist, result, modules, planned, project, limit)
     for plan in runner_plans:
         if plan.method is None:
             if plan.notes:
@@ -396,6 +425,122 @@ def _shared_worker_inputs(
         if common is not None:
             plan.input_name = common.name
     return found
+
+
+def final_worker(
+    plan: WorkerPlan, runner_plans: list[RunnerPlan], contract: Contract, asserted: Sequence[str]
+) -> tuple[cst.ClassDef, list[tuple[Path, str]], bool]:
+    """The worker class as the merge writes it, the (module, class) of each generic
+    runner parent its runner attribute is now annotated with, and whether it now uses
+    ``Type`` (the local holding a runner class it picks)."""
+    new_w = rewrite_worker(plan, contract, asserted)
+    generic: list[tuple[Path, str]] = []
+    typed = False
+    runners = {p.name for p in runner_plans}
+    for parent in [p for p in runner_plans if p.generic]:
+        new_w, annotated, types = annotate_runner_attribute(
+            new_w, plan.runner_attr, parent.generic, runners
+        )
+        typed = typed or types
+        if annotated:
+            generic.append((parent.path, parent.generic))
+    return new_w, generic, typed
+
+
+def _hoists(
+    project: Project,
+    contract: Contract,
+    worker_plans: list[WorkerPlan],
+    planned: Planned | None,
+    unshared: frozenset[ClassRef],
+    shared: dict[ClassRef, SharedInput],
+) -> list[Hoist]:
+    """The shared step of each directory of this group's workers (made once per run)."""
+    if planned is None or not shared:
+        return []
+    out: list[Hoist] = []
+    for directory in sorted({p.path.parent for p in worker_plans}):
+        key = (directory, unshared)
+        if directory in planned.no_hoist:
+            continue
+        if key not in planned.hoists:
+            planned.hoists[key] = _plan_directory(project, contract, planned, directory, shared)
+        out.append(planned.hoists[key])
+    return out
+
+
+def _plan_directory(
+    project: Project,
+    contract: Contract,
+    planned: Planned,
+    directory: Path,
+    shared: dict[ClassRef, SharedInput],
+) -> Hoist:
+    common = {r: s for r, s in shared.items() if r.path.parent == directory}
+    if len(common) < 2 or len({(s.path, s.name) for s in common.values()}) > 1:
+        return Hoist()
+    members: list[Member] = []
+    for group in planned.groups(project):
+        refs = [w for w in group.workers if w in common]
+        if not refs:
+            continue
+        try:
+            runner_plans, worker_plans = planned.plans(group, project, contract)
+        except Exception:  # the group is refused: its worker keeps its step
+            continue
+        for plan in worker_plans:
+            ref = ClassRef(plan.path, plan.name)
+            if ref not in common or any(m.ref == ref for m in members):
+                continue
+            plan.input_name = common[ref].name  # as the rewrite of its own group names it
+            asserted = common[ref].asserted
+            cdef, generic, _ = planned.worker(plan, runner_plans, contract, asserted, final_worker)
+            module, lines = planned.module(plan.path), planned.lines(plan.path)
+            members.append(Member(ref, plan, cdef, module, lines, generic))
+    members.sort(key=lambda m: (str(m.ref.path), m.ref.name))
+    found = next(iter(common.values()))
+    runner_base = contract.runner_bases[0]
+    where = _find_bases(project, contract).get(runner_base)
+    generated = directory / f"{templates.BASE_MODULE_NAME}.py"
+    return plan_hoist(
+        members,
+        project,
+        contract,
+        planned.sources,
+        lambda origin, target: import_path(project, origin, target),
+        found.path,
+        (runner_base, where if where is not None else generated),
+    )
+
+
+def _write_base(
+    hoist: Hoist,
+    result: GroupResult,
+    modules: dict[Path, cst.Module],
+    planned: Planned | None,
+    project: Project,
+    limit: int,
+) -> None:
+    """The base module with the shared step, into the group's result."""
+    if hoist.base is None or hoist.path is None or planned is None:
+        return
+    path = hoist.path
+    if hoist.exists:
+        module = planned.module(path)
+        new = worker_hoist.with_base(module, hoist)
+    else:
+        doc = '"""The step the workers of this package share."""\n'
+        module = cst.parse_module(doc)
+        new = worker_hoist.with_base(module, hoist)
+    new = imports.add_imports(new, hoist.plain_imports, hoist.from_imports)
+    if hoist.exists:
+        new = layout.wrap_long_statements(new, cstutil.module_code(module), limit)
+        modules[path] = module
+        result.modules[path] = new
+        result.used_before[path] = set()
+    else:
+        result.sources[path] = cstutil.module_code(new)
+        result.created.append(path)
 
 
 def finish(
