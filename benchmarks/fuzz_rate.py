@@ -11,7 +11,10 @@
   by rank 0 with the reference ``broadcast_tensor_dict`` and received on the others,
   nothing else: no generation, no rebuilding, no comparison. Same world size, same
   device, same transport as fuzz uses there (gloo; CUDA tensors through host memory
-  when the ranks share one GPU).
+  when the ranks share one GPU). Its ranks start once; each repetition runs fuzz's
+  two runs and then one raw pass through the dicts, so both rates are measured under
+  the same load on the machine (a busy shared machine moved the raw rate alone by
+  3x between runs).
 
 Target: fuzz's marginal rate at least half the raw rate.
 """
@@ -65,9 +68,10 @@ def generated_inputs(count: int, seed: int, transport_dtypes: tuple[Any, ...]) -
     return found
 
 
-def _raw_rank(
-    rank: int, world: int, store: str, device: str, inputs: str, reps: int, out: str
-) -> None:
+def _raw_rank(rank: int, world: int, store: str, device: str, inputs: str, conn: Any) -> None:
+    """A rank of the raw broadcast: join, load the dicts (rank 0), then on each "run"
+    broadcast all of them once between two barriers (rank 0 answers the time), until
+    "stop"."""
     import torch
     import torch.distributed as dist
 
@@ -98,8 +102,8 @@ def _raw_rank(
 
     for i in range(min(count, 5)):  # warm-up
         broadcast_tensor_dict(dicts[i] if rank == 0 else None, src=0)
-    times = []
-    for _ in range(reps):
+    conn.send(("ready", count))
+    while conn.recv() == "run":
         sync()
         dist.barrier()
         start = time.perf_counter()
@@ -107,53 +111,96 @@ def _raw_rank(
             broadcast_tensor_dict(dicts[i] if rank == 0 else None, src=0)
         sync()
         dist.barrier()
-        times.append(time.perf_counter() - start)
-    if rank == 0:
-        with open(out, "wb") as handle:
-            pickle.dump({"count": count, "times": times}, handle)
+        conn.send(time.perf_counter() - start)
     dist.destroy_process_group()
+
+
+class RawBroadcast:
+    """The raw broadcast's ranks, started once (``spawn``) and told when to send all the
+    dicts once (:meth:`run`), so that its runs alternate with fuzz's under the same load
+    on the machine."""
+
+    def __init__(
+        self, dicts: list[dict[str, Any]], world: int, device: str, timeout: float = 300.0
+    ) -> None:
+        import multiprocessing
+
+        self.timeout = timeout
+        self._tmp = tempfile.TemporaryDirectory(prefix="runnercheck-bench-raw-")
+        store, inputs = (os.path.join(self._tmp.name, n) for n in ("store", "inputs"))
+        with open(inputs, "wb") as handle:
+            pickle.dump(dicts, handle)
+        ctx = multiprocessing.get_context("spawn")
+        self._conns = []
+        self._procs = []
+        for rank in range(world):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(
+                target=_raw_rank, args=(rank, world, store, device, inputs, child), daemon=True
+            )
+            proc.start()
+            child.close()
+            self._conns.append(parent)
+            self._procs.append(proc)
+        try:
+            ready = [self._answer(conn) for conn in self._conns]
+        except BaseException:
+            self.close()
+            raise
+        self.count = int(ready[0][1])
+
+    def _answer(self, conn: Any) -> Any:
+        if not conn.poll(self.timeout):
+            raise RuntimeError(f"the raw broadcast's ranks did not answer in {self.timeout:g} s")
+        try:
+            return conn.recv()
+        except EOFError:
+            codes = [proc.exitcode for proc in self._procs]
+            raise RuntimeError(f"a raw broadcast rank ended (exit codes {codes})") from None
+
+    def run(self) -> float:
+        """Seconds to broadcast every dict once."""
+        for conn in self._conns:
+            conn.send("run")
+        times = [self._answer(conn) for conn in self._conns]
+        return float(times[0])
+
+    def close(self) -> None:
+        for conn in self._conns:
+            try:
+                conn.send("stop")
+            except OSError:
+                pass
+        for proc in self._procs:
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        self._tmp.cleanup()
+
+    def __enter__(self) -> RawBroadcast:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def raw_rate(
     dicts: list[dict[str, Any]], world: int, device: str, reps: int, timeout: float = 300.0
 ) -> dict[str, Any]:
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory(prefix="runnercheck-bench-raw-") as tmp:
-        store, out, inputs = (os.path.join(tmp, n) for n in ("store", "out", "inputs"))
-        with open(inputs, "wb") as handle:
-            pickle.dump(dicts, handle)
-        procs = [
-            ctx.Process(
-                target=_raw_rank, args=(r, world, store, device, inputs, reps, out), daemon=True
-            )
-            for r in range(world)
-        ]
-        for proc in procs:
-            proc.start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(p.is_alive() for p in procs):
-            if any(p.exitcode not in (None, 0) for p in procs):
-                break
-            time.sleep(0.05)
-        for proc in procs:
-            if proc.is_alive():
-                proc.kill()
-            proc.join()
-        codes = [proc.exitcode for proc in procs]
-        if codes != [0] * world or not os.path.exists(out):
-            raise RuntimeError(f"raw broadcast ranks ended with exit codes {codes} (0 = done)")
-        with open(out, "rb") as handle:
-            data = pickle.load(handle)
-    rates = [data["count"] / t for t in data["times"]]
-    return {"dicts": data["count"], "per_s": spread(rates)}
+    """The raw broadcast alone: ``reps`` runs of all the dicts."""
+    with RawBroadcast(dicts, world, device, timeout) as raw:
+        times = [raw.run() for _ in range(reps)]
+        count = raw.count
+    return {"dicts": count, "per_s": spread([count / t for t in times])}
 
 
 def marginal_vs_raw(
     device: str, world: int, small: int = 20, large: int = 200, reps: int = 5
 ) -> dict[str, Any]:
-    """Both rates and their ratio (see the module's docstring)."""
+    """Both rates and their ratio (see the module's docstring). Each repetition runs
+    fuzz (``small`` and ``large`` examples) and the raw broadcast (once through the
+    ``large`` dicts) one after the other, so that both see the same load."""
     from runnercheck.config import Config
     from runnercheck.fuzz import FuzzOptions, LocalGroup, Target, fuzz
 
@@ -161,28 +208,34 @@ def marginal_vs_raw(
     target = Target(cls, f"{cls.__module__}:{cls.__qualname__}")
     options = FuzzOptions(world, device, large, attn_backend=backend)
     times: dict[int, list[float]] = {small: [], large: []}
+    raw_times: list[float] = []
     with LocalGroup(options.settings()) as group:
         info = group.start()
-        fuzz([target], dataclasses.replace(options, examples=small, seed=1), Config(), group)
-        gc.freeze()  # as the command does before its search (torch's objects stay put)
-        for rep in range(reps):
-            for count in (small, large) if rep % 2 == 0 else (large, small):
-                run = dataclasses.replace(options, examples=count, seed=2000 + rep)
-                start = time.perf_counter()
-                report = fuzz([target], run, Config(), group)
-                times[count].append(time.perf_counter() - start)
-                if not report.passed:
-                    raise RuntimeError(f"the engine input failed to round-trip:\n{report.text()}")
-        dtypes = tuple(info.dtypes)
+        inputs = generated_inputs(large, 2000, tuple(info.dtypes))
+        dicts = [example.as_broadcastable_tensor_dict() for example in inputs]
+        with RawBroadcast(dicts, world, device) as raw:
+            fuzz([target], dataclasses.replace(options, examples=small, seed=1), Config(), group)
+            gc.freeze()  # as the command does before its search (torch's objects stay put)
+            for rep in range(reps):
+                for count in (small, large) if rep % 2 == 0 else (large, small):
+                    run = dataclasses.replace(options, examples=count, seed=2000 + rep)
+                    start = time.perf_counter()
+                    report = fuzz([target], run, Config(), group)
+                    times[count].append(time.perf_counter() - start)
+                    if not report.passed:
+                        raise RuntimeError(
+                            f"the engine input failed to round-trip:\n{report.text()}"
+                        )
+                raw_times.append(raw.run())
+            raw_count = raw.count
         transport = info.transport
-    inputs = generated_inputs(large, 2000, dtypes)
-    dicts = [example.as_broadcastable_tensor_dict() for example in inputs]
-    raw = raw_rate(dicts, world, device, reps)
+    raw_per_s = spread([raw_count / t for t in raw_times])
+    raw_figures = {"dicts": raw_count, "per_s": raw_per_s}
     extra = statistics.median(times[large]) - statistics.median(times[small])
     # a run of ``large`` that does not take longer than one of ``small`` (a machine
     # too busy to measure) gives no rate at all
     marginal = (large - small) / extra if extra > 0 else None
-    ratio = marginal / raw["per_s"]["median"] if marginal is not None else None
+    ratio = marginal / raw_per_s["median"] if marginal is not None else None
     return {
         "device": device,
         "world_size": world,
@@ -190,7 +243,7 @@ def marginal_vs_raw(
         "examples": {"small": small, "large": large},
         "fuzz_seconds": {str(n): spread(t) for n, t in times.items()},
         "fuzz_marginal_per_s": marginal,
-        "raw_broadcast": raw,
+        "raw_broadcast": raw_figures,
         "marginal_over_raw": ratio,
         "target_met": ratio is not None and ratio >= 0.5,
     }

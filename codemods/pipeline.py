@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from codemods import fold_plan, formatting, registry, typecheck, verify
 from codemods.definitions import flag_classes, read_definitions
 from codemods.facts.groups import ClassRef, Group, find_groups
+from codemods.facts.values import ValueFacts
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import Collected, collect, package_files, read_all
@@ -121,6 +122,9 @@ class _State:
     project: Project = field(init=False)
     _planned: Planned | None = field(default=None, init=False)
     single: dict[str, set[str]] | None = field(default=None, init=False)
+    #: the ``ast`` of the files parsed in this process (the value facts read them)
+    trees: dict[Path, ast.Module] = field(default_factory=dict)
+    _values: ValueFacts | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.project = Project(self.facts.values(), self.config.contract())
@@ -144,6 +148,14 @@ class _State:
     def old_facts(self, path: Path) -> ModuleFacts:
         """The facts of a file as read."""
         return self.facts[path]
+
+    @property
+    def values(self) -> ValueFacts:
+        """The values of the methods of the files as read, each read when the
+        verification first walks through it."""
+        if self._values is None:
+            self._values = ValueFacts({**self.sources, **self.trees}, self.config.contract())
+        return self._values
 
 
 _STATE: _State | None = None
@@ -295,7 +307,10 @@ def _verify(
     if key not in state.before:
         state.before[key] = verify.findings(old, state.config)
     added = verify.new_findings(old, new, state.config, state.before[key])
-    changed = verify.changed_values(old, new, state.config) if not added else []
+    changed = []
+    if not added:
+        new_values = state.values.changed({path: trees[path][0] for path in changes})
+        changed = verify.changed_values(old, new, state.config, state.values, new_values)
     if changed:
         return Refused(
             codemod,
@@ -585,6 +600,7 @@ def migrate(
         wanted = select_sources(read, contract, runners=MERGE in select)
     sources: dict[Path, bytes] = {}
     facts: dict[Path, ModuleFacts] = {}
+    trees: dict[Path, ast.Module] = {}
     for path in wanted:
         data = read[path]
         refused: Refused | None = None
@@ -612,6 +628,7 @@ def migrate(
         module_facts = extract_tree(tree, str(path), text, contract, names=True)
         sources[path] = data
         facts[path] = module_facts
+        trees[path] = tree
     result.files_parsed = len([p for p in sources if p in given])
     if MERGE in select:
         for path, (data, module_facts) in read_definitions(
@@ -626,7 +643,7 @@ def migrate(
             result.refusals.append(skip)
     roots = (*collected.roots, *sorted({p.parent for p in packages}))
     result.roots = roots
-    state = _State(sources, facts, config, select, roots)
+    state = _State(sources, facts, config, select, roots, trees=trees)
     groups: list[Group] = []
     if MERGE in select:
         groups, found = find_groups(state.project)

@@ -3,7 +3,7 @@ re-analyse with ``runnercheck check`` as already migrated (no RC106 paired
 broadcast, and no finding the old sources did not have), give every non-driver rank
 the same literal flags (:mod:`runnercheck.analysis.holds`), and give the model call,
 the sampler and the cache operations values from the same sources at every entry
-point of the step on each role (:mod:`runnercheck.analysis.sources`)."""
+point of the step on each role (:mod:`codemods.facts.sources`)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from codemods.facts.sources import SourceChange, ValueSources, changed_sources
+from codemods.facts.values import ValueFacts
 from runnercheck.analysis.extract import extract_tree
 from runnercheck.analysis.holds import ChangedValue, NonDriverValues
 from runnercheck.analysis.holds import changed_values as compare_values
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.sources import SourceChange, ValueSources, changed_sources
 from runnercheck.check.pipeline import FileOutcome, check_outcomes, parse_codes
 from runnercheck.config import Config
 from runnercheck.findings import Finding
@@ -77,11 +78,17 @@ def new_findings(
 
 
 def changed_values(
-    old: Mapping[Path, ModuleFacts], new: Mapping[Path, ModuleFacts], config: Config
+    old: Mapping[Path, ModuleFacts],
+    new: Mapping[Path, ModuleFacts],
+    config: Config,
+    old_values: ValueFacts,
+    new_values: ValueFacts,
 ) -> list[ChangedValue | SourceChange]:
     """The literal flags a non-driver rank held at an entry point before the rewrite
     and holds otherwise after it, then every other value whose source changes at the
-    model call, the sampler or a cache operation, at any entry point on either role."""
+    model call, the sampler or a cache operation, at any entry point on either role
+    (``old_values``, ``new_values``: the values of the methods of each version, see
+    :class:`~codemods.facts.values.ValueFacts`)."""
     contract = config.contract()
     old_project = Project(old.values(), contract)
     new_project = Project(new.values(), contract)
@@ -90,7 +97,8 @@ def changed_values(
     sources = [
         SourceChange(before, after)
         for before, after in changed_sources(
-            ValueSources(old_project).reaches(), ValueSources(new_project).reaches()
+            ValueSources(old_project, old_values).reaches(),
+            ValueSources(new_project, new_values).reaches(),
         )
         if (before.entry, before.slot.rpartition(".")[2]) not in told
     ]

@@ -11,6 +11,7 @@ import libcst as cst
 from codemods import cstutil
 from codemods.facts.groups import ClassRef, Group, ref_of
 from codemods.facts.signatures import inherited_local_types
+from codemods.facts.sources import constructor_defaults
 from codemods.merge_broadcasts.helper_records import helper_records, kept_note, plan_record_reads
 from codemods.merge_broadcasts.narrowing import value_parameters
 from codemods.merge_broadcasts.runner_execute import plan_execute, self_calls
@@ -29,7 +30,6 @@ from codemods.refusal import Refusal
 from runnercheck.analysis.model import CallSite, ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.requests import request_uses
-from runnercheck.analysis.sources import constructor_defaults
 from runnercheck.contract import Contract
 
 

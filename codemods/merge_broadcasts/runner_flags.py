@@ -14,7 +14,7 @@ driver builds the object in one of the runner's own helpers (vLLM 0.4's
 ``self._prepare_sample(...)``), the helper's construction is rewritten the same way.
 Otherwise (a default not known, a factory, a helper of another class) the value is not
 kept: ``migrate``'s verification (:mod:`runnercheck.analysis.holds`,
-:mod:`runnercheck.analysis.sources`) then refuses the group with MIG111.
+:mod:`codemods.facts.sources`) then refuses the group with MIG111.
 """
 
 from __future__ import annotations

@@ -40,7 +40,6 @@ from runnercheck.analysis.syntax import (
     suppressions,
     top_level_names,
 )
-from runnercheck.analysis.values import ValueReader
 from runnercheck.contract import VLLM, Contract, is_driver_only_comment
 from runnercheck.deep import parse_failure
 
@@ -68,7 +67,7 @@ def _names_dict(annotation: ast.expr) -> bool:
     return False
 
 
-class FunctionReader(DictReader, StepReader, BindingReader, ValueReader):
+class FunctionReader(DictReader, StepReader, BindingReader):
     """Builds the :class:`FunctionFacts` of one function."""
 
     def __init__(
@@ -131,14 +130,19 @@ class FunctionReader(DictReader, StepReader, BindingReader, ValueReader):
         self.call_roles: dict[tuple[int, int], Role] = {}
         self.node_roles: dict[int, Role] = {}
 
+    def read_roles(self) -> None:
+        """Only walk the body as :meth:`read` does: :attr:`nodes` with the ranks that
+        run each (:attr:`node_roles`), the ranks and the conditions around each call
+        (:attr:`call_roles`, :attr:`call_conditions`). ``migrate``'s value reader
+        (:mod:`codemods.facts.values`) starts from them."""
+        self._steps(self.node.body)
+
     def read(self) -> FunctionFacts:
         self.facts.param_defaults = param_defaults(self.node.args)
         self.facts.steps = self._steps(self.node.body)
         self.read_self_constants()
         self._read_dicts()
         self._read_bindings()
-        if self.in_class:  # the value sources follow methods only
-            self._read_values()
         returns = self.node.returns
         if returns is not None:
             self.facts.return_annotation = str_const(returns) or ast.unparse(returns)

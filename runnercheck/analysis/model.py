@@ -256,45 +256,6 @@ class ConstructionFacts:
     kwargs: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-@dataclass(frozen=True)
-class Binding:
-    """What one assignment gives a local name (a tuple target gives each of its names
-    one, with ``index``), or what a ``return`` gives (the name ``"<return>"``; a
-    returned tuple gives ``"<return>#0"``, ``"<return>#1"``, ...).
-
-    ``kind`` is ``"key"`` (``d.pop("k")``, ``d["k"]``, ``d.get("k")``: ``text`` is
-    ``d``, ``key`` is ``k``), ``"call"`` (``text`` is the callee, ``index`` the position
-    unpacked from what it returns, ``args``/``kwargs`` the argument texts), ``"value"``
-    (``text`` is a name, a dotted chain such as ``model_input.input_tokens``, or a
-    literal's ``repr``) or ``"expr"`` (anything else: computed in place)."""
-
-    line: int
-    #: The ranks that run the assignment (None: every rank).
-    role: Role | None
-    kind: str
-    text: str = ""
-    key: str = ""
-    index: int | None = None
-    args: tuple[str, ...] = ()
-    kwargs: tuple[tuple[str, str], ...] = ()
-
-
-@dataclass(frozen=True)
-class Sink:
-    """A call where a step's values are used: the model call (``"model"``), the sampler
-    (``"sampler"``) or a cache operation (``"cache"``), with the text of the value in
-    each slot (``"#0"`` for the first positional argument, else the keyword; ``""`` for
-    a value computed in place). A ``**kwargs`` dict literal of the body gives its keys."""
-
-    line: int
-    col: int
-    role: Role | None
-    conditions: tuple[Condition, ...]
-    kind: str
-    callee: str
-    slots: tuple[tuple[str, str], ...] = ()
-
-
 @dataclass
 class DictFacts:
     name: str
@@ -401,10 +362,6 @@ class FunctionFacts:
     #: ``self.X = <literal>`` anywhere in the body: X -> the literal's ``repr`` (``"?"``
     #: when the body also assigns X something else).
     self_constants: dict[str, str] = field(default_factory=dict)
-    #: What each local name is assigned, and what the body returns (see :class:`Binding`).
-    bindings: dict[str, tuple[Binding, ...]] = field(default_factory=dict)
-    #: The model calls, sampler calls and cache operations of the body.
-    sinks: tuple[Sink, ...] = ()
 
 
 @dataclass

@@ -119,6 +119,8 @@ class StepWalk:
         self.roles = roles
         self.contract = hierarchy.contract
         self._count_memo: dict[tuple[int, int, str, Role, int], PathCount | None] = {}
+        #: :func:`first_model_call` of each function walked (by ``id``), found once.
+        self._model_lines: dict[int, int | None] = {}
         #: Constants and the branches they decide (a named part).
         self.constants = Constants(hierarchy)
 
@@ -170,6 +172,14 @@ class StepWalk:
         self._count_memo[key] = result
         return result
 
+    def _model_line(self, func: FunctionFacts) -> int | None:
+        """:func:`first_model_call` of ``func``, found the first time it is asked for
+        (every collective and loop of the function asks)."""
+        key = id(func)
+        if key not in self._model_lines:
+            self._model_lines[key] = first_model_call(func)
+        return self._model_lines[key]
+
     def _walk(
         self,
         steps: tuple[Step, ...],
@@ -190,7 +200,7 @@ class StepWalk:
                 break
             if isinstance(step, CallStep):
                 if step.collective is not None:
-                    model_line = first_model_call(ref.func)
+                    model_line = self._model_line(ref.func)
                     after_model = model_line is not None and step.line > model_line
                     if step.step_broadcast and not after_model:
                         site = BroadcastSite(
@@ -232,7 +242,7 @@ class StepWalk:
                 # one pass counts a step; a loop around the model call runs its later
                 # passes after the model ran, so its first pass is the one counted,
                 # with the loop variable at its first value (``if i != 0:`` not taken)
-                model_line = first_model_call(ref.func)
+                model_line = self._model_line(ref.func)
                 inner = local
                 if step.first is not None and model_line is not None:
                     if step.line <= model_line <= step.end_line:

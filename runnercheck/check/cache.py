@@ -36,8 +36,9 @@ from runnercheck.contract import Contract
 
 #: The cache directory, under the project root (add it to ``.gitignore``).
 CACHE_DIR = ".runnercheck_cache"
-#: Where the facts live inside it (one file per entry).
-FACTS_DIR = "facts-v1"
+#: Where the facts live inside it (one file per entry); a new format of the facts is a
+#: new directory (v2: functions no longer carry the value facts only migrate reads).
+FACTS_DIR = "facts-v2"
 #: The first bytes of every entry.
 MAGIC = b"runnercheck-facts\n"
 _GITIGNORE = "# created by runnercheck check\n*\n"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import faulthandler
+import gc
 import os
 import pickle
 import signal
@@ -306,6 +307,9 @@ def local_main(
         )
         joined = join(rank, settings, dist.PrefixStore(prefix, store))
         joined.pipe = conn
+        # what is here now lives to the end; each example makes short-lived objects only
+        gc.freeze()
+        gc.set_threshold(20_000, *gc.get_threshold()[1:])
         send(conn, ("ready", joined.transport, joined.dtypes))
         if rank == 0:
             _driver_loop(joined, conn)

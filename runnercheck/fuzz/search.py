@@ -11,14 +11,16 @@ replays it.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import functools
+import gc
 import inspect
 import itertools
 import re
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -218,14 +220,19 @@ def search(
     strategy = builder.for_class(target.cls)
     snapshotter = Snapshotter(driver_only_rule(config), True, options.device)
 
-    def expect(example: Any) -> tuple[Snap, str]:
+    def expect(example: Any) -> tuple[Snap, Callable[[], str]]:
         expected = snapshotter.take(example)
-        return expected, example_text(expected)
+        return expected, functools.partial(example_text, expected)
 
     def judge(expected: Snap, outcome: DriverOutcome) -> list[Problem]:
         return evaluate(expected, outcome, job)
 
     return drive(group, job, target.name, strategy, options, expect, judge)
+
+
+#: Examples out with the ranks at once while the search runs ahead: while rank 0
+#: converts and broadcasts one, the receivers still rebuild the one before it.
+LOOKAHEAD = 2
 
 
 class _FoundAhead(BaseException):
@@ -245,16 +252,17 @@ def drive(
     name: str,
     strategy: Any,
     options: SearchOptions,
-    expect: Callable[[Any], tuple[Any, str]],
+    expect: Callable[[Any], tuple[Any, Callable[[], str]]],
     judge: Callable[[Any, DriverOutcome], list[Problem]],
 ) -> ClassResult:
     """The Hypothesis search of one job through ``group``: ``expect`` pictures an
-    example (what receivers must rebuild, and its text), ``judge`` lists the problems
-    of its outcome.
+    example (what receivers must rebuild, and a function giving its text, called only
+    for an example that is reported), ``judge`` lists the problems of its outcome.
 
-    The search runs one example ahead: while the ranks round-trip an example,
-    Hypothesis generates the next one here, and the outcome of the first is judged
-    just before the next goes out. A problem found that way stops the search, which
+    The search runs ahead: while the ranks round-trip an example, Hypothesis generates
+    the next one here and hands it to rank 0 (up to :data:`LOOKAHEAD` out at once, as
+    long as they fit in rank 0's pipe); the outcome of the oldest is judged before one
+    more goes out. A problem found that way stops the search, which
     runs again from the same seed in step (each example judged before the next is
     generated): the same examples up to the failing one, which Hypothesis shrinks."""
     result = ClassResult(name, options.seed)
@@ -270,13 +278,13 @@ def drive(
         )
         return result
     timings = result.timings
-    state: dict[str, Any] = {"last": time.perf_counter(), "example": ""}
-    #: The example out with the ranks: (expected, text, when it went out).
-    pending: list[tuple[Any, str, float]] = []
+    state: dict[str, Any] = {"last": time.perf_counter(), "example": str}
+    #: The examples out with the ranks, oldest first: (expected, text, when it went out).
+    pending: list[tuple[Any, Callable[[], str], float]] = []
 
     def settle() -> None:
-        """Collect and judge the outcome of the example that is out."""
-        expected, text, sent = pending.pop()
+        """Collect and judge the outcome of the oldest example that is out."""
+        expected, text, sent = pending.pop(0)
         state["example"] = text
         outcome = group.collect()
         back = time.perf_counter()
@@ -286,12 +294,19 @@ def drive(
         timings.broadcast += outcome.broadcast_seconds
         timings.comparison += done - back
         if problems:
-            raise RoundTripFailure(problems, text)
+            raise RoundTripFailure(problems, text())
+
+    def drain() -> None:
+        """Collect the outcomes still out, unjudged (the search is over)."""
+        while pending:
+            pending.pop(0)
+            group.collect()
 
     def check(example: Any, ahead: bool) -> None:
         start = time.perf_counter()
         timings.generation += start - state["last"]
         result.examples += 1
+        state["own"] = True
         expected, text = expect(example)
         try:
             payload = transfer.dumps(example)
@@ -303,9 +318,11 @@ def drive(
                 "",
                 (0,),
             )
-            raise RoundTripFailure([problem], text) from None
+            raise RoundTripFailure([problem], text()) from None
         timings.comparison += time.perf_counter() - start
-        if pending:
+        state["own"] = False
+        # ahead, up to LOOKAHEAD examples are out at once, while they fit in rank 0's pipe
+        while pending and not (ahead and len(pending) < LOOKAHEAD and group.room(len(payload))):
             settle()
         state["example"] = text
         group.submit(payload)
@@ -319,58 +336,76 @@ def drive(
             check(example, True)
         except Exception as exc:
             failure = exc if isinstance(exc, RoundTripFailure) else None
-            if pending:  # the example still out failed first, if it failed
+            # the examples still out: older than this one if it failed on its own (one
+            # of them failed first, if any did), else newer than the one that failed
+            older = state["own"]
+            while pending:
                 try:
                     settle()
                 except RoundTripFailure as earlier:
-                    failure = earlier
+                    if older:
+                        failure, older = earlier, False
             raise _FoundAhead(failure) from None
 
     strategies.last_construction_error.clear()
-    try:
+    # Hypothesis makes many objects that live to the end of the search: the cyclic
+    # collector would walk them again and again
+    with _fewer_collections():
         try:
-            _search(strategy, options, check_ahead)
-            if pending:
-                settle()
-        except (_FoundAhead, RoundTripFailure) as found:
-            pending.clear()
-            first = found.failure if isinstance(found, _FoundAhead) else found
-            _search(strategy, options, lambda example: check(example, False))
-            if first is not None:  # not reproduced in step: the problem as found
-                result.problems = merge(
-                    [
-                        *first.problems,
-                        Problem(
-                            "RC304", "the failure did not reproduce when the example was replayed"
-                        ),
-                    ]
-                )
-                result.example = first.example
-    except RoundTripFailure as failure:
-        result.problems = failure.problems
-        result.example = failure.example
-        result.shrunk = True
-    except GroupLost as lost:
-        result.problems = [Problem("RC306", lost.message, "", _ranks(lost))]
-        result.example = state["example"]
-        result.note = "not shrunk: the group cannot be reused after a rank failure"
-        if lost.detail:
-            result.note += "\n" + lost.detail
-    except hypothesis_errors.Flaky as flaky:
-        inner = _inner_failure(flaky)
-        result.problems = merge(
-            (inner.problems if inner else [])
-            + [Problem("RC304", "the failure did not reproduce when the example was replayed")]
-        )
-        result.example = inner.example if inner else state["example"]
-    except hypothesis_errors.Unsatisfiable:
-        if pending:  # an example that went out: its outcome must not meet the next job
-            pending.clear()
-            group.collect()
-        last = strategies.last_construction_error
-        reason = f": {type(last[0]).__name__}: {last[0]}" if last else ""
-        raise UsageError(f"{name}: no generated example could be constructed{reason}") from None
+            try:
+                _search(strategy, options, check_ahead)
+                try:
+                    while pending:
+                        settle()
+                finally:
+                    drain()
+            except (_FoundAhead, RoundTripFailure) as found:
+                first = found.failure if isinstance(found, _FoundAhead) else found
+                _search(strategy, options, lambda example: check(example, False))
+                if first is not None:  # not reproduced in step: the problem as found
+                    result.problems = merge(
+                        [
+                            *first.problems,
+                            Problem(
+                                "RC304",
+                                "the failure did not reproduce when the example was replayed",
+                            ),
+                        ]
+                    )
+                    result.example = first.example
+        except RoundTripFailure as failure:
+            result.problems = failure.problems
+            result.example = failure.example
+            result.shrunk = True
+        except GroupLost as lost:
+            result.problems = [Problem("RC306", lost.message, "", _ranks(lost))]
+            result.example = state["example"]()
+            result.note = "not shrunk: the group cannot be reused after a rank failure"
+            if lost.detail:
+                result.note += "\n" + lost.detail
+        except hypothesis_errors.Flaky as flaky:
+            inner = _inner_failure(flaky)
+            result.problems = merge(
+                (inner.problems if inner else [])
+                + [Problem("RC304", "the failure did not reproduce when the example was replayed")]
+            )
+            result.example = inner.example if inner else state["example"]()
+        except hypothesis_errors.Unsatisfiable:
+            drain()  # examples that went out: their outcomes must not meet the next job
+            last = strategies.last_construction_error
+            reason = f": {type(last[0]).__name__}: {last[0]}" if last else ""
+            raise UsageError(f"{name}: no generated example could be constructed{reason}") from None
     return result
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    threshold = gc.get_threshold()
+    gc.set_threshold(max(threshold[0], 20_000), *threshold[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
 
 
 def _search(strategy: Any, options: SearchOptions, check: Callable[[Any], None]) -> None:

@@ -22,10 +22,23 @@ import torch
 MAX_KEPT_ELEMENTS = 1 << 20
 
 
+_TYPE_NAMES: dict[type, str] = {}
+
+
 def type_name(tp: type) -> str:
+    known = _TYPE_NAMES.get(tp) if isinstance(tp, type) else None
+    if known is not None:
+        return known
     module = getattr(tp, "__module__", "")
-    name = getattr(tp, "__qualname__", getattr(tp, "__name__", repr(tp)))
-    return name if module in ("builtins", "") else f"{module}.{name}"
+    name = getattr(tp, "__qualname__", None)
+    if name is None:
+        name = getattr(tp, "__name__", None)
+    if name is None:
+        name = repr(tp)
+    text = name if module in ("builtins", "") else f"{module}.{name}"
+    if isinstance(tp, type):
+        _TYPE_NAMES[tp] = text
+    return text
 
 
 class Snap:
@@ -196,22 +209,24 @@ DriverOnly = Callable[[type, dataclasses.Field[Any]], bool]
 
 
 def _tensor(value: torch.Tensor, device_override: str | None) -> TensorSnap:
-    data = value.detach()
-    if data.device.type != "cpu":
-        data = data.cpu()
-    flat = torch.empty(data.numel(), dtype=data.dtype).copy_(data.reshape(-1))
-    raw = flat.view(torch.uint8) if data.numel() else flat
-    blob = raw.numpy().tobytes() if data.numel() else b""
-    digest = hashlib.blake2b(blob, digest_size=16).hexdigest()
-    kept = flat.view(data.shape) if data.numel() <= MAX_KEPT_ELEMENTS else None
+    device = value.device.type
+    data = value.detach() if value.requires_grad else value
+    # one contiguous copy, owned (later changes to the tensor do not reach it), hashed
+    # in place
+    if device != "cpu":
+        kept = data.cpu().contiguous()
+    else:
+        kept = data.clone(memory_format=torch.contiguous_format)
+    numel = kept.numel()
+    blob = kept.view(-1).view(torch.uint8).numpy().data if numel else b""
     return TensorSnap(
         type=type_name(type(value)),
         dtype=str(value.dtype).removeprefix("torch."),
-        shape=tuple(value.shape),
-        device=device_override or value.device.type,
+        shape=tuple(kept.shape),
+        device=device_override or device,
         contiguous=value.is_contiguous(),
-        digest=digest,
-        data=kept,
+        digest=hashlib.blake2b(blob, digest_size=16).hexdigest(),
+        data=kept if numel <= MAX_KEPT_ELEMENTS else None,
     )
 
 
@@ -230,11 +245,17 @@ class Snapshotter:
         self.with_defaults = with_defaults
         self.tensor_device = tensor_device
         self._stack: set[int] = set()
+        #: Per dataclass: its fields, those driver-only, and its fields' defaults
+        #: (snapshots of plain defaults, taken once; factories, called each time).
+        self._plans: dict[type, _Plan] = {}
 
     def __call__(self, value: Any) -> Snap:
         return self.take(value)
 
     def take(self, value: Any) -> Snap:
+        kind = type(value)
+        if kind in _PLAIN:  # the common case first (subclasses, such as enums, below)
+            return Plain(type_name(kind), value)
         if isinstance(value, torch.Tensor):
             return _tensor(value, self.tensor_device)
         if isinstance(value, enum.Enum):
@@ -273,34 +294,65 @@ class Snapshotter:
 
     def _dataclass(self, value: Any) -> Record:
         cls = type(value)
-        fields: list[tuple[str, Snap]] = []
-        driver_only: set[str] = set()
+        plan = self._plans.get(cls)
+        if plan is None:
+            plan = self._plans[cls] = self._plan(cls)
+        fields = tuple(
+            (name, self.take(getattr(value, name)) if hasattr(value, name) else Missing())
+            for name in plan.names
+        )
+        return Record(plan.type, fields, True, plan.driver_only, self._defaults(plan))
+
+    def _defaults(self, plan: _Plan) -> tuple[tuple[str, Snap], ...]:
         defaults: list[tuple[str, Snap]] = []
-        for f in dataclasses.fields(value):
-            fields.append(
-                (f.name, self.take(getattr(value, f.name)) if hasattr(value, f.name) else Missing())
-            )
+        for name, snap in plan.defaults:
+            if snap is None:  # made by a factory, each time
+                made = _made(plan.factories[name])
+                if made is _NO_DEFAULT:
+                    continue
+                snap = self.take(made)
+            defaults.append((name, snap))
+        return tuple(defaults)
+
+    def _plan(self, cls: type) -> _Plan:
+        names: list[str] = []
+        driver_only: set[str] = set()
+        defaults: list[tuple[str, Snap | None]] = []
+        factories: dict[str, Callable[[], Any]] = {}
+        for f in dataclasses.fields(cls):
+            names.append(f.name)
             if self.driver_only is not None and self.driver_only(cls, f):
                 driver_only.add(f.name)
-            if self.with_defaults:
-                default = _default_of(f)
-                if default is not _NO_DEFAULT:
-                    defaults.append((f.name, self.take(default)))
-        return Record(type_name(cls), tuple(fields), True, frozenset(driver_only), tuple(defaults))
+            if not self.with_defaults:
+                continue
+            if f.default is not dataclasses.MISSING:
+                defaults.append((f.name, self.take(f.default)))
+            elif f.default_factory is not dataclasses.MISSING:
+                defaults.append((f.name, None))
+                factories[f.name] = f.default_factory
+        return _Plan(
+            type_name(cls), tuple(names), frozenset(driver_only), tuple(defaults), factories
+        )
+
+
+@dataclass(frozen=True)
+class _Plan:
+    type: str
+    names: tuple[str, ...]
+    driver_only: frozenset[str]
+    #: (name, snapshot), the snapshot None where a factory makes the default.
+    defaults: tuple[tuple[str, Snap | None], ...]
+    factories: dict[str, Callable[[], Any]]
 
 
 _NO_DEFAULT = object()
 
 
-def _default_of(f: dataclasses.Field[Any]) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    if f.default_factory is not dataclasses.MISSING:
-        try:
-            return f.default_factory()
-        except Exception:
-            return _NO_DEFAULT
-    return _NO_DEFAULT
+def _made(factory: Callable[[], Any]) -> Any:
+    try:
+        return factory()
+    except Exception:
+        return _NO_DEFAULT
 
 
 def _attributes(value: Any) -> dict[str, Any] | None:
@@ -321,6 +373,9 @@ def _attributes(value: Any) -> dict[str, Any] | None:
     return None
 
 
+_PLAIN_SNAPSHOTTER = Snapshotter()
+
+
 def snapshot(value: Any) -> Snap:
     """A snapshot without driver-only or default information (what ranks send back)."""
-    return Snapshotter().take(value)
+    return _PLAIN_SNAPSHOTTER.take(value)

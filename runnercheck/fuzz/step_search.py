@@ -11,7 +11,8 @@ into the dict is reported with the key and both parts.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hypothesis import reject
@@ -214,9 +215,9 @@ def search_step(
     strategy = step_strategy(step, builder)
     snapshotter = Snapshotter(driver_only_rule(config), True, options.device)
 
-    def expect(example: Any) -> tuple[list[Snap], str]:
+    def expect(example: Any) -> tuple[list[Snap], Callable[[], str]]:
         expected = [snapshotter.take(value) for value in example]
-        return expected, step_example_text(step, expected)
+        return expected, functools.partial(step_example_text, step, expected)
 
     def judge(expected: list[Snap], outcome: DriverOutcome) -> list[Problem]:
         return evaluate_step(job, expected, outcome)

@@ -27,8 +27,10 @@ import builtins
 import collections.abc as cabc
 import dataclasses
 import enum
+import functools
 import importlib
 import inspect
+import math
 import sys
 import types
 import typing
@@ -63,6 +65,9 @@ ALL_DTYPES: tuple[torch.dtype, ...] = (
 
 #: Tensor layouts generated, in shrinking order.
 LAYOUTS = ("contiguous", "transposed", "strided", "offset", "expanded")
+
+#: How tensors are filled, in shrinking order.
+FILLS = ("zeros", "random", "special")
 
 #: Characters never generated in mapping keys: the broadcast flattens nested dicts with it.
 KEY_SEPARATOR = "%"
@@ -168,8 +173,9 @@ def _filled(dtype: torch.dtype, shape: tuple[int, ...], fill: str, seed: int) ->
     generator = torch.Generator().manual_seed(seed)
     if fill == "special":
         specials = _specials(dtype)
-        index = torch.randint(0, len(specials), shape, generator=generator)
-        return specials[index]
+        index = torch.randint(0, len(specials), (math.prod(shape),), generator=generator)
+        # index_select, not specials[index]: advanced indexing costs 20x more here
+        return specials.index_select(0, index).reshape(shape)
     if dtype == torch.bool:
         return torch.randint(0, 2, shape, generator=generator).bool()
     if dtype.is_floating_point:
@@ -180,7 +186,9 @@ def _filled(dtype: torch.dtype, shape: tuple[int, ...], fill: str, seed: int) ->
     )
 
 
+@functools.cache
 def _specials(dtype: torch.dtype) -> torch.Tensor:
+    """The special values of ``dtype`` (shared: never changed in place)."""
     if dtype == torch.bool:
         return torch.tensor([False, True])
     if dtype.is_floating_point:
@@ -196,17 +204,21 @@ def _specials(dtype: torch.dtype) -> torch.Tensor:
 def tensors(
     dtypes: Iterable[torch.dtype] = ALL_DTYPES, options: TensorOptions | None = None
 ) -> SearchStrategy[torch.Tensor]:
-    """Tensors of ``dtypes`` in many shapes, layouts and fills (generated on the CPU)."""
+    """Tensors of ``dtypes`` in many shapes, layouts and fills (generated on the CPU).
+
+    Each draw shrinks towards the simplest tensor: its dtype; whether it is large (one
+    in sixteen); its number of dimensions and each one's size, fewest and smallest
+    first; its layout and fill together, in one draw (contiguous zeros first); and the
+    seed its values come from (none for zeros)."""
     options = options or TensorOptions()
     n = options.large
-    # built once, not at every draw (the draws, and so the examples, are the same)
+    # built once, not at every draw
     dtype_of = st.sampled_from(tuple(dtypes))
     one_in_16 = st.integers(0, 15)
     large_shape = st.sampled_from([(n,), (n // 64, 64), (64, n // 64)])
     ndims = st.integers(0, 3)
     side = st.integers(0, options.max_side)
-    layouts = st.sampled_from(LAYOUTS)
-    fills = st.sampled_from(("zeros", "random", "special"))
+    looks = st.sampled_from([(layout, fill) for layout in LAYOUTS for fill in FILLS])
     seeds = st.integers(0, 2**32 - 1)
 
     @st.composite
@@ -216,8 +228,7 @@ def tensors(
             shape: tuple[int, ...] = draw(large_shape)
         else:
             shape = tuple(draw(side) for _ in range(draw(ndims)))
-        layout = draw(layouts)
-        fill = draw(fills)
+        layout, fill = draw(looks)
         seed = draw(seeds) if fill != "zeros" else 0
         return make_tensor(dtype, shape, layout, fill, seed)
 
@@ -365,6 +376,8 @@ class StrategyBuilder:
         self.tensor_options = tensor_options or TensorOptions()
         self.max_size = max_size
         self._building: dict[type, SearchStrategy[Any]] = {}
+        #: The branches of the unions built here, by the id of their strategy (kept).
+        self._unions: dict[int, tuple[SearchStrategy[Any], tuple[Branch, ...]]] = {}
 
     # -- lookups
 
@@ -407,7 +420,7 @@ class StrategyBuilder:
         self._building[cls] = st.deferred(lambda: self._dataclass(cls, depth))
         try:
             annotations = field_annotations(cls)
-            parts: dict[str, SearchStrategy[Any]] = {}
+            parts: dict[str, _Choice] = {}
             for f in dataclasses.fields(cls):
                 if not f.init:
                     continue
@@ -415,18 +428,29 @@ class StrategyBuilder:
                 field_keys = [f"{k.__name__}.{f.name}" for k in cls.__mro__]
                 field_keys += [f"{k.__module__}.{k.__qualname__}.{f.name}" for k in cls.__mro__]
                 strategy = self._lookup(*field_keys)
-                if strategy is None:
-                    strategy = self.for_annotation(annotations[f.name], where, depth + 1, True)
-                    # the default first: examples shrink to it, so minimal examples show
-                    # only the fields that matter
-                    if f.default is not dataclasses.MISSING:
-                        strategy = st.just(f.default) | strategy
-                    elif f.default_factory is not dataclasses.MISSING:
-                        strategy = st.builds(f.default_factory) | strategy
-                parts[f.name] = strategy
+                if strategy is not None:
+                    parts[f.name] = _Choice.of((("draw", strategy),))
+                    continue
+                strategy = self.for_annotation(annotations[f.name], where, depth + 1, True)
+                branches = self._branches(strategy)
+                # the default first: examples shrink to it, so minimal examples show only
+                # the fields that matter
+                if f.default is not dataclasses.MISSING:
+                    branches = (("value", f.default), *branches)
+                elif f.default_factory is not dataclasses.MISSING:
+                    branches = (("call", f.default_factory), *branches)
+                parts[f.name] = _Choice.of(branches)
         finally:
             del self._building[cls]
         return _construct(cls, parts)
+
+    def _branches(self, strategy: SearchStrategy[Any]) -> tuple[Branch, ...]:
+        """A union's branches (so that a field picks among them and its default with
+        one draw), else the strategy itself."""
+        known = self._unions.get(id(strategy))
+        if known is not None and known[0] is strategy:
+            return known[1]
+        return (("draw", strategy),)
 
     def for_annotation(
         self, annotation: Any, where: str, depth: int = 0, broadcast: bool = True
@@ -478,7 +502,12 @@ class StrategyBuilder:
             ordered = sorted(args, key=lambda a: a is not type(None))  # None first: shrinks there
             if depth > MAX_DEPTH and type(None) in args:
                 return st.none()
-            return st.one_of(*(sub(a) for a in ordered))
+            branches: tuple[Branch, ...] = tuple(
+                ("value", None) if a is type(None) else ("draw", sub(a)) for a in ordered
+            )
+            union = st.one_of(*(_as_drawn(b) for b in branches))
+            self._unions[id(union)] = (union, branches)
+            return union
         if origin is not None:
             return self._generic(tp, origin, args, where, depth, broadcast)
         if isinstance(tp, type):
@@ -583,10 +612,55 @@ def _keys() -> SearchStrategy[str]:
 last_construction_error: list[BaseException] = []
 
 
-def _construct(cls: type, parts: Mapping[str, SearchStrategy[Any]]) -> SearchStrategy[Any]:
+#: One way to make a value: ``("value", v)`` is ``v`` itself, ``("call", f)`` what
+#: ``f()`` returns, ``("draw", strategy)`` a draw from the strategy.
+Branch = tuple[str, Any]
+
+
+def _as_drawn(branch: Branch) -> SearchStrategy[Any]:
+    kind, target = branch
+    if kind == "value":
+        return st.just(target)
+    if kind == "call":
+        return st.builds(target)
+    return typing.cast(SearchStrategy[Any], target)
+
+
+@dataclass(frozen=True)
+class _Choice:
+    """A field's value: one of ``branches`` (its default first, where it has one),
+    picked with one draw that shrinks towards the first, as ``st.one_of`` of them
+    would; a value or a call takes no draw of its own (a field costs one draw and
+    that of the branch taken, where ``one_of`` took three)."""
+
+    pick: SearchStrategy[int] | None
+    branches: tuple[Branch, ...]
+
+    @staticmethod
+    def of(branches: tuple[Branch, ...]) -> _Choice:
+        pick = st.integers(0, len(branches) - 1) if len(branches) > 1 else None
+        return _Choice(pick, branches)
+
+    def draw(self, draw: st.DrawFn) -> Any:
+        kind, target = self.branches[draw(self.pick) if self.pick is not None else 0]
+        if kind == "value":
+            return target
+        if kind == "call":
+            return target()
+        return draw(target)
+
+
+def _construct(
+    cls: type, parts: Mapping[str, SearchStrategy[Any] | _Choice]
+) -> SearchStrategy[Any]:
+    choices = {
+        name: part if isinstance(part, _Choice) else _Choice.of((("draw", part),))
+        for name, part in parts.items()
+    }
+
     @st.composite
     def build(draw: st.DrawFn) -> Any:
-        kwargs = {name: draw(strategy) for name, strategy in parts.items()}
+        kwargs = {name: choice.draw(draw) for name, choice in choices.items()}
         try:
             return cls(**kwargs)
         except Exception as exc:  # __post_init__ validation: try other values

@@ -6,7 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
+from runnercheck.analysis import stepwalk
 from runnercheck.analysis.extract import extract_file
+from runnercheck.analysis.model import FunctionFacts
 from runnercheck.analysis.project import Project
 from tests.check.conftest import REPO, CliResult
 
@@ -34,6 +38,27 @@ def test_legacy_engine_pairs() -> None:
             owners = [site.where.split(".")[0] for site in counts[role].sites]
             assert owners[0] == worker.name
             assert owners[1] in {k.name for k in project.mro(runner)}
+
+
+def test_the_step_walk_finds_each_function_s_first_model_call_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every collective and loop the walk meets asks where the model first runs in its
+    function; the answer is found once per function, however many ask."""
+    asked: list[str] = []
+    real = stepwalk.first_model_call
+
+    def counted(func: FunctionFacts) -> int | None:
+        asked.append(func.qualname)
+        return real(func)
+
+    monkeypatch.setattr(stepwalk, "first_model_call", counted)
+    project = project_of(ENGINE / "legacy")
+    for worker, runner in project.worker_runner_pairs():
+        project.broadcasts_per_step(worker, runner)
+    # the legacy step: the worker's and the runner's broadcasts, each asking on both roles
+    assert {"Worker.execute_model", "ModelRunner.prepare_input_tensors"} <= set(asked)
+    assert len(asked) == len(set(asked))
 
 
 def test_legacy_engine_one_paired_broadcast_per_pair(run: Callable[..., CliResult]) -> None:

@@ -30,6 +30,8 @@ def test_check_imports_no_other_command() -> None:
     assert "runnercheck.check.pipeline" in modules
     others = {
         "codemods.registry",
+        "codemods.facts.values",
+        "codemods.facts.sources",
         "runnercheck.commands.migrate",
         "runnercheck.commands.fuzz",
         "runnercheck.commands.rules",

@@ -6,6 +6,7 @@ start once per (world size, deadline) for the whole test run."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -17,9 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
+from hypothesis import strategies as st
 
 from runnercheck.config import Config
 from runnercheck.fuzz import ClassResult, FuzzOptions, Target, fuzz
+from runnercheck.fuzz.strategies import register_strategy, unregister_strategy
 from tests.fuzz.fixtures import defects, good
 from tests.fuzz.fixtures.annotated import Everything
 
@@ -158,6 +162,25 @@ def test_blocking_rank_is_reported_within_the_deadline(roundtrip_groups: Any) ->
     assert "not shrunk" in result.note
     # the same group object starts afresh for the next class
     assert run_one(group, good.ModelInput, examples=10).passed
+
+
+@pytest.mark.timeout(120)  # a deadlock here would wait forever
+def test_examples_larger_than_a_pipe_do_not_deadlock(
+    roundtrip_groups: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search runs ahead only while the examples out fit in rank 0's pipe: with
+    three out and examples (and answers) larger than the pipes' buffers, writing one
+    more while rank 1 blocks writing its answer would leave every process waiting."""
+    monkeypatch.setattr(importlib.import_module("runnercheck.fuzz.search"), "LOOKAHEAD", 4)
+    group = roundtrip_groups.get(2, "cpu", 5.0)
+    big = torch.arange(1 << 17, dtype=torch.float32)  # 512 KiB, and as much in each answer
+    register_strategy("ModelInput.input_tokens", st.just(big))
+    try:
+        result = run_one(group, good.ModelInput, examples=12)
+    finally:
+        unregister_strategy("ModelInput.input_tokens")
+    assert result.problems == []
+    assert result.examples == 12
 
 
 def test_dead_rank_is_reported(roundtrip_groups: Any) -> None:

@@ -127,6 +127,29 @@ def test_fields_shrink_to_their_defaults() -> None:
     assert found.scale == 1.0 and found.flag is False and found.blob == b""
 
 
+@dataclasses.dataclass
+class WithDefaults:
+    count: int | None = 5
+    names: list[str] = dataclasses.field(default_factory=lambda: ["x"])
+
+
+def test_a_field_picks_its_default_or_any_branch_of_its_union() -> None:
+    strategy = StrategyBuilder().for_class(WithDefaults)
+    assert _find(strategy, lambda d: True) == WithDefaults(5, ["x"])
+    assert _find(strategy, lambda d: d.count is None).count is None
+    assert _find(strategy, lambda d: d.count not in (None, 5)).count == 0
+    assert _find(strategy, lambda d: d.names != ["x"]).names == []
+    first, second = _find(st.tuples(strategy, strategy), lambda pair: True)
+    assert first.names is not second.names  # the factory is called for each instance
+
+
+def test_tensor_sizes_reach_every_side_and_shrink_to_the_smallest() -> None:
+    options = TensorOptions(max_side=2)
+    found = _find(tensors(options=options), lambda t: t.dim() == 3 and t.shape[::2] == (2, 2))
+    assert tuple(found.shape) == (2, 0, 2)
+    assert (found.dtype, found.is_contiguous()) == (torch.int64, True)
+
+
 def test_unresolvable_annotation_names_field_and_keys() -> None:
     with pytest.raises(StrategyError) as info:
         StrategyBuilder().for_class(NeedsStrategy)

@@ -10,9 +10,9 @@ alone.
 
 Where every rank now prepares its own input (``profile_run``), the rewrite keeps the
 non-driver's value in ``prepare_model_input`` by reading the driver flag
-(``perform_sampling=self.is_driver_worker``) and the same check passes; the variant
-``fixtures/sampling_flag`` runs through profiling and steps at TP 2 with the legacy
-engine's tokens. Where the driver leaves the flag to a class default it can read, or
+(``perform_sampling=self.is_driver_worker``) and the same check passes; the
+``sampling_flag`` variant (:mod:`tests.migrate.variants`) runs through profiling and
+steps at TP 2 with the legacy engine's tokens. Where the driver leaves the flag to a class default it can read, or
 builds the object in a helper of the runner (vLLM 0.4's ``_prepare_sample``), the flag
 is kept there; a default it cannot read refuses the group."""
 
@@ -26,18 +26,24 @@ import libcst as cst
 import pytest
 
 from codemods import verify
+from codemods.facts.sources import SourceChange
+from codemods.facts.values import ValueFacts
 from codemods.merge_broadcasts import rewrite, runner_rewrite
+from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.holds import ChangedValue
 from runnercheck.check import check_paths
+from runnercheck.config import Config
 from runnercheck.demo.engine import run_engine
 from runnercheck.demo.engine.launcher import EngineRunError
-from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
+from tests.migrate import variants
+from tests.migrate.conftest import snapshot
 
 OVERRIDE = "            perform_sampling=False,\n"
 
 
 def legacy_variant(target: Path) -> Path:
     """The after-split legacy engine whose non-driver ranks never sample."""
-    work = copy_tree(FIXTURES / "after_split" / "before", target)
+    work = variants.write(variants.before("after_split"), target)
     runner = work / "model_runner.py"
     text = runner.read_text()
     count = "                num_prompts=0,\n"
@@ -85,7 +91,7 @@ def test_with_the_check_disabled_the_planted_change_is_written(
     tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plant(monkeypatch)
-    monkeypatch.setattr(verify, "changed_values", lambda old, new, config: [])
+    monkeypatch.setattr(verify, "changed_values", lambda *args: [])
     work = legacy_variant(tmp_path / "engine")
     assert migrate_cli(str(work)).code == 0
     assert OVERRIDE not in (work / "model_runner.py").read_text()
@@ -131,16 +137,21 @@ class ModelRunner(ModelRunnerBase):
 """
 
 
+def _changed_values(before: str, after: str) -> list[ChangedValue | SourceChange]:
+    """What :func:`verify.changed_values` reports when ``model_runner.py`` is rewritten
+    from ``before`` to ``after``."""
+    path = Path("model_runner.py")
+    old = {path: extract_source(before, str(path))}
+    new = {path: extract_source(after, str(path))}
+    values = ValueFacts({path: before})
+    return verify.changed_values(old, new, Config(), values, values.changed({path: after}))
+
+
 def test_profile_run_preparing_locally_changes_the_non_driver_flag() -> None:
     """The fork's case: the legacy profile run took the non-driver branch (no sampling
     on ranks without the logits); merged, every rank prepares the dummy input itself and
     the non-driver gets the driver's default."""
-    from runnercheck.analysis.extract import extract_source
-    from runnercheck.config import Config
-
-    old = {Path("model_runner.py"): extract_source(LEGACY, "model_runner.py")}
-    new = {Path("model_runner.py"): extract_source(MERGED, "model_runner.py")}
-    changes = verify.changed_values(old, new, Config())
+    changes = _changed_values(LEGACY, MERGED)
     assert [c.describe() for c in changes] == [
         "at ModelRunner.profile_run, a non-driver rank built "
         "SamplingMetadata(perform_sampling=False) before the rewrite and gets its default "
@@ -155,28 +166,23 @@ def test_profile_run_preparing_locally_changes_the_non_driver_flag() -> None:
 def test_a_flag_read_from_the_driver_flag_is_what_a_non_driver_rank_holds(
     value: str, after: str | None
 ) -> None:
-    from runnercheck.analysis.extract import extract_source
-    from runnercheck.config import Config
-
     kept = MERGED.replace(
         "SamplingMetadata(seq_groups=seqs, tokens=tokens)",
         f"SamplingMetadata(seq_groups=seqs, tokens=tokens, perform_sampling={value})",
     )
     assert kept != MERGED
-    old = {Path("model_runner.py"): extract_source(LEGACY, "model_runner.py")}
-    new = {Path("model_runner.py"): extract_source(kept, "model_runner.py")}
-    changes = verify.changed_values(old, new, Config())
+    changes = _changed_values(LEGACY, kept)
     assert [c.after for c in changes] == ([after] if after else [])
 
 
-VARIANT = FIXTURES / "sampling_flag"
+VARIANT = "sampling_flag"
 KEPT = "            perform_sampling=self.is_driver_worker,\n"
 
 
 def test_where_every_rank_now_prepares_the_non_driver_flag_is_kept(
     tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    work = variants.write(variants.before(VARIANT), tmp_path / "engine")
     monkeypatch.chdir(work)
     data = json.loads(migrate_cli("--format", "json", ".").out)
     assert data["refusals"] == []
@@ -197,9 +203,10 @@ def test_where_every_rank_now_prepares_the_non_driver_flag_is_kept(
     prepare = runner.split("    def prepare_model_input(")[1].split("    def ")[0]
     assert KEPT in prepare
     assert "self.prepare_model_input([dummy])" in runner  # profile_run prepares locally
-    assert snapshot(work) == snapshot(VARIANT / "after")
-    assert {f.code for f in check_paths([VARIANT / "before"]).findings} == {"RC106"}
-    assert check_paths([VARIANT / "after"]).findings == []
+    assert snapshot(work) == variants.snapshot(variants.after(VARIANT))
+    legacy = variants.write(variants.before(VARIANT), tmp_path / "legacy")
+    assert {f.code for f in check_paths([legacy]).findings} == {"RC106"}
+    assert check_paths([work]).findings == []
 
 
 def test_without_keeping_the_flag_the_same_check_refuses_the_group(
@@ -210,7 +217,7 @@ def test_without_keeping_the_flag_the_same_check_refuses_the_group(
         "keep_non_driver_flags",
         lambda driver, non_driver, flag, defaults=None: list(driver),
     )
-    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    work = variants.write(variants.before(VARIANT), tmp_path / "engine")
     message = refused(work, migrate_cli, monkeypatch)
     assert (
         "at ModelRunner.profile_run, a non-driver rank built "
@@ -240,7 +247,7 @@ HELPER = """
 
 def left_to_default(target: Path) -> Path:
     """The variant whose driver leaves ``perform_sampling`` to the class default."""
-    work = copy_tree(VARIANT / "before", target)
+    work = variants.write(variants.before(VARIANT), target)
     runner = work / "model_runner.py"
     text = runner.read_text()
     assert text.count(EXPLICIT) == 1
@@ -251,7 +258,7 @@ def left_to_default(target: Path) -> Path:
 def in_a_helper(target: Path) -> Path:
     """The variant whose driver builds its sampling metadata in a helper of the runner,
     leaving ``perform_sampling`` to the class default (vLLM 0.4's ``_prepare_sample``)."""
-    work = copy_tree(VARIANT / "before", target)
+    work = variants.write(variants.before(VARIANT), target)
     runner = work / "model_runner.py"
     text = runner.read_text()
     assert text.count(DIRECT) == 1
@@ -337,8 +344,8 @@ def test_the_migrated_variant_profiles_and_steps_at_tp_2_with_the_legacy_tokens(
 ) -> None:
     """Both engines run ``profile_run`` on every rank (the worker's block count), then
     the steps; non-driver ranks hold no logits, so a rank that samples fails."""
-    before = copy_tree(VARIANT / "before", tmp_path / "before")
-    after = copy_tree(VARIANT / "after", tmp_path / "after")
+    before = variants.write(variants.before(VARIANT), tmp_path / "before")
+    after = variants.write(variants.after(VARIANT), tmp_path / "after")
     legacy = run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(before))
     merged = run_engine(None, tp=2, steps=2, seed=3, engine_dir=str(after))
     assert legacy["broadcasts_per_step"] == 2
@@ -367,7 +374,7 @@ def test_the_migrated_helper_variant_profiles_and_steps_at_tp_2_with_the_legacy_
 def test_without_the_kept_flag_the_migrated_variant_fails_in_its_profile_run(
     tmp_path: Path,
 ) -> None:
-    after = copy_tree(VARIANT / "after", tmp_path / "after")
+    after = variants.write(variants.after(VARIANT), tmp_path / "after")
     runner = after / "model_runner.py"
     text = runner.read_text()
     assert text.count(KEPT) == 1
@@ -402,7 +409,7 @@ def test_a_planted_change_of_a_received_value_is_refused(
     tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plant_dropped_copy(monkeypatch)
-    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    work = variants.write(variants.before(VARIANT), tmp_path / "engine")
     message = refused(work, migrate_cli, monkeypatch)
     assert (
         "at Worker.execute_model with ModelRunner, a non-driver rank passed #0 to the cache "
@@ -419,7 +426,7 @@ def test_with_only_the_flags_compared_the_planted_received_value_is_written(
     it."""
     plant_dropped_copy(monkeypatch)
     monkeypatch.setattr(verify, "changed_sources", lambda old, new: [])
-    work = copy_tree(VARIANT / "before", tmp_path / "engine")
+    work = variants.write(variants.before(VARIANT), tmp_path / "engine")
     monkeypatch.chdir(work)
     data = json.loads(migrate_cli("--format", "json", ".").out)
     assert data["refusals"] == []

@@ -1,5 +1,6 @@
 """``runnercheck migrate`` on the shapes real engine trees have, each proved on a legacy
-variant of the shipped engine (``fixtures/<shape>/before``, our own code):
+variant of the shipped engine (built from its legacy shape and one edit,
+``fixtures/variants/<shape>.diff``, see :mod:`tests.migrate.variants`):
 
 * ``after_split``: as vLLM 0.4.x, the attention metadata is assembled after the
   driver split from parts both sides hold;
@@ -14,7 +15,7 @@ variant of the shipped engine (``fixtures/<shape>/before``, our own code):
   their steps are the same, so both derive from one generated
   ``LocalOrDistributedWorkerBase`` in ``worker_base.py``.
 
-Each migrates to its golden ``after`` byte for byte, a second run changes nothing,
+Each migrates to its golden ``after`` (``<shape>.migrated.diff``) byte for byte, a second run changes nothing,
 ``check`` finds nothing on the result, and (slow) at TP 2 the migrated variant
 computes the same tokens as the legacy one with one broadcast per step.
 """
@@ -31,6 +32,7 @@ import pytest
 from runnercheck import catalog
 from runnercheck.check import check_paths
 from runnercheck.demo.engine import run_engine
+from tests.migrate import variants
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
@@ -50,26 +52,26 @@ WORKERS = {
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_variant_migrates_to_its_golden_files(shape: str, tmp_path: Path, migrate_cli) -> None:
-    work = copy_tree(FIXTURES / shape / "before", tmp_path / shape)
+    work = variants.write(variants.before(shape), tmp_path / shape)
     result = migrate_cli(str(work))
     assert result.code == 0, result.out + result.err
     assert ": MIG" not in result.out, result.out
-    assert snapshot(work) == snapshot(FIXTURES / shape / "after")
+    assert snapshot(work) == variants.snapshot(variants.after(shape))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_golden_result_is_check_clean_and_stable(shape: str, tmp_path: Path, migrate_cli) -> None:
-    before = check_paths([FIXTURES / shape / "before"]).findings
-    assert {f.code for f in before} == {"RC106"}
-    assert check_paths([FIXTURES / shape / "after"]).findings == []
-    work = copy_tree(FIXTURES / shape / "after", tmp_path / shape)
+    legacy = variants.write(variants.before(shape), tmp_path / "before" / shape)
+    assert {f.code for f in check_paths([legacy]).findings} == {"RC106"}
+    work = variants.write(variants.after(shape), tmp_path / shape)
+    assert check_paths([work]).findings == []
     again = migrate_cli(str(work))
     assert again.code == 0, again.out
-    assert snapshot(work) == snapshot(FIXTURES / shape / "after")
+    assert snapshot(work) == variants.snapshot(variants.after(shape))
 
 
 def test_after_split_statements_run_where_every_rank_has_the_input() -> None:
-    after = (FIXTURES / "after_split" / "after" / "model_runner.py").read_text()
+    after = variants.after("after_split")["model_runner.py"]
     execute = after.split("    def execute_model(")[1]
     # the assembly every rank ran after the split opens execute_model, from the fields
     assert execute.split("\n\n")[0].count("model_input.") >= 9
@@ -79,7 +81,7 @@ def test_after_split_statements_run_where_every_rank_has_the_input() -> None:
 
 
 def test_extra_broadcast_travels_in_the_one_dict_under_a_prefix() -> None:
-    after = (FIXTURES / "extra_broadcast" / "after" / "model_runner.py").read_text()
+    after = variants.after("extra_broadcast")["model_runner.py"]
     assert after.count("broadcast_tensor_dict(") == 0
     as_dict = after.split("def as_broadcastable_tensor_dict")[1].split("@classmethod")[0]
     assert '"multi_modal_kwargs." + key' in as_dict
@@ -91,7 +93,7 @@ def test_extra_broadcast_travels_in_the_one_dict_under_a_prefix() -> None:
 
 
 def test_request_read_after_preparing_is_a_driver_only_field() -> None:
-    after = (FIXTURES / "request_after_prepare" / "after" / "model_runner.py").read_text()
+    after = variants.after("request_after_prepare")["model_runner.py"]
     # as in vLLM: left out of the broadcast dict, said in a comment, no marker
     assert (
         "    # Driver-only: set by prepare_model_input; the other ranks get None.\n"
@@ -104,9 +106,9 @@ def test_request_read_after_preparing_is_a_driver_only_field() -> None:
 
 
 def test_hardware_runners_migrate_with_their_parent() -> None:
-    after = FIXTURES / "hardware_subclass" / "after"
+    after = variants.after("hardware_subclass")
     for name in ("xpu_model_runner.py", "hpu_model_runner.py"):
-        text = (after / name).read_text()
+        text = after[name]
         assert "model_input: ModelRunnerInput," in text, name
         assert "prepare_input_tensors" not in text, name
 
@@ -117,7 +119,7 @@ def test_a_refusal_names_the_line_the_shape_and_every_runner_held_back(
     """An extra broadcast whose condition the other ranks cannot evaluate: refused at
     that line, with what to change, and the whole group (the hardware runners in
     other files too) left byte-identical."""
-    work = copy_tree(FIXTURES / "hardware_subclass" / "before", tmp_path / "engine")
+    work = variants.write(variants.before("hardware_subclass"), tmp_path / "engine")
     runner = work / "model_runner.py"
     text = runner.read_text()
     driver_send = "            broadcast_tensor_dict(metadata_dict, src=0)\n"
@@ -173,7 +175,7 @@ def test_a_refusal_names_the_line_the_shape_and_every_runner_held_back(
 def test_an_after_split_statement_that_reads_the_request_is_refused_at_its_line(
     edit: tuple[str, str], shape: str, code: str, tmp_path: Path, migrate_cli, monkeypatch
 ) -> None:
-    work = copy_tree(FIXTURES / "after_split" / "before", tmp_path / "engine")
+    work = variants.write(variants.before("after_split"), tmp_path / "engine")
     runner = work / "model_runner.py"
     text = runner.read_text()
     assert edit[0] in text
@@ -195,7 +197,7 @@ PLUGIN_CODES = {rule.name for rule in catalog.for_tool("mypy")}
 @pytest.mark.slow
 def test_migrated_variants_are_mypy_clean_with_the_plugin(tmp_path: Path) -> None:
     for shape in SHAPES:
-        copy_tree(FIXTURES / shape / "after", tmp_path / shape)
+        variants.write(variants.after(shape), tmp_path / shape)
     (tmp_path / "mypy.ini").write_text("[mypy]\nplugins = mypy_plugin\n")
     proc = subprocess.run(
         [
@@ -214,8 +216,8 @@ def test_migrated_variants_are_mypy_clean_with_the_plugin(tmp_path: Path) -> Non
 def test_migrated_variant_computes_the_same_tokens_with_one_broadcast(
     shape: str, tmp_path: Path
 ) -> None:
-    before = copy_tree(FIXTURES / shape / "before", tmp_path / "before")
-    after = copy_tree(FIXTURES / shape / "after", tmp_path / "after")
+    before = variants.write(variants.before(shape), tmp_path / "before")
+    after = variants.write(variants.after(shape), tmp_path / "after")
     worker = WORKERS.get(shape, "default")
     legacy = run_engine(None, tp=2, steps=6, seed=3, engine_dir=str(before), worker=worker)
     merged = run_engine(None, tp=2, steps=6, seed=3, engine_dir=str(after), worker=worker)
@@ -280,7 +282,7 @@ def test_an_extra_receive_into_a_name_bound_before_keeps_that_name(
 ) -> None:
     """``x = {}; if cond: x = broadcast()``: the extracted values are bound to ``x``
     inside the ``if``, so ``x`` keeps its value where the condition is false."""
-    work = copy_tree(FIXTURES / "extra_broadcast" / "before", tmp_path / "engine")
+    work = variants.write(variants.before("extra_broadcast"), tmp_path / "engine")
     runner = work / "model_runner.py"
     text = runner.read_text()
     old = (

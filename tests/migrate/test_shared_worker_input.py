@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from runnercheck.check import check_paths
+from tests.migrate import variants
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
 
 IMPORT = "from .worker_input import WorkerInput\n"
@@ -145,14 +146,12 @@ def test_an_existing_worker_input_module_is_left_alone(tmp_path: Path, migrate_c
 
 
 def test_the_shape_golden_shares_the_class_and_keeps_the_subclass_worker() -> None:
-    after = FIXTURES / "shared_worker_input" / "after"
+    after = variants.after("shared_worker_input")
     for name in ("worker.py", "hpu_worker.py"):
-        text = (after / name).read_text()
+        text = after[name]
         assert IMPORT in text and "class WorkerInput" not in text, name
     # the XPU worker inherits the GPU worker's step: nothing of its own to share
-    assert (after / "xpu_worker.py").read_bytes() == (
-        FIXTURES / "shared_worker_input" / "before" / "xpu_worker.py"
-    ).read_bytes()
+    assert after["xpu_worker.py"] == variants.before("shared_worker_input")["xpu_worker.py"]
 
 
 @pytest.mark.parametrize("jobs", ["1", "2"])
