@@ -114,14 +114,11 @@ def plan_group(
         if legacy:
             method = _facts(project, ref).methods.get(legacy[0].name.value)
             shape = method.split if method is not None else None
-            if shape is not None and shape.unpacked and method is not None:
+            if shape is not None and shape.unpacked:
                 # a local bound again (``x = torch.tensor(x)``) is not what it was
                 # unpacked as; a value read from the received dict states nothing
-                once = [
-                    u
-                    for u in shape.unpacked
-                    if sum(b.kind != "key" for b in method.bindings.get(u[0], ())) == 1
-                ]
+                stated = _stating_bindings(legacy[0])
+                once = [u for u in shape.unpacked if stated.get(u[0], 0) == 1]
                 from_bases = inherited_local_types(project, _facts(project, ref), once)
                 known = {**from_bases, **dict(shape.types)}
                 shape = dataclasses.replace(shape, types=tuple(sorted(known.items())))
@@ -261,6 +258,45 @@ def plan_group(
         )
         worker_plans.append(plan_w)
     return list(runner_plans.values()), worker_plans
+
+
+def _stating_bindings(method: cst.FunctionDef) -> dict[str, int]:
+    """How many assignments of ``method`` bind each name to something other than a
+    value read from a dict by a literal key (``d.pop("k")``, ``d["k"]``, ``d.get("k")``)."""
+    counts: dict[str, int] = {}
+    for node in cstutil.find_all(method, lambda n: isinstance(n, (cst.Assign, cst.AnnAssign))):
+        assert isinstance(node, (cst.Assign, cst.AnnAssign))
+        if node.value is None or _reads_a_key(node.value):
+            continue
+        targets = node.targets if isinstance(node, cst.Assign) else [node]
+        for target in targets:
+            for name in _names(target.target):
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _names(target: cst.BaseExpression) -> list[str]:
+    """The plain names an assignment target binds (``a``, ``(a, (b, c))``, ``[a, *b]``)."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _names(target.value)
+    return []
+
+
+def _reads_a_key(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Subscript) and len(value.slice) == 1:
+        index = value.slice[0].slice
+        return isinstance(index, cst.Index) and cstutil.string_value(index.value) is not None
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in ("pop", "get")
+        and bool(value.args)
+        and cstutil.string_value(value.args[0].value) is not None
+    )
 
 
 def _note_kept_records(plans: list[RunnerPlan], contract: Contract) -> None:
