@@ -292,7 +292,7 @@ def rewrite_group(
                 for hoist in hoists:
                     split = hoist.members.get(ref)
                     if split is not None and hoist.path is not None:
-                        new_w = slim_worker(new_w, split, hoist.parent)
+                        new_w = slim_worker(new_w, split, hoist.parent, hoist.attributes)
                         if path.parent not in result.hoisted:
                             result.hoisted.append(path.parent)
                         from_imports.append(

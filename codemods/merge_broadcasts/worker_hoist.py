@@ -71,6 +71,8 @@ class Hoist:
     exists: bool = False
     #: the class statement of the base and the imports it needs
     base: cst.ClassDef | None = None
+    #: the annotation the base declares for each ``self.<attribute>`` its step reads
+    attributes: dict[str, str] = field(default_factory=dict)
     plain_imports: list[str] = field(default_factory=list)
     from_imports: list[tuple[str, list[str]]] = field(default_factory=list)
     #: per worker that keeps its own step: (line of its file as read, note)
@@ -139,6 +141,7 @@ def plan_hoist(
             ]
         return hoist
     hoist.members = {m.ref: m.split for m in sharing if m.split is not None}
+    hoist.attributes = attributes
     hoist.base = _base_class(sharing, hoist.parent, attributes, contract)
     needed = _names_read(hoist.base)
     hoist.plain_imports, hoist.from_imports = _imports_for(
@@ -484,8 +487,45 @@ def _imports_for(
 # ------------------------------------------------------------------ the workers
 
 
-def slim_worker(cdef: cst.ClassDef, split: Split, parent: str | None) -> cst.ClassDef:
-    """The worker with its step methods replaced by its two own, deriving from the base."""
+class _KeepConstructedType(cst.CSTTransformer):
+    """``self.<attribute>: C = C(...)`` in ``__init__`` for an attribute the base
+    declares with a wider type: the worker keeps the methods of what it builds."""
+
+    def __init__(self, declared: dict[str, str]) -> None:
+        self.declared = declared
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        return node.name.value == "__init__"
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign | cst.AnnAssign:
+        if len(updated.targets) != 1 or not isinstance(updated.value, cst.Call):
+            return updated
+        built = updated.value.func
+        target = updated.targets[0].target
+        for attribute, annotation in self.declared.items():
+            if (
+                cstutil.is_self_attr(target, attribute)
+                and isinstance(built, cst.Name)
+                and built.value != annotation
+            ):
+                return cst.AnnAssign(
+                    target=target,
+                    annotation=cst.Annotation(cst.Name(built.value)),
+                    value=updated.value,
+                )
+        return updated
+
+
+def slim_worker(
+    cdef: cst.ClassDef, split: Split, parent: str | None, declared: dict[str, str]
+) -> cst.ClassDef:
+    """The worker with its step methods replaced by its two own, deriving from the
+    base; an attribute the base declares wider keeps the type of what the worker builds."""
+    unstated = {a: t for a, t in declared.items() if _stated(cdef, a) is None}
+    if unstated:
+        kept = cdef.visit(_KeepConstructedType(unstated))
+        assert isinstance(kept, cst.ClassDef)
+        cdef = kept
     step = {m.name.value for m in split.step}
     body: list[cst.BaseStatement] = []
     placed = False
