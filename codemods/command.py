@@ -1,4 +1,7 @@
-"""The base of the single-file LibCST commands (``python -m libcst.tool codemod``)."""
+"""The single-file LibCST commands (``python -m libcst.tool codemod``): their base and the
+commands of the single-class codemods, which hand each file to the codemod's
+``rewrite_module``. They import LibCST's codemod framework (and its matchers), which
+``migrate`` itself never needs: the codemod modules name their command lazily."""
 
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ from typing import Any
 import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
+from codemods import driver_only, registry, self_return, super_dict
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
@@ -43,3 +47,39 @@ class ContractCommand(VisitorBasedCodemodCommand):
         """Each item the rewrite left alone (``.code``, ``.message``) as a codemod warning."""
         for item in skipped:
             self.warn(f"{item.code} {item.message}")
+
+
+class SelfReturnCommand(ContractCommand):
+    """``from_broadcasted_tensor_dict`` -> ``Self`` or a cls-bound TypeVar; ``X(...)`` -> ``cls(...)``."""
+
+    DESCRIPTION = registry.SELF_RETURN.summary
+
+    NEEDLE = "from_dict_method"
+
+    def rewrite(self, tree: cst.Module) -> cst.Module:
+        new, _changed = self_return.rewrite_module(tree, self.contract)
+        return new
+
+
+class DriverOnlyCommand(ContractCommand):
+    """Declare unbroadcast input dataclass fields driver-only (a comment above each)."""
+
+    DESCRIPTION = registry.DRIVER_ONLY.summary
+
+    def rewrite(self, tree: cst.Module) -> cst.Module:
+        path, project = self.project(tree)
+        new, _changed, skipped = driver_only.rewrite_module(tree, project, path, self.contract)
+        self.warn_skipped(skipped)
+        return new
+
+
+class SuperDictCommand(ContractCommand):
+    """A subclass's broadcast dict that re-lists its parent's keys calls ``super()``."""
+
+    DESCRIPTION = registry.SUPER_DICT.summary
+
+    def rewrite(self, tree: cst.Module) -> cst.Module:
+        path, project = self.project(tree)
+        new, _changed, skipped = super_dict.rewrite_module(tree, project, path, self.contract)
+        self.warn_skipped(skipped)
+        return new

@@ -18,11 +18,11 @@ parent cannot be seen is skipped (reported, not guessed).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
 from codemods import cstutil, registry
-from codemods.command import ContractCommand
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
@@ -93,13 +93,6 @@ def rewrite_module(
     return module.with_changes(body=body), changed, skipped
 
 
-class DriverOnlyCommand(ContractCommand):
-    """Declare unbroadcast input dataclass fields driver-only (a comment above each)."""
-
-    DESCRIPTION = registry.DRIVER_ONLY.summary
-
-    def rewrite(self, tree: cst.Module) -> cst.Module:
-        path, project = self.project(tree)
-        new, _changed, skipped = rewrite_module(tree, project, path, self.contract)
-        self.warn_skipped(skipped)
-        return new
+def __getattr__(name: str) -> Any:
+    """``DriverOnlyCommand`` (see :func:`codemods.registry.command_class`)."""
+    return registry.command_class(__name__, name)

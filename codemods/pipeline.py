@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codemods import fold_plan, formatting, registry, typecheck, verify
+from codemods import decision, registry
 from codemods.definitions import flag_classes, read_definitions
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.facts.values import ValueFacts
@@ -35,7 +35,7 @@ from codemods.results import GroupResult
 from codemods.source import Collected, collect, package_files, read_all
 from runnercheck import deep
 from runnercheck.analysis.extract import extract_tree
-from runnercheck.analysis.model import ClassFacts, ModuleFacts
+from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.stages import mixed_pairs
@@ -116,6 +116,9 @@ class _State:
     config: Config
     select: tuple[str, ...]
     roots: tuple[Path, ...] = ()
+    #: Whether the analysis decides which files the single-class codemods may change
+    #: (:mod:`codemods.decision`); False: every file goes through them with LibCST.
+    decide: bool = True
     before: dict[frozenset[Path], list] = field(default_factory=dict)
     #: workers no shared worker input is made for (their groups were refused)
     unshared: frozenset[ClassRef] = frozenset()
@@ -139,11 +142,19 @@ class _State:
             self._planned = Planned(self.sources)
         return self._planned
 
-    def targets(self, path: Path) -> set[str]:
-        """The single-class codemods the analysis finds something to do for in ``path``."""
+    def single_targets(self) -> dict[str, set[str]]:
+        """Per file, the single-class codemods that may change it."""
         if self.single is None:
-            self.single = single_targets(self.project, self.select)
-        return self.single.get(str(path), set())
+            if self.decide:
+                sources = {str(p): data for p, data in self.sources.items()}
+                self.single = decision.single_targets(self.project, self.select, sources)
+            else:
+                self.single = decision.every_file(map(str, self.sources), self.select)
+        return self.single
+
+    def targets(self, path: Path) -> set[str]:
+        """The single-class codemods that may change ``path``."""
+        return self.single_targets().get(str(path), set())
 
     def old_facts(self, path: Path) -> ModuleFacts:
         """The facts of a file as read."""
@@ -167,43 +178,16 @@ def _init_worker(
     config: Config,
     select: tuple[str, ...],
     roots: tuple[Path, ...],
+    decide: bool,
 ) -> None:
     global _STATE
-    _STATE = _State(sources, facts, config, select, roots)
-
-
-def single_targets(project: Project, select: Sequence[str]) -> dict[str, set[str]]:
-    """Per file, the single-class codemods that have something to do there: exactly
-    the classes the analysis flags (RC103 for ``driver-only``, RC104 for ``super-dict``,
-    a fixed ``from_broadcasted_tensor_dict`` return for ``self-return``)."""
-    wanted: dict[str, set[str]] = {}
-    for cls in project.all_classes():
-        names: set[str] = set()
-        if registry.SUPER_DICT.name in select and project.dict_copy(cls) is not None:
-            names.add(registry.SUPER_DICT.name)
-        if registry.DRIVER_ONLY.name in select and (
-            project.unbroadcast_fields(cls) or project.reads_unknown_parent(cls)
-        ):
-            names.add(registry.DRIVER_ONLY.name)
-        if registry.SELF_RETURN.name in select and project.from_dict_returns_fixed_class(cls):
-            names.add(registry.SELF_RETURN.name)
-        if registry.FOLD_CONTROL_BROADCAST.name in select and _has_control_broadcast(project, cls):
-            names.add(registry.FOLD_CONTROL_BROADCAST.name)
-        if names:
-            wanted.setdefault(cls.path, set()).update(names)
-    return wanted
-
-
-def _has_control_broadcast(project: Project, cls: ClassFacts) -> bool:
-    """A wrapper worker that broadcasts a control dict before an inner step (RC110)."""
-    step = project.wrapper_step(cls) if project.is_worker(cls) else None
-    return step is not None and bool(step.control_paths())
+    _STATE = _State(sources, facts, config, select, roots, decide)
 
 
 def _single_codemods(
     state: _State, path: Path, module: cst.Module, refusals: list[Refused], group: str = ""
 ) -> tuple[cst.Module, list[str]]:
-    from codemods import driver_only, fold_control_broadcast, self_return, super_dict
+    from codemods import driver_only, self_return, super_dict
 
     contract = state.config.contract()
     applied: list[str] = []
@@ -228,7 +212,10 @@ def _single_codemods(
         if changed_classes:
             module = new
             applied.append(registry.SELF_RETURN.name)
-    if registry.FOLD_CONTROL_BROADCAST.name in state.select:
+    # the fold's rewrite loads LibCST's matchers: only where the decision says it may fold
+    if registry.FOLD_CONTROL_BROADCAST.name in state.targets(path):
+        from codemods import fold_control_broadcast
+
         new, folded, skipped = fold_control_broadcast.rewrite_module(
             module, project, str(path), contract
         )
@@ -273,6 +260,8 @@ def _verify(
 
     ``trees``: the ``ast`` and text of new sources already parsed (the others are
     parsed here)."""
+    from codemods import verify
+
     trees = dict(trees or {})
     for path, change in changes.items():
         if path not in trees:
@@ -365,7 +354,7 @@ def run_group(group: Group) -> TaskResult:
 
 
 def _run_group(group: Group) -> TaskResult:
-    from codemods import cstutil
+    from codemods import cstutil, formatting, verify
     from codemods.merge_broadcasts.rewrite import finish, merge
 
     state = _STATE
@@ -382,7 +371,7 @@ def _run_group(group: Group) -> TaskResult:
         return result
     changes: dict[Path, Change] = {}
     sub_refusals: list[Refused] = []
-    single = single_targets(state.project, state.select)
+    single = state.single_targets()
     trees: dict[Path, tuple[ast.Module, str]] = {}
     for path, module in merged.modules.items():
         applied: list[str] = []
@@ -522,13 +511,10 @@ def run_file(path: Path) -> TaskResult:
 
 
 def _run_file(path: Path) -> TaskResult:
-    from codemods import cstutil
+    from codemods import cstutil, formatting
 
     state = _STATE
     assert state is not None
-    planned = _planned_refusals(state, path)
-    if planned is not None:  # nothing to rewrite: no LibCST
-        return TaskResult(refusals=planned)
     result = TaskResult(cst_files=1)
     original = cstutil.parse_module(state.sources[path])
     module, applied = _single_codemods(state, path, original, result.refusals)
@@ -544,14 +530,15 @@ def _run_file(path: Path) -> TaskResult:
     return result
 
 
-def _planned_refusals(state: _State, path: Path) -> list[Refused] | None:
-    """The refusals of ``path`` when the analysis alone shows that no codemod changes it
-    (its one candidate is a wrapper whose fold is refused by its plan); None when only
-    the rewrite can tell."""
-    name = registry.FOLD_CONTROL_BROADCAST.name
-    if state.targets(path) != {name}:
-        return None
-    return fold_plan.refused_plans(state.project, str(path))
+def _read_loaded_names(state: _State, groups: Iterable[Group]) -> None:
+    """The names each file of a group to rewrite loads (the rewrite keeps the imports
+    they use), read from its ``ast`` only for those files."""
+    from runnercheck.analysis.syntax import loaded_names
+
+    for path in {p for g in groups if g.refusal is None for p in g.files}:
+        facts = state.facts.get(path)
+        if facts is not None and path in state.trees:
+            facts.loaded_names = loaded_names(state.trees[path])
 
 
 def _given_files(paths: Sequence[str | os.PathLike[str]], files: Iterable[Path]) -> set[Path]:
@@ -567,13 +554,17 @@ def migrate(
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
     collected: Collected | None = None,
+    decide: bool = True,
 ) -> MigrateResult:
     """Plan, rewrite and verify; nothing is written (:func:`codemods.run.apply` writes).
 
-    ``collected``: the walk of ``paths`` when the caller has made it."""
+    ``collected``: the walk of ``paths`` when the caller has made it. ``decide=False``:
+    without the analysis's decision of which files a codemod may change
+    (:mod:`codemods.decision`), every given file goes through the single-class codemods
+    (the same result, slower: for the tests and the benchmark)."""
     global _STATE
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
-        return deep.call(migrate, paths, select, config, jobs, progress, collected)
+        return deep.call(migrate, paths, select, config, jobs, progress, collected, decide)
     config = config or Config()
     select = tuple(name for name in CODEMODS if name in select)
     if collected is None:
@@ -625,7 +616,7 @@ def migrate(
                 result.refusals.append(refused)
             continue
         text = data.decode("utf-8", "replace")
-        module_facts = extract_tree(tree, str(path), text, contract, names=True)
+        module_facts = extract_tree(tree, str(path), text, contract, names=True, loaded=False)
         sources[path] = data
         facts[path] = module_facts
         trees[path] = tree
@@ -643,7 +634,7 @@ def migrate(
             result.refusals.append(skip)
     roots = (*collected.roots, *sorted({p.parent for p in packages}))
     result.roots = roots
-    state = _State(sources, facts, config, select, roots, trees=trees)
+    state = _State(sources, facts, config, select, roots, decide, trees=trees)
     groups: list[Group] = []
     if MERGE in select:
         groups, found = find_groups(state.project)
@@ -652,12 +643,19 @@ def migrate(
         mine = given | {p for g in groups for p in g.files}
         result.notes += [note for note in found if note.path in mine]
         result.refusals += _mixed(state.project)
+    _read_loaded_names(state, groups)
     in_groups = {p for g in groups for p in g.files}
-    single = single_targets(state.project, select)
+    single = state.single_targets()
     files = [p for p in sources if p in given and p not in in_groups and str(p) in single]
+    outcomes: list[TaskResult] = []
+    if decide:  # a file the analysis settles goes to no task (and no LibCST)
+        for path in list(files):
+            refusals = decision.settled(state.project, str(path), single[str(path)])
+            if refusals is not None:
+                outcomes.append(TaskResult(refusals=refusals))
+                files.remove(path)
     total = len(groups) + len(files)
     done = 0
-    outcomes: list[TaskResult] = []
     workers = worker_count(jobs, total)
     if workers > 1:
         from concurrent.futures import ProcessPoolExecutor, as_completed  # only for -j
@@ -665,7 +663,7 @@ def migrate(
         with ProcessPoolExecutor(
             max_workers=workers,
             initializer=_init_worker,
-            initargs=(sources, facts, config, select, collected.roots),
+            initargs=(sources, facts, config, select, collected.roots, decide),
         ) as pool:
             futures = [pool.submit(deep.call, run_group, g) for g in groups]
             futures += [pool.submit(deep.call, run_file, p) for p in files]
@@ -716,7 +714,9 @@ def migrate(
     if MERGE in select:
         _update_callers(result, config, collected.roots, read)
     result.notes += _layout_notes(result.changes)
-    if result.changes:
+    if result.changes:  # (the verification, formatting and type checks load only then)
+        from codemods import typecheck
+
         result.notes += [
             Note("mypy", e.path, e.line, f"a new plain-mypy error [{e.code}]: {e.message}")
             for e in typecheck.new_errors({p: (c.old, c.new) for p, c in result.changes.items()})
@@ -728,6 +728,10 @@ def migrate(
 
 def _layout_notes(changes: dict[Path, Change]) -> list[Note]:
     """One line per project whose changed files keep the migration's own layout."""
+    if not changes:
+        return []
+    from codemods import formatting
+
     notes: list[Note] = []
     seen: set[Path | None] = set()
     for path in changes:
@@ -750,7 +754,7 @@ def _update_callers(
     ``read``: every file read under the given paths (not walked or read again)."""
     if not any(runner.removed_method for group in result.groups for runner in group.runners):
         return  # no method removed: no caller to look for (and no LibCST to import)
-    from codemods import callers
+    from codemods import callers, formatting, verify
 
     contract = config.contract()
     removed = [

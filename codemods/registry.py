@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,18 @@ def get(name: str) -> Codemod:
         if codemod.name == name:
             return codemod
     raise KeyError(name)
+
+
+def command_class(module: str, name: str) -> Any:
+    """The LibCST command ``name`` that a single-class codemod's ``module`` names
+    (``python -m libcst.tool codemod -x codemods.self_return.SelfReturnCommand``). The
+    commands live in :mod:`codemods.command`, with LibCST's codemod framework, which
+    ``migrate`` does not load: a codemod module hands them out on first use."""
+    if any(c.module == module and c.command == name for c in CODEMODS):
+        from codemods import command
+
+        return getattr(command, name)
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
 
 def help_lines(width: int = 0, columns: int = 88) -> str:

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from codemods.pipeline import MERGE, MigrateResult
 from runnercheck import catalog
 from runnercheck.records import Refused
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def display(path: Path) -> str:
@@ -119,27 +119,50 @@ def file_lines(result: MigrateResult, mode: str, written: list[Path]) -> list[st
     return lines
 
 
-def summary_table(result: MigrateResult, console: Console, mode: str) -> None:
+def _summary(result: MigrateResult, mode: str) -> tuple[str, list[list[str]], str]:
+    """The summary's title, rows (a header first) and closing line."""
     title = {
         "write": "runnercheck migrate",
         "diff": "runnercheck migrate --diff (nothing written)",
         "check": "runnercheck migrate --check (nothing written)",
     }[mode]
     changed_label = "changed" if mode == "write" else "would change"
-    table = Table("codemod", changed_label, "unchanged", "refused", title=title)
+    rows = [["codemod", changed_label, "unchanged", "refused"]]
     for name, counts in result.counts().items():
-        table.add_row(
-            name, str(counts["changed"]), str(counts["unchanged"]), str(counts["refused"])
+        rows.append(
+            [name, str(counts["changed"]), str(counts["unchanged"]), str(counts["refused"])]
         )
-    console.print(table)
     created = sum(1 for c in result.changes.values() if c.old is None)
-    console.print(
+    closing = (
         f"{result.files_seen} files seen, {result.files_parsed} parsed, "
         f"{len(result.changes)} {changed_label} ({created} new), "
-        f"{len(result.refusals)} refused or skipped",
-        markup=False,
-        highlight=False,
+        f"{len(result.refusals)} refused or skipped"
     )
+    return title, rows, closing
+
+
+def summary_table(result: MigrateResult, console: Console, mode: str) -> None:
+    """The summary as a rich table (a terminal)."""
+    from rich.table import Table
+
+    title, rows, closing = _summary(result, mode)
+    table = Table(*rows[0], title=title)
+    for row in rows[1:]:
+        table.add_row(*row)
+    console.print(table)
+    console.print(closing, markup=False, highlight=False)
+
+
+def summary_lines(result: MigrateResult, mode: str) -> list[str]:
+    """The summary as plain text (not a terminal): the title, the table's columns
+    aligned, the closing line."""
+    title, rows, closing = _summary(result, mode)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    table = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
+    ]
+    return [title, *table, closing]
 
 
 def as_json(

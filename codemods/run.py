@@ -42,10 +42,13 @@ def apply(
     force: bool = False,
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
+    decide: bool = True,
 ) -> MigrateResult:
     """Plan, verify and (``mode="write"``) commit the migration of ``paths``.
 
-    ``force``: also write read-only files. Raises
+    ``force``: also write read-only files. ``decide=False``: without the analysis's
+    decision of which files a codemod may change (:mod:`codemods.decision`; the same
+    result, slower). Raises
     :class:`~runnercheck.writes.recovery.Unrecoverable` when an interrupted run left
     files a person has to put right."""
     roots = [Path(os.path.realpath(p)) for p in paths]
@@ -57,7 +60,7 @@ def apply(
             recovered = recovery.recover(roots, collected.journals)
             if recovered:  # files were put back (or removed): read the tree as it is now
                 collected = collect(paths)
-        result = migrate(paths, select, config, jobs, progress, collected=collected)
+        result = migrate(paths, select, config, jobs, progress, collected=collected, decide=decide)
         if not write:
             _pending(result)
         elif result.changes:

@@ -9,10 +9,11 @@ into ``cls(...)`` so a subclass really gets an instance of itself.
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from codemods import cstutil, imports, registry
-from codemods.command import ContractCommand
 from runnercheck.contract import VLLM, Contract
 
 NAME = registry.SELF_RETURN.name
@@ -124,13 +125,6 @@ def rewrite_module(module: cst.Module, contract: Contract = VLLM) -> tuple[cst.M
     return new, changed
 
 
-class SelfReturnCommand(ContractCommand):
-    """``from_broadcasted_tensor_dict`` -> ``Self`` or a cls-bound TypeVar; ``X(...)`` -> ``cls(...)``."""
-
-    DESCRIPTION = registry.SELF_RETURN.summary
-
-    NEEDLE = "from_dict_method"
-
-    def rewrite(self, tree: cst.Module) -> cst.Module:
-        new, _changed = rewrite_module(tree, self.contract)
-        return new
+def __getattr__(name: str) -> Any:
+    """``SelfReturnCommand`` (see :func:`codemods.registry.command_class`)."""
+    return registry.command_class(__name__, name)

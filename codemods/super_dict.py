@@ -18,11 +18,11 @@ A child that re-lists only part of the parent's keys is a drifted copy: calling
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import libcst as cst
 
 from codemods import cstutil, registry
-from codemods.command import ContractCommand
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
@@ -177,13 +177,6 @@ def _method(statement: cst.BaseStatement, name: str) -> cst.FunctionDef | None:
     return None
 
 
-class SuperDictCommand(ContractCommand):
-    """A subclass's broadcast dict that re-lists its parent's keys calls ``super()``."""
-
-    DESCRIPTION = registry.SUPER_DICT.summary
-
-    def rewrite(self, tree: cst.Module) -> cst.Module:
-        path, project = self.project(tree)
-        new, _changed, skipped = rewrite_module(tree, project, path, self.contract)
-        self.warn_skipped(skipped)
-        return new
+def __getattr__(name: str) -> Any:
+    """``SuperDictCommand`` (see :func:`codemods.registry.command_class`)."""
+    return registry.command_class(__name__, name)

@@ -94,14 +94,23 @@ def nesting(tree: ast.AST) -> int:
     compiler counts against its limit), measured without recursion."""
     deepest = 0
     stack: list[tuple[ast.AST, int]] = [(tree, 0)]
+    pop, push = stack.pop, stack.append
+    counted, node_type = (ast.stmt, ast.expr), ast.AST
     while stack:
-        node, depth = stack.pop()
-        if isinstance(node, (ast.stmt, ast.expr)):
+        node, depth = pop()
+        if isinstance(node, counted):
             depth += 1
             if depth > deepest:
                 deepest = depth
-        for child in ast.iter_child_nodes(node):
-            stack.append((child, depth))
+        # the children ``ast.iter_child_nodes`` yields, read without its generators
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, node_type):
+                        push((item, depth))
+            elif isinstance(value, node_type):
+                push((value, depth))
     return deepest
 
 

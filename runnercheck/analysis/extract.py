@@ -338,9 +338,11 @@ def extract_tree(
     source: str = "",
     contract: Contract = VLLM,
     names: bool = False,
+    loaded: bool | None = None,
 ) -> ModuleFacts:
     """Facts of an already parsed module. ``names`` (what ``migrate`` asks for): also
-    every name it loads, and the shapes ``migrate`` plans from (the legacy split, the
+    every name it loads (unless ``loaded`` is False: ``migrate`` reads them only for the
+    files it rewrites), and the shapes ``migrate`` plans from (the legacy split, the
     request reads of the execute method); ``check`` reads neither."""
     facts = ModuleFacts(path=path, suppressions=suppressions(source) if source else {})
     lines = source.splitlines()
@@ -350,7 +352,7 @@ def extract_tree(
             read_import(stmt, facts.imports)
             read_import_source(stmt, facts.import_sources)
     facts.top_level_names = top_level_names(tree.body)
-    if names:
+    if names if loaded is None else loaded:
         facts.loaded_names = loaded_names(tree)
     markers: set[str] = set()
     for stmt in statements:

@@ -132,16 +132,33 @@ def subclass_rounds(
 #: ``self.model_runner``): ``migrate`` also reads pairs that do not broadcast at all, to
 #: say that it leaves them alone.
 RUNNERS = b"unner"
+#: A ``class`` line whose name can make a runner or a worker by name alone (the
+#: analysis's roles: ``Runner`` in the name, a name ending in ``Worker``; a class that
+#: is one by inheritance is found through its base, see :func:`subclass_rounds`).
+_ROLE_CLASS = re.compile(rb"^[ \t]*class[ \t]+[^\s(:]*(?:Runner|Worker)", re.MULTILINE)
+
+
+def names_a_role(data: bytes) -> bool:
+    """Whether a file that mentions no contract name can still hold a model runner or
+    a worker that drives one (``migrate`` says it leaves such pairs alone): it mentions
+    a runner and defines a class named like a runner or a worker. A file that mentions
+    a runner only in a comment, a string or an attribute path is not read."""
+    return RUNNERS in data and _ROLE_CLASS.search(data) is not None
 
 
 def select_sources(
     sources: Mapping[K, bytes], contract: Contract, runners: bool = False
 ) -> list[K]:
     """The keys of ``sources`` that can matter, in their order: those that mention the
-    contract (or, with ``runners``, any model runner), then subclasses of classes they
-    define (the class names found by the byte scan of ``class`` lines)."""
-    wanted = needles(contract) + ((RUNNERS,) if runners else ())
-    first = [key for key, data in sources.items() if might_matter(data, wanted)]
+    contract (or, with ``runners``, define a model runner or a worker by name, see
+    :func:`names_a_role`), then subclasses of classes they define (the class names found
+    by the byte scan of ``class`` lines)."""
+    wanted = needles(contract)
+    first = [
+        key
+        for key, data in sources.items()
+        if might_matter(data, wanted) or (runners and names_a_role(data))
+    ]
     skipped = {key: class_bases(data) for key, data in sources.items() if key not in set(first)}
     known = {name for key in first for name in _class_names(sources[key])}
     more = subclass_rounds(

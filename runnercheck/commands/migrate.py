@@ -113,7 +113,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from codemods.source import collect
-    from runnercheck.console import make_console
     from runnercheck.files import check_arguments
     from runnercheck.jobs import requested
     from runnercheck.writes import recovery
@@ -122,11 +121,11 @@ def run(args: argparse.Namespace) -> int:
     select = _select(args.select)
     check_arguments(args.paths)
     roots = [Path(os.path.realpath(raw)) for raw in args.paths]
-    out = make_console()
+    out = _console()
     if args.recover:
         lines = recovery.recover(roots, collect(args.paths).journals)
         for line in lines or [f"{args.paths[0]}: nothing to recover"]:
-            out.print(line, markup=False, highlight=False)
+            _say(out, line)
         return 0
 
     from codemods import apply, report
@@ -134,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(Path(args.paths[0]), args.config)
     mode: Mode = "diff" if args.diff else "check" if args.check else "write"
-    err = make_console(stderr=True)
+    err = _console(stderr=True)
     with _progress(err) as progress:
         result = apply(
             args.paths, select, config, mode=mode, force=args.force, jobs=jobs, progress=progress
@@ -146,12 +145,31 @@ def run(args: argparse.Namespace) -> int:
         if mode == "diff":
             sys.stdout.write(report.unified_diff(result))
             sys.stdout.flush()
-        info = err if mode == "diff" else out
+        info, stderr = (err, True) if mode == "diff" else (out, False)
         lines = recovered + report.refusal_lines(result) + report.detail_lines(result)
         for line in lines + report.file_lines(result, mode, written):
-            info.print(line, markup=False, highlight=False)
-        report.summary_table(result, info, mode)
+            _say(info, line, stderr)
+        if info is not None:
+            report.summary_table(result, info, mode)
+        else:
+            for line in report.summary_lines(result, mode):
+                _say(None, line, stderr)
     return exit_status(result, mode)
+
+
+def _console(stderr: bool = False) -> Console | None:
+    """rich on a colour terminal; None (plain text, rich not imported) otherwise."""
+    from runnercheck.console import is_color_terminal, make_console
+
+    stream = sys.stderr if stderr else sys.stdout
+    return make_console(stderr=stderr) if is_color_terminal(stream) else None
+
+
+def _say(console: Console | None, line: str, stderr: bool = False) -> None:
+    if console is not None:
+        console.print(line, markup=False, highlight=False)
+    else:
+        print(line, file=sys.stderr if stderr else sys.stdout)
 
 
 def exit_status(result: MigrateResult, mode: str) -> int:
@@ -163,9 +181,9 @@ def exit_status(result: MigrateResult, mode: str) -> int:
 
 
 @contextmanager
-def _progress(console: Console) -> Iterator[Callable[[int, int], None] | None]:
+def _progress(console: Console | None) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar's update on a terminal (None otherwise)."""
-    if not console.is_terminal:
+    if console is None or not console.is_terminal:
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
