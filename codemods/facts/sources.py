@@ -264,6 +264,9 @@ class ValueSources:
                 keyword: self._resolve(text, frame, role, binding.line, depth + 1)
                 for keyword, text in binding.kwargs
             }
+            positional = [] if any(a.startswith("*") for a in binding.args) else binding.args
+            for keyword, text in zip(self._positional_fields(name, func), positional, strict=False):
+                given.setdefault(keyword, self._resolve(text, frame, role, binding.line, depth + 1))
             for keyword, value in self._init_defaults(name, func).items():
                 given.setdefault(keyword, Source("default", value))
             return Source(
@@ -328,6 +331,13 @@ class ValueSources:
         if base.built:
             return Source("default", f"of {base.built}.{attr}")
         return base
+
+    def _positional_fields(self, name: str, func: FunctionFacts) -> list[str]:
+        """The fields a NamedTuple's positional arguments fill, in order."""
+        cls = self.p.resolve_class(name, func.path)
+        if cls is None or not any(b.endswith("NamedTuple") for b in cls.bases):
+            return []
+        return list(cls.annotation_texts)
 
     def _init_defaults(self, name: str, func: FunctionFacts) -> dict[str, str]:
         return constructor_defaults(self.p, name, func.path)

@@ -12,6 +12,8 @@ from codemods import cstutil
 from codemods.facts.groups import ClassRef, Group, ref_of
 from codemods.facts.signatures import inherited_local_types
 from codemods.facts.sources import constructor_defaults
+from codemods.merge_broadcasts.helper_records import helper_records, kept_note, plan_record_reads
+from codemods.merge_broadcasts.narrowing import value_parameters
 from codemods.merge_broadcasts.runner_execute import plan_execute, self_calls
 from codemods.merge_broadcasts.runner_flags import (
     helper_flags,
@@ -108,14 +110,27 @@ def plan_group(
                 "this needs a fix by hand",
                 _first_broadcast(legacy[0], contract),
             )
+        plan.value_params = value_parameters(
+            c
+            for ancestor in project.mro(_facts(project, ref))
+            if Path(ancestor.path) in modules
+            and (c := _class_def(modules[Path(ancestor.path)], ancestor.name)) is not None
+        )
         if legacy:
             method = _facts(project, ref).methods.get(legacy[0].name.value)
             shape = method.split if method is not None else None
             if shape is not None and shape.unpacked:
-                from_bases = inherited_local_types(project, _facts(project, ref), shape.unpacked)
+                # a local bound again (``x = torch.tensor(x)``) is not what it was
+                # unpacked as; a value read from the received dict states nothing
+                stated = _stating_bindings(legacy[0])
+                once = [u for u in shape.unpacked if stated.get(u[0], 0) == 1]
+                from_bases = inherited_local_types(project, _facts(project, ref), once)
                 known = {**from_bases, **dict(shape.types)}
                 shape = dataclasses.replace(shape, types=tuple(sorted(known.items())))
+            if shape is not None and shape.unpacked:
+                plan.records = helper_records(project, _facts(project, ref), shape.unpacked)
             plan_legacy_method(plan, legacy[0], contract, shape, where(ref.path))
+            plan.record_reads = plan_record_reads(plan)
             plan.flag_defaults = flag_defaults(plan, project, ref)
             _note_kept_flags(plan, contract, where(ref.path))
             _keep_flags_in_helpers(plan, contract, where(ref.path))
@@ -218,6 +233,7 @@ def plan_group(
     for plan, parent in narrowing:
         _plan_generic_base(plan, parent, project, contract, taken)
     _check_dropped(runner_plans.values(), project)
+    _note_kept_records(list(runner_plans.values()), contract)
     worker_plans: list[WorkerPlan] = []
     for ref in group.workers:
         cdef = _top_level_class(modules, project, ref)
@@ -247,6 +263,55 @@ def plan_group(
         )
         worker_plans.append(plan_w)
     return list(runner_plans.values()), worker_plans
+
+
+def _stating_bindings(method: cst.FunctionDef) -> dict[str, int]:
+    """How many assignments of ``method`` bind each name to something other than a
+    value read from a dict by a literal key (``d.pop("k")``, ``d["k"]``, ``d.get("k")``)."""
+    counts: dict[str, int] = {}
+    for node in cstutil.find_all(method, lambda n: isinstance(n, (cst.Assign, cst.AnnAssign))):
+        assert isinstance(node, (cst.Assign, cst.AnnAssign))
+        if node.value is None or _reads_a_key(node.value):
+            continue
+        targets = node.targets if isinstance(node, cst.Assign) else [node]
+        for target in targets:
+            for name in _names(target.target):
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def _names(target: cst.BaseExpression) -> list[str]:
+    """The plain names an assignment target binds (``a``, ``(a, (b, c))``, ``[a, *b]``)."""
+    if isinstance(target, cst.Name):
+        return [target.value]
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return [n for e in target.elements for n in _names(e.value)]
+    if isinstance(target, cst.StarredElement):
+        return _names(target.value)
+    return []
+
+
+def _reads_a_key(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Subscript) and len(value.slice) == 1:
+        index = value.slice[0].slice
+        return isinstance(index, cst.Index) and cstutil.string_value(index.value) is not None
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Attribute)
+        and value.func.attr.value in ("pop", "get")
+        and bool(value.args)
+        and cstutil.string_value(value.args[0].value) is not None
+    )
+
+
+def _note_kept_records(plans: list[RunnerPlan], contract: Contract) -> None:
+    """One note per NamedTuple that ``prepare_model_input`` now reads as fields."""
+    records = {(r.path, r.name): r for plan in plans for _, r in plan.record_reads}
+    for record in records.values():
+        note = kept_note(plans, record, contract.prepare_input_method)
+        if note is not None:
+            carrier, line, text = note
+            carrier.notes.append((line, text))
 
 
 def _plan_generic_base(

@@ -8,7 +8,11 @@ relied on being set, so that plain mypy sees what the legacy code took for grant
   before the first statement that does, in that block;
 * a worker passes ``self.<attr>`` (declared ``Optional[...]``, set before the
   first step) to a runner whose ``execute_model`` now has a typed signature:
-  it is asserted set before the call.
+  it is asserted set before the call;
+* ``execute_model`` passes such a field to a method of the runner whose parameter
+  states a type that is not Optional (vLLM's ``set_active_loras(lora_requests,
+  lora_mapping: LoRAMapping)`` under ``if self.lora_config:``): the legacy code
+  relied on the value being set there; it is asserted set before the call.
 
 A read guarded by a test of the value itself (``if x.f is not None``, ``if x.f:``,
 ``x.f and x.f.y``) is left as it is.
@@ -16,7 +20,7 @@ A read guarded by a test of the value itself (``if x.f is not None``, ``if x.f:`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import libcst as cst
 
@@ -34,6 +38,60 @@ def optional_attributes(cdef: cst.ClassDef) -> set[str]:
             if is_optional(cstutil.code(node.annotation.annotation)):
                 found.add(target.removeprefix("self."))
     return found
+
+
+#: per method name, the positions (after ``self``) and keywords of its parameters
+#: that take a value (typed, not Optional, no ``None`` default)
+ValueParams = Mapping[str, frozenset[int | str]]
+
+
+def value_parameters(classes: Iterable[cst.ClassDef]) -> dict[str, frozenset[int | str]]:
+    """The methods of ``classes`` (a class and its bases, nearest first: the first
+    definition of a name wins) and their parameters that take a value."""
+    out: dict[str, frozenset[int | str]] = {}
+    for cdef in classes:
+        for item in cstutil.body_of(cdef.body):
+            if not isinstance(item, cst.FunctionDef) or item.name.value in out:
+                continue
+            params = [*item.params.posonly_params, *item.params.params][1:]
+            wanted: set[int | str] = set()
+            for index, param in enumerate(params):
+                if param.annotation is None:
+                    continue
+                text = cstutil.code(param.annotation.annotation).strip()
+                none_default = (
+                    param.default is not None and cstutil.code(param.default).strip() == "None"
+                )
+                if text in ("Any", "typing.Any", "object") or is_optional(text) or none_default:
+                    continue
+                wanted |= {index, param.name.value}
+            for param in item.params.kwonly_params:
+                if param.annotation is not None and not is_optional(
+                    cstutil.code(param.annotation.annotation)
+                ):
+                    wanted.add(param.name.value)
+            out[item.name.value] = frozenset(wanted)
+    return out
+
+
+def _passes(node: cst.CSTNode, value: str, params: ValueParams) -> bool:
+    """``value`` is passed to ``self.<method>(...)`` where that parameter takes a value."""
+    for found in cstutil.find_all(node, lambda n: isinstance(n, cst.Call)):
+        assert isinstance(found, cst.Call)
+        func = found.func
+        if not (
+            isinstance(func, cst.Attribute)
+            and cstutil.code(func.value).strip() == "self"
+            and func.attr.value in params
+        ):
+            continue
+        wanted = params[func.attr.value]
+        for index, arg in enumerate(found.args):
+            if arg.star or cstutil.code(arg.value).strip() != value:
+                continue
+            if (arg.keyword.value if arg.keyword is not None else index) in wanted:
+                return True
+    return False
 
 
 def _assert_set(value: str) -> cst.BaseStatement:
@@ -55,9 +113,10 @@ def _guards(node: cst.CSTNode, value: str) -> bool:
     return False
 
 
-def _dereferences(node: cst.CSTNode, value: str) -> bool:
-    """``value.<attr>`` or ``value[...]`` is read under ``node`` (outside nested blocks
-    when ``node`` is a compound statement: its header only)."""
+def _dereferences(node: cst.CSTNode, value: str, params: ValueParams | None = None) -> bool:
+    """``value.<attr>`` or ``value[...]`` is read under ``node``, or ``value`` is passed
+    where ``params`` says a value is taken (outside nested blocks when ``node`` is a
+    compound statement: its header only)."""
     if isinstance(node, cst.BaseCompoundStatement):
         parts: list[cst.CSTNode] = [
             n
@@ -80,14 +139,17 @@ def _dereferences(node: cst.CSTNode, value: str) -> bool:
             assert isinstance(found, (cst.Attribute, cst.Subscript))
             if cstutil.code(found.value).strip() == value:
                 return True
+        if params and _passes(part, value, params):
+            return True
     return False
 
 
 class _Narrow(cst.CSTTransformer):
     """Per block, an assert before the first unguarded dereference of each value."""
 
-    def __init__(self, values: Sequence[str]) -> None:
+    def __init__(self, values: Sequence[str], params: ValueParams | None = None) -> None:
         self.values = list(values)
+        self.params = params
         self.settled: list[set[str]] = [set()]
 
     def _block(self, body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
@@ -100,7 +162,7 @@ class _Narrow(cst.CSTTransformer):
                 if _guards(statement, value):
                     settled.add(value)  # the code checks it itself from here on
                     continue
-                if _dereferences(statement, value):
+                if _dereferences(statement, value, self.params):
                     check = _assert_set(value)
                     check = cstutil.with_leading(check, cstutil.leading(statement))
                     statement = cstutil.with_leading(statement, [])
@@ -120,15 +182,18 @@ class _Narrow(cst.CSTTransformer):
         return new
 
 
-def narrow_reads(func: cst.FunctionDef, values: Sequence[str]) -> cst.FunctionDef:
+def narrow_reads(
+    func: cst.FunctionDef, values: Sequence[str], params: ValueParams | None = None
+) -> cst.FunctionDef:
     """``func`` with ``assert <value> is not None`` before the first statement of a
-    block that dereferences ``value`` unguarded (outer blocks first)."""
+    block that dereferences ``value`` unguarded, or passes it where ``params`` says a
+    value is taken (outer blocks first)."""
     if not values:
         return func
     # outer blocks first: an assert at the top level covers the nested blocks after it
     settled: set[str] = set()
     top: list[cst.BaseStatement] = []
-    narrow = _Narrow(values)
+    narrow = _Narrow(values, params)
     for statement in cstutil.body_of(func.body):
         narrow.settled = [set(settled)]
         for value in values:
@@ -136,7 +201,7 @@ def narrow_reads(func: cst.FunctionDef, values: Sequence[str]) -> cst.FunctionDe
                 continue
             if _guards(statement, value):
                 settled.add(value)
-            elif _dereferences(statement, value):
+            elif _dereferences(statement, value, params):
                 check = cstutil.with_leading(_assert_set(value), cstutil.leading(statement))
                 statement = cstutil.with_leading(statement, [])
                 top.append(check)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import libcst as cst
 
@@ -13,6 +14,9 @@ from codemods.results import DroppedKey
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.shapes import ExtraBroadcast
 from runnercheck.contract import Contract
+
+if TYPE_CHECKING:
+    from codemods.merge_broadcasts.helper_records import Record
 
 ATTN_BACKEND = "attn_backend"
 
@@ -103,6 +107,13 @@ class RunnerPlan:
     self_execute_calls: list[cst.Call] = field(default_factory=list)
     #: names of the methods holding those calls
     self_execute_in: set[str] = field(default_factory=set)
+    #: helpers the legacy method unpacks that return a NamedTuple, by name; the
+    #: unpacking that ``prepare_model_input`` reads as fields instead (:mod:`.helper_records`)
+    records: dict[str, Record] = field(default_factory=dict)
+    record_reads: list[tuple[cst.BaseStatement, Record]] = field(default_factory=list)
+    #: ``self.<method>`` parameters of the runner (and its bases) that take a value:
+    #: an Optional field passed there is asserted set (:mod:`.narrowing`)
+    value_params: dict[str, frozenset[int | str]] = field(default_factory=dict)
     #: reads of the request in ``execute_model`` besides preparing -> the input's field
     request_uses: dict[int, str] = field(default_factory=dict)
     #: behaviour changes to report: (line in the original file, what changes)

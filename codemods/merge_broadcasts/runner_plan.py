@@ -142,13 +142,16 @@ def plan_legacy_method(
                 early[0],
             )
     stated = dict(shape.types) if shape is not None else {}
-    # the old ``-> Tuple[...]`` first, unless it is stale: the value may be None
+    # the value's own type (its annotation, the class it is built from, the element of
+    # what it is unpacked from) holds where the old ``-> Tuple[...]`` says otherwise
+    # (vLLM 0.3's ``Set[int]`` for a set of LoRARequest); the annotation where the
+    # value states nothing
     annotations = {
         name: annotation
         for name, annotation in zip(names, _tuple_annotations(method, len(names)), strict=True)
-        if annotation != "Any" and stated.get(name) != f"Optional[{annotation}]"
+        if annotation != "Any"
     }
-    annotations = {**stated, **annotations}
+    annotations = {**annotations, **stated}
     for name in shape.nullable if shape is not None else ():
         annotation = annotations.get(name)
         if annotation is not None and annotation != "Any" and not _optional(annotation):

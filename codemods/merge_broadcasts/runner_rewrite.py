@@ -9,6 +9,7 @@ import libcst as cst
 
 from codemods import cstutil
 from codemods.cstutil import is_optional, without_optional
+from codemods.merge_broadcasts.helper_records import read_fields
 from codemods.merge_broadcasts.narrowing import narrow_reads
 from codemods.merge_broadcasts.runner_flags import keep_non_driver_flags
 from codemods.merge_broadcasts.runner_model import (
@@ -232,6 +233,7 @@ def runner_methods(plan: RunnerPlan, contract: Contract) -> list[cst.FunctionDef
     if plan.return_stmt is not None:
         ret = cstutil.with_leading(ret, cstutil.comments(cstutil.leading(plan.return_stmt)))
     body.append(ret)
+    body = read_fields(body, plan.record_reads)
     body = _without_dead_targets(body, cstutil.loaded(method))
     returns = cst.Annotation(annotation=cst.Name(plan.input_name))
     prepare = method.with_changes(
@@ -444,7 +446,7 @@ def rewrite_execute(plan: RunnerPlan) -> cst.FunctionDef:
         name for name, value in bindings if value.removeprefix(f"{MODEL_INPUT}.") in optional
     ]
     new = execute.with_changes(params=execute.params.with_changes(params=params), body=block)
-    return narrow_reads(new, values)
+    return narrow_reads(new, values, plan.value_params)
 
 
 def _tail_statements(

@@ -7,7 +7,11 @@ import textwrap
 
 import libcst as cst
 
-from codemods.merge_broadcasts.narrowing import narrow_reads, optional_attributes
+from codemods.merge_broadcasts.narrowing import (
+    narrow_reads,
+    optional_attributes,
+    value_parameters,
+)
 
 
 def narrowed(source: str, *values: str) -> str:
@@ -65,3 +69,44 @@ def test_optional_attributes_are_read_from_the_class() -> None:
     )
     assert isinstance(cdef, cst.ClassDef)
     assert optional_attributes(cdef) == {"gpu_cache", "third"}
+
+
+def test_an_optional_passed_where_a_method_takes_a_value_is_asserted_there() -> None:
+    cdef = cst.parse_statement(
+        "class R:\n"
+        "    def set_active_loras(self, requests: Set[int], mapping: LoRAMapping) -> None: ...\n"
+        "    def log(self, mapping: Optional[LoRAMapping], *, tag: str = '') -> None: ...\n"
+        "    def add(self, mapping, count: int = None) -> None: ...\n"
+    )
+    assert isinstance(cdef, cst.ClassDef)
+    params = value_parameters([cdef])
+    assert params == {
+        "set_active_loras": frozenset({0, "requests", 1, "mapping"}),
+        "log": frozenset({"tag"}),
+        "add": frozenset(),
+    }
+    source = textwrap.dedent(
+        """\
+        def execute_model(self, model_input, kv_caches):
+            self.log(model_input.lora_mapping)
+            self.add(model_input.lora_mapping)
+            if self.lora_config:
+                self.set_active_loras(model_input.lora_requests, model_input.lora_mapping)
+            self.set_active_loras(set(), mapping=model_input.lora_mapping)
+        """
+    )
+    module = cst.parse_module(source)
+    func = module.body[0]
+    assert isinstance(func, cst.FunctionDef)
+    out = module.with_changes(body=[narrow_reads(func, ["model_input.lora_mapping"], params)]).code
+    # passed where the value may be None: left alone; where a value is taken: asserted,
+    # inside the `if` the legacy code relied on, and again at the top level after it
+    assert out == source.replace(
+        "    if self.lora_config:\n",
+        "    if self.lora_config:\n        assert model_input.lora_mapping is not None\n",
+    ).replace(
+        "    self.set_active_loras(set(),",
+        "    assert model_input.lora_mapping is not None\n    self.set_active_loras(set(),",
+    )
+    # without the method's parameters nothing is asserted
+    assert narrowed(source, "model_input.lora_mapping") == source

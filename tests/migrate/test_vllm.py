@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -224,3 +225,48 @@ def test_050_worker_dir_copied_alone_still_resolves_its_imports(tmp_path: Path) 
     assert report["refusals"] == []
     assert len(report["changes"]) == 7  # five rewritten, the base and the worker input
     assert check_paths([copy]).findings == []
+
+
+def test_050_every_note_with_a_line_cites_the_line_of_the_new_file(migrated_050) -> None:
+    """Each note that names a line points at what it talks about in the rewritten file."""
+    report = migrated_050[2]
+    notes = [
+        *report["notes"],
+        *(n for g in report["groups"] for n in g["notes"]),
+        *(n for g in report["groups"] for r in g["runners"] for n in r["notes"]),
+    ]
+    cited = [(Path(n["path"]), n["line"], n["message"]) for n in notes if n.get("line")]
+    expected = {
+        "now derives from": lambda line: line.startswith("class EmbeddingModelRunner("),
+        "outside the worker's step": lambda line: (
+            "self.execute_model(self.prepare_model_input(" in line
+        ),
+        "the NamedTuple": lambda line: line == "class ModelInput(NamedTuple):",
+        "returns False here": lambda line: line == "return False",
+        "on a path the other ranks take": lambda line: line.startswith("execute_model_kwargs"),
+        "left alone": lambda line: line.startswith("class Neuron"),
+        "keeps its own execute_model": lambda line: "execute_model_req is" in line,
+    }
+    # ``(file.py:N)`` inside a message: what the words before it name
+    inner = {
+        "instead of sending the stop signal": "assert execute_model_req is not None",
+        "never checks the stop signal": "broadcast_tensor_dict(src=0)",
+        "runs inside `execute_model`": "def execute_model(",
+        "broadcasts `{}` without a request": "if execute_model_req is None:",
+        "leaves on the stop signal": "if not data:",
+        "path is `_execute_model_non_driver`": "def _execute_model_non_driver(",
+    }
+    seen = set()
+    for path, number, message in cited:
+        line = path.read_text().splitlines()[number - 1].strip()
+        kinds = [k for k in expected if k in message]
+        assert len(kinds) == 1, f"a note this test does not know: {message}"
+        assert expected[kinds[0]](line), (path.name, number, line, message)
+        seen.add(kinds[0])
+        for before, name, ref in re.findall(r"([^;(]*)\((\w+\.py):(\d+)\)", message):
+            words = [w for w in inner if w in before]
+            assert len(words) == 1, f"a line this test does not know: {before}"
+            text = (path.parent / name).read_text().splitlines()[int(ref) - 1]
+            assert inner[words[0]] in text, (name, ref, text, before)
+            seen.add(words[0])
+    assert seen == set(expected) | set(inner)
