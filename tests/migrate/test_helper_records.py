@@ -31,6 +31,17 @@ def _engine(tmp_path: Path, edits: list[tuple[str, str]]) -> Path:
     return work
 
 
+#: the helper returns the NamedTuple ``Prepared`` instead of a plain tuple
+RETURNS_RECORD = [
+    ("from typing import Any,", "from typing import NamedTuple, Any,"),
+    ("\n\nclass ModelRunner:", RECORD + "\n\nclass ModelRunner:"),
+    (
+        ") -> Tuple[torch.Tensor, AttentionMetadata, List[int], torch.Tensor, int]:",
+        ") -> Prepared:",
+    ),
+]
+
+
 def _prepare_body(text: str, cls: str) -> str:
     body = text.split(f"\nclass {cls}(")[1]
     return body.split("def prepare_model_input(")[1].split("\n    def ")[0]
@@ -40,12 +51,7 @@ def test_a_named_tuple_helper_is_read_as_fields_and_kept_with_a_note(tmp_path: P
     work = _engine(
         tmp_path,
         [
-            ("from typing import Any,", "from typing import NamedTuple, Any,"),
-            ("\n\nclass ModelRunner:", RECORD + "\n\nclass ModelRunner:"),
-            (
-                ") -> Tuple[torch.Tensor, AttentionMetadata, List[int], torch.Tensor, int]:",
-                ") -> Prepared:",
-            ),
+            *RETURNS_RECORD,
             (
                 "return tokens, attn_metadata, seq_lens, slot_mapping, num_prefills",
                 "return Prepared(tokens, attn_metadata, seq_lens, slot_mapping, num_prefills)",
@@ -86,12 +92,7 @@ def test_a_name_bound_again_keeps_the_unpacking(tmp_path: Path) -> None:
     work = _engine(
         tmp_path,
         [
-            ("from typing import Any,", "from typing import NamedTuple, Any,"),
-            ("\n\nclass ModelRunner:", RECORD + "\n\nclass ModelRunner:"),
-            (
-                ") -> Tuple[torch.Tensor, AttentionMetadata, List[int], torch.Tensor, int]:",
-                ") -> Prepared:",
-            ),
+            *RETURNS_RECORD,
             (
                 "            sampling_metadata = SamplingMetadata.prepare(seq_groups, seq_lens)",
                 "            seq_lens = seq_lens[:]\n"
