@@ -115,8 +115,9 @@ class _AnnotateRunner(cst.CSTTransformer):
     def __init__(self, attr: str, annotation: str, direct: set[str]) -> None:
         self.attr, self.annotation, self.direct = attr, annotation, direct
         self.done = False
-        self.class_locals: set[str] = set()
-        self._assigned: list[dict[str, int]] = []
+        #: (method, local) holding a picked runner class
+        self.class_locals: set[tuple[str, str]] = set()
+        self._assigned: list[tuple[str, dict[str, int]]] = []
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         counts: dict[str, int] = {}
@@ -125,7 +126,7 @@ class _AnnotateRunner(cst.CSTTransformer):
             for target in found.targets:
                 if isinstance(target.target, cst.Name):
                     counts[target.target.value] = counts.get(target.target.value, 0) + 1
-        self._assigned.append(counts)
+        self._assigned.append((node.name.value, counts))
 
     def leave_FunctionDef(
         self, original: cst.FunctionDef, updated: cst.FunctionDef
@@ -152,22 +153,31 @@ class _AnnotateRunner(cst.CSTTransformer):
             )
             self.done = True
             picked = value.func if isinstance(value, cst.Call) else None
-            if (
-                isinstance(picked, cst.Name)
-                and self._assigned
-                and self._assigned[-1].get(picked.value) == 1
-            ):
-                self.class_locals.add(picked.value)
+            if isinstance(picked, cst.Name) and self._assigned:
+                method, counts = self._assigned[-1]
+                if counts.get(picked.value) == 1:
+                    self.class_locals.add((method, picked.value))
         return updated.with_changes(body=body)
 
 
 class _AnnotateClassLocal(cst.CSTTransformer):
     """``cls: Type[<generic>] = ...``. A conditional expression of plain names
     becomes a default and an ``if``: a type checker joins the two arms before it looks
-    at the annotation, and the join of two such runner classes is ``object``."""
+    at the annotation, and the join of two such runner classes is ``object``. Only
+    the named methods' own locals are touched."""
 
-    def __init__(self, names: set[str], annotation: str) -> None:
+    def __init__(self, names: set[tuple[str, str]], annotation: str) -> None:
         self.names, self.annotation = names, annotation
+        self._methods: list[str] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._methods.append(node.name.value)
+
+    def leave_FunctionDef(
+        self, original: cst.FunctionDef, updated: cst.FunctionDef
+    ) -> cst.FunctionDef:
+        self._methods.pop()
+        return updated
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
@@ -176,7 +186,11 @@ class _AnnotateClassLocal(cst.CSTTransformer):
         if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
             return updated
         target = small.targets[0].target
-        if not (isinstance(target, cst.Name) and target.value in self.names):
+        if not (
+            isinstance(target, cst.Name)
+            and self._methods
+            and (self._methods[-1], target.value) in self.names
+        ):
             return updated
         annotation = cst.Annotation(cst.parse_expression(f"Type[{self.annotation}]"))
         arms = _arms(small.value)
