@@ -4,12 +4,13 @@ idioms (``self.<flag>``, ``broadcast_tensor_dict(...)``)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar, cast
 
 import libcst as cst
 
+from codemods import node_index
+from codemods.node_index import children
 from runnercheck.analysis.recognise import driver_split, is_step_broadcast
 
 N = TypeVar("N", bound=cst.CSTNode)
@@ -97,51 +98,6 @@ def dict_method_key(node: cst.Call, var: str) -> str | None:
     return None
 
 
-#: Per node class, its fields that hold nodes, in the order LibCST visits them (read
-#: from the field names its ``_visit_and_replace_children`` passes to the visit).
-_CHILD_FIELDS: dict[type[cst.CSTNode], tuple[str, ...] | None] = {}
-
-
-def _child_fields(node: cst.CSTNode) -> tuple[str, ...] | None:
-    """The node class's child fields in visiting order; None where they cannot be
-    read (then ``node.children`` is used). Checked against ``node.children`` on the
-    class's first node."""
-    cls = type(node)
-    if cls in _CHILD_FIELDS:
-        return _CHILD_FIELDS[cls]
-    order: tuple[str, ...] | None = None
-    try:
-        names = {f.name for f in dataclasses.fields(cls)}
-        constants = cls._visit_and_replace_children.__code__.co_consts
-        order = tuple(dict.fromkeys(c for c in constants if isinstance(c, str) and c in names))
-    except (AttributeError, TypeError):
-        pass
-    if order is not None and [id(c) for c in _gather(node, order)] != [
-        id(c) for c in node.children
-    ]:
-        order = None
-    _CHILD_FIELDS[cls] = order
-    return order
-
-
-def _gather(node: cst.CSTNode, order: tuple[str, ...]) -> list[cst.CSTNode]:
-    out: list[cst.CSTNode] = []
-    for name in order:
-        value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            out.append(value)
-        elif isinstance(value, (list, tuple)):
-            out.extend(v for v in value if isinstance(v, cst.CSTNode))
-    return out
-
-
-def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
-    """``node.children`` (in lexical order), read from its fields: LibCST's property
-    builds a copy of the node to list them."""
-    order = _child_fields(node)
-    return node.children if order is None else _gather(node, order)
-
-
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """``node.visit(visitor)`` for a visitor that only reads (its ``visit_*`` and
     ``leave_*`` methods; no ``*_attribute`` hooks), without the copy of every node
@@ -154,19 +110,17 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
 
 def find_all(root: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> list[cst.CSTNode]:
     """The nodes under ``root`` (itself included) for which ``predicate`` holds, in
-    the order a visit meets them."""
-    found: list[cst.CSTNode] = []
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if predicate(node):
-            found.append(node)
-        stack.extend(reversed(children(node)))
-    return found
+    the order a visit meets them (read from the subtree's index, :mod:`.node_index`)."""
+    return [node for node in node_index.nodes(root) if predicate(node)]
 
 
 def contains(root: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> bool:
-    return bool(find_all(root, predicate))
+    return any(predicate(node) for node in node_index.nodes(root))
+
+
+def within(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is ``root`` or lies under it."""
+    return node_index.within(root, node)
 
 
 # ---------------------------------------------------------------- names
@@ -279,11 +233,33 @@ class _NameUses(cst.CSTVisitor):
         return False
 
 
+#: Per node class, the :class:`_NameUses` method its visit calls (None: none).
+_NAME_VISITS: dict[type[cst.CSTNode], Callable[[_NameUses, cst.CSTNode], bool | None] | None] = {}
+#: The names read and bound under a node, by its identity (the node is kept with them).
+_NAME_USES: dict[int, tuple[cst.CSTNode, list[cst.Name], list[cst.Name]]] = node_index.kept()
+
+
 def name_uses(node: cst.CSTNode) -> tuple[list[cst.Name], list[cst.Name]]:
-    """(names read, names bound) anywhere under ``node``."""
-    uses = _NameUses()
-    walk(node, uses)
-    return uses.loads, uses.stores
+    """(names read, names bound) anywhere under ``node``: what a visit of
+    :class:`_NameUses` finds, read from the subtree's index once per node."""
+    found = _NAME_USES.get(id(node))
+    if found is None or found[0] is not node:
+        uses = _NameUses()
+        order, ends, position, end = node_index.span(node)
+        while position < end:
+            child = order[position]
+            kind = type(child)
+            if kind in _NAME_VISITS:
+                visit = _NAME_VISITS[kind]
+            else:
+                visit = _NAME_VISITS[kind] = getattr(_NameUses, f"visit_{kind.__name__}", None)
+            if visit is not None and visit(uses, child) is False:
+                position = ends[position]  # its children are not visited
+            else:
+                position += 1
+        found = (node, uses.loads, uses.stores)
+        node_index.keep(_NAME_USES, id(node), found)
+    return list(found[1]), list(found[2])
 
 
 def loaded(node: cst.CSTNode) -> set[str]:

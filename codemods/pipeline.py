@@ -21,6 +21,7 @@ import ast
 import dataclasses
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -744,6 +745,10 @@ def migrate(
         ]
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
     result.changes = dict(sorted(result.changes.items()))
+    if "libcst" in sys.modules:  # the run's LibCST trees, and what was read from them, can go
+        from codemods import node_index
+
+        node_index.forget()
     return result
 
 

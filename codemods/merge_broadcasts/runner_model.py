@@ -151,7 +151,7 @@ def line_in_method(lines: Lines, cdef: cst.ClassDef, facts: ClassFacts, node: cs
         found = facts.methods.get(method.name.value)
         if found is None or names.count(method.name.value) != 1:
             continue
-        if cstutil.find_all(method, lambda n: n is node):
+        if cstutil.within(method, node):
             return lines.line_in(method, found.line, node)
     return lines.line(node)
 

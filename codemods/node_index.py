@@ -1,0 +1,213 @@
+"""The nodes of a LibCST subtree, listed by one walk and asked many times.
+
+The planners ask the same methods and statements many questions (the broadcasts in it,
+the assignments, the ``self.<attr>`` reads, whether a node lies inside it). Each
+question used to be a walk of its own. LibCST trees are immutable, so the nodes under
+a node never change: :func:`nodes` walks a subtree once, in the order LibCST's visit
+meets its nodes, and every later question about that subtree or any node inside it is
+a slice of that list.
+
+A walk reads each node's children from its fields (:func:`children`): LibCST's
+``node.children`` builds a copy of the node to list them.
+
+The index is kept by node identity for the process (it holds the nodes it lists, so an
+identity is never another node's while it is kept), up to :data:`KEPT_NODES` nodes;
+:func:`forget` drops it (``migrate`` does at the end of a run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from operator import attrgetter
+from typing import Any
+
+import libcst as cst
+
+#: Per node class, its fields that hold nodes, in the order LibCST visits them (read
+#: from the field names its ``_visit_and_replace_children`` passes to the visit).
+_CHILD_FIELDS: dict[type[cst.CSTNode], tuple[str, ...] | None] = {}
+#: Per node class, what reads those fields at once (a tuple of their values).
+_READERS: dict[type[cst.CSTNode], Callable[[cst.CSTNode], tuple[Any, ...]] | None] = {}
+#: Per value type met in a node's field, whether it is a node (``isinstance`` against
+#: LibCST's abstract node class is slow).
+_IS_NODE: dict[type, bool] = {}
+
+
+def _is_node(kind: type) -> bool:
+    found = _IS_NODE.get(kind)
+    if found is None:
+        found = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
+    return found
+
+
+def _child_fields(node: cst.CSTNode) -> tuple[str, ...] | None:
+    """The node class's child fields in visiting order; None where they cannot be
+    read (then ``node.children`` is used). Checked against ``node.children`` on the
+    class's first node."""
+    cls = type(node)
+    if cls in _CHILD_FIELDS:
+        return _CHILD_FIELDS[cls]
+    order: tuple[str, ...] | None = None
+    try:
+        names = {f.name for f in dataclasses.fields(cls)}
+        constants = cls._visit_and_replace_children.__code__.co_consts
+        order = tuple(dict.fromkeys(c for c in constants if isinstance(c, str) and c in names))
+    except (AttributeError, TypeError):
+        pass
+    if order is not None and [id(c) for c in _gather(node, _reader(order))] != [
+        id(c) for c in node.children
+    ]:
+        order = None
+    _CHILD_FIELDS[cls] = order
+    _READERS[cls] = None if order is None else _reader(order)
+    return order
+
+
+def _reader(order: tuple[str, ...]) -> Callable[[cst.CSTNode], tuple[Any, ...]]:
+    if len(order) > 1:
+        return attrgetter(*order)
+    if order:
+        name = order[0]
+        return lambda node: (getattr(node, name),)
+    return lambda node: ()
+
+
+def _gather(node: cst.CSTNode, read: Callable[[cst.CSTNode], tuple[Any, ...]]) -> list[cst.CSTNode]:
+    """The nodes in the fields ``read`` reads (a sequence field of LibCST's nodes holds
+    nodes only)."""
+    out: list[cst.CSTNode] = []
+    for value in read(node):
+        kind = type(value)
+        if kind is list or kind is tuple:
+            out.extend(value)
+        elif _IS_NODE.get(kind) or _is_node(kind):
+            out.append(value)
+    return out
+
+
+def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """``node.children`` (in lexical order), read from its fields: LibCST's property
+    builds a copy of the node to list them."""
+    read = _READERS.get(type(node))
+    if read is None:
+        if _child_fields(node) is None:
+            return node.children
+        read = _READERS[type(node)]
+        assert read is not None
+    return _gather(node, read)
+
+
+class SubtreeIndex:
+    """The nodes under a root (itself first) in the order a visit meets them: the
+    nodes under the node at position ``i`` are ``order[i:ends[i]]``; ``where`` gives a
+    node's position (its first, where one node object is met at two places of a tree
+    built from shared parts: then ``repeats``)."""
+
+    __slots__ = ("ends", "order", "repeats", "where")
+    order: list[cst.CSTNode]
+    ends: list[int]
+    where: dict[int, int]
+    repeats: bool
+
+    def __init__(self, root: cst.CSTNode) -> None:
+        order: list[cst.CSTNode] = []
+        ends: list[int] = []
+        known = _WHERE
+        stack: list[cst.CSTNode | int] = [root]
+        while stack:
+            item = stack.pop()
+            if type(item) is int:  # every node under the one at this position is listed
+                ends[item] = len(order)
+                continue
+            assert not isinstance(item, int)
+            other = known.get(id(item))
+            if other is not None:  # listed by another index: copied, not walked
+                start = other.where[id(item)]
+                stop = other.ends[start]
+                shift = len(order) - start
+                order.extend(other.order[start:stop])
+                ends.extend([end + shift for end in other.ends[start:stop]])
+                continue
+            ends.append(0)
+            stack.append(len(order))
+            order.append(item)
+            stack.extend(reversed(children(item)))
+        count = len(order)
+        self.order = order
+        self.ends = ends
+        # the first position of each node: the last one written
+        self.where = dict(zip(map(id, reversed(order)), range(count - 1, -1, -1), strict=True))
+        self.repeats = len(self.where) < count
+        known.update(dict.fromkeys(self.where, self))
+
+    def holds(self, start: int, node: cst.CSTNode) -> bool:
+        """Whether ``node`` lies in the subtree at ``start``."""
+        end = self.ends[start]
+        position = self.where.get(id(node))
+        if position is None:
+            return False
+        if start <= position < end:
+            return True
+        return self.repeats and any(found is node for found in self.order[start:end])
+
+
+#: Every indexed node's identity -> the latest index that lists it.
+_WHERE: dict[int, SubtreeIndex] = {}
+#: How many nodes the indexes may list before they are dropped (and made again on use).
+KEPT_NODES = 200_000
+
+
+def _located(root: cst.CSTNode) -> tuple[SubtreeIndex, int]:
+    found = _WHERE.get(id(root))
+    if found is not None:
+        return found, found.where[id(root)]
+    if len(_WHERE) > KEPT_NODES:
+        _WHERE.clear()
+    return SubtreeIndex(root), 0
+
+
+def nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes under ``root`` (itself included) in the order a visit meets them."""
+    index, start = _located(root)
+    return index.order[start : index.ends[start]]
+
+
+def span(root: cst.CSTNode) -> tuple[list[cst.CSTNode], list[int], int, int]:
+    """The index that lists ``root``'s subtree: its ``order`` and ``ends`` and the
+    positions ``[start, end)`` of the subtree (for walks that skip subtrees)."""
+    index, start = _located(root)
+    return index.order, index.ends, start, index.ends[start]
+
+
+def within(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is ``root`` or lies under it."""
+    index, start = _located(root)
+    return index.holds(start, node)
+
+
+#: Facts computed once per node elsewhere (:func:`kept`), dropped with the indexes.
+_KEPT: list[dict[int, Any]] = []
+#: How many nodes each of them may hold before it is emptied.
+KEPT_FACTS = 20_000
+
+
+def kept() -> dict[int, Any]:
+    """A new dict of facts by node identity that :func:`forget` empties (fill it with
+    :func:`keep`; keep the node in the value, so that its identity stays its own)."""
+    facts: dict[int, Any] = {}
+    _KEPT.append(facts)
+    return facts
+
+
+def keep(facts: dict[int, Any], key: int, value: Any) -> None:
+    if len(facts) >= KEPT_FACTS:
+        facts.clear()
+    facts[key] = value
+
+
+def forget() -> None:
+    """Drop every index and every fact kept by node (the nodes they held can go)."""
+    _WHERE.clear()
+    for facts in _KEPT:
+        facts.clear()

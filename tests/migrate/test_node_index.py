@@ -1,0 +1,157 @@
+"""``codemods.node_index``: one walk of a subtree answers every later question about it
+or any node inside it, exactly as a LibCST visit of that node would."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import libcst as cst
+import pytest
+
+from codemods import cstutil, node_index
+from runnercheck.demo.engine import engine_source_dir
+
+TRICKY = (
+    "@decorator(\n"
+    "    1)\n"
+    "class A(Base, metaclass=M):  # trailing\n"
+    "    x: int = 1\n"
+    "    def f(self, a, /, b=(1 +\r\n"
+    "            2), *args, c, **kw) -> None:\r\n"
+    "        y = [z for z in (a,) if z] ; w = \\\n"
+    "            y\n"
+    "        global g\n"
+    "        import os.path as p, sys\n"
+    "        from . import (q as r)\n"
+    "        del y[0], w\n"
+    "        lambda v=1: v\n"
+    "        async def h():\n"
+    "            async with m as (n, *o):\n"
+    "                await n\n"
+    "        while (t := next(it)):\n"
+    "            match t:\n"
+    "                case {'k': [1, *rest]} if rest:\n"
+    "                    pass\n"
+    "        return f'{a!r:>{b}}'\n"
+    "try:\n"
+    "    pass\n"
+    "except* (E) as e:\n"
+    "    raise\n"
+    "finally:\n"
+    "    ((yield))"
+)
+
+
+def _sources() -> list[tuple[str, str]]:
+    engine = sorted(engine_source_dir("legacy").rglob("*.py"))
+    return [("tricky", TRICKY), *((p.name, p.read_text()) for p in engine if p.stat().st_size)]
+
+
+def _visited(root: cst.CSTNode) -> list[cst.CSTNode]:
+    """The nodes a LibCST visit of ``root`` meets, in its order."""
+    met: list[cst.CSTNode] = []
+
+    class Recorder(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            met.append(node)
+            return True
+
+    root.visit(Recorder())
+    return met
+
+
+def _ids(nodes: list[cst.CSTNode]) -> list[int]:
+    return [id(n) for n in nodes]
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> Iterator[None]:
+    node_index.forget()
+    yield
+    node_index.forget()
+
+
+@pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
+def test_every_subtree_lists_what_a_visit_of_it_meets(name: str, text: str) -> None:
+    module = cst.parse_module(text)
+    visited = _visited(module)
+    assert _ids(node_index.nodes(module)) == _ids(visited)
+    for node in visited:  # every node inside, served by the module's index
+        assert _ids(node_index.nodes(node)) == _ids(_visited(node)), node
+    assert len(node_index._WHERE) == len(visited)  # one walk: nothing indexed again
+
+
+def test_subtrees_indexed_first_are_copied_into_the_index_of_their_ancestor() -> None:
+    module = cst.parse_module(TRICKY)
+    cdef = module.body[0]
+    assert isinstance(cdef, cst.ClassDef)
+    statements = list(cstutil.body_of(cdef.body))
+    for statement in reversed(statements):  # the inner ones first, in any order
+        node_index.nodes(statement)
+    assert _ids(node_index.nodes(module)) == _ids(_visited(module))
+    for statement in statements:
+        assert _ids(node_index.nodes(statement)) == _ids(_visited(statement))
+
+
+def test_within_follows_the_tree() -> None:
+    module = cst.parse_module(TRICKY)
+    cdef = module.body[0]
+    assert isinstance(cdef, cst.ClassDef)
+    f = cstutil.body_of(cdef.body)[1]
+    x = cstutil.body_of(cdef.body)[0]
+    inner = cstutil.find_all(f, lambda n: isinstance(n, cst.Await))[0]
+    assert cstutil.within(f, inner) and cstutil.within(cdef, inner)
+    assert cstutil.within(f, f)
+    assert not cstutil.within(x, inner)
+    assert not cstutil.within(f, cdef)
+    assert not cstutil.within(f, cst.Name("n"))  # a node of no indexed tree
+
+
+def test_a_node_shared_by_two_places_is_found_in_both() -> None:
+    """A tree built from shared parts (``with_changes`` reuses nodes) meets one node
+    object twice: each place lists it, and ``within`` finds it under either parent."""
+    shared = cst.parse_expression("a + b")
+    first = cst.Expr(value=cst.Call(func=cst.Name("f"), args=[cst.Arg(shared)]))
+    second = cst.Expr(value=cst.Call(func=cst.Name("g"), args=[cst.Arg(shared)]))
+    line = cst.SimpleStatementLine(body=[first, second])
+    assert _ids(node_index.nodes(line)) == _ids(_visited(line))
+    assert cstutil.within(first, shared) and cstutil.within(second, shared)
+    assert _ids(node_index.nodes(second)) == _ids(_visited(second))
+
+
+def test_a_rewritten_tree_shares_the_index_of_the_parts_it_kept() -> None:
+    module = cst.parse_module(TRICKY)
+    node_index.nodes(module)
+    cdef = module.body[0]
+    assert isinstance(cdef, cst.ClassDef)
+    kept = cstutil.body_of(cdef.body)[1]
+    renamed = cdef.with_changes(name=cst.Name("B"))
+    new = module.with_changes(body=[renamed, *module.body[1:]])
+    assert _ids(node_index.nodes(new)) == _ids(_visited(new))
+    # the old tree still answers for itself, and the kept method lies in both
+    assert _ids(node_index.nodes(cdef)) == _ids(_visited(cdef))
+    assert cstutil.within(cdef, kept) and cstutil.within(renamed, kept)
+    assert not cstutil.within(renamed, cdef.name)
+
+
+def test_the_indexes_are_dropped_past_their_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(node_index, "KEPT_NODES", 50)
+    module = cst.parse_module(TRICKY)
+    node_index.nodes(module)
+    other = cst.parse_module("x = 1\n")
+    assert _ids(node_index.nodes(other)) == _ids(_visited(other))
+    assert len(node_index._WHERE) == len(_visited(other))  # the module's were dropped
+    assert _ids(node_index.nodes(module)) == _ids(_visited(module))
+
+
+@pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
+def test_name_uses_of_every_node_is_what_a_visit_finds(name: str, text: str) -> None:
+    module = cst.parse_module(text)
+    for node in _visited(module):
+        by_visit = cstutil._NameUses()
+        node.visit(by_visit)
+        loads, stores = cstutil.name_uses(node)
+        assert _ids(loads) == _ids(by_visit.loads), node
+        assert _ids(stores) == _ids(by_visit.stores), node
+        loads.append(cst.Name("changed"))  # a caller's copy: the next answer is the same
+        assert _ids(cstutil.name_uses(node)[0]) == _ids(by_visit.loads)
