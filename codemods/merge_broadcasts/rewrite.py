@@ -421,6 +421,7 @@ def _shared_worker_inputs(
                 unshared,
                 groups,
                 planned.module,
+                lambda group: planned.plans(group, project, contract)[1],
             )
         found.update(planned.worker_inputs[key])
     for plan in worker_plans:

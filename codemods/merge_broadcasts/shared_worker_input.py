@@ -21,16 +21,16 @@ fields share a class, the others keep a class of their own.
 
 The workers of one directory may belong to different groups, each rewritten on its
 own. Every group therefore decides from the whole project: each worker of the
-directory is planned alone, from the sources as read, so every group computes the
-same classes and generates the same module text (the pipeline refuses two versions of
-one file). A worker whose plan is refused, or whose field types name something its own
+directory is planned from the sources as read (its group's plan, made once per run, or
+the worker alone when that group is refused), so every group computes the same classes
+and generates the same module text (the pipeline refuses two versions of one file). A worker whose plan is refused, or whose field types name something its own
 module defines, shares with nobody.
 """
 
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,29 +110,32 @@ def _fields_of(
     ref: ClassRef,
     sources: Mapping[Path, bytes],
     parse: Callable[[Path], cst.Module] | None = None,
+    plans: Callable[[Group], Sequence[WorkerPlan]] | None = None,
 ) -> InputFields | None:
     """The worker's input fields as its own group would plan them; None when it
     cannot be planned or a type is its module's own. ``parse``: the run's module of
-    a file, when the caller keeps them."""
+    a file, ``plans``: the run's worker plans of a group, when the caller keeps them."""
     data = sources.get(ref.path)
     if data is None or ref not in group.runner_attr:
         return None
-    try:
-        module = parse(ref.path) if parse is not None else cst.parse_module(data)
-    except cst.ParserSyntaxError:
-        return None
-    cdef = next(
-        (s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == ref.name),
-        None,
-    )
-    if cdef is None:
-        return None
-    plan = WorkerPlan(ref.path, ref.name, cdef, group.runner_attr[ref])
-    only = methods_calling(project, ref, {contract.broadcast_function, contract.execute_method})
-    try:
-        plan_worker(plan, contract, [], only)
-    except Refusal:
-        return None
+    plan = _group_plan(group, ref, plans)
+    if plan is None:
+        try:
+            module = parse(ref.path) if parse is not None else cst.parse_module(data)
+        except cst.ParserSyntaxError:
+            return None
+        cdef = next(
+            (s for s in module.body if isinstance(s, cst.ClassDef) and s.name.value == ref.name),
+            None,
+        )
+        if cdef is None:
+            return None
+        plan = WorkerPlan(ref.path, ref.name, cdef, group.runner_attr[ref])
+        only = methods_calling(project, ref, {contract.broadcast_function, contract.execute_method})
+        try:
+            plan_worker(plan, contract, [], only)
+        except Refusal:
+            return None
     facts = project.modules[str(ref.path)]
     fields: list[Field] = []
     imports: set[Import] = set()
@@ -147,6 +150,21 @@ def _fields_of(
         imports.update(needs)
         typing |= names | ({"Optional"} if optional else set())
     return InputFields(tuple(fields), frozenset(imports), frozenset(typing))
+
+
+def _group_plan(
+    group: Group, ref: ClassRef, plans: Callable[[Group], Sequence[WorkerPlan]] | None
+) -> WorkerPlan | None:
+    """The worker's plan from its group's, when the group planned: planning the worker
+    alone gives the same keys (the group's runner keys only add a check that refuses,
+    and a refused group gives no plan here)."""
+    if plans is None:
+        return None
+    try:
+        found = plans(group)
+    except Exception:  # the group is refused: the worker is planned alone
+        return None
+    return next((p for p in found if p.path == ref.path and p.name == ref.name), None)
 
 
 def _key_sets(project: Project, ref: ClassRef) -> set[frozenset[str]]:
@@ -170,11 +188,13 @@ def shared_inputs(
     unshared: frozenset[ClassRef] = frozenset(),
     groups: list[Group] | None = None,
     parse: Callable[[Path], cst.Module] | None = None,
+    plans: Callable[[Group], Sequence[WorkerPlan]] | None = None,
 ) -> dict[ClassRef, SharedInput]:
     """The workers of ``directory`` (in any group of the run, but for ``unshared``)
     that share an input class, with the class and the generated module; empty when
     none do. ``groups``: the project's groups, when the caller has found them;
-    ``parse``: the run's module of a file, when the caller keeps them."""
+    ``parse``: the run's module of a file, ``plans``: the run's worker plans of a
+    group, when the caller keeps them."""
     if groups is None:
         groups, _ = find_groups(project)
     workers = sorted(
@@ -189,7 +209,7 @@ def shared_inputs(
     )
     target = directory / f"{templates.WORKER_INPUT_MODULE_NAME}.py"
     if str(target) in project.modules:
-        return _existing(project, contract, target, workers, sources, parse)
+        return _existing(project, contract, target, workers, sources, parse, plans)
     if len(workers) < 2 or target.exists():
         return {}
     key_sets = {ref: _key_sets(project, ref) for ref, _ in workers}
@@ -206,7 +226,7 @@ def shared_inputs(
     ]
     planned: dict[ClassRef, InputFields] = {}
     for ref, group in candidates:
-        found = _fields_of(project, contract, group, ref, sources, parse)
+        found = _fields_of(project, contract, group, ref, sources, parse, plans)
         if found is not None:
             planned[ref] = found
     classes = _one_class(planned) or _same_fields(planned)
@@ -305,6 +325,7 @@ def _existing(
     workers: list[tuple[ClassRef, Group]],
     sources: Mapping[Path, bytes],
     parse: Callable[[Path], cst.Module] | None = None,
+    plans: Callable[[Group], Sequence[WorkerPlan]] | None = None,
 ) -> dict[ClassRef, SharedInput]:
     """The workers that fit a class of the existing ``worker_input.py`` (one an earlier
     run generated for other groups of the directory, or the project's own): a frozen
@@ -319,7 +340,7 @@ def _existing(
     ]
     found: dict[ClassRef, SharedInput] = {}
     for ref, group in workers:
-        planned = _fields_of(project, contract, group, ref, sources, parse)
+        planned = _fields_of(project, contract, group, ref, sources, parse, plans)
         if planned is None:
             continue
         for cls in classes:
