@@ -311,16 +311,14 @@ def holding(root: cst.CSTNode, targets: Iterable[int]) -> set[int]:
     leaves the other subtrees as they are instead of copying them)."""
     wanted = set(targets)
     held: set[int] = set()
-
-    def search(node: cst.CSTNode) -> bool:
-        found = id(node) in wanted
-        for child in children(node):
-            found = search(child) or found
-        if found:
-            held.add(id(node))
-        return found
-
-    search(root)
+    order, ends, start, end = node_index.span(root)
+    following = end  # the first position at or after the current one with a target
+    for position in range(end - 1, start - 1, -1):
+        key = id(order[position])
+        if key in wanted:
+            following = position
+        if following < ends[position]:
+            held.add(key)
     return held
 
 

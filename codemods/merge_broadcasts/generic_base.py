@@ -112,12 +112,22 @@ class _AnnotateRunner(cst.CSTTransformer):
     ``Type[<generic>]``: a type checker joins two subclasses of one generic base over
     different input types to ``object``, so the picked class would not be callable."""
 
-    def __init__(self, attr: str, annotation: str, direct: set[str]) -> None:
+    def __init__(self, attr: str, annotation: str, direct: set[str], to_visit: set[int]) -> None:
         self.attr, self.annotation, self.direct = attr, annotation, direct
+        #: the nodes on the way to the assignments of the attribute (the others stay)
+        self.to_visit = to_visit
         self.done = False
         #: (method, local) holding a picked runner class
         self.class_locals: set[tuple[str, str]] = set()
         self._assigned: list[tuple[str, dict[str, int]]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.to_visit and super().on_visit(node)
+
+    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
+        if id(original_node) not in self.to_visit:
+            return updated_node
+        return super().on_leave(original_node, updated_node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         counts: dict[str, int] = {}
@@ -239,7 +249,18 @@ def annotate_runner_attribute(
     could be the parent or a subclass, which no longer share the parent's type), and
     ``Type[<generic>]`` on the local the picked class is held in. Returns the class,
     whether it changed, and whether ``Type`` is now used."""
-    visitor = _AnnotateRunner(attr, generic, runners)
+    target = f"self.{attr}"
+    assigned = cstutil.find_all(
+        worker,
+        lambda n: (
+            isinstance(n, cst.Assign)
+            and len(n.targets) == 1
+            and cstutil.dotted(n.targets[0].target) == target
+        ),
+    )
+    if not assigned:
+        return worker, False, False
+    visitor = _AnnotateRunner(attr, generic, runners, cstutil.holding(worker, map(id, assigned)))
     new = worker.visit(visitor)
     assert isinstance(new, cst.ClassDef)
     if visitor.class_locals:

@@ -155,3 +155,28 @@ def test_name_uses_of_every_node_is_what_a_visit_finds(name: str, text: str) -> 
         assert _ids(stores) == _ids(by_visit.stores), node
         loads.append(cst.Name("changed"))  # a caller's copy: the next answer is the same
         assert _ids(cstutil.name_uses(node)[0]) == _ids(by_visit.loads)
+
+
+@pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
+def test_holding_is_every_node_on_the_way_to_the_targets(name: str, text: str) -> None:
+    module = cst.parse_module(text)
+    visited = _visited(module)
+
+    def naive(node: cst.CSTNode, wanted: set[int], held: set[int]) -> bool:
+        found = id(node) in wanted
+        for child in node.children:
+            found = naive(child, wanted, held) or found
+        if found:
+            held.add(id(node))
+        return found
+
+    for step in (7, 23):
+        wanted = {id(n) for n in visited[5::step]}
+        expected: set[int] = set()
+        naive(module, wanted, expected)
+        assert cstutil.holding(module, wanted) == expected
+        for statement in module.body:  # a subtree of the index, and no target at all
+            inner: set[int] = set()
+            naive(statement, wanted, inner)
+            assert cstutil.holding(statement, wanted) == inner
+    assert cstutil.holding(module, set()) == set()
