@@ -322,13 +322,28 @@ def holding(root: cst.CSTNode, targets: Iterable[int]) -> set[int]:
     return held
 
 
-class _ReplaceNodes(cst.CSTTransformer):
-    def __init__(self, mapping: dict[int, cst.CSTNode], to_visit: set[int]) -> None:
-        self.mapping = mapping
+class Along(cst.CSTTransformer):
+    """A transformer that visits only the nodes whose ids are in ``to_visit`` (the way
+    to the nodes it changes, :func:`holding`): every other subtree stays as it is (not
+    copied), and no ``visit_*`` or ``leave_*`` method runs for its nodes."""
+
+    def __init__(self, to_visit: set[int]) -> None:
+        super().__init__()
         self.to_visit = to_visit
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        return id(node) in self.to_visit
+        return id(node) in self.to_visit and super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
+        if id(original_node) not in self.to_visit:
+            return updated_node
+        return super().on_leave(original_node, updated_node)
+
+
+class _ReplaceNodes(Along):
+    def __init__(self, mapping: dict[int, cst.CSTNode], to_visit: set[int]) -> None:
+        super().__init__(to_visit)
+        self.mapping = mapping
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
         replacement = self.mapping.get(id(original_node))

@@ -106,28 +106,19 @@ def rebase(plan: RunnerPlan, cdef: cst.ClassDef) -> cst.ClassDef:
     return cdef.with_changes(bases=bases)
 
 
-class _AnnotateRunner(cst.CSTTransformer):
+class _AnnotateRunner(cstutil.Along):
     """Annotates ``self.<attr> = ...`` with the generic base, and the local that
     holds the runner class the worker picks (``cls = A if c else B``), with
     ``Type[<generic>]``: a type checker joins two subclasses of one generic base over
     different input types to ``object``, so the picked class would not be callable."""
 
     def __init__(self, attr: str, annotation: str, direct: set[str], to_visit: set[int]) -> None:
+        super().__init__(to_visit)  # the way to the assignments of the attribute
         self.attr, self.annotation, self.direct = attr, annotation, direct
-        #: the nodes on the way to the assignments of the attribute (the others stay)
-        self.to_visit = to_visit
         self.done = False
         #: (method, local) holding a picked runner class
         self.class_locals: set[tuple[str, str]] = set()
         self._assigned: list[tuple[str, dict[str, int]]] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        return id(node) in self.to_visit and super().on_visit(node)
-
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
-        if id(original_node) not in self.to_visit:
-            return updated_node
-        return super().on_leave(original_node, updated_node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         counts: dict[str, int] = {}
@@ -170,13 +161,14 @@ class _AnnotateRunner(cst.CSTTransformer):
         return updated.with_changes(body=body)
 
 
-class _AnnotateClassLocal(cst.CSTTransformer):
+class _AnnotateClassLocal(cstutil.Along):
     """``cls: Type[<generic>] = ...``. A conditional expression of plain names
     becomes a default and an ``if``: a type checker joins the two arms before it looks
     at the annotation, and the join of two such runner classes is ``object``. Only
     the named methods' own locals are touched."""
 
-    def __init__(self, names: set[tuple[str, str]], annotation: str) -> None:
+    def __init__(self, names: set[tuple[str, str]], annotation: str, to_visit: set[int]) -> None:
+        super().__init__(to_visit)  # the way to the assignments of those names
         self.names, self.annotation = names, annotation
         self._methods: list[str] = []
 
@@ -218,6 +210,19 @@ class _AnnotateClassLocal(cst.CSTTransformer):
             branch = cst.If(test=test, body=cst.IndentedBlock([assign]), orelse=branch)
         assert branch is not None
         return cst.FlattenSentinel([first, branch])
+
+
+def _assigns_one_of(node: cst.CSTNode, names: set[str]) -> bool:
+    """A line that only assigns one of ``names``."""
+    if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1):
+        return False
+    small = node.body[0]
+    return (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+        and small.targets[0].target.value in names
+    )
 
 
 def _plain(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -264,6 +269,9 @@ def annotate_runner_attribute(
     new = worker.visit(visitor)
     assert isinstance(new, cst.ClassDef)
     if visitor.class_locals:
-        new = new.visit(_AnnotateClassLocal(visitor.class_locals, generic))
+        names = {name for _, name in visitor.class_locals}
+        lines = cstutil.find_all(new, lambda n: _assigns_one_of(n, names))
+        to_visit = cstutil.holding(new, map(id, lines))
+        new = new.visit(_AnnotateClassLocal(visitor.class_locals, generic, to_visit))
         assert isinstance(new, cst.ClassDef)
     return new, visitor.done, bool(visitor.class_locals)

@@ -500,7 +500,8 @@ def _plan_directory(
             asserted = common[ref].asserted
             cdef, generic, _ = planned.worker(plan, runner_plans, contract, asserted, final_worker)
             module, lines = planned.module(plan.path), planned.lines(plan.path)
-            members.append(Member(ref, plan, cdef, module, lines, generic))
+            facts = project.modules[str(plan.path)].classes.get(plan.name)
+            members.append(Member(ref, plan, cdef, module, lines, generic, facts=facts))
     members.sort(key=lambda m: (str(m.ref.path), m.ref.name))
     found = next(iter(common.values()))
     runner_base = contract.runner_bases[0]

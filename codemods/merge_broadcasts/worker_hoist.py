@@ -31,10 +31,11 @@ import libcst as cst
 
 from codemods import cstutil
 from codemods.facts.groups import ClassRef
-from codemods.merge_broadcasts.runner_model import methods
+from codemods.merge_broadcasts.runner_model import line_in_method, methods
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_step import EXECUTE, PREPARE, NotSplit, Split, split_step
 from codemods.positions import Lines
+from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.contract import Contract
 
@@ -58,6 +59,8 @@ class Member:
     split: Split | None = None
     why_not: NotSplit | None = None
     traits: list[_Trait] | None = None
+    #: the ``ast`` facts of the class as read (its methods' lines)
+    facts: ClassFacts | None = None
 
 
 @dataclass
@@ -174,7 +177,13 @@ def _other(member: Member, members: list[Member]) -> Member:
 
 
 def _line(member: Member, node: cst.CSTNode | None) -> int:
-    return member.lines.line(node) if node is not None else 0
+    """The line of a node of the class as read (0: None, or not in its module); a node
+    of a method is counted in a print of that method alone."""
+    if node is None:
+        return 0
+    if member.facts is None:
+        return member.lines.line(node)
+    return line_in_method(member.lines, member.plan.cdef, member.facts, node)
 
 
 # ------------------------------------------------------------------ differences

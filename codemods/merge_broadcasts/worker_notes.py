@@ -20,14 +20,17 @@ from codemods.positions import Lines
 from runnercheck.analysis.model import ClassFacts
 
 
-def _found(root: cst.CSTNode, matcher: m.BaseMatcherNode) -> list[cst.CSTNode]:
-    """``m.findall(root, matcher)``, on the cheaper read-only walk."""
-    return cstutil.find_all(root, lambda node: m.matches(node, matcher))
+def _found(
+    root: cst.CSTNode, kind: type[cst.CSTNode], matcher: m.BaseMatcherNode
+) -> list[cst.CSTNode]:
+    """``m.findall(root, matcher)`` for a matcher of ``kind`` nodes, on the cheaper
+    read-only walk (only the nodes of that kind are matched)."""
+    return cstutil.find_all(root, lambda node: isinstance(node, kind) and m.matches(node, matcher))
 
 
 def _loop_over(method: cst.FunctionDef, step: str) -> bool:
     loop = m.While(test=m.Call(func=m.Attribute(value=m.Name("self"), attr=m.Name(step))))
-    return bool(_found(method, loop))
+    return bool(_found(method, cst.While, loop))
 
 
 def loop_exit_notes(
@@ -45,9 +48,11 @@ def loop_exit_notes(
         return []
     false = m.Return(value=m.Name("False"))
     signal = m.If(test=m.UnaryOperation(operator=m.Not(), expression=m.Name(plan.recv_var)))
-    stops = {id(r) for guard in _found(func, signal) for r in _found(guard, false)}
+    stops = {
+        id(r) for guard in _found(func, cst.If, signal) for r in _found(guard, cst.Return, false)
+    }
     notes = []
-    for ret in _found(func, false):
+    for ret in _found(func, cst.Return, false):
         if id(ret) in stops:
             continue
         notes.append(

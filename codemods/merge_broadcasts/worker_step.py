@@ -280,19 +280,8 @@ def _needed(name: str, region: list[cst.BaseStatement], make: cst.Call) -> bool:
 
 
 def _replaced(func: cst.FunctionDef, replace: dict[int, cst.CSTNode]) -> cst.FunctionDef:
-    inside = {id(n) for n in cstutil.find_all(func, lambda n: True)}
-    mine = {k: v for k, v in replace.items() if k in inside}
-    if not mine:
-        return func
-    return func.visit(_Replace(mine))  # type: ignore[return-value]
-
-
-class _Replace(cst.CSTTransformer):
-    def __init__(self, replace: dict[int, cst.CSTNode]) -> None:
-        self.replace = replace
-
-    def on_leave(self, original_node, updated_node):  # type: ignore[no-untyped-def]
-        return self.replace.get(id(original_node), updated_node)
+    """``func`` with the nodes of ``replace`` in it replaced (the others kept)."""
+    return cstutil.replace_nodes(func, replace)
 
 
 def _is_operation(statement: cst.BaseStatement, runner_attr: str, step: set[str]) -> bool:
