@@ -533,20 +533,24 @@ def _run_file(path: Path) -> TaskResult:
     return result
 
 
-def _read_loaded_names(state: _State, groups: Iterable[Group]) -> None:
+def _read_loaded_names(state: _State, groups: Iterable[Group]) -> set[Path]:
     """The names each file of a group to rewrite loads (the rewrite keeps the imports
-    they use), read from its ``ast`` only for those files."""
+    they use), read from its ``ast`` only for those files, unless its facts (from the
+    cache) hold them; returns the files read."""
     from runnercheck.analysis.syntax import loaded_names
 
+    read: set[Path] = set()
     for path in {p for g in groups if g.refusal is None for p in g.files}:
         facts = state.facts.get(path)
-        if facts is None:
+        if facts is None or facts.loaded_names is not None:
             continue
         tree = state.trees.get(path)
         if tree is None and path in state.sources:  # its facts came from the cache
             tree = ast.parse(state.sources[path], filename=str(path))
         if tree is not None:
             facts.loaded_names = loaded_names(tree)
+            read.add(path)
+    return read
 
 
 def _given_files(paths: Sequence[str | os.PathLike[str]], files: Iterable[Path]) -> set[Path]:
@@ -606,6 +610,7 @@ def migrate(
     facts: dict[Path, ModuleFacts] = {}
     cache = _facts_cache(cache_root, contract)
     trees: dict[Path, ast.Module] = {}  # (a file whose facts come from the cache has none)
+    hits: set[Path] = set()
     for path in wanted:
         data = read[path]
         refused: Refused | None = None
@@ -619,6 +624,7 @@ def migrate(
         if cached is not None:
             sources[path] = data
             facts[path] = cached
+            hits.add(path)
             continue
         try:
             tree = ast.parse(data, filename=str(path))
@@ -637,8 +643,6 @@ def migrate(
             continue
         text = data.decode("utf-8", "replace")
         module_facts = extract_tree(tree, str(path), text, contract, names=True, loaded=False)
-        if cache is not None:
-            cache.store(data, str(path), _CACHED, module_facts)
         sources[path] = data
         facts[path] = module_facts
         trees[path] = tree
@@ -665,7 +669,10 @@ def migrate(
         mine = given | {p for g in groups for p in g.files}
         result.notes += [note for note in found if note.path in mine]
         result.refusals += _mixed(state.project)
-    _read_loaded_names(state, groups)
+    loaded = _read_loaded_names(state, groups)
+    if cache is not None:  # (stored once the files of the groups hold their loaded names)
+        for path in [p for p in sources if p in trees or p in loaded & hits]:
+            cache.store(sources[path], str(path), _CACHED, facts[path])
     in_groups = {p for g in groups for p in g.files}
     single = state.single_targets()
     files = [p for p in sources if p in given and p not in in_groups and str(p) in single]

@@ -58,6 +58,36 @@ def test_a_second_run_reads_the_facts_of_unchanged_files_from_the_cache(
     assert _outcome(second) == _outcome(first)
 
 
+def test_the_files_of_a_group_keep_their_loaded_names_in_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The names a group's file reads (the rewrite keeps the imports they use) are read
+    from its ``ast`` once: stored with its facts, a later run parses it no more; an
+    entry stored while the file was in no group gets them the first time it is."""
+    from runnercheck.analysis import syntax
+
+    read: Counter[str] = Counter()
+    real = syntax.loaded_names
+
+    def counting(tree: ast.Module) -> frozenset[str]:
+        read[str(len(tree.body))] += 1
+        return real(tree)
+
+    monkeypatch.setattr(syntax, "loaded_names", counting)
+    tree = tmp_path / "engine"
+    shutil.copytree(engine_source_dir("legacy"), tree)
+    migrate([tree], select=("self-return",), cache_root=tmp_path)  # stored with no group
+    assert not read
+    first = migrate([tree], cache_root=tmp_path)
+    groups = {p for g in first.groups for p in g.used_before}
+    assert groups and sum(read.values()) == len(groups), "read once per file of a group"
+    read.clear()
+    second = migrate([tree], cache_root=tmp_path)
+    assert not read, "the cache held them"
+    assert _outcome(second) == _outcome(first)
+    assert _outcome(migrate([tree])) == _outcome(first)
+
+
 def test_a_changed_file_is_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     tree = tmp_path / "engine"
     shutil.copytree(engine_source_dir("legacy"), tree)
