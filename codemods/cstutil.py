@@ -277,8 +277,31 @@ def bound_in(statements: Iterable[cst.CSTNode]) -> set[str]:
     return out
 
 
-class _Substitute(cst.CSTTransformer):
-    def __init__(self, targets: set[int], make: Callable[[cst.Name], cst.BaseExpression]) -> None:
+class Along(cst.CSTTransformer):
+    """A transformer that visits only the nodes whose ids are in ``to_visit`` (the way
+    to the nodes it changes, :func:`holding`): every other subtree stays as it is (not
+    copied), and no ``visit_*`` or ``leave_*`` method runs for its nodes."""
+
+    def __init__(self, to_visit: set[int]) -> None:
+        super().__init__()
+        self.to_visit = to_visit
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.to_visit and super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
+        if id(original_node) not in self.to_visit:
+            return updated_node
+        return super().on_leave(original_node, updated_node)
+
+
+class _Substitute(Along):
+    """Replaces the names ``targets`` under ``root`` (visiting only the way to them)."""
+
+    def __init__(
+        self, root: cst.CSTNode, targets: set[int], make: Callable[[cst.Name], cst.BaseExpression]
+    ) -> None:
+        super().__init__(holding(root, targets))
         self.targets = targets
         self.make = make
 
@@ -294,7 +317,7 @@ def substitute_loads(node: N, replacements: Mapping[str, Callable[[], cst.BaseEx
     targets = {id(name) for name in loads if name.value in replacements}
     if not targets:
         return node
-    return cast(N, node.visit(_Substitute(targets, lambda n: replacements[n.value]())))
+    return cast(N, node.visit(_Substitute(node, targets, lambda n: replacements[n.value]())))
 
 
 def self_attr(name: str) -> cst.Attribute:
@@ -320,24 +343,6 @@ def holding(root: cst.CSTNode, targets: Iterable[int]) -> set[int]:
         if following < ends[position]:
             held.add(key)
     return held
-
-
-class Along(cst.CSTTransformer):
-    """A transformer that visits only the nodes whose ids are in ``to_visit`` (the way
-    to the nodes it changes, :func:`holding`): every other subtree stays as it is (not
-    copied), and no ``visit_*`` or ``leave_*`` method runs for its nodes."""
-
-    def __init__(self, to_visit: set[int]) -> None:
-        super().__init__()
-        self.to_visit = to_visit
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        return id(node) in self.to_visit and super().on_visit(node)
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
-        if id(original_node) not in self.to_visit:
-            return updated_node
-        return super().on_leave(original_node, updated_node)
 
 
 class _ReplaceNodes(Along):
@@ -518,7 +523,7 @@ def rename(node: N, old: str, new: str) -> N:
     targets = {id(name) for name in [*loads, *stores] if name.value == old}
     if not targets:
         return node
-    return cast(N, node.visit(_Substitute(targets, lambda n: n.with_changes(value=new))))
+    return cast(N, node.visit(_Substitute(node, targets, lambda n: n.with_changes(value=new))))
 
 
 def docstring(text: str, indent: int, short: str = "", width: int = 79) -> str:

@@ -180,3 +180,43 @@ def test_holding_is_every_node_on_the_way_to_the_targets(name: str, text: str) -
             naive(statement, wanted, inner)
             assert cstutil.holding(statement, wanted) == inner
     assert cstutil.holding(module, set()) == set()
+
+
+@pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
+def test_substitution_changes_the_names_alone_and_keeps_the_rest(name: str, text: str) -> None:
+    """``substitute_loads`` and ``rename`` print as a full visit replacing the same
+    names prints, and keep every subtree without one of them as it was."""
+    module = cst.parse_module(text)
+
+    class Everywhere(cst.CSTTransformer):
+        def __init__(self, targets: set[int], renames: bool) -> None:
+            self.targets, self.renames = targets, renames
+
+        def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+            if id(original) not in self.targets:
+                return updated
+            return original.with_changes(value="zz") if self.renames else cst.Name("zz")
+
+    checked = 0
+    for statement in module.body:
+        loads, stores = cstutil.name_uses(statement)
+        for names, renames in ((loads, False), ([*loads, *stores], True)):
+            for value in sorted({n.value for n in names})[:4]:
+                targets = {id(n) for n in names if n.value == value}
+                expected = statement.visit(Everywhere(targets, renames))
+                if renames:
+                    new = cstutil.rename(statement, value, "zz")
+                else:
+                    new = cstutil.substitute_loads(statement, {value: lambda: cst.Name("zz")})
+                assert module.code_for_node(new) == module.code_for_node(expected)
+                kept = {id(n) for n in node_index.nodes(new)}
+                on_way = cstutil.holding(statement, targets)
+                replaced = [n for n in names if id(n) in targets]
+                untouched = [  # (what was under a replaced name went with it)
+                    n
+                    for n in node_index.nodes(statement)
+                    if id(n) not in on_way and not any(cstutil.within(r, n) for r in replaced)
+                ]
+                assert untouched and all(id(n) in kept for n in untouched)
+                checked += 1
+    assert checked > 3 or not cstutil.name_uses(module)[0]
