@@ -12,7 +12,7 @@ from typing import Literal
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods import cstutil, node_index
 
 DriverPath = Literal["both", "driver", "non-driver"]
 
@@ -98,27 +98,20 @@ def _child_blocks(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
     return blocks
 
 
-class _Owners(cst.CSTVisitor):
-    def __init__(self, by_id: dict[int, Located]) -> None:
-        self.by_id = by_id
-        self.stack: list[Located] = []
-        self.owner: dict[int, Located] = {}
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        here = self.by_id.get(id(node))
-        if here is not None:
-            self.stack.append(here)
-        if self.stack:
-            self.owner[id(node)] = self.stack[-1]
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        if id(original_node) in self.by_id:
-            self.stack.pop()
-
-
 def owners(func: cst.FunctionDef, located: list[Located]) -> dict[int, Located]:
-    """``id(node) -> `` the innermost located statement holding it, in one walk."""
-    visitor = _Owners({id(item.statement): item for item in located})
-    func.body.visit(visitor)
-    return visitor.owner
+    """``id(node) -> `` the innermost located statement holding it, read from the
+    index of the function's body (:mod:`codemods.node_index`)."""
+    by_id = {id(item.statement): item for item in located}
+    order, ends, start, end = node_index.span(func.body)
+    owner: dict[int, Located] = {}
+    holding: list[tuple[Located, int]] = []  # the located statements around, innermost last
+    for position in range(start, end):
+        while holding and holding[-1][1] <= position:
+            holding.pop()
+        key = id(order[position])
+        here = by_id.get(key)
+        if here is not None:
+            holding.append((here, ends[position]))
+        if holding:
+            owner[key] = holding[-1][0]
+    return owner

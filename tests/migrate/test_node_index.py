@@ -220,3 +220,35 @@ def test_substitution_changes_the_names_alone_and_keeps_the_rest(name: str, text
                 assert untouched and all(id(n) in kept for n in untouched)
                 checked += 1
     assert checked > 3 or not cstutil.name_uses(module)[0]
+
+
+@pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
+def test_owners_are_the_innermost_located_statements_a_visit_meets(name: str, text: str) -> None:
+    from codemods.driver_paths import Located, locate, owners
+
+    class Reference(cst.CSTVisitor):
+        def __init__(self, by_id: dict[int, Located]) -> None:
+            self.by_id, self.stack, self.owner = by_id, list[Located](), dict[int, Located]()
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if id(node) in self.by_id:
+                self.stack.append(self.by_id[id(node)])
+            if self.stack:
+                self.owner[id(node)] = self.stack[-1]
+            return True
+
+        def on_leave(self, original_node: cst.CSTNode) -> None:
+            if id(original_node) in self.by_id:
+                self.stack.pop()
+
+    module = cst.parse_module(text)
+    functions = cstutil.find_all(module, lambda n: isinstance(n, cst.FunctionDef))
+    for func in functions:
+        assert isinstance(func, cst.FunctionDef)
+        if cstutil.contains(func, lambda n: isinstance(n, cst.Match)):
+            continue  # (locate does not enter a match statement)
+        located = locate(func, "is_driver_worker")
+        reference = Reference({id(item.statement): item for item in located})
+        func.body.visit(reference)
+        assert owners(func, located) == reference.owner
+    assert functions or name == "__init__.py"
