@@ -180,6 +180,11 @@ def span(root: cst.CSTNode) -> tuple[list[cst.CSTNode], list[int], int, int]:
     return index.order, index.ends, start, index.ends[start]
 
 
+def indexed(node: cst.CSTNode) -> bool:
+    """Whether an index lists ``node`` (asking about it walks nothing)."""
+    return id(node) in _WHERE
+
+
 def within(root: cst.CSTNode, node: cst.CSTNode) -> bool:
     """Whether ``node`` is ``root`` or lies under it."""
     index, start = _located(root)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods import cstutil, node_index
 from codemods.positions import Lines
 from codemods.results import DroppedKey
 from runnercheck.analysis.model import ClassFacts
@@ -147,7 +147,8 @@ def line_in_method(lines: Lines, cdef: cst.ClassDef, facts: ClassFacts, node: cs
     line unambiguously."""
     defined = methods(cdef)
     names = [d.name.value for d in defined]
-    for method in defined:
+    # the methods already indexed first (the node was found in one): none walked in vain
+    for method in sorted(defined, key=lambda d: not node_index.indexed(d)):
         found = facts.methods.get(method.name.value)
         if found is None or names.count(method.name.value) != 1:
             continue
