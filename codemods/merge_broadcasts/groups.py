@@ -129,7 +129,9 @@ def plan_group(
                 shape = dataclasses.replace(shape, types=tuple(sorted(known.items())))
             if shape is not None and shape.unpacked:
                 plan.records = helper_records(project, _facts(project, ref), shape.unpacked)
-            plan_legacy_method(plan, legacy[0], contract, shape, where(ref.path))
+            named = [m.name.value for m in methods(cdef)].count(legacy[0].name.value)
+            line = method.line if method is not None and named == 1 else 0
+            plan_legacy_method(plan, legacy[0], contract, shape, where(ref.path), line)
             plan.record_reads = plan_record_reads(plan)
             plan.flag_defaults = flag_defaults(plan, project, ref)
             _note_kept_flags(plan, contract, where(ref.path))

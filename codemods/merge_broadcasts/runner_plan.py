@@ -25,12 +25,14 @@ def plan_legacy_method(
     contract: Contract,
     shape: SplitShape | None = None,
     lines: Lines | None = None,
+    method_line: int = 0,
 ) -> None:
     """Fill ``plan`` from the legacy driver/non-driver method, or raise Refusal.
 
     ``shape`` is what the analysis layer read of the method (the statements after
     the split, the values they read, the extra broadcasts); ``lines`` locates the
-    statements it names."""
+    statements it names, counted in a print of the method alone when ``method_line``
+    (the line of its ``def``, as ``ast`` gives it) is known."""
     path = plan.path
     fn = contract.broadcast_function
     plan.method = method
@@ -130,7 +132,7 @@ def plan_legacy_method(
     if shape is not None and shape.extras:
         assert lines is not None
         driver_block, other_block = _split_extras(
-            plan, method, shape, driver_block, other_block, lines
+            plan, method, shape, driver_block, other_block, lines, method_line
         )
     for statement in [*plan.prologue, *driver_block, *other_block, *plan.tail]:
         early = cstutil.find_all(statement, lambda n: isinstance(n, cst.Return))
@@ -188,15 +190,23 @@ def _split_extras(
     driver_block: list[cst.BaseStatement],
     other_block: list[cst.BaseStatement],
     lines: Lines,
+    method_line: int = 0,
 ) -> tuple[list[cst.BaseStatement], list[cst.BaseStatement]]:
     """Take the extra broadcasts out of both branches: the driver's ``if`` moves into
     the input's dict (see :func:`~.runner_rewrite.input_class`); the non-driver's
     receive goes, and the values it received are read from the merged dict."""
+
+    def starting_on(statements: list[cst.BaseStatement], line: int) -> cst.BaseStatement | None:
+        """The statement of the method that starts on ``line``."""
+        if not method_line:
+            return lines.at(statements, line)
+        return next((s for s in statements if lines.line_in(method, method_line, s) == line), None)
+
     driver_out = list(driver_block)
     other_out = list(other_block)
     for extra in shape.extras:
-        send_if = lines.at(driver_out, extra.send_line)
-        recv_if = lines.at(other_out, extra.receive_line)
+        send_if = starting_on(driver_out, extra.send_line)
+        recv_if = starting_on(other_out, extra.receive_line)
         if not isinstance(send_if, cst.If) or not isinstance(recv_if, cst.If):
             raise Refusal(
                 "MIG101",
