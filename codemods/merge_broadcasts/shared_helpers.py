@@ -90,6 +90,10 @@ class Helpers:
         return next((h for h in self.helpers if h.key == key), None)
 
 
+#: a piece several inputs may hold: dict entries, or a run with its statements
+Piece = Entries | tuple[Run, list[cst.BaseStatement]]
+
+
 def _code(statement: cst.CSTNode) -> str:
     if isinstance(statement, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
         statement = statement.with_changes(leading_lines=[])
@@ -309,10 +313,6 @@ def _shared_helpers(
         elif not (len(piece[1]) == 1 and out.for_statement(piece[1][0]) is not None):
             add(_run_helper(piece_key, *piece, holding, project))
     return out
-
-
-#: a piece several inputs may hold: dict entries, or a run with its statements
-Piece = Entries | tuple[Run, list[cst.BaseStatement]]
 
 
 def _fields(cdef: cst.ClassDef) -> set[str]:
