@@ -48,7 +48,8 @@ class Entries:
 
     @property
     def signature(self) -> str:
-        values = "".join(_dump(value, "eval") for _, value in self.items)
+        # in parentheses: a value the literal's braces held over lines parses alone
+        values = "".join(_dump(f"({value})", "eval") for _, value in self.items)
         return f"{self.field}:{[key for key, _ in self.items]}:{values}"
 
 

@@ -194,6 +194,8 @@ def test_entries_of_one_field_are_grouped_in_their_order() -> None:
         "    # a comment keeps this one in place\n"
         '    "kept": self.sampling.kept,\n'
         '    "count": len(self.sampling.groups),\n'
+        '    "sum": self.attn.a +\n'
+        "        self.attn.b,\n"
         "}"
     )
     assert isinstance(literal, cst.Dict)
@@ -203,5 +205,8 @@ def test_entries_of_one_field_are_grouped_in_their_order() -> None:
             "sampling",
             (1, 4),
             (("indices", "sampling.indices"), ("count", "len(sampling.groups)")),
-        )
+        ),
+        ("attn", (5,), (("sum", "attn.a +\n        attn.b"),)),
     ]
+    # a value over lines has a signature too (the helper then keeps it out)
+    assert [e.signature[:5] for e in field_entries(literal)] == ["sampl", "attn:"]
