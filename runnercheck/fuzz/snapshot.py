@@ -383,6 +383,8 @@ class Snapshotter:
         return Record(plan.type, fields, True, plan.driver_only, self._defaults(plan))
 
     def _defaults(self, plan: _Plan) -> tuple[tuple[str, Snap], ...]:
+        if not plan.factories:  # every default snapshotted once, with the plan
+            return plan.fixed_defaults
         defaults: list[tuple[str, Snap]] = []
         for name, snap in plan.defaults:
             if snap is None:  # made by a factory, each time
@@ -409,8 +411,9 @@ class Snapshotter:
             elif f.default_factory is not dataclasses.MISSING:
                 defaults.append((f.name, None))
                 factories[f.name] = f.default_factory
+        fixed = tuple((name, snap) for name, snap in defaults if snap is not None)
         return _Plan(
-            type_name(cls), tuple(names), frozenset(driver_only), tuple(defaults), factories
+            type_name(cls), tuple(names), frozenset(driver_only), tuple(defaults), factories, fixed
         )
 
 
@@ -422,6 +425,8 @@ class _Plan:
     #: (name, snapshot), the snapshot None where a factory makes the default.
     defaults: tuple[tuple[str, Snap | None], ...]
     factories: dict[str, Callable[[], Any]]
+    #: The defaults where no factory makes any: the same every time.
+    fixed_defaults: tuple[tuple[str, Snap], ...] = ()
 
 
 _NO_DEFAULT = object()
