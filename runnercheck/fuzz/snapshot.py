@@ -119,11 +119,7 @@ class TensorSnap(Snap):
         times more on both ends)."""
         raw = None
         if self.data is not None:
-            raw = (
-                self.data.reshape(-1).view(torch.uint8).numpy().tobytes()
-                if self.data.numel()
-                else b""
-            )
+            raw = _memory(self.data).tobytes() if self.data.numel() else b""
         fields = (self.type, self.dtype, self.shape, self.device, self.contiguous, self.digest)
         return _tensor_snap, (*fields, raw)
 
@@ -283,7 +279,7 @@ def _tensor(value: torch.Tensor, device_override: str | None) -> TensorSnap:
     else:
         kept = data.clone(memory_format=torch.contiguous_format)
     numel = kept.numel()
-    blob = kept.view(-1).view(torch.uint8).numpy().data if numel else b""
+    blob = _memory(kept) if numel else b""
     return TensorSnap(
         type=type_name(type(value)),
         dtype=_dtype_name(value.dtype),
@@ -293,6 +289,15 @@ def _tensor(value: torch.Tensor, device_override: str | None) -> TensorSnap:
         digest=hashlib.blake2b(blob, digest_size=16).hexdigest(),
         data=kept if numel <= MAX_KEPT_ELEMENTS else None,
     )
+
+
+def _memory(tensor: torch.Tensor) -> Any:
+    """The bytes of a contiguous CPU tensor, in place (a buffer): through numpy where
+    it has the dtype (the cheap way), else as bytes first."""
+    try:
+        return tensor.numpy()
+    except (TypeError, RuntimeError):  # bfloat16 and other dtypes numpy lacks
+        return tensor.reshape(-1).view(torch.uint8).numpy()
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
