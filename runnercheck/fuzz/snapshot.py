@@ -347,13 +347,23 @@ class Snapshotter:
             return Plain(type_name(type(value)), value)
         if isinstance(value, (torch.dtype, torch.device)):
             return Plain(type_name(type(value)), str(value))
-        if id(value) in self._stack:
+        key = id(value)
+        if key in self._stack:
             return Opaque(type_name(type(value)), "<cycle>")
-        self._stack.add(id(value))
+        self._stack.add(key)
         try:
+            # the exact types met most, and dataclasses met before, without the checks
+            if kind is list or kind is tuple:
+                return Items(type_name(kind), tuple(map(self.take, value)))
+            if kind is dict:
+                take = self.take
+                return Entries(type_name(kind), tuple((take(k), take(v)) for k, v in value.items()))
+            plan = self._plans.get(kind)
+            if plan is not None:
+                return self._record(value, plan)
             return self._container(value)
         finally:
-            self._stack.discard(id(value))
+            self._stack.discard(key)
 
     def _container(self, value: Any) -> Snap:
         name = type_name(type(value))
@@ -380,6 +390,9 @@ class Snapshotter:
         plan = self._plans.get(cls)
         if plan is None:
             plan = self._plans[cls] = self._plan(cls)
+        return self._record(value, plan)
+
+    def _record(self, value: Any, plan: _Plan) -> Record:
         take = self.take
         fields = tuple(
             (name, _MISSING if (got := getattr(value, name, _MISSING)) is _MISSING else take(got))
