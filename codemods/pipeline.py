@@ -532,6 +532,40 @@ def _run_file(path: Path) -> TaskResult:
     return result
 
 
+def exact_file(state: _State, path: Path) -> TaskResult | None:
+    """``--check`` on one file without LibCST, when the analysis tells what the
+    single-class codemods do to it (:mod:`codemods.replay`): the same changes and
+    refusals as :func:`run_file`, the rewrite verified the same way. None when only
+    LibCST can tell, or when plain mypy would read the new bytes (the project has a mypy
+    configuration)."""
+    from codemods import replay, typecheck
+
+    try:
+        text = state.sources[path].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if typecheck.mypy_config(path) is not None:
+        return None
+    contract = state.config.contract()
+    replayed = replay.replay(
+        state.project, path, text, state.select, state.targets(path), contract
+    )
+    if replayed is None:
+        return None
+    result = TaskResult(refusals=list(replayed.refusals))
+    if not replayed.applied:
+        return result
+    applied = tuple(replayed.applied)
+    change = Change(path, state.sources[path], b"", "", applied, exact=True)
+    trees = {path: (replayed.tree, replayed.text)}
+    failed = _verify(state, {path: change}, path.name, applied[0], trees)
+    if failed is not None:
+        result.refusals.append(failed)
+        return result
+    result.changes[path] = change
+    return result
+
+
 def _read_loaded_names(state: _State, groups: Iterable[Group]) -> None:
     """The names each file of a group to rewrite loads (the rewrite keeps the imports
     they use), read from its ``ast`` only for those files."""
@@ -563,6 +597,7 @@ def migrate(
     collected: Collected | None = None,
     decide: bool = True,
     cache_root: Path | None = None,
+    exact: bool = False,
 ) -> MigrateResult:
     """Plan, rewrite and verify; nothing is written (:func:`codemods.run.apply` writes).
 
@@ -571,11 +606,13 @@ def migrate(
     (:mod:`codemods.decision`), every given file goes through the single-class codemods
     (the same result, slower: for the tests and the benchmark). ``cache_root``: read the
     facts of unchanged files from, and write new ones to, the facts cache under it
-    (:mod:`runnercheck.check.cache`)."""
+    (:mod:`runnercheck.check.cache`). ``exact`` (``--check``, with ``decide``): a file
+    whose single-class rewrites the analysis replays (:func:`exact_file`) goes through no
+    LibCST; its change has no new bytes."""
     global _STATE
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
         return deep.call(
-            migrate, paths, select, config, jobs, progress, collected, decide, cache_root
+            migrate, paths, select, config, jobs, progress, collected, decide, cache_root, exact
         )
     config = config or Config()
     select = tuple(name for name in CODEMODS if name in select)
@@ -675,6 +712,12 @@ def migrate(
             if refusals is not None:
                 outcomes.append(TaskResult(refusals=refusals))
                 files.remove(path)
+    if decide and exact:  # --check: a file the analysis replays goes to no LibCST
+        for path in list(files):
+            replayed = exact_file(state, path)
+            if replayed is not None:
+                outcomes.append(replayed)
+                files.remove(path)
     total = len(groups) + len(files)
     done = 0
     workers = worker_count(jobs, total)
@@ -740,7 +783,9 @@ def migrate(
 
         result.notes += [
             Note("mypy", e.path, e.line, f"a new plain-mypy error [{e.code}]: {e.message}")
-            for e in typecheck.new_errors({p: (c.old, c.new) for p, c in result.changes.items()})
+            for e in typecheck.new_errors(
+                {p: (c.old, c.new) for p, c in result.changes.items() if not c.exact}
+            )
         ]
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
     result.changes = dict(sorted(result.changes.items()))
