@@ -536,8 +536,9 @@ def exact_file(state: _State, path: Path) -> TaskResult | None:
     """``--check`` on one file without LibCST, when the analysis tells what the
     single-class codemods do to it (:mod:`codemods.replay`): the same changes and
     refusals as :func:`run_file`, the rewrite verified the same way. None when only
-    LibCST can tell, or when plain mypy would read the new bytes (the project has a mypy
-    configuration)."""
+    LibCST can tell: a shape the replay does not follow, a rewrite the verification
+    refuses (the refusal cites lines of the rewritten text), or a project with a mypy
+    configuration (plain mypy reads the new bytes)."""
     from codemods import replay, typecheck
 
     try:
@@ -558,10 +559,12 @@ def exact_file(state: _State, path: Path) -> TaskResult | None:
     applied = tuple(replayed.applied)
     change = Change(path, state.sources[path], b"", "", applied, exact=True)
     trees = {path: (replayed.tree, replayed.text)}
-    failed = _verify(state, {path: change}, path.name, applied[0], trees)
-    if failed is not None:
-        result.refusals.append(failed)
-        return result
+    try:
+        failed = _verify(state, {path: change}, path.name, applied[0], trees)
+    except (TypeError, ValueError):  # a replayed tree compile() rejects: LibCST decides
+        return None
+    if failed is not None:  # its message cites the lines of the rewritten text
+        return None
     result.changes[path] = change
     return result
 

@@ -1,0 +1,148 @@
+"""``migrate --check`` settles a file without LibCST when the analysis replays what the
+single-class codemods do to it (``codemods.replay``): its whole output (the lines it
+prints, the JSON, the exit code) is the one the LibCST rewrite gives, and a rewrite
+the verification refuses, or a shape the replay does not follow, still goes through
+LibCST. ``benchmarks/migrate_decision.py`` runs the same comparison on the cached vLLM
+releases and every fixture tree."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from codemods import registry, report
+from codemods.pipeline import MigrateResult
+from codemods.run import apply
+from tests.migrate.test_decision import SOURCE, TREES
+
+
+def output(result: MigrateResult) -> dict[str, object]:
+    """What ``migrate --check`` prints (not a terminal), its JSON and its exit code."""
+    lines = report.refusal_lines(result) + report.detail_lines(result)
+    lines += report.file_lines(result, "check", []) + report.summary_lines(result, "check")
+    return {
+        "lines": lines,
+        "json": report.as_json(result, "check", []),
+        "exit": result.exit_code,
+    }
+
+
+def both(tree: Path, select: tuple[str, ...] = registry.NAMES) -> tuple[MigrateResult, ...]:
+    """(through LibCST, settled by the analysis where it can)."""
+    return (
+        apply([tree], select, mode="check", exact=False),
+        apply([tree], select, mode="check"),
+    )
+
+
+@pytest.mark.parametrize("name", sorted(TREES))
+def test_the_same_output_with_and_without_libcst(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tree = shutil.copytree(
+        TREES[name], tmp_path / "tree", ignore=shutil.ignore_patterns("__pycache__")
+    )
+    monkeypatch.chdir(tmp_path)
+    cst, exact = both(tree)
+    assert output(exact) == output(cst)
+    assert exact.files_cst <= cst.files_cst
+
+
+def test_the_single_class_fixtures_need_no_libcst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each single-class codemod changes a file of the fixtures; --check names them all
+    with no file parsed by LibCST, and the rewrite makes the same files."""
+    tree = shutil.copytree(TREES["single-class codemods"], tmp_path / "tree")
+    monkeypatch.chdir(tmp_path)
+    cst, exact = both(tree, registry.SINGLE)
+    assert output(exact) == output(cst)
+    assert cst.files_cst > 0 and exact.files_cst == 0
+    assert exact.changes.keys() == cst.changes.keys()
+    assert all(change.exact and not change.new for change in exact.changes.values())
+    assert {c for change in exact.changes.values() for c in change.codemods} == {
+        "self-return",
+        "driver-only",
+        "super-dict",
+    }
+
+
+def _package(tmp_path: Path, source: str) -> Path:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "inputs.py").write_text(source)
+    return package
+
+
+def test_a_fixed_return_is_an_exact_yes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    cst, exact = both(_package(tmp_path, SOURCE))
+    assert [p.name for p in exact.changes] == ["inputs.py"] and exact.exit_code == 1
+    assert exact.files_cst == 0 and cst.files_cst == 1
+    assert output(exact) == output(cst)
+
+
+#: ``ast.parse`` reads it, ``compile()`` refuses it: the rewrite's verification refuses
+#: the file (MIG110, citing a line of the rewritten text).
+REFUSED = SOURCE + "\n\ndef helper():\n    x = 1\n    global x\n"
+
+
+def test_a_rewrite_the_verification_refuses_goes_through_libcst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    cst, exact = both(_package(tmp_path, REFUSED))
+    assert not cst.changes and [r.code for r in cst.refusals] == ["MIG110"]
+    assert exact.files_cst == 1
+    assert output(exact) == output(cst)
+
+
+def test_a_class_defined_twice_goes_through_libcst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The facts keep one class of a name: the replay does not guess which."""
+    monkeypatch.chdir(tmp_path)
+    twice = SOURCE + "\n\nif True:\n    class Typed:\n        pass\n"
+    cst, exact = both(_package(tmp_path, twice))
+    assert exact.files_cst == 1
+    assert output(exact) == output(cst)
+
+
+def test_a_drifted_copy_is_refused_without_libcst(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subclass dict that re-lists only part of its parent's keys: super-dict's
+    refusal (MIG203) follows from the analysis."""
+    source = """\
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Base:
+    a: int = 0
+    b: int = 0
+
+    def as_broadcastable_tensor_dict(self):
+        tensor_dict = {"a": self.a, "b": self.b}
+        return tensor_dict
+
+    @classmethod
+    def from_broadcasted_tensor_dict(cls, tensor_dict):
+        return cls(**tensor_dict)
+
+
+@dataclass(frozen=True)
+class Child(Base):
+    c: int = 0
+
+    def as_broadcastable_tensor_dict(self):
+        tensor_dict = {"a": self.a, "c": self.c}
+        return tensor_dict
+"""
+    monkeypatch.chdir(tmp_path)
+    cst, exact = both(_package(tmp_path, source))
+    assert [r.code for r in cst.refusals] == ["MIG203"]
+    assert exact.files_cst == 0 and cst.files_cst == 1
+    assert output(exact) == output(cst)
