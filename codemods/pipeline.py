@@ -548,9 +548,9 @@ def exact_file(state: _State, path: Path) -> TaskResult | None:
     if typecheck.mypy_config(path) is not None:
         return None
     contract = state.config.contract()
-    replayed = replay.replay(
-        state.project, path, text, state.select, state.targets(path), contract
-    )
+    targets = state.targets(path)
+    tree = state.trees.get(path)
+    replayed = replay.replay(state.project, path, text, state.select, targets, contract, tree)
     if replayed is None:
         return None
     result = TaskResult(refusals=list(replayed.refusals))

@@ -25,7 +25,8 @@ fold of a wrapper worker) answers None: the file goes through LibCST.
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+import copy
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
@@ -59,6 +60,8 @@ class Replayed:
     applied: list[str] = field(default_factory=list)
     #: the classes they leave alone, with why
     refusals: list[Refused] = field(default_factory=list)
+    #: ``tree`` was parsed by the replay (changed in place) rather than given
+    parsed: bool = False
 
 
 def replay(
@@ -68,16 +71,20 @@ def replay(
     select: Sequence[str],
     targets: set[str],
     contract: Contract,
+    tree: ast.Module | None = None,
 ) -> Replayed | None:
-    """The single-class codemods of ``select`` on ``path`` (its text as read), or None
-    when only LibCST can tell. ``targets``: the codemods the decision says may change it."""
+    """The single-class codemods of ``select`` on ``path`` (its text as read, ``tree``:
+    its ``ast`` when parsed already; it is not changed), or None when only LibCST can
+    tell. ``targets``: the codemods the decision says may change it."""
     facts = project.modules.get(str(path))
     if facts is None or registry.FOLD_CONTROL_BROADCAST.name in targets:
         return None
     try:
-        tree = ast.parse(text, filename=str(path))
+        if tree is None:
+            tree = ast.parse(text, filename=str(path))
         _plain_classes(tree, text)
-        out = Replayed(tree, text)
+        # a copy of the module's statement list; a statement is copied before it changes
+        out = Replayed(ast.Module(body=list(tree.body), type_ignores=[]), text)
         # each rewrite touches its own statements: the order does not change the result
         marked = DRIVER_ONLY in select and _driver_only(out, project, facts)
         driver_refusals, out.refusals = out.refusals, []
@@ -98,31 +105,69 @@ def _lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
-def _own_line(stmt: ast.stmt, siblings: Sequence[ast.stmt]) -> bool:
-    """No other statement of the block starts or ends on ``stmt``'s lines (LibCST: a
-    statement line holding one small statement)."""
-    end = stmt.end_lineno or stmt.lineno
-    return not any(
-        other is not stmt and other.lineno <= end and (other.end_lineno or other.lineno) >= stmt.lineno
-        for other in siblings
-    )
+def _alone(block: Sequence[ast.stmt]) -> dict[int, bool]:
+    """Per statement of a block (by ``id``): no other statement of it starts or ends on
+    its lines (LibCST: a statement line holding one small statement)."""
+    out: dict[int, bool] = {}
+    for i, stmt in enumerate(block):
+        before = block[i - 1] if i else None
+        after = block[i + 1] if i + 1 < len(block) else None
+        out[id(stmt)] = not (
+            (before is not None and (before.end_lineno or before.lineno) >= stmt.lineno)
+            or (after is not None and after.lineno <= (stmt.end_lineno or stmt.lineno))
+        )
+    return out
+
+
+def _own_line(stmt: ast.stmt, block: Sequence[ast.stmt]) -> bool:
+    return _alone(block)[id(stmt)]
+
+
+def _statements(body: Sequence[ast.stmt]) -> Iterator[ast.stmt]:
+    """Every statement of ``body``, nested ones too (no expression is visited)."""
+    stack = list(body)
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(stmt, name, None)
+            if isinstance(block, list):
+                stack.extend(s for s in block if isinstance(s, ast.stmt))
+        for handler in getattr(stmt, "handlers", ()):
+            stack.extend(handler.body)
+        for case in getattr(stmt, "cases", ()):
+            stack.extend(case.body)
 
 
 def _plain_classes(tree: ast.Module, text: str) -> None:
-    """Top-level classes, each name once, each body an indented block of its own lines."""
-    lines = _lines(text)
+    """Classes each defined once (the facts keep one class of a name); the top-level
+    ones with a body that is an indented block on lines of its own."""
     names: set[str] = set()
-    for node in ast.walk(tree):  # the facts keep one class of a name
+    for node in _statements(tree.body):
         if isinstance(node, ast.ClassDef):
             if node.name in names:
                 raise NotExact(f"class {node.name} defined twice")
             names.add(node.name)
+    lines: list[str] | None = None
     for stmt in tree.body:
         if not isinstance(stmt, ast.ClassDef):
             continue
         first = stmt.body[0]
-        if lines[first.lineno - 1][: first.col_offset].strip():
-            raise NotExact(f"class {stmt.name}: a body on its header's line")
+        if first.lineno > stmt.lineno and first.col_offset > stmt.col_offset:
+            if lines is None:
+                lines = _lines(text)
+            if not lines[first.lineno - 1][: first.col_offset].strip():
+                continue
+        raise NotExact(f"class {stmt.name}: a body on its header's line")
+
+
+def _writable(out: Replayed, stmt: ast.ClassDef) -> ast.ClassDef:
+    """``stmt`` of ``out.tree``, copied there first unless ``out.tree`` was parsed here."""
+    if out.parsed:
+        return stmt
+    copied = copy.deepcopy(stmt)
+    out.tree.body[out.tree.body.index(stmt)] = copied
+    return copied
 
 
 def _class_facts(facts: ModuleFacts, stmt: ast.stmt) -> ClassFacts | None:
@@ -165,7 +210,8 @@ def _split(
     """(docstring, literal, variable, middle statements, return), as
     :func:`codemods.super_dict._split` reads them."""
     body = list(func.body)
-    if not all(_own_line(s, body) for s in body if not isinstance(s, _COMPOUND)):
+    alone = _alone(body)
+    if not all(alone[id(s)] for s in body if not isinstance(s, _COMPOUND)):
         raise NotExact(f"{func.name}: statements sharing a line")
     doc = None
     if body and isinstance(body[0], ast.Expr) and _is_string(body[0].value):
@@ -209,67 +255,71 @@ def _super_dict(out: Replayed, project: Project, facts: ModuleFacts, contract: C
     """Rewrite or refuse the classes :func:`codemods.super_dict.rewrite_module` does."""
     name = contract.as_dict_method
     changed = False
-    for stmt in out.tree.body:
+    for stmt in list(out.tree.body):
         cls = _class_facts(facts, stmt)
-        copy = project.dict_copy(cls) if cls is not None else None
-        if copy is None or cls is None:
+        found = project.dict_copy(cls) if cls is not None else None
+        if found is None or cls is None:
             continue
         assert isinstance(stmt, ast.ClassDef)
         func = _method(stmt, name)
         parts = _split(func) if func is not None else None
         if func is None or parts is None:
             continue
-        if copy.missing:
-            shared = len(copy.parent_keys) - len(copy.missing)
+        if found.missing:
+            shared = len(found.parent_keys) - len(found.missing)
             out.refusals.append(
                 _refused(
                     cls,
                     SUPER_DICT,
                     "MIG203",
-                    f"{stmt.name} re-lists {shared} of {copy.parent}'s "
-                    f"{len(copy.parent_keys)} keys (not {', '.join(copy.missing)})",
+                    f"{stmt.name} re-lists {shared} of {found.parent}'s "
+                    f"{len(found.parent_keys)} keys (not {', '.join(found.missing)})",
                 )
             )
             continue
-        if not copy.repeats_mutations:
+        if not found.repeats_mutations:
             out.refusals.append(
                 _refused(
                     cls,
                     SUPER_DICT,
                     "MIG202",
-                    f"{stmt.name} does not repeat {copy.parent}'s statements after "
+                    f"{stmt.name} does not repeat {found.parent}'s statements after "
                     "the dict; calling super() would reorder them",
                 )
             )
             continue
-        if copy.own_keys and copy.parent_mutations:
+        if found.own_keys and found.parent_mutations:
             out.refusals.append(
                 _refused(
                     cls,
                     SUPER_DICT,
                     "MIG202",
-                    f"{stmt.name} adds keys before {copy.parent}'s own updates run; "
+                    f"{stmt.name} adds keys before {found.parent}'s own updates run; "
                     "calling super() would change which value wins",
                 )
             )
             continue
+        stmt = _writable(out, stmt)
+        func = _method(stmt, name)
+        parts = _split(func) if func is not None else None
+        assert func is not None and parts is not None
         doc, literal, var, middle, ret = parts
         keys = literal.keys
-        if not all(k is not None and isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):
+        if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):
             raise NotExact(f"{stmt.name}: a dict literal with ** or non-string keys")
         order = [k.value for k in keys if isinstance(k, ast.Constant)]
-        keep = [order.index(k) for k in copy.own_keys]
+        keep = [order.index(k) for k in found.own_keys]
         first = ast.parse(f"{var} = super().{name}()\n").body[0]
         new_body: list[ast.stmt] = [doc] if doc is not None else []
         new_body.append(first)
-        if copy.own_keys:
+        if found.own_keys:
             update = ast.parse(f"{var}.update({{}})\n").body[0]
             assert isinstance(update, ast.Expr) and isinstance(update.value, ast.Call)
             update.value.args[0] = ast.Dict(
                 keys=[keys[i] for i in keep], values=[literal.values[i] for i in keep]
             )
             new_body.append(_place(update, literal))
-        new_body.extend(middle[copy.parent_mutations :])
+        new_body.extend(middle[found.parent_mutations :])
         new_body.append(ret)
         _place(first, literal)
         func.body = new_body
@@ -317,6 +367,7 @@ def _driver_only(out: Replayed, project: Project, facts: ModuleFacts) -> bool:
         lines.insert(lineno - 1, f"{indent}{COMMENT}{newline}")
     out.text = "".join(lines)
     out.tree = ast.parse(out.text)
+    out.parsed = True
     return True
 
 
@@ -334,7 +385,8 @@ def _dotted(node: ast.expr) -> str | None:
 
 def _top_level(tree: ast.Module) -> list[ast.stmt]:
     """Top-level statements alone on their lines (LibCST: one small statement a line)."""
-    return [s for s in tree.body if _own_line(s, tree.body)]
+    alone = _alone(tree.body)
+    return [s for s in tree.body if alone[id(s)]]
 
 
 def _imported_names(tree: ast.Module) -> set[str]:
@@ -364,10 +416,28 @@ def _returns_class(func: ast.FunctionDef | ast.AsyncFunctionDef, cls_name: str) 
     return isinstance(ann, ast.Constant) and isinstance(ann.value, str) and ann.value == cls_name
 
 
+def _fixed_returns(stmt: ast.ClassDef, contract: Contract) -> list[int]:
+    """The positions in ``stmt``'s body of the classmethods ``from_broadcasted_tensor_dict``
+    with parameters annotated to return ``stmt``'s own class."""
+    found: list[int] = []
+    for index, item in enumerate(stmt.body):
+        if (
+            isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and item.name == contract.from_dict_method
+            and any(_dotted(d) == "classmethod" for d in item.decorator_list)
+            and _returns_class(item, stmt.name)
+            and item.args.args
+        ):
+            if item.args.posonlyargs:
+                raise NotExact(f"{stmt.name}.{item.name}: positional-only parameters")
+            found.append(index)
+    return found
+
+
 def _self_return(out: Replayed, contract: Contract) -> bool:
     """Rewrite the classes :func:`codemods.self_return.rewrite_module` does."""
     tree = out.tree
-    if any(not _own_line(s, tree.body) for s in tree.body):
+    if not all(_alone(tree.body).values()):
         raise NotExact("top-level statements sharing a line")
     use_self = _self_imported(tree)
     taken = _imported_names(tree) | {
@@ -384,19 +454,12 @@ def _self_return(out: Replayed, contract: Contract) -> bool:
         name = stmt.name
         typevar = f"T{name}"
         touched = False
-        for item in stmt.body:
-            if not (
-                isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
-                and item.name == contract.from_dict_method
-                and any(_dotted(d) == "classmethod" for d in item.decorator_list)
-                and _returns_class(item, name)
-                and item.args.args
-            ):
-                continue
-            if item.args.posonlyargs:
-                raise NotExact(f"{name}.{item.name}: positional-only parameters")
+        for index in _fixed_returns(stmt, contract):
             if not use_self and typevar in taken:
                 continue
+            stmt = _writable(out, stmt)
+            item = stmt.body[index]
+            assert isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
             first = item.args.args[0]
             first.annotation = (
                 None
@@ -406,7 +469,11 @@ def _self_return(out: Replayed, contract: Contract) -> bool:
             returns = ast.parse("Self" if use_self else typevar, mode="eval").body
             item.returns = _place(returns, item.returns)
             for node in ast.walk(ast.Module(body=item.body, type_ignores=[])):
-                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name:
+                if (
+                    isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name)
+                    and node.func.id == name
+                ):
                     node.func.id = "cls"
             touched = True
         if touched and not use_self:
@@ -435,7 +502,9 @@ def _add_typing(tree: ast.Module, names: list[str]) -> None:
             and stmt.module == "typing"
             and not any(a.name == "*" for a in stmt.names)
         ):
-            stmt.names = [*stmt.names, *(_place(ast.alias(name=n), stmt) for n in missing)]
+            extended = copy.copy(stmt)  # (the statement may be the given tree's)
+            extended.names = [*stmt.names, *(_place(ast.alias(name=n), stmt) for n in missing)]
+            tree.body[tree.body.index(stmt)] = extended
             return
     new = ast.ImportFrom(module="typing", names=[ast.alias(name=n) for n in sorted(missing)], level=0)
     body = tree.body
@@ -447,8 +516,10 @@ def _import_position(body: list[ast.stmt]) -> int:
     """After the leading import block, or after the docstring when there is none (as
     :func:`codemods.imports.add_imports` places a new ``from`` import)."""
 
-    def is_import(s: ast.stmt) -> bool:
-        return isinstance(s, (ast.Import, ast.ImportFrom)) and _own_line(s, body)
+    alone = _alone(body)
+
+    def is_import(s: ast.stmt, block: dict[int, bool] = alone) -> bool:
+        return isinstance(s, (ast.Import, ast.ImportFrom)) and block[id(s)]
 
     def is_future(s: ast.stmt) -> bool:
         return isinstance(s, ast.ImportFrom) and s.module == "__future__" and s.level == 0
@@ -457,7 +528,8 @@ def _import_position(body: list[ast.stmt]) -> int:
         if is_import(s):
             return True
         if isinstance(s, (ast.Try, ast.If)):
-            return all(is_import(t) for t in s.body)
+            inner = _alone(s.body)
+            return all(is_import(t, inner) for t in s.body)
         return False
 
     first = next((i for i, s in enumerate(body) if is_import(s) and not is_future(s)), None)
