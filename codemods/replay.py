@@ -487,7 +487,9 @@ def _add_typing(tree: ast.Module, names: list[str]) -> None:
             and not any(a.name == "*" for a in stmt.names)
         ):
             extended = copy.copy(stmt)  # (the statement may be the given tree's)
-            extended.names = [*stmt.names, *(_place(ast.alias(name=n), stmt) for n in missing)]
+            extended.names = _extended(
+                stmt.names, [_place(ast.alias(name=n), stmt) for n in missing]
+            )
             tree.body[tree.body.index(stmt)] = extended
             return
     new = ast.ImportFrom(
@@ -496,6 +498,27 @@ def _add_typing(tree: ast.Module, names: list[str]) -> None:
     body = tree.body
     position = _import_position(body)
     body.insert(position, _place(new, body[position - 1] if position else body[0]))
+
+
+def _isort_key(name: str) -> tuple[int, str]:
+    """isort's order inside one import (as :mod:`codemods.imports` sorts)."""
+    if name.isupper() and len(name) > 1:
+        return (0, name)
+    return (1 if name[:1].isupper() else 2, name.lower())
+
+
+def _extended(aliases: list[ast.alias], new: list[ast.alias]) -> list[ast.alias]:
+    """``aliases`` with ``new`` added: each in its sorted place when they are sorted, else
+    at the end."""
+    out = list(aliases)
+    in_order = [a.name for a in out] == sorted((a.name for a in out), key=_isort_key)
+    for alias in new:
+        position = len(out)
+        if in_order:
+            later = (i for i, a in enumerate(out) if _isort_key(a.name) > _isort_key(alias.name))
+            position = next(later, position)
+        out.insert(position, alias)
+    return out
 
 
 def _import_position(body: list[ast.stmt]) -> int:

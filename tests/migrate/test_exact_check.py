@@ -7,6 +7,8 @@ releases and every fixture tree."""
 
 from __future__ import annotations
 
+import ast
+import itertools
 import shutil
 from pathlib import Path
 
@@ -146,3 +148,86 @@ class Child(Base):
     assert [r.code for r in cst.refusals] == ["MIG203"]
     assert exact.files_cst == 0 and cst.files_cst == 1
     assert output(exact) == output(cst)
+
+
+# ------------------------------------------------ the replay is the rewrite
+
+
+def _replayed_and_rewritten(tree: Path) -> list[tuple[str, str, list[str], list[str]]]:
+    """Per file the LibCST rewrite changes: the replay's ``ast`` and the rewritten
+    text's, and the lines right below each ``# Driver-only`` comment of either text."""
+    from codemods import decision, replay
+    from runnercheck.analysis.extract import extract_source
+    from runnercheck.analysis.project import Project
+    from runnercheck.contract import VLLM
+
+    rewritten = apply([tree], registry.SINGLE, mode="check", exact=False)
+    files = sorted(tree.resolve().rglob("*.py"))
+    project = Project([extract_source(p.read_bytes(), str(p), VLLM) for p in files], VLLM)
+    targets = decision.single_targets(project, registry.SINGLE)
+    out = []
+    for path, change in rewritten.changes.items():
+        text = change.old.decode() if change.old is not None else ""
+        found = replay.replay(project, path, text, registry.SINGLE, targets[str(path)], VLLM)
+        assert found is not None, path
+        new = change.new.decode()
+        out.append(
+            (
+                ast.dump(found.tree),
+                ast.dump(ast.parse(new)),
+                _marked(found.text),
+                _marked(new),
+            )
+        )
+    return out
+
+
+def _marked(text: str) -> list[str]:
+    lines = [line.strip() for line in text.splitlines()]
+    return [after for line, after in itertools.pairwise(lines) if line.startswith("# Driver-only")]
+
+
+TYPING = "from typing import Optional, Type\n"
+SELF = "from typing_extensions import Self\n"
+DRIVER_ONLY = """\
+from dataclasses import dataclass
+from typing import List, Optional
+
+
+@dataclass(frozen=True)
+class Step:
+    tokens: int = 0
+    # the lengths
+    seq_lens: Optional[List[int]] = None
+
+    def as_broadcastable_tensor_dict(self):
+        return {"tokens": self.tokens}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(cls, tensor_dict) -> "Step":
+        return Step(**tensor_dict)
+"""
+CASES = {
+    "a TypeVar and a new typing import": SOURCE,
+    "an existing typing import extended": SOURCE.replace("\n\n\n", "\n" + TYPING + "\n\n", 1),
+    "Self imported": SOURCE.replace("\n\n\n", "\n" + SELF + "\n\n", 1),
+    "a driver-only comment and a fixed return": DRIVER_ONLY,
+    "CRLF line endings": DRIVER_ONLY.replace("\n", "\r\n"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_replay_is_the_rewrite(name: str, tmp_path: Path) -> None:
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "inputs.py").write_bytes(CASES[name].encode())
+    (found,) = _replayed_and_rewritten(package)
+    assert found[0] == found[1] and found[2] == found[3]
+
+
+def test_the_replay_is_the_rewrite_on_the_fixtures(tmp_path: Path) -> None:
+    tree = shutil.copytree(TREES["single-class codemods"], tmp_path / "tree")
+    found = _replayed_and_rewritten(tree)
+    assert len(found) >= 2 and any(f[2] for f in found)
+    for replayed, rewritten, replayed_marks, rewritten_marks in found:
+        assert replayed == rewritten and replayed_marks == rewritten_marks
