@@ -10,7 +10,9 @@
    the result, then verify: every new source compiles and re-analyses with
    ``runnercheck check`` with no RC106 and no finding the old sources lacked;
 5. the other prefiltered files get the single-class codemods, verified the
-   same way.
+   same way; in ``--check`` (``exact``), a file whose rewrites the analysis replays
+   on its ``ast`` (:mod:`codemods.replay`) is verified from the replay, without
+   LibCST.
 
 The caller (``runnercheck migrate``) prints, diffs or writes the result.
 """
