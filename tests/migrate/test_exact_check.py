@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 import itertools
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -231,3 +233,23 @@ def test_the_replay_is_the_rewrite_on_the_fixtures(tmp_path: Path) -> None:
     assert len(found) >= 2 and any(f[2] for f in found)
     for replayed, rewritten, replayed_marks, rewritten_marks in found:
         assert replayed == rewritten and replayed_marks == rewritten_marks
+
+
+def test_check_settles_the_single_class_fixtures_without_importing_libcst(
+    tmp_path: Path,
+) -> None:
+    tree = shutil.copytree(TREES["single-class codemods"], tmp_path / "tree")
+    code = (
+        "import sys; from runnercheck.cli import main; code = main(sys.argv[1:]); "
+        "print('exit', code, 'libcst' in sys.modules, 'rich' in sys.modules)"
+    )
+    select = ",".join(registry.SINGLE)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, "migrate", "--check", "--select", select, str(tree)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "exit 1 False False"
+    assert any(line.startswith("would migrate ") for line in lines)
