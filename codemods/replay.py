@@ -214,6 +214,9 @@ def _split(
     if not all(alone[id(s)] for s in body[:2] + body[-1:]):  # (LibCST: one small statement)
         raise NotExact(f"{func.name}: statements sharing a line")
     doc = None
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.JoinedStr):
+        # (LibCST reads ``"a" f"b"`` as a docstring, ``f"b"`` as none)
+        raise NotExact(f"{func.name}: an f-string first")
     if body and isinstance(body[0], ast.Expr) and _is_string(body[0].value):
         doc, body = body[0], body[1:]
     if len(body) < 2:
