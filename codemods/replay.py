@@ -34,6 +34,7 @@ from typing import TypeVar
 from codemods import registry
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import Project
+from runnercheck.analysis.syntax import dotted
 from runnercheck.contract import Contract
 from runnercheck.records import Refused
 
@@ -363,15 +364,6 @@ def _driver_only(out: Replayed, project: Project, facts: ModuleFacts) -> bool:
 # -------------------------------------------------------------- self-return
 
 
-def _dotted(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        head = _dotted(node.value)
-        return None if head is None else f"{head}.{node.attr}"
-    return None
-
-
 def _top_level(tree: ast.Module) -> list[ast.stmt]:
     """Top-level statements alone on their lines (LibCST: one small statement a line)."""
     alone = _alone(tree.body)
@@ -413,7 +405,7 @@ def _fixed_returns(stmt: ast.ClassDef, contract: Contract) -> list[int]:
         if (
             isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
             and item.name == contract.from_dict_method
-            and any(_dotted(d) == "classmethod" for d in item.decorator_list)
+            and any(dotted(d) == "classmethod" for d in item.decorator_list)
             and _returns_class(item, stmt.name)
             and item.args.args
         ):
