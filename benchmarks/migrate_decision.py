@@ -3,7 +3,8 @@ may change (:mod:`codemods.decision`), and with and without the files it settles
 without LibCST (:mod:`codemods.replay`): the result must be the same, only cheaper.
 
 Per tree (each cached vLLM release's ``vllm/`` from 0.3.0 to 0.11.0 and every fixture
-tree of the tests), ``codemods.apply(mode="check")`` runs three times in this process:
+tree of the tests, copied out of this repository), ``codemods.apply(mode="check")`` runs
+three times in this process:
 
 * ``decide=False``: every file through every single-class codemod with LibCST;
 * ``decide=True, exact=False``: only the files the decision names, with LibCST;
@@ -23,7 +24,7 @@ result from both, for a change that should only make ``migrate`` faster.
 
 Usage::
 
-    python benchmarks/migrate_decision.py [--versions 0.5.0 ...] [--no-fixtures]
+    python benchmarks/migrate_decision.py [--versions 0.5.0 ...] [--no-fixtures | --no-releases]
         [--against REF] [--json out.json]
 
 Exits 1 when a tree differs.
@@ -35,6 +36,7 @@ import argparse
 import hashlib
 import inspect
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -161,6 +163,22 @@ def against(ref: str, trees: list[Path]) -> int:
 
 
 def compare(tree: Path) -> dict[str, Any]:
+    """The three runs on ``tree``; a fixture tree is copied out of this repository first
+    (under it, plain mypy would read this project's configuration, so no file of it is
+    settled without LibCST)."""
+    if not tree.is_relative_to(REPO):
+        return _compare(tree)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = shutil.copytree(tree, Path(tmp) / tree.name, ignore=_PYCACHE)
+        row = _compare(copy)
+    row["tree"] = str(tree)
+    return row
+
+
+_PYCACHE = shutil.ignore_patterns("__pycache__")
+
+
+def _compare(tree: Path) -> dict[str, Any]:
     started = time.perf_counter()
     without = outcome(tree, decide=False)
     middle = time.perf_counter()
@@ -189,12 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--versions", nargs="*", help="releases (default: 0.3.0..0.11.0 cached)")
     parser.add_argument("--no-fixtures", action="store_true", help="releases only")
+    parser.add_argument("--no-releases", action="store_true", help="fixture trees only")
     parser.add_argument("--against", metavar="REF", help="compare with an earlier commit")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args(argv)
     typecheck.new_errors = lambda changes: []  # see the docstring
     cache = cache_root()
-    trees = [cache / v / "vllm" for v in (args.versions or cached_releases())]
+    releases = [] if args.no_releases else args.versions or cached_releases()
+    trees = [cache / v / "vllm" for v in releases]
     if not args.no_fixtures:
         trees += fixture_trees()
     if args.against:
