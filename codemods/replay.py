@@ -163,10 +163,14 @@ def _plain_classes(tree: ast.Module, text: str) -> None:
 
 
 def _writable(out: Replayed, stmt: ast.ClassDef) -> ast.ClassDef:
-    """``stmt`` of ``out.tree``, copied there first unless ``out.tree`` was parsed here."""
+    """``stmt`` of ``out.tree``, copied there first unless ``out.tree`` was parsed here
+    (without what the analysis remembered on its nodes, e.g. a call's dotted name)."""
     if out.parsed:
         return stmt
     copied = copy.deepcopy(stmt)
+    for node in ast.walk(copied):  # what the analysis remembered on a node may change
+        for key in [k for k in vars(node) if k not in node._fields + node._attributes]:
+            delattr(node, key)
     out.tree.body[out.tree.body.index(stmt)] = copied
     return copied
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 import shutil
 import subprocess
 import sys
@@ -155,33 +156,51 @@ class Child(Base):
 # ------------------------------------------------ the replay is the rewrite
 
 
-def _replayed_and_rewritten(tree: Path) -> list[tuple[str, str, list[str], list[str]]]:
-    """Per file the LibCST rewrite changes: the replay's ``ast`` and the rewritten
-    text's, and the lines right below each ``# Driver-only`` comment of either text."""
+def _replayed_and_rewritten(tree: Path) -> list[tuple[tuple[object, object], ...]]:
+    """Per file the LibCST rewrite changes, (replayed, rewritten) pairs of: the ``ast``,
+    the lines right below each ``# Driver-only`` comment, and the facts the verification
+    reads (without positions). The replay is given each file's tree after the analysis
+    read it, as the pipeline gives it."""
     from codemods import decision, replay
-    from runnercheck.analysis.extract import extract_source
+    from runnercheck.analysis.extract import extract_tree
     from runnercheck.analysis.project import Project
     from runnercheck.contract import VLLM
 
     rewritten = apply([tree], registry.SINGLE, mode="check", exact=False)
-    files = sorted(tree.resolve().rglob("*.py"))
-    project = Project([extract_source(p.read_bytes(), str(p), VLLM) for p in files], VLLM)
+    texts = {p: p.read_text() for p in sorted(tree.resolve().rglob("*.py"))}
+    trees = {p: ast.parse(text) for p, text in texts.items()}
+    modules = [
+        extract_tree(trees[p], str(p), text, VLLM, names=True, loaded=False)
+        for p, text in texts.items()
+    ]
+    project = Project(modules, VLLM)
     targets = decision.single_targets(project, registry.SINGLE)
     out = []
     for path, change in rewritten.changes.items():
-        text = change.old.decode() if change.old is not None else ""
-        found = replay.replay(project, path, text, registry.SINGLE, targets[str(path)], VLLM)
+        wanted = targets[str(path)]
+        found = replay.replay(
+            project, path, texts[path], registry.SINGLE, wanted, VLLM, trees[path]
+        )
         assert found is not None, path
         new = change.new.decode()
         out.append(
             (
-                ast.dump(found.tree),
-                ast.dump(ast.parse(new)),
-                _marked(found.text),
-                _marked(new),
+                (ast.dump(found.tree), ast.dump(ast.parse(new))),
+                (_marked(found.text), _marked(new)),
+                (_facts(found.tree, found.text), _facts(ast.parse(new), new)),
             )
         )
     return out
+
+
+def _facts(tree: ast.Module, text: str) -> str:
+    """The classes' facts as the verification extracts them, without positions."""
+    from runnercheck.analysis.extract import extract_tree
+    from runnercheck.contract import VLLM
+
+    found = repr(extract_tree(tree, "inputs.py", text, VLLM).classes)
+    found = re.sub(r"\b(line|col|end_line|end_col)=\d+", "", found)
+    return re.sub(r"@\d+(:\d+)?", "@", found)  # (pseudo names: ``<return@12>``)
 
 
 def _marked(text: str) -> list[str]:
@@ -209,7 +228,12 @@ class Step:
     def from_broadcasted_tensor_dict(cls, tensor_dict) -> "Step":
         return Step(**tensor_dict)
 """
+#: the built instance's method called: the analysis remembers ``Chained(...)`` on the call
+CHAINED = SOURCE.replace("Fixed", "Chained").replace(
+    "return Chained(**tensor_dict)", "return Chained(**tensor_dict).checked()"
+)
 CASES = {
+    "a call on the built instance": CHAINED,
     "a TypeVar and a new typing import": SOURCE,
     "an existing typing import extended": SOURCE.replace("\n\n\n", "\n" + TYPING + "\n\n", 1),
     "Self imported": SOURCE.replace("\n\n\n", "\n" + SELF + "\n\n", 1),
@@ -224,15 +248,17 @@ def test_the_replay_is_the_rewrite(name: str, tmp_path: Path) -> None:
     package.mkdir()
     (package / "inputs.py").write_bytes(CASES[name].encode())
     (found,) = _replayed_and_rewritten(package)
-    assert found[0] == found[1] and found[2] == found[3]
+    for replayed, rewritten in found:
+        assert replayed == rewritten
 
 
 def test_the_replay_is_the_rewrite_on_the_fixtures(tmp_path: Path) -> None:
     tree = shutil.copytree(TREES["single-class codemods"], tmp_path / "tree")
     found = _replayed_and_rewritten(tree)
-    assert len(found) >= 2 and any(f[2] for f in found)
-    for replayed, rewritten, replayed_marks, rewritten_marks in found:
-        assert replayed == rewritten and replayed_marks == rewritten_marks
+    assert len(found) >= 2 and any(marks[0] for _tree, marks, _facts in found)
+    for pairs in found:
+        for replayed, rewritten in pairs:
+            assert replayed == rewritten
 
 
 def test_check_settles_the_single_class_fixtures_without_importing_libcst(
