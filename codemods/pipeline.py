@@ -123,6 +123,8 @@ class _State:
     #: Whether the analysis decides which files the single-class codemods may change
     #: (:mod:`codemods.decision`); False: every file goes through them with LibCST.
     decide: bool = True
+    #: Whether the result's new plain-mypy errors are looked for (not by ``--check``)
+    plain_mypy: bool = True
     before: dict[frozenset[Path], list] = field(default_factory=dict)
     #: workers no shared worker input is made for (their groups were refused)
     unshared: frozenset[ClassRef] = frozenset()
@@ -183,9 +185,10 @@ def _init_worker(
     select: tuple[str, ...],
     roots: tuple[Path, ...],
     decide: bool,
+    plain_mypy: bool,
 ) -> None:
     global _STATE
-    _STATE = _State(sources, facts, config, select, roots, decide)
+    _STATE = _State(sources, facts, config, select, roots, decide, plain_mypy)
 
 
 def _single_codemods(
@@ -540,14 +543,15 @@ def exact_file(state: _State, path: Path) -> TaskResult | None:
     refusals as :func:`run_file`, the rewrite verified the same way. None when only
     LibCST can tell: a shape the replay does not follow, a rewrite the verification
     refuses (the refusal cites lines of the rewritten text), or a project with a mypy
-    configuration (plain mypy reads the new bytes)."""
+    configuration when the run looks for new plain-mypy errors (they need the new
+    bytes)."""
     from codemods import replay, typecheck
 
     try:
         text = state.sources[path].decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if typecheck.mypy_config(path) is not None:
+    if state.plain_mypy and typecheck.mypy_config(path) is not None:
         return None
     contract = state.config.contract()
     targets = state.targets(path)
@@ -603,6 +607,7 @@ def migrate(
     decide: bool = True,
     cache_root: Path | None = None,
     exact: bool = False,
+    plain_mypy: bool = True,
 ) -> MigrateResult:
     """Plan, rewrite and verify; nothing is written (:func:`codemods.run.apply` writes).
 
@@ -613,11 +618,23 @@ def migrate(
     facts of unchanged files from, and write new ones to, the facts cache under it
     (:mod:`runnercheck.check.cache`). ``exact`` (``--check``, with ``decide``): a file
     whose single-class rewrites the analysis replays (:func:`exact_file`) goes through no
-    LibCST; its change has no new bytes."""
+    LibCST; its change has no new bytes. ``plain_mypy=False`` (``--check``): the
+    changed files are not run through plain mypy before and after (no new-error
+    notes; ``--diff`` and writing give them)."""
     global _STATE
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
         return deep.call(
-            migrate, paths, select, config, jobs, progress, collected, decide, cache_root, exact
+            migrate,
+            paths,
+            select,
+            config,
+            jobs,
+            progress,
+            collected,
+            decide,
+            cache_root,
+            exact,
+            plain_mypy,
         )
     config = config or Config()
     select = tuple(name for name in CODEMODS if name in select)
@@ -697,7 +714,7 @@ def migrate(
             result.refusals.append(skip)
     roots = (*collected.roots, *sorted({p.parent for p in packages}))
     result.roots = roots
-    state = _State(sources, facts, config, select, roots, decide, trees=trees)
+    state = _State(sources, facts, config, select, roots, decide, plain_mypy, trees=trees)
     groups: list[Group] = []
     if MERGE in select:
         groups, found = find_groups(state.project)
@@ -732,7 +749,7 @@ def migrate(
         with ProcessPoolExecutor(
             max_workers=workers,
             initializer=_init_worker,
-            initargs=(sources, facts, config, select, collected.roots, decide),
+            initargs=(sources, facts, config, select, collected.roots, decide, plain_mypy),
         ) as pool:
             futures = [pool.submit(deep.call, run_group, g) for g in groups]
             futures += [pool.submit(deep.call, run_file, p) for p in files]
@@ -783,7 +800,7 @@ def migrate(
     if MERGE in select:
         _update_callers(result, config, collected.roots, read)
     result.notes += _layout_notes(result.changes)
-    if result.changes:  # (the verification, formatting and type checks load only then)
+    if result.changes and plain_mypy:  # (the type checks load only then)
         from codemods import typecheck
 
         result.notes += [

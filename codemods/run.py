@@ -53,7 +53,9 @@ def apply(
     result, slower). ``cache_root``: where the facts cache lives (none by default; see
     :func:`codemods.pipeline.migrate`). ``exact=False``: ``--check`` parses with LibCST
     every file a single-class codemod may change, also those the analysis replays
-    (:mod:`codemods.replay`; the same result, slower). Raises
+    (:mod:`codemods.replay`; the same result, slower). ``--check`` looks for no new
+    plain-mypy errors: it says whether files would change; ``--diff`` and writing
+    report the new errors. Raises
     :class:`~runnercheck.writes.recovery.Unrecoverable` when an interrupted run left
     files a person has to put right."""
     roots = [Path(os.path.realpath(p)) for p in paths]
@@ -75,6 +77,7 @@ def apply(
             decide=decide,
             cache_root=cache_root,
             exact=exact and mode == "check",
+            plain_mypy=mode != "check",
         )
         if not write:
             _pending(result)

@@ -279,3 +279,25 @@ def test_check_settles_the_single_class_fixtures_without_importing_libcst(
     lines = proc.stdout.splitlines()
     assert lines[-1] == "exit 1 False False"
     assert any(line.startswith("would migrate ") for line in lines)
+
+
+def test_check_in_a_project_with_a_mypy_configuration_runs_no_mypy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--check`` says whether files would change; the new plain-mypy errors of the
+    rewritten text are ``--diff``'s and the write's to report. So a project with a mypy
+    configuration (every vLLM checkout) is settled without LibCST, and mypy never runs."""
+    from codemods import typecheck
+
+    (tmp_path / "pyproject.toml").write_text("[tool.mypy]\ncheck_untyped_defs = true\n")
+    package = _package(tmp_path, SOURCE)
+    monkeypatch.chdir(tmp_path)
+    runs: list[int] = []
+    real = typecheck.new_errors
+    monkeypatch.setattr(typecheck, "new_errors", lambda changed: runs.append(1) or real(changed))
+    checked = apply([package], mode="check")
+    assert [p.name for p in checked.changes] == ["inputs.py"] and checked.exit_code == 1
+    assert checked.files_cst == 0 and runs == []
+    shown = apply([package], mode="diff")
+    assert shown.changes.keys() == checked.changes.keys() and runs == [1]
+    assert shown.files_cst == 1 and shown.changes[package / "inputs.py"].new
