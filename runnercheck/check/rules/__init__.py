@@ -21,6 +21,7 @@ from runnercheck.check.rules import (
     unaccepted_broadcast_key,
     unbroadcast_field,
     unpicklable_broadcast_value,
+    unsent_broadcast_key,
     wrapper_control_broadcast,
 )
 from runnercheck.check.rules.base import CheckRule
@@ -29,6 +30,7 @@ from runnercheck.findings import Finding
 CHECKS: tuple[CheckRule, ...] = (
     recursive_from_dict.CHECK,
     unaccepted_broadcast_key.CHECK,
+    unsent_broadcast_key.CHECK,
     unbroadcast_field.CHECK,
     parent_dict_drift.CHECK,
     collective_in_prepare.CHECK,
