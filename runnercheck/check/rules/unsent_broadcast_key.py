@@ -91,6 +91,15 @@ def _where(project: Project, cls: ClassFacts, read: KeyRead, line: int) -> tuple
     return cls.path, line, 1
 
 
+def _helper(read: KeyRead, path: str, from_dict: str) -> str:
+    """Where the read is, when a helper reads it."""
+    if read.function.endswith(f".{from_dict}"):
+        return ""
+    if read.path == path:
+        return f" (in {read.function})"
+    return f" (in {read.function}, {read.path}:{read.line})"
+
+
 def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
     required = project.required(cls)
     if required is None or required.open or not required.reads:
@@ -116,15 +125,13 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
         if read.key in offered or (inherited and read.key in _missing_keys(project, owner)):
             continue
         path, line, col = _where(project, cls, read, required.method.func.line)
-        helper = ""
-        if not read.function.endswith(f".{from_dict}"):
-            helper = f" (in {read.function}, {read.path.rsplit('/', 1)[-1]}:{read.line})"
         finding = Finding(
             path,
             line,
             col,
             RULE.code,
-            f"{cls.name}.{from_dict} reads key {read.key!r} with no default{helper}, but no path of "
+            f"{cls.name}.{from_dict} reads key {read.key!r} with no default"
+            f"{_helper(read, path, from_dict)}, but no path of "
             f"{produced.method.owner.name}.{as_dict} puts it{dumps}: KeyError on every "
             "non-driver rank",
         )
