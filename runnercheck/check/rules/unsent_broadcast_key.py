@@ -152,12 +152,7 @@ def _reports(project: Project, cls: ClassFacts) -> bool:
     """The class that defines the inherited method is checked with the same reads."""
     required = project.required(cls)
     produced = project.produced(cls)
-    return (
-        required is not None
-        and not required.open
-        and produced is not None
-        and not produced.open
-    )
+    return required is not None and not required.open and produced is not None and not produced.open
 
 
 CHECK = CheckRule(RULE, check_class=check_class)
