@@ -1,6 +1,7 @@
 """Key flow: the keys a class's ``as_broadcastable_tensor_dict`` produces (following
-``super()``, ``self`` helpers and module-level helpers) and the ``target(**tensor_dict)``
-receivers of ``from_broadcasted_tensor_dict`` with the keys popped before them."""
+``super()``, ``self`` helpers and module-level helpers), the ``target(**tensor_dict)``
+receivers of ``from_broadcasted_tensor_dict`` with the keys popped before them, and the
+keys it (and what it hands the dict to) reads with no default."""
 
 from __future__ import annotations
 
@@ -309,19 +310,17 @@ class KeyFlow:
             name = last_name(call.callee)
             if call.callee == f"super().{name}":
                 parent = self.hierarchy.resolve_method(cls, name, after=ref.owner)
-                target: FunctionFacts | None = None
-                offset = 0
-                if parent is not None and not parent.func.is_stub:
-                    target = parent.func
-                    offset = 0 if target.is_staticmethod else 1
-                    owner = parent.owner
-            else:
-                target, offset = self._helper(cls, ref, call.callee)
-                owner = ref.owner
+                if parent is None or parent.func.is_stub:
+                    out.open = True
+                    continue
+                offset = 0 if parent.func.is_staticmethod else 1
+                self._require(cls, parent, call.arg_index + offset, out, seen)
+                continue
+            target, offset = self._helper(cls, ref, call.callee)
             if target is None:
                 out.open = True
                 continue
-            self._require(cls, MethodRef(owner, target), call.arg_index + offset, out, seen)
+            self._require(cls, MethodRef(ref.owner, target), call.arg_index + offset, out, seen)
 
     # ------------------------------------------------- fields and copies
     def reads_unknown_parent(self, cls: ClassFacts) -> bool:

@@ -145,3 +145,39 @@ def test_reads_with_no_default_and_no_guard(body: str, required: set[str]) -> No
     method = facts.classes["Input"].methods["from_broadcasted_tensor_dict"]
     received = next(d for d in method.dicts.values() if d.param_index == 1)
     assert set(received.required) == required
+
+
+CHAIN = """\
+class Base:
+    def as_broadcastable_tensor_dict(self):
+        return {{"input_tokens": self.input_tokens}}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
+        return cls._build(tensor_dict)
+
+    @classmethod
+    def _build(cls, tensor_dict):
+        return cls(input_tokens=tensor_dict.pop("input_tokens"), **tensor_dict)
+
+
+class Child(Base):
+    def as_broadcastable_tensor_dict(self):
+        {child_dict}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
+        tensor_dict["extra"] = tensor_dict.pop("sampling")
+        return super().from_broadcasted_tensor_dict(tensor_dict, attn_backend)
+"""
+
+
+def test_the_super_chain_and_class_helpers_on_both_sides() -> None:
+    sent = 'return {**super().as_broadcastable_tensor_dict(), "sampling": self.sampling}'
+    assert rc111(CHAIN.format(child_dict=sent)) == []
+    found = rc111(CHAIN.format(child_dict='return {"sampling": self.sampling}'))
+    assert found == [
+        "11: Child.from_broadcasted_tensor_dict reads key 'input_tokens' with no default "
+        "(in Base._build), but no path of Child.as_broadcastable_tensor_dict puts it: "
+        "KeyError on every non-driver rank"
+    ]
