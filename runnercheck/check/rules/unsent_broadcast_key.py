@@ -23,8 +23,9 @@ it does not keep the rule silent, and the message names it.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
-from runnercheck.analysis.model import ClassFacts
+from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import KeyRead, Project
 from runnercheck.catalog import Rule
 from runnercheck.check.rules.base import CheckRule
@@ -100,59 +101,90 @@ def _helper(read: KeyRead, path: str, from_dict: str) -> str:
     return f" (in {read.function}, {read.path}:{read.line})"
 
 
-def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
+@dataclass
+class _Unsent:
+    """One read of a key no sender puts, with every class whose rebuild runs it."""
+
+    read: KeyRead
+    path: str
+    line: int
+    col: int
+    classes: list[ClassFacts] = field(default_factory=list)
+    #: The ``as_broadcastable_tensor_dict`` each class sends with.
+    senders: list[str] = field(default_factory=list)
+    dumps: list[str] = field(default_factory=list)
+
+
+def _unsent(project: Project, cls: ClassFacts) -> Iterator[tuple[KeyRead, str, list[str]]]:
+    """Each key ``cls``'s rebuild reads with no default that no sender puts, with the
+    method that sends and the dumps of other values it adds."""
     required = project.required(cls)
     if required is None or required.open or not required.reads:
         return
     produced = project.produced(cls)
     if produced is None or produced.open:
         return
-    missing = [
-        read
-        for key, read in required.reads.items()
-        if key not in produced.keys and key not in required.puts
-    ]
-    if not missing:
-        return
-    offered = project.offered_keys(cls)
-    owner = required.method.owner
-    inherited = owner is not cls and _reports(project, owner)
-    as_dict = project.contract.as_dict_method
-    from_dict = project.contract.from_dict_method
-    dumps = "".join(f", nor `{d}()`'s fields" for d in dict.fromkeys(produced.dumps))
-    unreachable = project.unreachable_input(cls)
-    for read in missing:
-        if read.key in offered or (inherited and read.key in _missing_keys(project, owner)):
+    offered: set[str] | None = None
+    for key, read in required.reads.items():
+        if key in produced.keys or key in required.puts:
             continue
-        path, line, col = _where(project, cls, read, required.method.func.line)
-        finding = Finding(
-            path,
-            line,
-            col,
-            RULE.code,
-            f"{cls.name}.{from_dict} reads key {read.key!r} with no default"
-            f"{_helper(read, path, from_dict)}, but no path of "
-            f"{produced.method.owner.name}.{as_dict} puts it{dumps}: KeyError on every "
-            "non-driver rank",
-        )
-        if unreachable is not None:
-            finding = finding.as_note(unreachable)
-        yield finding
+        if offered is None:
+            offered = project.offered_keys(cls)
+        if key not in offered:
+            yield (
+                read,
+                f"{produced.method.owner.name}.{project.contract.as_dict_method}",
+                (produced.dumps),
+            )
 
 
-def _missing_keys(project: Project, cls: ClassFacts) -> set[str]:
-    required = project.required(cls)
-    produced = project.produced(cls)
-    if required is None or produced is None:
-        return set()
-    return {k for k in required.reads if k not in produced.keys and k not in required.puts}
+def _all_unsent(project: Project) -> list[_Unsent]:
+    """Every such read of the project, once per place it is reported."""
+    found = project.memo.get(RULE.code)
+    if isinstance(found, list):
+        return found
+    groups: dict[tuple[str, int, int, str], _Unsent] = {}
+    for cls in project.all_classes():
+        for read, sender, dumps in _unsent(project, cls):
+            method = project.required(cls)
+            line = method.method.func.line if method is not None else cls.line
+            path, line, col = _where(project, cls, read, line)
+            group = groups.setdefault((path, line, col, read.key), _Unsent(read, path, line, col))
+            group.classes.append(cls)
+            if sender not in group.senders:
+                group.senders.append(sender)
+            group.dumps += [d for d in dumps if d not in group.dumps]
+    result = list(groups.values())
+    project.memo[RULE.code] = result
+    return result
 
 
-def _reports(project: Project, cls: ClassFacts) -> bool:
-    """The class that defines the inherited method is checked with the same reads."""
-    required = project.required(cls)
-    produced = project.produced(cls)
-    return required is not None and not required.open and produced is not None and not produced.open
+def _finding(project: Project, unsent: _Unsent) -> Finding:
+    from_dict = project.contract.from_dict_method
+    names = [cls.name for cls in unsent.classes]
+    who = f"{names[0]}.{from_dict}" if len(names) == 1 else f"{from_dict} of {', '.join(names)}"
+    dumps = "".join(f", nor `{d}()`'s fields" for d in unsent.dumps)
+    as_dict = project.contract.as_dict_method
+    senders = unsent.senders[0] if len(unsent.senders) == 1 else f"their {as_dict}"
+    finding = Finding(
+        unsent.path,
+        unsent.line,
+        unsent.col,
+        RULE.code,
+        f"{who} reads key {unsent.read.key!r} with no default"
+        f"{_helper(unsent.read, unsent.path, from_dict)}, but no path of {senders} puts it"
+        f"{dumps}: KeyError on every non-driver rank",
+    )
+    reasons = [project.unreachable_input(cls) for cls in unsent.classes]
+    if all(reasons) and reasons[0] is not None:
+        finding = finding.as_note(reasons[0])
+    return finding
 
 
-CHECK = CheckRule(RULE, check_class=check_class)
+def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
+    for unsent in _all_unsent(project):
+        if unsent.path == module.path:
+            yield _finding(project, unsent)
+
+
+CHECK = CheckRule(RULE, check_module=check_module)
