@@ -30,7 +30,6 @@ from runnercheck.findings import Finding
 CHECKS: tuple[CheckRule, ...] = (
     recursive_from_dict.CHECK,
     unaccepted_broadcast_key.CHECK,
-    unsent_broadcast_key.CHECK,
     unbroadcast_field.CHECK,
     parent_dict_drift.CHECK,
     collective_in_prepare.CHECK,
@@ -40,6 +39,7 @@ CHECKS: tuple[CheckRule, ...] = (
     merged_dict_leak.CHECK,
     wrapper_control_broadcast.CHECK,
     half_applied.CHECK,
+    unsent_broadcast_key.CHECK,
 )
 
 #: Every code ``runnercheck check`` reports: its own errors (RC001, RC002) and its rules.
