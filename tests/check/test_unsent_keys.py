@@ -8,80 +8,25 @@ import pytest
 
 from runnercheck.analysis.extract import extract_source
 from runnercheck.check import check_sources
+from tests.check.test_merged_delivery import SOURCE
 
-MERGED = """\
-import dataclasses
-from typing import Any, Dict, Optional
-
-from engine.distributed import broadcast_tensor_dict
-
-
-@dataclasses.dataclass(frozen=True)
-class WorkerInput:
-    num_seq_groups: Optional[int] = None
-    virtual_engine: int = 0
-
-    @classmethod
-    def from_broadcasted_tensor_dict(cls, tensor_dict: Dict[str, Any]) -> "WorkerInput":
-        return cls(
-            num_seq_groups=tensor_dict.pop("num_seq_groups"),
-            virtual_engine={worker_read},
-        )
-
-    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
-        return {{"num_seq_groups": self.num_seq_groups, "virtual_engine": self.virtual_engine}}
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelInputForAccel:
-    input_tokens: Optional[Any] = None
-    virtual_engine: int = 0
-
-    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
-        return {{"input_tokens": self.input_tokens}}
-
-    @classmethod
-    def from_broadcasted_tensor_dict(cls, tensor_dict: Dict[str, Any]) -> "ModelInputForAccel":
-        return cls(
-            input_tokens=tensor_dict.pop("input_tokens"),
-            virtual_engine=tensor_dict.pop("virtual_engine"),
-        )
-
-
-class AccelModelRunner(ModelRunnerBase[ModelInputForAccel]):
-    def prepare_model_input(self, seqs: Any) -> ModelInputForAccel:
-        return ModelInputForAccel()
-
-    def make_model_input_from_broadcasted_tensor_dict(self, d: Dict[str, Any]) -> ModelInputForAccel:
-        return ModelInputForAccel.from_broadcasted_tensor_dict(d)
-
-    def execute_model(self, model_input: ModelInputForAccel, kv: Any) -> Any:
-        return self.model(model_input.input_tokens, model_input.virtual_engine)
-
-
-class AccelWorker:
-    def __init__(self, is_driver_worker: bool) -> None:
-        self.is_driver_worker = is_driver_worker
-        self.model_runner = AccelModelRunner()
-
-    def prepare_worker_input(self, req: Any) -> WorkerInput:
-        return WorkerInput(num_seq_groups=len(req.seqs))
-
-    def execute_model(self, execute_model_req: Any = None) -> Any:
-        if self.is_driver_worker:
-            worker_input = self.prepare_worker_input(execute_model_req)
-            model_input = self.model_runner.prepare_model_input(execute_model_req.seqs)
-            broadcast_data = worker_input.as_broadcastable_tensor_dict()
-            broadcast_data.update(model_input.as_broadcastable_tensor_dict())
-            broadcast_tensor_dict(broadcast_data, src=0)
-        else:
-            broadcast_data = broadcast_tensor_dict(src=0)
-            worker_input = WorkerInput.from_broadcasted_tensor_dict(broadcast_data)
-            model_input = self.model_runner.make_model_input_from_broadcasted_tensor_dict(
-                broadcast_data
-            )
-        return self.model_runner.execute_model(model_input, None)
-"""
+#: The merged step of ``test_merged_delivery``, its built input rebuilt by popping each
+#: key, ``virtual_engine`` included (which only WorkerInput sends).
+_BUILT = "class ModelInputForAccelWithSampling"
+_HEAD, _TAIL = SOURCE.split(_BUILT)
+MERGED = (
+    _HEAD
+    + _BUILT
+    + _TAIL.replace(
+        "        return cls(**tensor_dict)\n",
+        "        return cls(\n"
+        '            input_tokens=tensor_dict.pop("input_tokens"),\n'
+        '            sampling=tensor_dict.pop("sampling"),\n'
+        '            virtual_engine=tensor_dict.pop("virtual_engine"),\n'
+        "        )\n",
+        1,
+    )
+)
 
 
 def rc111(source: str) -> list[str]:
@@ -94,16 +39,18 @@ def rc111(source: str) -> list[str]:
 def test_a_key_the_worker_input_leaves_in_the_merged_dict_is_sent_to_the_model_input() -> None:
     # WorkerInput reads virtual_engine without pop: it is still in the dict when the
     # model input pops it, on every non-driver rank
-    assert rc111(MERGED.format(worker_read='tensor_dict["virtual_engine"]')) == []
+    assert rc111(MERGED.format(read='tensor_dict["virtual_engine"]')) == []
 
 
 def test_the_same_read_fails_once_the_worker_input_pops_the_key() -> None:
-    source = MERGED.format(worker_read='tensor_dict.pop("virtual_engine")')
+    source = MERGED.format(read='tensor_dict.pop("virtual_engine")')
     lines = source.splitlines()
-    read = 1 + lines.index('            virtual_engine=tensor_dict.pop("virtual_engine"),', 20)
+    built = next(i for i, line in enumerate(lines) if line.startswith(_BUILT))
+    read = 1 + lines.index('            virtual_engine=tensor_dict.pop("virtual_engine"),', built)
     assert rc111(source) == [
-        f"{read}: ModelInputForAccel.from_broadcasted_tensor_dict reads key 'virtual_engine' "
-        "with no default, but no path of ModelInputForAccel.as_broadcastable_tensor_dict "
+        f"{read}: ModelInputForAccelWithSampling.from_broadcasted_tensor_dict reads key 'virtual_engine' "
+        "with no default, but no path of "
+        "ModelInputForAccelWithSampling.as_broadcastable_tensor_dict "
         "puts it: KeyError on every non-driver rank"
     ]
 
