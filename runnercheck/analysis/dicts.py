@@ -14,6 +14,7 @@ from runnercheck.analysis.model import (
     FunctionFacts,
     HelperCall,
     KeyFacts,
+    ReadFacts,
     Role,
 )
 from runnercheck.analysis.recognise import bad_value
@@ -112,7 +113,7 @@ class DictReader:
                 for sub in ast.walk(test)
             ):
                 return
-        facts.required[key] = (line_of(node), col_of(node))
+        facts.required[key] = ReadFacts(line_of(node), col_of(node))
 
     def _key(self, key: str, key_node: ast.AST, value: ast.expr) -> KeyFacts:
         bad = bad_value(value, self.self_name, self.imports)

@@ -300,8 +300,8 @@ class KeyFlow:
         facts = next((d for d in func.dicts.values() if d.param_index == index), None)
         if facts is None:
             return
-        for key, (line, col) in facts.required.items():
-            out.reads.setdefault(key, KeyRead(key, func.path, line, col, func.qualname))
+        for key, at in facts.required.items():
+            out.reads.setdefault(key, KeyRead(key, func.path, at.line, at.col, func.qualname))
         out.puts |= set(facts.keys)
         out.open |= facts.dynamic or facts.all_fields or bool(facts.merges or facts.sources)
         for call in facts.helpers:

@@ -218,6 +218,14 @@ class KeyFacts:
 
 
 @dataclass(frozen=True)
+class ReadFacts:
+    """Where a dict's key is read."""
+
+    line: int
+    col: int
+
+
+@dataclass(frozen=True)
 class HelperCall:
     """A call that receives a dict variable as a positional argument."""
 
@@ -272,8 +280,8 @@ class DictFacts:
     reads: set[str] = field(default_factory=set)
     #: Literal keys read with no default and no guard (``d[k]``, ``d.pop(k)``, ``del
     #: d[k]``; not under ``if k in d``, a ``try`` or after ``if k not in d: return``):
-    #: key -> (line, column) of the first such read. A missing key raises KeyError.
-    required: dict[str, tuple[int, int]] = field(default_factory=dict)
+    #: key -> where the first such read is. A missing key raises KeyError.
+    required: dict[str, ReadFacts] = field(default_factory=dict)
     constructs: list[ConstructFacts] = field(default_factory=list)
     #: Parameters whose values flow into the dict (keys' values or dynamic updates).
     flow_params: set[int] = field(default_factory=set)
