@@ -33,7 +33,7 @@ class Measured:
     def size(self, node: cst.CSTNode) -> int:
         """``module.code_for_node(node).count("\\n")``."""
         found = self.sizes.get(id(node))
-        return found if found is not None else self.module.code_for_node(node).count("\n")
+        return found if found is not None else cstutil.node_code(self.module, node).count("\n")
 
 
 def measure(module: cst.Module) -> Measured:
