@@ -16,6 +16,13 @@
   the same load on the machine (a busy shared machine moved the raw rate alone by
   3x between runs).
 
+CPU, side by side (Linux): what one more example costs fuzz in CPU time, over the
+process that runs Hypothesis and every rank (the same difference of medians, over
+``large - small`` examples), against what one dict costs the raw broadcast's ranks.
+Their ratio is the rate fuzz would reach against raw where CPU is the only limit, as
+on a machine that other work keeps busy; it moves far less with that load than the
+ratio of the rates does.
+
 Target: fuzz's marginal rate at least half the raw rate.
 """
 
@@ -106,12 +113,12 @@ def _raw_rank(rank: int, world: int, store: str, device: str, inputs: str, conn:
     while conn.recv() == "run":
         sync()
         dist.barrier()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         for i in range(count):
             broadcast_tensor_dict(dicts[i] if rank == 0 else None, src=0)
         sync()
         dist.barrier()
-        conn.send(time.perf_counter() - start)
+        conn.send((time.perf_counter() - start, time.process_time() - cpu))
     dist.destroy_process_group()
 
 
@@ -148,6 +155,8 @@ class RawBroadcast:
             self.close()
             raise
         self.count = int(ready[0][1])
+        #: CPU seconds of the last :meth:`run`, over all its ranks (all their threads).
+        self.cpu_seconds = 0.0
 
     def _answer(self, conn: Any) -> Any:
         if not conn.poll(self.timeout):
@@ -159,11 +168,12 @@ class RawBroadcast:
             raise RuntimeError(f"a raw broadcast rank ended (exit codes {codes})") from None
 
     def run(self) -> float:
-        """Seconds to broadcast every dict once."""
+        """Seconds to broadcast every dict once (:attr:`cpu_seconds`: what it cost)."""
         for conn in self._conns:
             conn.send("run")
-        times = [self._answer(conn) for conn in self._conns]
-        return float(times[0])
+        answers = [self._answer(conn) for conn in self._conns]
+        self.cpu_seconds = sum(float(cpu) for _, cpu in answers)
+        return float(answers[0][0])
 
     def close(self) -> None:
         for conn in self._conns:
@@ -195,6 +205,24 @@ def raw_rate(
     return {"dicts": count, "per_s": spread([count / t for t in times])}
 
 
+def process_cpu(pid: int) -> float | None:
+    """CPU seconds a process has spent so far, all its threads (None without /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def group_cpu(group: Any) -> float | None:
+    """CPU seconds spent so far by this process and the ranks of ``group``."""
+    ranks = [process_cpu(pid) for pid in group.rank_pids()]
+    if any(cpu is None for cpu in ranks):
+        return None
+    return time.process_time() + sum(cpu for cpu in ranks if cpu is not None)
+
+
 def marginal_vs_raw(
     device: str, world: int, small: int = 20, large: int = 200, reps: int = 5
 ) -> dict[str, Any]:
@@ -208,7 +236,9 @@ def marginal_vs_raw(
     target = Target(cls, f"{cls.__module__}:{cls.__qualname__}")
     options = FuzzOptions(world, device, large, attn_backend=backend)
     times: dict[int, list[float]] = {small: [], large: []}
+    cpu: dict[int, list[float]] = {small: [], large: []}
     raw_times: list[float] = []
+    raw_cpu: list[float] = []
     with LocalGroup(options.settings()) as group:
         info = group.start()
         inputs = generated_inputs(large, 2000, tuple(info.dtypes))
@@ -219,14 +249,19 @@ def marginal_vs_raw(
             for rep in range(reps):
                 for count in (small, large) if rep % 2 == 0 else (large, small):
                     run = dataclasses.replace(options, examples=count, seed=2000 + rep)
+                    spent = group_cpu(group)
                     start = time.perf_counter()
                     report = fuzz([target], run, Config(), group)
                     times[count].append(time.perf_counter() - start)
+                    after = group_cpu(group)
+                    if spent is not None and after is not None:
+                        cpu[count].append(after - spent)
                     if not report.passed:
                         raise RuntimeError(
                             f"the engine input failed to round-trip:\n{report.text()}"
                         )
                 raw_times.append(raw.run())
+                raw_cpu.append(raw.cpu_seconds)
             raw_count = raw.count
         transport = info.transport
     raw_per_s = spread([raw_count / t for t in raw_times])
@@ -236,6 +271,16 @@ def marginal_vs_raw(
     # too busy to measure) gives no rate at all
     marginal = (large - small) / extra if extra > 0 else None
     ratio = marginal / raw_per_s["median"] if marginal is not None else None
+    cpu_figures = None
+    if cpu[small] and cpu[large]:
+        extra_cpu = statistics.median(cpu[large]) - statistics.median(cpu[small])
+        fuzz_ms = 1000 * extra_cpu / (large - small)
+        raw_ms = 1000 * statistics.median(raw_cpu) / raw_count
+        cpu_figures = {
+            "fuzz_ms_per_example": fuzz_ms,
+            "raw_ms_per_dict": raw_ms,
+            "raw_over_fuzz": raw_ms / fuzz_ms if fuzz_ms > 0 else None,
+        }
     return {
         "device": device,
         "world_size": world,
@@ -246,10 +291,26 @@ def marginal_vs_raw(
         "raw_broadcast": raw_figures,
         "marginal_over_raw": ratio,
         "target_met": ratio is not None and ratio >= 0.5,
+        "cpu": cpu_figures,
     }
 
 
 def describe(figures: dict[str, Any]) -> str:
+    return _describe_rates(figures) + _describe_cpu(figures.get("cpu"))
+
+
+def _describe_cpu(cpu: dict[str, Any] | None) -> str:
+    if not cpu:
+        return ""
+    ratio = cpu["raw_over_fuzz"]
+    return (
+        f"; CPU: fuzz {cpu['fuzz_ms_per_example']:.2f} ms per example (all processes), raw "
+        f"{cpu['raw_ms_per_dict']:.2f} ms per dict: "
+        + (f"{ratio:.2f}" if ratio is not None else "not measurable")
+    )
+
+
+def _describe_rates(figures: dict[str, Any]) -> str:
     fuzz_rate, raw = figures["fuzz_marginal_per_s"], figures["raw_broadcast"]["per_s"]
     if fuzz_rate is None:
         return (

@@ -464,6 +464,11 @@ def _before(literal: cst.Dict, index: int) -> cst.BaseParenthesizableWhitespace:
     return cst.SimpleWhitespace(" ")
 
 
+def comment_before(literal: cst.Dict, index: int) -> bool:
+    """Whether a comment stands just before element ``index`` of the literal."""
+    return "#" in cst.Module([]).code_for_node(_before(literal, index))
+
+
 def keep_elements(literal: cst.Dict, keep: Sequence[int]) -> cst.Dict:
     """The dict literal with only the elements at ``keep`` (in order); each kept
     element brings the comment lines that preceded it, the layout stays."""

@@ -229,7 +229,7 @@ def rewrite_group(
                         if planned is not None
                         else input_class(plan_any, input_base, contract)
                     )
-                    generated[1], called = use_helpers(generated[1], helpers)
+                    generated[1], called = use_helpers(generated[1], helpers, contract)
                     generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
                     new_cls = new_cls.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
                     body.extend(generated)

@@ -14,6 +14,18 @@ defines it once as a helper and each input calls it:
   and the runner's attention backend and binds one name ``N`` becomes
   ``N = _init_N_from_tensor_dict(...)``, which returns ``N``.
 
+Two larger pieces (:mod:`.shared_pieces`) are shared the same way when every input
+holding them holds them equal as ``ast`` (temporaries aside):
+
+* the dict literal's entries that read attributes of one field ``F``
+  (``"k": self.F.k``) become ``_add_F_broadcastable_dict(tensor_dict, self.F)``
+  right after the literal;
+* the statements of ``from_broadcasted_tensor_dict`` that pop keys and bind one
+  field ``N`` through temporaries only they read become one
+  ``N = _init_N_from_tensor_dict(...)`` where the first of them stood. The names
+  they read from the runner's module are imported inside the helper, so the base
+  module still imports nothing of the engine at run time.
+
 The parameter and result types are the fields' own annotations (the same in every
 input, importable from the base module). Like the shared worker input, the helpers
 are computed from every runner of the directory, whichever group is rewritten, so
@@ -23,6 +35,8 @@ every group generates the same base module.
 from __future__ import annotations
 
 import builtins
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
@@ -33,6 +47,14 @@ from codemods import cstutil
 from codemods.facts.signatures import Import, annotation_imports
 from codemods.merge_broadcasts.planned import Planned
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan
+from codemods.merge_broadcasts.shared_pieces import (
+    Entries,
+    Run,
+    SelfField,
+    bound_runs,
+    field_entries,
+    run_code,
+)
 from codemods.templates import quoted
 from runnercheck.analysis.project import Project
 from runnercheck.contract import Contract
@@ -44,8 +66,9 @@ _BUILTINS = frozenset(dir(builtins))
 @dataclass(frozen=True)
 class Helper:
     name: str
-    #: the statement as the input classes hold it (its code, without leading lines)
-    statement: str
+    #: what it holds: ``statement:`` and the statement's code (without leading lines),
+    #: ``entries:`` or ``run:`` and the piece's signature
+    key: str
     #: the call that replaces it
     call: str
     #: the function in the base module
@@ -61,8 +84,14 @@ class Helpers:
     typing: set[str] = field(default_factory=set)
 
     def for_statement(self, statement: cst.BaseStatement) -> Helper | None:
-        text = _code(statement)
-        return next((h for h in self.helpers if h.statement == text), None)
+        return self.for_key(f"statement:{_code(statement)}")
+
+    def for_key(self, key: str) -> Helper | None:
+        return next((h for h in self.helpers if h.key == key), None)
+
+
+#: a piece several inputs may hold: dict entries, or a run with its statements
+Piece = Entries | tuple[Run, list[cst.BaseStatement]]
 
 
 def _code(statement: cst.CSTNode) -> str:
@@ -146,11 +175,11 @@ def _helper(
         if typed is None:
             return None
         helper = f"_add_{name}_broadcastable_dict"
-        renamed = cast(cst.BaseStatement, statement.visit(_SelfField(name)))
+        renamed = cast(cst.BaseStatement, statement.visit(SelfField(name)))
         params = f"{DICT}: Dict[str, Any], {name}: {quoted(typed[0], typed[1])}"
         text = f"def {helper}({params}) -> None:\n" + _indent(_code(renamed))
         call = f"{helper}({DICT}, self.{name})"
-        return Helper(helper, body, call, _laid_out(text)), typed[1], typed[2]
+        return Helper(helper, f"statement:{body}", call, _laid_out(text)), typed[1], typed[2]
     if len(bound) != 1 or "self" in loaded:
         return None
     (name,) = bound
@@ -170,7 +199,7 @@ def _helper(
         returned = _indent(body) + f"    return {name}\n"
     text = f"def {helper}({params}) -> {quoted(typed[0], typed[1])}:\n" + returned
     call = f"{name} = {helper}({', '.join(inputs)})"
-    return Helper(helper, body, call, _laid_out(text)), typed[1], typed[2]
+    return Helper(helper, f"statement:{body}", call, _laid_out(text)), typed[1], typed[2]
 
 
 def _moves_one_key(statement: cst.BaseStatement) -> bool:
@@ -200,18 +229,6 @@ def _laid_out(text: str, width: int = 79) -> str:
 
 def _indent(code: str) -> str:
     return "".join(f"    {line}\n" if line else "\n" for line in code.splitlines())
-
-
-class _SelfField(cst.CSTTransformer):
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def leave_Attribute(
-        self, original_node: cst.Attribute, updated_node: cst.Attribute
-    ) -> cst.BaseExpression:
-        if cstutil.is_self_attr(original_node, self.name):
-            return cst.Name(self.name)
-        return updated_node
 
 
 def _runner_plans(
@@ -256,6 +273,7 @@ def _shared_helpers(
     input_base = contract.input_bases[0]
     holders: dict[tuple[str, str], list[RunnerPlan]] = {}
     statements: dict[tuple[str, str], cst.BaseStatement] = {}
+    pieces: dict[str, list[tuple[RunnerPlan, Piece]]] = {}
     for plan in plans:
         cdef = planned.input_class(plan, input_base, contract)[1]
         assert isinstance(cdef, cst.ClassDef)
@@ -268,41 +286,227 @@ def _shared_helpers(
                 seen.add(key)
                 holders.setdefault(key, []).append(plan)
                 statements.setdefault(key, statement)
+        for piece_key, piece in _pieces(cdef, contract).items():
+            pieces.setdefault(piece_key, []).append((plan, piece))
     taken = {n for p in plans for n in project.modules[str(p.path)].top_level_names}
-    for key, holding in holders.items():
-        if len(holding) < 2:
-            continue
-        made = _helper(key[0], statements[key], holding, project)
+
+    def add(made: tuple[Helper, tuple[Import, ...], frozenset[str]] | None) -> None:
         if made is None:
-            continue
+            return
         helper, imports, typing = made
         if helper.name in taken or any(h.name == helper.name for h in out.helpers):
-            continue
+            return
         out.helpers.append(helper)
         out.imports.update(imports)
         out.typing |= typing
+
+    for key, holding in holders.items():
+        if len(holding) >= 2:
+            add(_helper(key[0], statements[key], holding, project))
+    for piece_key, held in pieces.items():
+        if len(held) < 2:
+            continue
+        holding = [plan for plan, _ in held]
+        piece = held[0][1]
+        if isinstance(piece, Entries):
+            add(_entries_helper(piece_key, piece, holding, project))
+        elif not (len(piece[1]) == 1 and out.for_statement(piece[1][0]) is not None):
+            add(_run_helper(piece_key, *piece, holding, project))
     return out
 
 
-def use_helpers(cdef: cst.BaseStatement, helpers: Helpers) -> tuple[cst.BaseStatement, list[str]]:
-    """The generated input class calling the helpers for the statements they hold,
-    and the helpers it calls."""
+def _fields(cdef: cst.ClassDef) -> set[str]:
+    return {
+        small.target.value
+        for item in cstutil.body_of(cdef.body)
+        for small in cstutil.small_statements(item)
+        if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name)
+    }
+
+
+def _literal(method: cst.FunctionDef) -> cst.Dict | None:
+    """The dict literal ``as_broadcastable_tensor_dict`` starts with."""
+    first = cstutil.single_small(cstutil.body_of(method.body)[0])
+    if isinstance(first, (cst.Assign, cst.AnnAssign)) and isinstance(first.value, cst.Dict):
+        return first.value
+    return None
+
+
+def _pieces(cdef: cst.ClassDef, contract: Contract) -> dict[str, Piece]:
+    """The pieces of the input class, by key (what :class:`Helper` holds)."""
+    out: dict[str, Piece] = {}
+    for item in cstutil.body_of(cdef.body):
+        if not isinstance(item, cst.FunctionDef):
+            continue
+        if item.name.value == contract.as_dict_method:
+            literal = _literal(item)
+            for entries in field_entries(literal) if literal is not None else []:
+                out[f"entries:{entries.signature}"] = entries
+        elif item.name.value == contract.from_dict_method:
+            body = list(cstutil.body_of(item.body))
+            for run in bound_runs(body, _fields(cdef)):
+                out[f"run:{run.signature}"] = (run, [body[i] for i in run.indices])
+    return out
+
+
+def _entries_helper(
+    key: str, entries: Entries, plans: list[RunnerPlan], project: Project
+) -> tuple[Helper, tuple[Import, ...], frozenset[str]] | None:
+    """``_add_F_broadcastable_dict(tensor_dict, F)``: the entries as assignments."""
+    name = entries.field
+    typed = _annotation(plans, name, project)
+    if typed is None or cstutil.is_optional(typed[0]):  # ``self.F.k`` needs an F
+        return None
+    if any("\n" in value for _, value in entries.items):
+        return None
+    helper = f"_add_{name}_broadcastable_dict"
+    params = f"{DICT}: Dict[str, Any], {name}: {quoted(typed[0], typed[1])}"
+    lines = ""
+    for k, value in entries.items:
+        line = f"    {DICT}[{json.dumps(k)}] = {value}\n"
+        if len(line) > 80:  # 79 columns and the newline
+            line = f"    {DICT}[{json.dumps(k)}] = (\n        {value}\n    )\n"
+        lines += line
+    text = f"def {helper}({params}) -> None:\n{lines}"
+    call = f"{helper}({DICT}, self.{name})"
+    return Helper(helper, key, call, _laid_out(text)), typed[1], typed[2]
+
+
+def _run_helper(
+    key: str,
+    run: Run,
+    statements: list[cst.BaseStatement],
+    plans: list[RunnerPlan],
+    project: Project,
+) -> tuple[Helper, tuple[Import, ...], frozenset[str]] | None:
+    """``N = _init_N_from_tensor_dict(...)``: the run, returning ``N``; the module
+    names it reads imported inside it, as every holder imports them."""
+    name = run.name
+    typed = _annotation(plans, name, project)
+    if typed is None:
+        return None
+    imports: list[str] = []
+    for used in sorted(run.globals):
+        sources = {project.modules[str(p.path)].import_sources.get(used) for p in plans}
+        source = sources.pop() if len(sources) == 1 else None
+        if source is None:
+            return None
+        imports.append(_import_line(used, source))
+    code = run_code(statements)
+    last = statements[-1]
+    small = cstutil.single_small(last)
+    if (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+    ):  # ``N = <value>``: return the value
+        above = (
+            ""
+            if len(statements) == 1
+            else "".join(cstutil.code(line) for line in cstutil.comments(cstutil.leading(last)))
+        )
+        code[-1] = f"{above}return {cstutil.code(small.value)}\n"
+    else:
+        code.append(f"return {name}\n")
+    if imports:
+        imports.append("\n")
+    helper = f"_init_{name}_from_tensor_dict"
+    types = {DICT: "Dict[str, Any]", ATTN_BACKEND: "Any"}
+    params = ", ".join(f"{p}: {types[p]}" for p in run.inputs)
+    returns = quoted(typed[0], typed[1])
+    body = "".join(
+        _indent(part.rstrip("\n")) if part != "\n" else "\n" for part in [*imports, *code]
+    )
+    text = f"def {helper}({params}) -> {returns}:\n{body}"
+    call = f"{name} = {helper}({', '.join(run.inputs)})"
+    return Helper(helper, key, call, _laid_out(text)), typed[1], typed[2]
+
+
+def _import_line(local: str, source: tuple[str, str | None, int]) -> str:
+    module, name, level = source
+    if name is None:
+        return f"import {module}\n" if module == local else f"import {module} as {local}\n"
+    alias = "" if name == local else f" as {local}"
+    return f"from {'.' * level}{module} import {name}{alias}\n"
+
+
+def use_helpers(
+    cdef: cst.BaseStatement, helpers: Helpers, contract: Contract
+) -> tuple[cst.BaseStatement, list[str]]:
+    """The generated input class calling the helpers for the pieces and statements
+    they hold, and the helpers it calls."""
     if not helpers.helpers or not isinstance(cdef, cst.ClassDef):
         return cdef, []
     called: list[str] = []
+
+    def call_of(helper: Helper) -> cst.BaseStatement:
+        if helper.name not in called:
+            called.append(helper.name)
+        return cstutil.parse_statements(f"{helper.call}\n")[0]
+
     items: list[cst.BaseStatement] = []
     for item in cstutil.body_of(cdef.body):
         if isinstance(item, cst.FunctionDef):
+            if item.name.value == contract.as_dict_method:
+                item = _use_entries(item, helpers, call_of)
+            elif item.name.value == contract.from_dict_method:
+                item = _use_runs(item, helpers, call_of, _fields(cdef))
             body: list[cst.BaseStatement] = []
             for statement in cstutil.body_of(item.body):
                 helper = helpers.for_statement(statement)
                 if helper is None:
                     body.append(statement)
                     continue
-                if helper.name not in called:
-                    called.append(helper.name)
-                call = cstutil.parse_statements(f"{helper.call}\n")[0]
-                body.append(cstutil.with_leading(call, cstutil.leading(statement)))
+                body.append(cstutil.with_leading(call_of(helper), cstutil.leading(statement)))
             item = item.with_changes(body=item.body.with_changes(body=body))
         items.append(item)
     return cdef.with_changes(body=cdef.body.with_changes(body=items)), called
+
+
+def _use_entries(
+    method: cst.FunctionDef, helpers: Helpers, call_of: Callable[[Helper], cst.BaseStatement]
+) -> cst.FunctionDef:
+    """The literal without the entries a helper adds, the helpers called right after."""
+    literal = _literal(method)
+    if literal is None:
+        return method
+    moved: set[int] = set()
+    calls: list[cst.BaseStatement] = []
+    for entries in field_entries(literal):
+        helper = helpers.for_key(f"entries:{entries.signature}")
+        if helper is not None:
+            moved.update(entries.indices)
+            calls.append(call_of(helper))
+    if not moved:
+        return method
+    keep = [i for i in range(len(literal.elements)) if i not in moved]
+    smaller = cstutil.keep_elements(literal, keep) if keep else cst.Dict([])
+    first, *rest = cstutil.body_of(method.body)
+    first = cst.ensure_type(first, cst.SimpleStatementLine)
+    small = first.body[0]
+    assert isinstance(small, (cst.Assign, cst.AnnAssign))
+    first = first.with_changes(body=[small.with_changes(value=smaller)])
+    return method.with_changes(body=method.body.with_changes(body=[first, *calls, *rest]))
+
+
+def _use_runs(
+    method: cst.FunctionDef,
+    helpers: Helpers,
+    call_of: Callable[[Helper], cst.BaseStatement],
+    fields: set[str],
+) -> cst.FunctionDef:
+    """Each run a helper holds as one call where its first statement stood."""
+    body = list(cstutil.body_of(method.body))
+    replaced: dict[int, cst.BaseStatement | None] = {}
+    for run in bound_runs(body, fields):
+        helper = helpers.for_key(f"run:{run.signature}")
+        if helper is None or any(i in replaced for i in run.indices):
+            continue
+        first = run.indices[0]
+        replaced[first] = cstutil.with_leading(call_of(helper), cstutil.leading(body[first]))
+        replaced.update((i, None) for i in run.indices[1:])
+    if not replaced:
+        return method
+    new_body = [replaced.get(i, s) for i, s in enumerate(body)]
+    kept = [s for s in new_body if s is not None]
+    return method.with_changes(body=method.body.with_changes(body=kept))

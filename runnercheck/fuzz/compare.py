@@ -10,7 +10,6 @@ are skipped.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
@@ -25,6 +24,7 @@ from runnercheck.fuzz.snapshot import (
     Record,
     Snap,
     TensorSnap,
+    same_plain,
 )
 
 #: Differences reported per comparison at most (the first ones found).
@@ -76,7 +76,7 @@ def _add(found: list[Difference], diff: Difference) -> None:
 
 
 def _compare(exp: Snap, act: Snap, path: str, found: list[Difference], limit: int) -> None:
-    if len(found) >= limit:
+    if len(found) >= limit or exp == act:  # strict equality: nothing differs
         return
     if isinstance(exp, Missing) or isinstance(act, Missing):
         if not (isinstance(exp, Missing) and isinstance(act, Missing)):
@@ -87,7 +87,7 @@ def _compare(exp: Snap, act: Snap, path: str, found: list[Difference], limit: in
         if exp.kind != act.kind:
             return
     if isinstance(exp, Plain) and isinstance(act, Plain):
-        if exp.type == act.type and not _same_plain(exp.value, act.value):
+        if exp.type == act.type and not same_plain(exp.value, act.value):
             _add(found, Difference(path, "value", describe(exp), describe(act)))
     elif isinstance(exp, TensorSnap) and isinstance(act, TensorSnap):
         _compare_tensors(exp, act, path, found)
@@ -115,16 +115,6 @@ def _typed(snap: Snap) -> str:
     return (
         text if text.startswith(short) or short in ("NoneType", "Tensor") else f"{text} ({short})"
     )
-
-
-def _same_plain(a: object, b: object) -> bool:
-    if isinstance(a, float) and isinstance(b, float):
-        if math.isnan(a) and math.isnan(b):
-            return True
-        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
-    if isinstance(a, complex) and isinstance(b, complex):
-        return _same_plain(a.real, b.real) and _same_plain(a.imag, b.imag)
-    return a == b
 
 
 def _compare_tensors(exp: TensorSnap, act: TensorSnap, path: str, found: list[Difference]) -> None:
@@ -185,6 +175,9 @@ def _compare_entries(
             _add(found, Difference(f"{path}[{describe(k)}]", "keys", "<absent>", describe(v)))
 
 
+_MISSING = Missing()
+
+
 def _compare_records(
     exp: Record, act: Record, path: str, found: list[Difference], limit: int
 ) -> None:
@@ -193,8 +186,10 @@ def _compare_records(
     for name, value in exp.fields:
         if name in exp.driver_only:
             continue
+        got = actual.get(name, _MISSING)
+        if value == got:
+            continue
         sub = f"{path}.{name}" if path else name
-        got = actual.get(name, Missing())
         inner = differences(value, got, sub, limit)
         if not inner:
             continue

@@ -94,6 +94,10 @@ class LocalGroup:
     def running(self) -> bool:
         return bool(self._procs)
 
+    def rank_pids(self) -> list[int]:
+        """The process ids of the ranks, in rank order (none while not running)."""
+        return [proc.pid for proc in self._procs if proc.pid is not None]
+
     def launch(self, fork: bool = False) -> None:
         """Start the rank processes without waiting for them to join (:meth:`start`
         waits). ``fork``: fork them from this process, which must not yet have started

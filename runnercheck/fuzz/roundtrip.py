@@ -10,6 +10,7 @@ original, which only the process that generated it holds.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import os
 import pickle
@@ -225,8 +226,24 @@ def send(
 
 
 def takes_backend(method: Any) -> bool:
+    """Whether ``method`` takes an ``attn_backend`` argument (decided once per function:
+    a receiver asks at every rebuild, and reading a signature costs more than the rest
+    of a small rebuild)."""
+    function = getattr(method, "__func__", method)
     try:
-        return "attn_backend" in inspect.signature(method).parameters
+        return _takes_backend(function)
+    except TypeError:  # unhashable
+        return _reads_backend(function)
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_backend(function: Any) -> bool:
+    return _reads_backend(function)
+
+
+def _reads_backend(function: Any) -> bool:
+    try:
+        return "attn_backend" in inspect.signature(function).parameters
     except (TypeError, ValueError):
         return False
 

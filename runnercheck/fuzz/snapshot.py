@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import hashlib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,6 +53,24 @@ class Snap:
         raise NotImplementedError
 
 
+def same_plain(a: object, b: object) -> bool:
+    """Whether two plain values are the same: NaN is NaN, -0.0 is not 0.0."""
+    if isinstance(a, float) and isinstance(b, float):
+        if math.isnan(a) and math.isnan(b):
+            return True
+        return a == b and math.copysign(1.0, a) == math.copysign(1.0, b)
+    if isinstance(a, complex) and isinstance(b, complex):
+        return same_plain(a.real, b.real) and same_plain(a.imag, b.imag)
+    return a == b
+
+
+# Equality of snapshots (``==``) is strict: equal snapshots are ones that
+# :func:`runnercheck.fuzz.compare.differences` finds no difference between, so the
+# comparison can skip what is equal at C speed and walk only what is not. Where the
+# generated field-by-field equality would be looser than the comparison (plain values,
+# members and mapping keys, compared there by value and by key), the class says so.
+
+
 @dataclass(frozen=True)
 class Plain(Snap):
     """None, bool, int, float, complex, str, bytes, dtypes, devices, enum members."""
@@ -63,6 +82,20 @@ class Plain(Snap):
 
     def key(self) -> str:
         return f"{self.type}:{self.value!r}"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Plain:
+            return NotImplemented
+        assert isinstance(other, Plain)
+        if self.type != other.type:
+            return False
+        value = self.value
+        if isinstance(value, (float, complex)):
+            return same_plain(value, other.value)
+        return bool(value == other.value)
+
+    def __hash__(self) -> int:
+        return hash(self.type)
 
 
 @dataclass(frozen=True)
@@ -86,11 +119,7 @@ class TensorSnap(Snap):
         times more on both ends)."""
         raw = None
         if self.data is not None:
-            raw = (
-                self.data.reshape(-1).view(torch.uint8).numpy().tobytes()
-                if self.data.numel()
-                else b""
-            )
+            raw = _memory(self.data).tobytes() if self.data.numel() else b""
         fields = (self.type, self.dtype, self.shape, self.device, self.contiguous, self.digest)
         return _tensor_snap, (*fields, raw)
 
@@ -140,6 +169,17 @@ class Members(Snap):
     def key(self) -> str:
         return f"{self.type}{{{','.join(item.key() for item in self.items)}}}"
 
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Members:
+            return NotImplemented
+        assert isinstance(other, Members)
+        return self.type == other.type and [m.key() for m in self.items] == [
+            m.key() for m in other.items
+        ]
+
+    def __hash__(self) -> int:
+        return hash(self.type)
+
 
 @dataclass(frozen=True)
 class Entries(Snap):
@@ -153,6 +193,22 @@ class Entries(Snap):
     def key(self) -> str:
         inner = ",".join(sorted(f"{k.key()}:{v.key()}" for k, v in self.entries))
         return f"{self.type}{{{inner}}}"
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Entries:
+            return NotImplemented
+        assert isinstance(other, Entries)
+        return (
+            self.type == other.type
+            and len(self.entries) == len(other.entries)
+            and all(
+                k.key() == k2.key() and v == v2
+                for (k, v), (k2, v2) in zip(self.entries, other.entries, strict=True)
+            )
+        )
+
+    def __hash__(self) -> int:
+        return hash(self.type)
 
 
 @dataclass(frozen=True)
@@ -203,6 +259,11 @@ class Opaque(Snap):
 
 
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
+#: The names of exactly those types (a subclass is looked up on its own).
+_PLAIN_NAMES = {kind: type_name(kind) for kind in _PLAIN}
+_NONE = Plain(type_name(type(None)), None)
+#: An attribute not there (a shared snapshot, and the marker of its absence).
+_MISSING: Any = Missing()
 
 #: Decides, for the expected side, which fields of a dataclass are driver-only.
 DriverOnly = Callable[[type, dataclasses.Field[Any]], bool]
@@ -218,16 +279,35 @@ def _tensor(value: torch.Tensor, device_override: str | None) -> TensorSnap:
     else:
         kept = data.clone(memory_format=torch.contiguous_format)
     numel = kept.numel()
-    blob = kept.view(-1).view(torch.uint8).numpy().data if numel else b""
+    blob = _memory(kept) if numel else b""
     return TensorSnap(
         type=type_name(type(value)),
-        dtype=str(value.dtype).removeprefix("torch."),
+        dtype=_dtype_name(value.dtype),
         shape=tuple(kept.shape),
         device=device_override or device,
         contiguous=value.is_contiguous(),
         digest=hashlib.blake2b(blob, digest_size=16).hexdigest(),
         data=kept if numel <= MAX_KEPT_ELEMENTS else None,
     )
+
+
+def _memory(tensor: torch.Tensor) -> Any:
+    """The bytes of a contiguous CPU tensor, in place (a buffer): through numpy where
+    it has the dtype (the cheap way), else as bytes first."""
+    try:
+        return tensor.numpy()
+    except (TypeError, RuntimeError):  # bfloat16 and other dtypes numpy lacks
+        return tensor.reshape(-1).view(torch.uint8).numpy()
+
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
 class Snapshotter:
@@ -253,9 +333,12 @@ class Snapshotter:
         return self.take(value)
 
     def take(self, value: Any) -> Snap:
+        if value is None:  # the commonest value of all: one snapshot serves
+            return _NONE
         kind = type(value)
-        if kind in _PLAIN:  # the common case first (subclasses, such as enums, below)
-            return Plain(type_name(kind), value)
+        name = _PLAIN_NAMES.get(kind)
+        if name is not None:  # the common case first (subclasses, such as enums, below)
+            return Plain(name, value)
         if isinstance(value, torch.Tensor):
             return _tensor(value, self.tensor_device)
         if isinstance(value, enum.Enum):
@@ -264,13 +347,23 @@ class Snapshotter:
             return Plain(type_name(type(value)), value)
         if isinstance(value, (torch.dtype, torch.device)):
             return Plain(type_name(type(value)), str(value))
-        if id(value) in self._stack:
+        key = id(value)
+        if key in self._stack:
             return Opaque(type_name(type(value)), "<cycle>")
-        self._stack.add(id(value))
+        self._stack.add(key)
         try:
+            # the exact types met most, and dataclasses met before, without the checks
+            if kind is list or kind is tuple:
+                return Items(type_name(kind), tuple(map(self.take, value)))
+            if kind is dict:
+                take = self.take
+                return Entries(type_name(kind), tuple((take(k), take(v)) for k, v in value.items()))
+            plan = self._plans.get(kind)
+            if plan is not None:
+                return self._record(value, plan)
             return self._container(value)
         finally:
-            self._stack.discard(id(value))
+            self._stack.discard(key)
 
     def _container(self, value: Any) -> Snap:
         name = type_name(type(value))
@@ -297,13 +390,19 @@ class Snapshotter:
         plan = self._plans.get(cls)
         if plan is None:
             plan = self._plans[cls] = self._plan(cls)
+        return self._record(value, plan)
+
+    def _record(self, value: Any, plan: _Plan) -> Record:
+        take = self.take
         fields = tuple(
-            (name, self.take(getattr(value, name)) if hasattr(value, name) else Missing())
+            (name, _MISSING if (got := getattr(value, name, _MISSING)) is _MISSING else take(got))
             for name in plan.names
         )
         return Record(plan.type, fields, True, plan.driver_only, self._defaults(plan))
 
     def _defaults(self, plan: _Plan) -> tuple[tuple[str, Snap], ...]:
+        if not plan.factories:  # every default snapshotted once, with the plan
+            return plan.fixed_defaults
         defaults: list[tuple[str, Snap]] = []
         for name, snap in plan.defaults:
             if snap is None:  # made by a factory, each time
@@ -330,8 +429,9 @@ class Snapshotter:
             elif f.default_factory is not dataclasses.MISSING:
                 defaults.append((f.name, None))
                 factories[f.name] = f.default_factory
+        fixed = tuple((name, snap) for name, snap in defaults if snap is not None)
         return _Plan(
-            type_name(cls), tuple(names), frozenset(driver_only), tuple(defaults), factories
+            type_name(cls), tuple(names), frozenset(driver_only), tuple(defaults), factories, fixed
         )
 
 
@@ -343,6 +443,8 @@ class _Plan:
     #: (name, snapshot), the snapshot None where a factory makes the default.
     defaults: tuple[tuple[str, Snap | None], ...]
     factories: dict[str, Callable[[], Any]]
+    #: The defaults where no factory makes any: the same every time.
+    fixed_defaults: tuple[tuple[str, Snap], ...] = ()
 
 
 _NO_DEFAULT = object()

@@ -139,3 +139,63 @@ def test_tensor_snapshots_travel_with_their_values() -> None:
     changed = pickle.loads(pickle.dumps(snapshot(torch.tensor([1, 2, 3]))))
     [diff] = differences(snapshot(torch.tensor([1, 5, 3])), changed)
     assert diff.change() == "5 at [1] -> 2 (1 of 3 elements differ)"
+
+
+class _Loose(str):
+    """A key type whose equality is looser than its text."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+#: Pairs of values, and whether the comparison finds a difference between them.
+_PAIRS: list[tuple[Any, Any, bool]] = [
+    (-0.0, 0.0, True),
+    (0.0, -0.0, True),
+    (float("nan"), float("nan"), False),
+    (complex(0.0, -0.0), complex(0.0, 0.0), True),
+    (1, True, True),
+    (1, 1.0, True),
+    ("a", b"a", True),
+    ({"a": 1, "b": 2}, {"b": 2, "a": 1}, False),
+    ({"a": [1.0]}, {"a": [-1.0]}, True),
+    ({"a": [0.0]}, {"a": [-0.0]}, True),
+    ({1, 2}, {2, 1}, False),
+    ({1.0}, {-1.0}, True),
+    ({_Loose("a"): 1}, {_Loose("b"): 1}, True),
+    ({_Loose("a")}, {_Loose("b")}, True),
+    ([None, (1, "x")], [None, (1, "x")], False),
+    ([None], [None, None], True),
+    (torch.tensor([0.0]), torch.tensor([-0.0]), True),
+    (torch.zeros(2, 2), torch.zeros(2, 2).t(), False),
+    (torch.tensor([float("nan")]), torch.tensor([float("nan")]), False),
+    (ModelInput(), ModelInput(), False),
+    (ModelInput(input_tokens=torch.zeros(2)), ModelInput(), True),
+    (ModelInput(virtual_engine=-0.0), ModelInput(virtual_engine=0.0), True),  # type: ignore[arg-type]
+]
+
+
+@pytest.mark.parametrize(("a", "b", "differ"), _PAIRS)
+def test_equal_snapshots_never_differ(a: Any, b: Any, differ: bool) -> None:
+    """Equality of snapshots is what the comparison skips: whatever ``==`` calls equal,
+    the comparison would find nothing in (and differences are never equal)."""
+    first, second = snapshot(a), snapshot(b)
+    assert bool(differences(first, second)) == differ
+    assert (first == second) == (second == first)
+    if differ:
+        assert first != second
+    # the comparing process's side: a nested path compares the same way
+    assert bool(differences(snapshot([{"k": a}]), snapshot([{"k": b}]))) == differ
+
+
+def test_equality_is_strict_where_the_comparison_is() -> None:
+    assert snapshot(-0.0) != snapshot(0.0)
+    assert snapshot(float("nan")) == snapshot(float("nan"))
+    assert snapshot({_Loose("a"): 1}) != snapshot({_Loose("b"): 1})
+    assert snapshot({1.0, 2.0}) == snapshot({2.0, 1.0})
+    # stricter than the comparison is allowed: the comparison then has the last word
+    assert snapshot({"a": 1, "b": 2}) != snapshot({"b": 2, "a": 1})
+    assert differences(snapshot({"a": 1, "b": 2}), snapshot({"b": 2, "a": 1})) == []

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from runnercheck.fuzz.roundtrip import Job, same_objects, send
+from runnercheck.fuzz.roundtrip import Job, same_objects, send, takes_backend
 
 SHARED: list[int] = []
 TENSOR = torch.zeros(3)
@@ -69,3 +69,38 @@ def test_later_calls_changing_what_the_first_returned_are_nondeterministic() -> 
     for cls in (GrowsWhatItReturns, WritesTheTensorItReturns):
         outcome, _ = drive(cls)
         assert outcome.nondeterministic, cls.__name__
+
+
+class _WithBackend:
+    @classmethod
+    def rebuild(cls, tensor_dict: dict[str, Any], attn_backend: Any = None) -> Any:
+        return cls()
+
+
+class _Sub(_WithBackend):
+    pass
+
+
+class _Plain:
+    @classmethod
+    def rebuild(cls, tensor_dict: dict[str, Any]) -> Any:
+        return cls()
+
+
+class _Unhashable:
+    __hash__ = None  # type: ignore[assignment]
+
+    def __call__(self, tensor_dict: dict[str, Any], attn_backend: Any = None) -> Any:
+        return None
+
+
+def test_takes_backend_asks_each_function_once_and_still_answers_for_each() -> None:
+    """A receiver asks at every rebuild; the answer is decided once per function, and
+    stays right for each method, each class, and callables that cannot be a key."""
+    for _ in range(2):
+        assert takes_backend(_WithBackend.rebuild)
+        assert not takes_backend(_Plain.rebuild)
+        assert takes_backend(_Sub.rebuild)
+        assert takes_backend(_Unhashable())
+        assert not takes_backend(len)
+        assert not takes_backend(None)

@@ -83,6 +83,22 @@ def test_mypy_plugin_reports_nothing_on_the_migrated_copy(migrated: Path) -> Non
     assert "[from-dict-fixed-return]" in again.stdout
 
 
+def test_the_gpu_and_cpu_inputs_share_the_sampling_metadata_helpers(migrated: Path) -> None:
+    """The legacy GPU and CPU runners send and rebuild the sampling metadata alike: both
+    inputs call one pair of helpers of the base module (which the token runs below
+    then execute on every rank, the rebuild importing ``SamplingMetadata`` itself)."""
+    base = (migrated / "model_runner_base.py").read_text()
+    helpers = (
+        "_add_sampling_metadata_broadcastable_dict",
+        "_init_sampling_metadata_from_tensor_dict",
+    )
+    for helper in helpers:
+        assert base.count(f"\ndef {helper}(") == 1, helper
+        for name in ("model_runner.py", "cpu_model_runner.py"):
+            assert f"{helper}(" in (migrated / name).read_text(), (helper, name)
+    assert "\n    from runnercheck.demo.engine.sampling import SamplingMetadata\n" in base
+
+
 @pytest.mark.parametrize("worker", ["default", "cpu"])
 def test_migrated_engine_computes_the_same_tokens_with_one_broadcast(
     migrated: Path, worker: str

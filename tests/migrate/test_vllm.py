@@ -43,20 +43,47 @@ def source_root(version: str) -> Path:
         pytest.skip(f"vllm=={version} not available: {exc}")
 
 
+def _keys_built(node: ast.AST) -> list[str]:
+    """String keys of the dict literals under ``node`` and of ``d["key"] = ...``."""
+    out = []
+    for d in ast.walk(node):
+        if isinstance(d, ast.Dict):
+            out += [
+                k.value for k in d.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            ]
+        elif isinstance(d, ast.Assign):
+            out += [
+                t.slice.value
+                for t in d.targets
+                if isinstance(t, ast.Subscript)
+                and isinstance(t.slice, ast.Constant)
+                and isinstance(t.slice.value, str)
+            ]
+    return out
+
+
 def dict_keys(path: Path, cls: str, method: str) -> list[str]:
-    """String keys of the dict literals built in ``cls.method`` (read with ``ast``)."""
+    """String keys of the dicts built in ``cls.method`` (read with ``ast``), and in the
+    helpers of the base module beside it that the method calls."""
     tree = ast.parse(path.read_bytes())
+    base = path.parent / "model_runner_base.py"
+    helpers = {
+        f.name: f
+        for f in (ast.parse(base.read_bytes()).body if base.exists() else [])
+        if isinstance(f, ast.FunctionDef)
+    }
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == cls:
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and item.name == method:
-                    return [
-                        k.value
-                        for d in ast.walk(item)
-                        if isinstance(d, ast.Dict)
-                        for k in d.keys
-                        if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                    called = [
+                        helpers[c.func.id]
+                        for c in ast.walk(item)
+                        if isinstance(c, ast.Call)
+                        and isinstance(c.func, ast.Name)
+                        and c.func.id in helpers
                     ]
+                    return [k for n in [item, *called] for k in _keys_built(n)]
     raise AssertionError(f"{cls}.{method} not found in {path}")
 
 
@@ -164,6 +191,16 @@ def test_050_keys_per_step_are_the_old_union_less_the_named_duplicates(migrated_
         for rfile in ("model_runner.py", "embedding_model_runner.py"):
             text = (new / rfile).read_text()
             assert f"{helper}(" in text and f"def {helper}" not in text, (helper, rfile)
+    # the GPU and CPU inputs send the sampling metadata's indices alike: one helper;
+    # they rebuild it with different arguments (the CPU runner's older signature): each
+    # keeps its own statements
+    helper = "_add_sampling_metadata_broadcastable_dict"
+    assert base.count(f"\ndef {helper}(") == 1
+    for rfile in ("model_runner.py", "cpu_model_runner.py"):
+        text = (new / rfile).read_text()
+        assert re.search(rf"{helper}\(\s*tensor_dict, self\.sampling_metadata\s*\)", text), rfile
+        assert '"selected_token_indices":' not in text and "SamplingMetadata(" in text, rfile
+    assert "_init_sampling_metadata_from_tensor_dict" not in base
     for rfile, rinput in (
         ("model_runner.py", "ModelRunnerInput"),
         ("embedding_model_runner.py", "EmbeddingModelRunnerInput"),

@@ -145,6 +145,7 @@ class CPUModelRunner:
             sampling_metadata = SamplingMetadata(
                 seq_groups=None,
                 selected_token_indices=selected_token_indices,
+                num_prompts=0,
             )
 
         return (input_tokens, input_positions, attn_metadata, sampling_metadata, multi_modal_kwargs)
