@@ -26,6 +26,10 @@ that query over every class of the file:
 ``merge-broadcasts`` decides by group (:func:`codemods.facts.groups.find_groups`): a group
 refused as found is planned with no LibCST at all.
 
+Where the answer is "maybe", ``migrate --check`` still settles without LibCST a file
+whose rewrites :mod:`codemods.replay` replays on the ``ast`` (see
+:func:`codemods.pipeline.exact_file`).
+
 ``migrate(..., decide=False)`` runs without this decision (every given file goes through
 every selected single-class codemod with LibCST); the tests and the benchmark compare the
 two runs, which must give the same result.

@@ -10,7 +10,9 @@
    the result, then verify: every new source compiles and re-analyses with
    ``runnercheck check`` with no RC106 and no finding the old sources lacked;
 5. the other prefiltered files get the single-class codemods, verified the
-   same way.
+   same way; in ``--check`` (``exact``), a file whose rewrites the analysis replays
+   on its ``ast`` (:mod:`codemods.replay`) is verified from the replay, without
+   LibCST.
 
 The caller (``runnercheck migrate``) prints, diffs or writes the result.
 """
@@ -123,6 +125,8 @@ class _State:
     #: Whether the analysis decides which files the single-class codemods may change
     #: (:mod:`codemods.decision`); False: every file goes through them with LibCST.
     decide: bool = True
+    #: Whether the result's new plain-mypy errors are looked for (not by ``--check``)
+    plain_mypy: bool = True
     before: dict[frozenset[Path], list] = field(default_factory=dict)
     #: workers no shared worker input is made for (their groups were refused)
     unshared: frozenset[ClassRef] = frozenset()
@@ -183,10 +187,11 @@ def _init_worker(
     select: tuple[str, ...],
     roots: tuple[Path, ...],
     decide: bool,
+    plain_mypy: bool,
 ) -> None:
     global _STATE
     gc.set_threshold(100_000, 50, 100)  # a process of the run's own (see _fewer_collections)
-    _STATE = _State(sources, facts, config, select, roots, decide)
+    _STATE = _State(sources, facts, config, select, roots, decide, plain_mypy)
 
 
 def _single_codemods(
@@ -535,6 +540,44 @@ def _run_file(path: Path) -> TaskResult:
     return result
 
 
+def exact_file(state: _State, path: Path) -> TaskResult | None:
+    """``--check`` on one file without LibCST, when the analysis tells what the
+    single-class codemods do to it (:mod:`codemods.replay`): the same changes and
+    refusals as :func:`run_file`, the rewrite verified the same way. None when only
+    LibCST can tell: a shape the replay does not follow, a rewrite the verification
+    refuses (the refusal cites lines of the rewritten text), or a project with a mypy
+    configuration when the run looks for new plain-mypy errors (they need the new
+    bytes)."""
+    from codemods import replay, typecheck
+
+    try:
+        text = state.sources[path].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if state.plain_mypy and typecheck.mypy_config(path) is not None:
+        return None
+    contract = state.config.contract()
+    targets = state.targets(path)
+    tree = state.trees.get(path)
+    replayed = replay.replay(state.project, path, text, state.select, targets, contract, tree)
+    if replayed is None:
+        return None
+    result = TaskResult(refusals=list(replayed.refusals))
+    if not replayed.applied:
+        return result
+    applied = tuple(replayed.applied)
+    change = Change(path, state.sources[path], b"", "", applied, exact=True)
+    trees = {path: (replayed.tree, replayed.text)}
+    try:
+        failed = _verify(state, {path: change}, path.name, applied[0], trees)
+    except (TypeError, ValueError):  # a replayed tree compile() rejects: LibCST decides
+        return None
+    if failed is not None:  # its message cites the lines of the rewritten text
+        return None
+    result.changes[path] = change
+    return result
+
+
 def _read_loaded_names(state: _State, groups: Iterable[Group]) -> None:
     """The names each file of a group to rewrite loads (the rewrite keeps the imports
     they use), read from its ``ast`` only for those files."""
@@ -566,6 +609,8 @@ def migrate(
     collected: Collected | None = None,
     decide: bool = True,
     cache_root: Path | None = None,
+    exact: bool = False,
+    plain_mypy: bool = True,
 ) -> MigrateResult:
     """Plan, rewrite and verify; nothing is written (:func:`codemods.run.apply` writes).
 
@@ -574,13 +619,29 @@ def migrate(
     (:mod:`codemods.decision`), every given file goes through the single-class codemods
     (the same result, slower: for the tests and the benchmark). ``cache_root``: read the
     facts of unchanged files from, and write new ones to, the facts cache under it
-    (:mod:`runnercheck.check.cache`)."""
+    (:mod:`runnercheck.check.cache`). ``exact`` (``--check``, with ``decide``): a file
+    whose single-class rewrites the analysis replays (:func:`exact_file`) goes through no
+    LibCST; its change has no new bytes. ``plain_mypy=False`` (``--check``): the
+    changed files are not run through plain mypy before and after (no new-error
+    notes; ``--diff`` and writing give them)."""
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
         return deep.call(
-            migrate, paths, select, config, jobs, progress, collected, decide, cache_root
+            migrate,
+            paths,
+            select,
+            config,
+            jobs,
+            progress,
+            collected,
+            decide,
+            cache_root,
+            exact,
+            plain_mypy,
         )
     with _fewer_collections():
-        return _migrate(paths, select, config, jobs, progress, collected, decide, cache_root)
+        return _migrate(
+            paths, select, config, jobs, progress, collected, decide, cache_root, exact, plain_mypy
+        )
 
 
 @contextlib.contextmanager
@@ -605,6 +666,8 @@ def _migrate(
     collected: Collected | None,
     decide: bool,
     cache_root: Path | None,
+    exact: bool,
+    plain_mypy: bool,
 ) -> MigrateResult:
     global _STATE
     config = config or Config()
@@ -685,7 +748,7 @@ def _migrate(
             result.refusals.append(skip)
     roots = (*collected.roots, *sorted({p.parent for p in packages}))
     result.roots = roots
-    state = _State(sources, facts, config, select, roots, decide, trees=trees)
+    state = _State(sources, facts, config, select, roots, decide, plain_mypy, trees=trees)
     groups: list[Group] = []
     if MERGE in select:
         groups, found = find_groups(state.project)
@@ -705,6 +768,12 @@ def _migrate(
             if refusals is not None:
                 outcomes.append(TaskResult(refusals=refusals))
                 files.remove(path)
+    if decide and exact:  # --check: a file the analysis replays goes to no LibCST
+        for path in list(files):
+            replayed = exact_file(state, path)
+            if replayed is not None:
+                outcomes.append(replayed)
+                files.remove(path)
     total = len(groups) + len(files)
     done = 0
     workers = worker_count(jobs, total)
@@ -714,7 +783,7 @@ def _migrate(
         with ProcessPoolExecutor(
             max_workers=workers,
             initializer=_init_worker,
-            initargs=(sources, facts, config, select, collected.roots, decide),
+            initargs=(sources, facts, config, select, collected.roots, decide, plain_mypy),
         ) as pool:
             futures = [pool.submit(deep.call, run_group, g) for g in groups]
             futures += [pool.submit(deep.call, run_file, p) for p in files]
@@ -765,12 +834,14 @@ def _migrate(
     if MERGE in select:
         _update_callers(result, config, collected.roots, read)
     result.notes += _layout_notes(result.changes)
-    if result.changes:  # (the verification, formatting and type checks load only then)
+    if result.changes and plain_mypy:  # (the type checks load only then)
         from codemods import typecheck
 
         result.notes += [
             Note("mypy", e.path, e.line, f"a new plain-mypy error [{e.code}]: {e.message}")
-            for e in typecheck.new_errors({p: (c.old, c.new) for p, c in result.changes.items()})
+            for e in typecheck.new_errors(
+                {p: (c.old, c.new) for p, c in result.changes.items() if not c.exact}
+            )
         ]
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
     result.changes = dict(sorted(result.changes.items()))

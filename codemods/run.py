@@ -44,13 +44,18 @@ def apply(
     progress: Callable[[int, int], None] | None = None,
     decide: bool = True,
     cache_root: Path | None = None,
+    exact: bool = True,
 ) -> MigrateResult:
     """Plan, verify and (``mode="write"``) commit the migration of ``paths``.
 
     ``force``: also write read-only files. ``decide=False``: without the analysis's
     decision of which files a codemod may change (:mod:`codemods.decision`; the same
     result, slower). ``cache_root``: where the facts cache lives (none by default; see
-    :func:`codemods.pipeline.migrate`). Raises
+    :func:`codemods.pipeline.migrate`). ``exact=False``: ``--check`` parses with LibCST
+    every file a single-class codemod may change, also those the analysis replays
+    (:mod:`codemods.replay`; the same result, slower). ``--check`` looks for no new
+    plain-mypy errors: it says whether files would change; ``--diff`` and writing
+    report the new errors. Raises
     :class:`~runnercheck.writes.recovery.Unrecoverable` when an interrupted run left
     files a person has to put right."""
     roots = [Path(os.path.realpath(p)) for p in paths]
@@ -71,6 +76,8 @@ def apply(
             collected=collected,
             decide=decide,
             cache_root=cache_root,
+            exact=exact and mode == "check",
+            plain_mypy=mode != "check",
         )
         if not write:
             _pending(result)

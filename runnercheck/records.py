@@ -70,3 +70,6 @@ class Change:
     group: str = ""
     #: the codemods that made it
     codemods: tuple[str, ...] = ()
+    #: ``migrate --check`` only: the analysis knows the file changes and how it verifies
+    #: (:mod:`codemods.replay`); its new bytes were not made (``new`` is empty)
+    exact: bool = False

@@ -1,8 +1,10 @@
 """The analysis's decision of which files a codemod may change (``codemods.decision``)
 is sound: ``migrate --check`` gives the same exit code, JSON and new bytes with it as
 without it (every file through every single-class codemod with LibCST), and it spares
-LibCST the files no codemod changes. ``benchmarks/migrate_decision.py`` runs the same
-comparison on the cached vLLM releases."""
+LibCST the files no codemod changes (``exact=False``: the new bytes are made, see
+``test_exact_check.py`` for the files ``--check`` settles without them).
+``benchmarks/migrate_decision.py`` runs the same comparison on the cached vLLM
+releases."""
 
 from __future__ import annotations
 
@@ -53,8 +55,8 @@ def test_the_same_result_with_and_without_the_decision(
         TREES[name], tmp_path / "tree", ignore=shutil.ignore_patterns("__pycache__")
     )
     monkeypatch.chdir(tmp_path)
-    without = apply([tree], mode="check", decide=False)
-    with_ = apply([tree], mode="check", decide=True)
+    without = apply([tree], mode="check", decide=False, exact=False)
+    with_ = apply([tree], mode="check", decide=True, exact=False)
     assert outcome(with_) == outcome(without)
     assert with_.files_cst <= without.files_cst
 
@@ -117,7 +119,7 @@ def test_a_shadowed_definition_is_a_maybe(tmp_path: Path) -> None:
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "inputs.py").write_text(first + "\n@dataclass(frozen=True)\nclass Fixed" + second)
-    without = apply([package], mode="check", decide=False)
-    with_ = apply([package], mode="check", decide=True)
+    without = apply([package], mode="check", decide=False, exact=False)
+    with_ = apply([package], mode="check", decide=True, exact=False)
     assert [p.name for p in without.changes] == ["inputs.py"]
     assert outcome(with_) == outcome(without)
