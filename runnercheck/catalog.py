@@ -1077,6 +1077,7 @@ CHECK_RULE_NAMES: dict[str, str] = {
     "RC108": "unpicklable-broadcast-value",
     "RC109": "merged-dict-leak",
     "RC110": "wrapper-control-broadcast",
+    "RC111": "unsent-broadcast-key",
 }
 
 

@@ -14,6 +14,7 @@ from runnercheck.analysis.model import (
     FunctionFacts,
     HelperCall,
     KeyFacts,
+    ReadFacts,
     Role,
 )
 from runnercheck.analysis.recognise import bad_value
@@ -89,6 +90,7 @@ class DictReader:
     nodes: list[ast.AST]
     #: Nested functions, classes and lambdas of the body (their calls run later, if ever).
     nested: list[ast.AST]
+    node_guards: dict[int, tuple[tuple[ast.expr, ...], bool]]
 
     def _dict(self, name: str) -> DictFacts:
         facts = self.facts.dicts.get(name)
@@ -96,6 +98,22 @@ class DictReader:
             facts = DictFacts(name=name, param_index=self.params.get(name))
             self.facts.dicts[name] = facts
         return facts
+
+    def _require(self, facts: DictFacts, key: str, node: ast.AST) -> None:
+        """``node`` reads ``key`` with no default: a KeyError when the key is missing,
+        unless a test around it names the key or a ``try`` catches."""
+        if key in facts.required:
+            return
+        guard = self.node_guards.get(id(node))
+        if guard is not None:
+            tests, catching = guard
+            if catching or any(
+                isinstance(sub, ast.Constant) and sub.value == key
+                for test in tests
+                for sub in ast.walk(test)
+            ):
+                return
+        facts.required[key] = ReadFacts(line_of(node), col_of(node))
 
     def _key(self, key: str, key_node: ast.AST, value: ast.expr) -> KeyFacts:
         bad = bad_value(value, self.self_name, self.imports)
@@ -281,6 +299,8 @@ class DictReader:
                     facts.dynamic_pop = True
                 else:
                     facts.pops.setdefault(key, call.lineno)
+                    if len(call.args) == 1 and not call.keywords:
+                        self._require(facts, key, call)
             elif name == "get" and call.args:
                 key = str_const(call.args[0])
                 if key is not None:
@@ -345,11 +365,15 @@ class DictReader:
                             facts.dynamic_pop = True
                         else:
                             facts.pops.setdefault(key, node.lineno)
+                            self._require(facts, key, node)
             elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-                if isinstance(node.value, ast.Name) and node.value.id in self.facts.dicts:
+                if isinstance(node.value, ast.Name):
+                    name = node.value.id
                     key = str_const(node.slice)
-                    if key is not None:
-                        self.facts.dicts[node.value.id].reads.add(key)
+                    if key is not None and (name in self.facts.dicts or name in self.dict_params):
+                        facts = self._dict(name)
+                        facts.reads.add(key)
+                        self._require(facts, key, node)
             elif isinstance(node, ast.Call):
                 where = (node.lineno, node.col_offset + 1)
                 self.calls.append(

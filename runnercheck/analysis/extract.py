@@ -129,6 +129,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self.call_conditions: dict[tuple[int, int], tuple[Condition, ...]] = {}
         self.call_roles: dict[tuple[int, int], Role] = {}
         self.node_roles: dict[int, Role] = {}
+        self.node_guards: dict[int, tuple[tuple[ast.expr, ...], bool]] = {}
 
     def read_roles(self) -> None:
         """Only walk the body as :meth:`read` does: :attr:`nodes` with the ranks that

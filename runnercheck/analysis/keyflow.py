@@ -1,6 +1,7 @@
 """Key flow: the keys a class's ``as_broadcastable_tensor_dict`` produces (following
-``super()``, ``self`` helpers and module-level helpers) and the ``target(**tensor_dict)``
-receivers of ``from_broadcasted_tensor_dict`` with the keys popped before them."""
+``super()``, ``self`` helpers and module-level helpers), the ``target(**tensor_dict)``
+receivers of ``from_broadcasted_tensor_dict`` with the keys popped before them, and the
+keys it (and what it hands the dict to) reads with no default."""
 
 from __future__ import annotations
 
@@ -32,6 +33,12 @@ class Produced:
     unknown_sources: list[str] = field(default_factory=list)
     #: ``super()`` leads to a base outside the analysed files: keys may be missing.
     unknown_parent: bool = False
+    #: Keys may be added that cannot be told: anything :attr:`dynamic` but a dump of
+    #: another value's fields (:attr:`dumps`).
+    open: bool = False
+    #: Dumps of another value's fields (``attn_metadata.asdict_zerocopy``): they add
+    #: that value's fields, which the receiver hands on whole (``make_metadata(**d)``).
+    dumps: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -46,6 +53,32 @@ class Receiver:
     #: Literal keys popped (directly or by helpers) before the constructor call.
     popped: set[str] = field(default_factory=set)
     dynamic_pop: bool = False
+
+
+@dataclass(frozen=True)
+class KeyRead:
+    """A key the receiving side reads with no default (a KeyError when it is missing)."""
+
+    key: str
+    path: str
+    line: int
+    col: int
+    #: The function that reads it (``from_broadcasted_tensor_dict`` or a helper).
+    function: str
+
+
+@dataclass
+class Required:
+    """What ``from_broadcasted_tensor_dict`` of a class (and what it hands the dict to)
+    needs of the dict it receives."""
+
+    method: MethodRef
+    reads: dict[str, KeyRead] = field(default_factory=dict)
+    #: Keys the receiving side puts into the dict itself before reading them.
+    puts: set[str] = field(default_factory=set)
+    #: The receiving side adds keys it cannot tell, or hands the dict to a call that
+    #: cannot be followed.
+    open: bool = False
 
 
 class KeyFlow:
@@ -78,7 +111,7 @@ class KeyFlow:
     def _collect_function(self, cls: ClassFacts, ref: MethodRef, out: Produced, depth: int) -> None:
         func = ref.func
         if not func.returns:
-            out.dynamic = True
+            out.dynamic = out.open = True
         seen: set[str] = set()
         for name in func.returns:
             facts = func.dicts.get(name)
@@ -94,6 +127,8 @@ class KeyFlow:
         seen: set[str],
         depth: int,
     ) -> None:
+        if depth > 8:
+            out.open = True
         if facts.name in seen or depth > 8:
             return
         seen.add(facts.name)
@@ -104,12 +139,13 @@ class KeyFlow:
         out.fields.update(facts.dynamic_fields)
         out.dynamic |= facts.dynamic
         out.all_fields |= facts.all_fields
+        out.open |= facts.dynamic or facts.all_fields
         for name in facts.merges:
             other = func.dicts.get(name)
             if other is not None:
                 self._collect_dict(cls, ref, other, out, seen, depth)
             else:
-                out.dynamic = True
+                out.dynamic = out.open = True
         as_dict = self.contract.as_dict_method
         for callee in facts.sources:
             name = last_name(callee)
@@ -124,7 +160,7 @@ class KeyFlow:
                 if parent is not None and not parent.func.is_stub:
                     self._collect_function(cls, parent, out, depth + 1)
                 elif parent is None and self.hierarchy.unknown_bases(ref.owner):
-                    out.unknown_parent = True
+                    out.unknown_parent = out.open = True
                 continue
             if head in ("self", "cls") or (func.params and head == func.params[0]):
                 target = self.hierarchy.resolve_method(cls, name)
@@ -137,12 +173,16 @@ class KeyFlow:
                 continue
             out.dynamic = True
             out.unknown_sources.append(callee)
+            if _dumps_fields(head, name, func):
+                out.dumps.append(callee)
+            else:
+                out.open = True
         for call in facts.helpers:
             if last_name(call.callee) == self.contract.broadcast_function:
                 continue
             target_func, offset = self._helper(cls, ref, call.callee)
             if target_func is None:
-                out.dynamic = True
+                out.dynamic = out.open = True
                 for flds in call.arg_fields:
                     out.fields.update(flds)
                 continue
@@ -238,6 +278,50 @@ class KeyFlow:
             out.append(receiver)
         return out
 
+    def required(self, cls: ClassFacts) -> Required | None:
+        """The keys ``cls.from_broadcasted_tensor_dict`` reads with no default, following
+        the dict into ``super()``, ``cls``/``self`` methods, methods of named classes and
+        module-level helpers; None when the class has no such method."""
+        ref = self.hierarchy.resolve_method(cls, self.contract.from_dict_method)
+        if ref is None or ref.func.is_stub or len(ref.func.params) < 2:
+            return None
+        out = Required(ref)
+        index = 0 if ref.func.is_staticmethod else 1
+        self._require(cls, ref, index, out, set())
+        return out
+
+    def _require(
+        self, cls: ClassFacts, ref: MethodRef, index: int, out: Required, seen: set[int]
+    ) -> None:
+        func = ref.func
+        if id(func) in seen:
+            return
+        seen.add(id(func))
+        facts = next((d for d in func.dicts.values() if d.param_index == index), None)
+        if facts is None:
+            return
+        for key, at in facts.required.items():
+            out.reads.setdefault(key, KeyRead(key, func.path, at.line, at.col, func.qualname))
+        out.puts |= set(facts.keys)
+        out.open |= facts.dynamic or facts.all_fields or bool(facts.merges or facts.sources)
+        for call in facts.helpers:
+            if last_name(call.callee) == self.contract.broadcast_function:
+                continue
+            name = last_name(call.callee)
+            if call.callee == f"super().{name}":
+                parent = self.hierarchy.resolve_method(cls, name, after=ref.owner)
+                if parent is None or parent.func.is_stub:
+                    out.open = True
+                    continue
+                offset = 0 if parent.func.is_staticmethod else 1
+                self._require(cls, parent, call.arg_index + offset, out, seen)
+                continue
+            target, offset = self._helper(cls, ref, call.callee)
+            if target is None:
+                out.open = True
+                continue
+            self._require(cls, MethodRef(ref.owner, target), call.arg_index + offset, out, seen)
+
     # ------------------------------------------------- fields and copies
     def reads_unknown_parent(self, cls: ClassFacts) -> bool:
         """A dataclass whose broadcast dict calls ``super()`` into a base outside the
@@ -287,6 +371,13 @@ class KeyFlow:
                 own.literal_dict.mutations[: len(parent.mutations)] == parent.mutations
             ),
         )
+
+
+def _dumps_fields(head: str, name: str, func: FunctionFacts) -> bool:
+    """``value.asdict_zerocopy()`` (any ``*asdict*`` method) called on a value other
+    than the one the function belongs to: a dump of that value's fields."""
+    own = {"self", "cls", "super()", *func.params[:1]}
+    return "asdict" in name and bool(head) and head not in own and not head.startswith("cls.")
 
 
 @dataclass(frozen=True)

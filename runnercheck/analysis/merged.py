@@ -78,6 +78,8 @@ class MergedStep:
     leaks: list[Leak] = field(default_factory=list)
     #: Per class built from the dict (by id): the keys alive at its ``**`` call.
     delivered: dict[int, set[str]] = field(default_factory=dict)
+    #: Per part rebuilt from the dict (by id): the keys alive when it starts.
+    offered: dict[int, set[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -127,6 +129,11 @@ class MergedDicts:
             if any(base is cls for base in self.hierarchy.mro(klass))
         ]
         return set.intersection(*built) if built else set()
+
+    def offered_keys(self, cls: ClassFacts) -> set[str]:
+        """Keys some merged dict holds when the receiving ranks rebuild ``cls`` from it
+        (its own, the other parts' not yet popped, the extras)."""
+        return {k for step in self.merged_steps() for k in step.offered.get(id(cls), ())}
 
     def _built_from_merged(self) -> list[tuple[ClassFacts, set[str]]]:
         """Each class some merged dict builds, with the keys alive at its ``**`` calls."""
@@ -361,6 +368,7 @@ class MergedDicts:
     ) -> None:
         """``part.from_broadcasted_tensor_dict(d)``: its ``**`` calls see the keys alive
         (minus what it pops first); afterwards, what it pops is gone."""
+        walk.step.offered.setdefault(id(part), set()).update(walk.alive)
         for receiver in self.keys.receivers(part):
             target = receiver.target
             alive = {k: o for k, o in walk.alive.items() if k not in receiver.popped}

@@ -76,7 +76,8 @@ Steps: the control-flow skeleton of a function body
     ``helpers`` (:class:`HelperCall`: calls that receive the dict as an argument, such as
     ``_add_attn_metadata_broadcastable_dict(tensor_dict, self.attn_metadata)`` or
     ``broadcast_tensor_dict(data, src=0)``); ``pops`` (literal keys popped/deleted ->
-    line); ``dynamic_pop``; ``reads``; ``constructs`` (:class:`ConstructFacts`:
+    line); ``dynamic_pop``; ``reads``; ``required`` (keys read with no default nor
+    guard -> position); ``constructs`` (:class:`ConstructFacts`:
     ``cls(**tensor_dict)``/``Name(**tensor_dict)``); ``param_index`` (when a parameter);
     ``flow_params`` (parameters whose value flows into the dict).
 """
@@ -217,6 +218,14 @@ class KeyFacts:
 
 
 @dataclass(frozen=True)
+class ReadFacts:
+    """Where a dict's key is read."""
+
+    line: int
+    col: int
+
+
+@dataclass(frozen=True)
 class HelperCall:
     """A call that receives a dict variable as a positional argument."""
 
@@ -269,6 +278,10 @@ class DictFacts:
     pops: dict[str, int] = field(default_factory=dict)
     dynamic_pop: bool = False
     reads: set[str] = field(default_factory=set)
+    #: Literal keys read with no default and no guard (``d[k]``, ``d.pop(k)``, ``del
+    #: d[k]``; not under ``if k in d``, a ``try`` or after ``if k not in d: return``):
+    #: key -> where the first such read is. A missing key raises KeyError.
+    required: dict[str, ReadFacts] = field(default_factory=dict)
     constructs: list[ConstructFacts] = field(default_factory=list)
     #: Parameters whose values flow into the dict (keys' values or dynamic updates).
     flow_params: set[int] = field(default_factory=set)

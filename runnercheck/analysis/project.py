@@ -19,6 +19,8 @@ The API (stable)
 ``Project.dataclass_fields(cls)`` -> dict name -> (ClassFacts, FieldFacts) | None when a base is unknown
 ``Project.produced(cls)`` -> :class:`Produced` | None (keys of ``as_broadcastable_tensor_dict``)
 ``Project.receivers(cls)`` -> list[:class:`Receiver`] (``cls(**tensor_dict)`` in ``from_broadcasted_tensor_dict``)
+``Project.required(cls)`` -> :class:`Required` | None (keys ``from_broadcasted_tensor_dict`` reads with no default)
+``Project.offered_keys(cls)`` -> keys a merged dict holds when ``cls`` is rebuilt from it
 ``Project.broadcasts_per_step(cls, runner=None)`` -> dict role -> :class:`PathCount`
 ``Project.collectives_reachable(cls, method_name)`` -> list[:class:`Reached`]
 ``Project.inner_workers(cls)`` -> dict attr -> worker classes ``self.<attr>`` may hold
@@ -57,7 +59,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from runnercheck.analysis.hierarchy import Hierarchy, MethodRef, module_parts
-from runnercheck.analysis.keyflow import KeyFlow, Produced, Receiver
+from runnercheck.analysis.keyflow import KeyFlow, KeyRead, Produced, Receiver, Required
 from runnercheck.analysis.merged import Leak, MergedDicts, MergedStep, Origin
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.roles import Roles
@@ -70,6 +72,7 @@ __all__ = [
     "ROLES",
     "ZERO",
     "BroadcastSite",
+    "KeyRead",
     "Leak",
     "MergedStep",
     "MethodRef",
@@ -79,6 +82,7 @@ __all__ = [
     "Project",
     "Reached",
     "Receiver",
+    "Required",
     "StepPath",
     "Term",
     "WrapperStep",
@@ -138,6 +142,7 @@ class Project:
         self.produced = keys.produced
         self.produced_by = keys.produced_by
         self.receivers = keys.receivers
+        self.required = keys.required
         self.reads_unknown_parent = keys.reads_unknown_parent
         self.from_dict_returns_fixed_class = keys.from_dict_returns_fixed_class
         self.dict_copy = keys.dict_copy
@@ -147,6 +152,7 @@ class Project:
         # MergedDicts's
         self.merged_steps = merged.merged_steps
         self.delivered_keys = merged.delivered_keys
+        self.offered_keys = merged.offered_keys
         self.unbroadcast_fields = merged.unbroadcast_fields
         self.merged_step = merged.merged_step
         # Uses's

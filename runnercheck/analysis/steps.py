@@ -33,6 +33,8 @@ _LEAVES = frozenset(
 )
 #: Nodes whose bodies do not run where they stand.
 _NOT_EXECUTED = frozenset({ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+#: Recorded nodes that may read a dict's key (their guards are kept).
+_GUARDED = frozenset({ast.Subscript, ast.Call, ast.Delete})
 #: Nodes the dict and attribute readers look at.
 _RECORDED = frozenset(
     {
@@ -77,6 +79,14 @@ class StepReader:
     #: The value being read cannot change what a non-driver rank does (an operand of
     #: ``x and self.is_driver_worker``: the whole is False there whatever ``x`` is).
     decided_for_others: bool = False
+    #: The tests that decide whether the code being read runs (``if``/``while``/
+    #: conditional-expression tests around it, earlier operands of a ``and``/``or``,
+    #: an earlier ``if`` of the block that leaves the function), and whether a ``try``
+    #: with handlers surrounds it.
+    guard_tests: tuple[ast.expr, ...] = ()
+    catching: bool = False
+    #: Per subscript, call or ``del`` read under a guard (by ``id``): the guard.
+    node_guards: dict[int, tuple[tuple[ast.expr, ...], bool]]
 
     def _call_steps(self, node: ast.AST, out: list[Step]) -> None:
         """Calls in ``node`` in evaluation order (arguments before the call); every node
@@ -103,8 +113,13 @@ class StepReader:
             self.nodes.append(node)
             if self.role is not None:
                 self.node_roles[id(node)] = self.role
+            if (self.guard_tests or self.catching) and kind in _GUARDED:
+                self.node_guards[id(node)] = (self.guard_tests, self.catching)
         if kind in _NOT_EXECUTED:
             self.nested.append(node)
+            return
+        if kind is ast.IfExp or kind is ast.BoolOp:
+            self._guarded_parts(node, out)  # type: ignore[arg-type]
             return
         if kind is ast.Call:
             assert isinstance(node, ast.Call)
@@ -161,6 +176,21 @@ class StepReader:
             elif isinstance(value, ast.AST):
                 self._call_steps(value, out)
 
+    def _guarded_parts(self, node: ast.IfExp | ast.BoolOp, out: list[Step]) -> None:
+        """The parts of ``a if t else b`` (``a`` and ``b`` under ``t``) and of ``a and b``
+        (``b`` under ``a``), in evaluation order."""
+        around = self.guard_tests
+        if isinstance(node, ast.IfExp):
+            self._call_steps(node.test, out)
+            self.guard_tests = (*around, node.test)
+            self._call_steps(node.body, out)
+            self._call_steps(node.orelse, out)
+        else:
+            for value in node.values:
+                self._call_steps(value, out)
+                self.guard_tests = (*self.guard_tests, value)
+        self.guard_tests = around
+
     def _driver_decides(self, node: ast.BoolOp, out: list[Step]) -> bool:
         """``a and self.is_driver_worker and b`` (or ``a or not self.is_driver_worker or
         b``): on a non-driver rank the whole is decided by the flag, so ``a`` is read
@@ -195,6 +225,7 @@ class StepReader:
         out: list[Step] = []
         flag = self.contract.driver_flag
         outer = self.role
+        outer_tests = self.guard_tests
         for stmt in body:
             if isinstance(stmt, ast.If):
                 self._call_steps(stmt.test, out)
@@ -202,6 +233,8 @@ class StepReader:
                 guards, complete = guards_of(stmt.test)
                 here = self.role
                 around = self.conditions
+                tests = self.guard_tests
+                self.guard_tests = (*tests, stmt.test)
                 self.role = then_role or here
                 if guards:
                     self.conditions = (*around, Condition(guards, True, complete))
@@ -212,6 +245,9 @@ class StepReader:
                 else_steps = self._steps(stmt.orelse)
                 self.role = here
                 self.conditions = around
+                # what follows a branch that leaves the function runs under its test
+                exits = _exits(stmt.body) or _exits(stmt.orelse)
+                self.guard_tests = self.guard_tests if exits else tests
                 out.append(
                     BranchStep(
                         stmt.lineno,
@@ -243,17 +279,25 @@ class StepReader:
                 )
             elif isinstance(stmt, ast.While):
                 self._call_steps(stmt.test, out)
-                out.append(LoopStep(stmt.lineno, self._steps(stmt.body), self._steps(stmt.orelse)))
+                tests = self.guard_tests
+                self.guard_tests = (*tests, stmt.test)
+                loop_body = self._steps(stmt.body)
+                self.guard_tests = tests
+                out.append(LoopStep(stmt.lineno, loop_body, self._steps(stmt.orelse)))
             elif isinstance(stmt, (ast.With, ast.AsyncWith)):
                 for item in stmt.items:
                     self._call_steps(item.context_expr, out)
                 out.extend(self._steps(stmt.body))
             elif isinstance(stmt, ast.Try) or type(stmt).__name__ == "TryStar":
                 try_stmt = stmt
+                catching = self.catching
+                self.catching = catching or bool(try_stmt.handlers)  # type: ignore[attr-defined]
+                try_body = self._steps(try_stmt.body)  # type: ignore[attr-defined]
+                self.catching = catching
                 out.append(
                     TryStep(
                         stmt.lineno,
-                        self._steps(try_stmt.body),  # type: ignore[attr-defined]
+                        try_body,
                         tuple(self._steps(h.body) for h in try_stmt.handlers),  # type: ignore[attr-defined]
                         self._steps(try_stmt.orelse),  # type: ignore[attr-defined]
                         self._steps(try_stmt.finalbody),  # type: ignore[attr-defined]
@@ -289,6 +333,7 @@ class StepReader:
             else:
                 self._call_steps(stmt, out)
         self.role = outer
+        self.guard_tests = outer_tests
         return tuple(out)
 
     def read_self_constants(self) -> None:

@@ -70,3 +70,29 @@ def test_legacy_release_has_one_paired_broadcast_per_worker_runner_pair(
     assert [(f.code, f.message.split(" runs in ")[1].split(":")[0]) for f in merged.findings] == [
         ("RC105", "XPUModelRunner.prepare_model_input")
     ]
+
+
+def test_a_shared_helper_popping_an_unsent_key_is_one_finding_naming_its_inputs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RC111 is silent on the release; a misspelt key in the shared sampling-metadata
+    helper of ``model_runner_base.py`` is one finding at the read, naming every input
+    whose rebuild runs it."""
+    worker = tmp_path / "vllm" / "worker"
+    worker.mkdir(parents=True)
+    for path in (source_root("0.6.0") / "vllm" / "worker").glob("*.py"):
+        (worker / path.name).write_bytes(path.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    assert check_paths(["vllm/worker"], select=["RC111"]).findings == []
+    base = worker / "model_runner_base.py"
+    sent = 'tensor_dict.pop("selected_token_indices", None)'
+    text = base.read_text()
+    assert text.count(sent) == 1
+    base.write_text(text.replace(sent, 'tensor_dict.pop("selected_token_indicesX")'))
+    found = check_paths(["vllm/worker"], select=["RC111"]).findings
+    assert len(found) == 1, found
+    line = 1 + text[: text.index(sent)].count("\n")
+    assert (found[0].path, found[0].line) == ("vllm/worker/model_runner_base.py", line)
+    assert "'selected_token_indicesX'" in found[0].message
+    assert "ModelInputForGPUWithSamplingMetadata" in found[0].message
+    assert "(in _init_sampling_metadata_from_tensor_dict)" in found[0].message

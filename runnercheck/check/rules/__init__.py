@@ -21,6 +21,7 @@ from runnercheck.check.rules import (
     unaccepted_broadcast_key,
     unbroadcast_field,
     unpicklable_broadcast_value,
+    unsent_broadcast_key,
     wrapper_control_broadcast,
 )
 from runnercheck.check.rules.base import CheckRule
@@ -38,6 +39,7 @@ CHECKS: tuple[CheckRule, ...] = (
     merged_dict_leak.CHECK,
     wrapper_control_broadcast.CHECK,
     half_applied.CHECK,
+    unsent_broadcast_key.CHECK,
 )
 
 #: Every code ``runnercheck check`` reports: its own errors (RC001, RC002) and its rules.
