@@ -11,6 +11,9 @@ repetition so that all see the same machine state:
   parent dict), so this includes LibCST parsing and verifying those files;
 * ``migrate --check --select merge-broadcasts``: nothing to rewrite on a merged
   tree, the case a pre-commit hook meets on every commit;
+* ``migrate --check`` in a checkout: the same tree beside a ``pyproject.toml`` with a
+  ``[tool.mypy]`` section, as every vLLM checkout has (``--check`` runs no plain mypy,
+  so this costs what the plain run does; the plain-mypy notes are ``--diff``'s);
 * start-up: ``runnercheck check`` on one small file;
 * before: ``check`` and the two ``migrate --check`` runs of an earlier commit
   (``--baseline``, default where this branch left ``main``, unpacked beside this tree by
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -44,7 +48,18 @@ from benchmarks import baseline  # noqa: E402
 from benchmarks.common import spread  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
+#: vLLM's own mypy settings (its pyproject.toml from 0.4.1 on)
+MYPY_CONFIG = (
+    "[tool.mypy]\n"
+    "ignore_missing_imports = true\n"
+    "check_untyped_defs = true\n"
+    'follow_imports = "skip"\n'
+)
+
 SMALL = "def prepare_model_input(self, seq_group_metadata_list):\n    return None\n"
+
+
+IN_CHECKOUT = "migrate --check, beside a mypy configuration"
 
 
 def run(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[float, float, int]:
@@ -91,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         baseline.baseline_tree(ref, old_tree)
         baseline.compile_tree(REPO)
         old_env = baseline.environment(old_tree)
+        checkout = Path(tmp) / "checkout"
+        shutil.copytree(package, checkout / package.name)
+        (checkout / "pyproject.toml").write_text(MYPY_CONFIG)
         cases: dict[str, list[str]] = {
             # cold, as migrate --check is (the facts cache would serve check alone)
             "check": ["check", "--no-cache", package.name],
@@ -102,16 +120,19 @@ def main(argv: list[str] | None = None) -> int:
                 "merge-broadcasts",
                 package.name,
             ],
+            # cold (a project root would hold the facts cache)
+            IN_CHECKOUT: ["migrate", "--check", "--no-cache", package.name],
             "startup: check one small file": ["check", "--no-cache", str(small)],
         }
         # the same runs of the baseline tree
-        cases |= {f"before: {name}": case for name, case in list(cases.items())[:3]}
+        cases |= {f"before: {name}": case for name, case in list(cases.items())[:4]}
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
         exits: dict[str, int] = {}
         for _ in range(args.reps):
             for name, case in cases.items():
                 env = old_env if name.startswith("before: ") else None
-                cpu, wall, code = run(case, cwd, env)
+                where = checkout if name.endswith(IN_CHECKOUT) else cwd
+                cpu, wall, code = run(case, where, env)
                 samples[name].append((cpu, wall))
                 exits[name] = code
 
@@ -125,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
             ]
         )
         for when in ("before: ", "")
-        for name in ("migrate --check", "migrate --check --select merge-broadcasts")
+        for name in ("migrate --check", "migrate --check --select merge-broadcasts", IN_CHECKOUT)
     }
     print(
         f"vLLM {args.version} vllm/, {args.reps} interleaved repetitions (child CPU seconds), "
