@@ -274,8 +274,8 @@ def find_callers(
 
     ``within``: the given paths (only files under them are rewritten);
     ``skip``: files already rewritten by the migration; ``known``: the contents of
-    files the migration read, every ``*.py`` of the directories ``walked`` among them
-    (those are not walked again)."""
+    files the migration read, by their real paths, every ``*.py`` of the directories
+    ``walked`` among them (those are not walked again)."""
     known = known or {}
     edits = CallerEdits()
     if not removed or not roots:
@@ -292,7 +292,7 @@ def find_callers(
     done = frozenset(p.resolve() for p in walked if p.is_dir())
     for project in sorted(projects):
         for path in _files(project, known, done):
-            resolved = path.resolve()
+            resolved = path if path in known else path.resolve()  # (known: real paths)
             if resolved in seen or resolved in skipped:
                 continue
             seen.add(resolved)

@@ -1,8 +1,15 @@
-"""Node positions from one print of a module, through LibCST's code generation.
+"""Printing through LibCST's code generation: plain, and with node positions from one
+print of a module.
 
 It subclasses LibCST's internal ``CodegenState`` (not public API), so
 :func:`codemods.positions.measure` falls back to LibCST's public
-``PositionProvider`` when this module cannot be used with the installed LibCST."""
+``PositionProvider``, and :func:`codemods.cstutil.code` to ``code_for_node``, when
+this module cannot be used with the installed LibCST.
+
+LibCST's own state enters a generator-based context manager for every statement and
+expression it prints (``record_syntactic_position``, a hook for its position
+metadata that does nothing otherwise); the states here enter one plain object
+instead, which makes a print about a third cheaper and the text the same."""
 
 from __future__ import annotations
 
@@ -13,6 +20,43 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 _NEWLINE = re.compile(r"\r\n?|\n")
+
+
+class _Unrecorded:
+    """The context manager a print that records no syntactic position enters."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_UNRECORDED = _Unrecorded()
+
+
+@dataclass
+class _Printing(CodegenState):
+    """LibCST's code generation, without its no-op position hook's generator."""
+
+    def record_syntactic_position(  # type: ignore[override]  # any context manager does
+        self,
+        node: cst.CSTNode,
+        *,
+        start_node: cst.CSTNode | None = None,
+        end_node: cst.CSTNode | None = None,
+    ) -> _Unrecorded:
+        return _UNRECORDED
+
+
+def print_code(node: cst.CSTNode, default_indent: str, default_newline: str) -> str:
+    """``node``'s code as a module with this indent and line ending prints it
+    (``module.code_for_node(node)``)."""
+    state = _Printing(default_indent=default_indent, default_newline=default_newline)
+    node._codegen(state)
+    return "".join(state.tokens)
 
 
 @dataclass
@@ -100,7 +144,7 @@ _SIZED = frozenset(
 
 
 @dataclass
-class _Sizing(CodegenState):
+class _Sizing(_Printing):
     """LibCST's code generation, counting the line breaks of the sized nodes only."""
 
     breaks: int = 0
@@ -147,7 +191,7 @@ def starts_within(node: cst.CSTNode, module: cst.Module) -> dict[int, tuple[int,
 
 def printed_within(node: cst.CSTNode, module: cst.Module, indents: tuple[str, ...]) -> str:
     """``node``'s code as ``module`` prints it inside blocks indented by ``indents``."""
-    state = CodegenState(
+    state = _Printing(
         default_indent=module.default_indent,
         default_newline=module.default_newline,
         indent_tokens=list(indents),

@@ -18,9 +18,27 @@ N = TypeVar("N", bound=cst.CSTNode)
 _EMPTY = cst.Module(body=[])
 
 
+def public_print_code(node: cst.CSTNode, default_indent: str, default_newline: str) -> str:
+    """``code_for_node`` through LibCST's public API (what :func:`code` falls back to)."""
+    return cst.Module(
+        body=[], default_indent=default_indent, default_newline=default_newline
+    ).code_for_node(node)
+
+
+try:  # LibCST's internal code generation, printed without its position hook
+    from codemods.codegen_positions import print_code as _print_code
+except (ImportError, AttributeError, TypeError):  # pragma: no cover - another LibCST
+    _print_code = public_print_code
+
+
 def code(node: cst.CSTNode) -> str:
     """Source text of a node (as it would print)."""
-    return _EMPTY.code_for_node(node)
+    return _print_code(node, _EMPTY.default_indent, _EMPTY.default_newline)
+
+
+def node_code(module: cst.Module, node: cst.CSTNode) -> str:
+    """``module.code_for_node(node)``."""
+    return _print_code(node, module.default_indent, module.default_newline)
 
 
 def dotted(node: cst.BaseExpression) -> str | None:
@@ -599,7 +617,7 @@ def module_code(module: cst.Module) -> str:
     found = _TEXTS.get(id(module))
     if found is not None and found[0] is module:
         return found[1]
-    text = module.code
+    text = node_code(module, module)
     remember_code(module, text)
     return text
 

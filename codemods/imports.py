@@ -213,23 +213,23 @@ def remove_names(module: cst.Module, code: str, names: set[str]) -> tuple[cst.Mo
     touched = [i for i, s in enumerate(module.body) if _aliases_in(s, names)]
     if not touched:
         return new, code
-    offset = len("".join(module.code_for_node(line) for line in module.header))
+    offset = len("".join(cstutil.node_code(module, line) for line in module.header))
     pieces = [code[:offset]]
     for statement in module.body[: touched[-1] + 1]:
-        text = module.code_for_node(statement)
+        text = cstutil.node_code(module, statement)
         if code[offset : offset + len(text)] != text:
-            return new, new.code  # unexpected layout: print the whole module
+            return new, cstutil.module_code(new)  # unexpected layout: print the whole module
         offset += len(text)
         hit = _aliases_in(statement, names)
         if not hit:
             pieces.append(text)
         elif hit == "all":  # removed: its comment lines stay where it was
             pieces.append(
-                "".join(module.code_for_node(line) for line in cstutil.leading(statement))
+                "".join(cstutil.node_code(module, line) for line in cstutil.leading(statement))
             )
         else:
             edited = remove_unused_many(cst.Module(body=[statement]), names).body[0]
-            pieces.append(module.code_for_node(edited))
+            pieces.append(cstutil.node_code(module, edited))
     pieces.append(code[offset:])
     return new, "".join(pieces)
 

@@ -206,7 +206,7 @@ def _with_value(small: cst.BaseSmallStatement, value: cst.BaseExpression) -> cst
 
 
 def _fits(module: cst.Module, statement: cst.BaseStatement, indent: int, limit: int) -> bool:
-    text = module.code_for_node(statement)
+    text = cstutil.node_code(module, statement)
     lines = text.rstrip("\n").split("\n")
     # continuation lines in brackets are written without the block's indentation
     return all(indent + len(line) <= limit for line in lines)
@@ -215,19 +215,16 @@ def _fits(module: cst.Module, statement: cst.BaseStatement, indent: int, limit: 
 def _import_packed(small: cst.ImportFrom, limit: int) -> cst.ImportFrom:
     """``from m import a, b, ...`` parenthesised and filled up to the limit."""
     assert not isinstance(small.names, cst.ImportStar)
-    empty = cst.Module(body=[])
     where = "." * len(small.relative)
     if small.module is not None:
-        where += empty.code_for_node(small.module)
+        where += cstutil.code(small.module)
     head = f"from {where} import ("
     column = len(head)
     names = list(small.names)
     out: list[cst.ImportAlias] = []
     width = column
     for index, alias in enumerate(names):
-        text = cst.Module(body=[]).code_for_node(
-            alias.with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        )
+        text = cstutil.code(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT))
         last = index == len(names) - 1
         need = len(text) + (2 if not last else 1)
         if out and width + need > limit:
@@ -256,7 +253,6 @@ def _import_packed(small: cst.ImportFrom, limit: int) -> cst.ImportFrom:
 def _dict_entries(value: cst.Dict, indent: int, limit: int) -> cst.Dict:
     """The entries of a dict laid out one per line that are too long: the value
     moves onto the next line (``"key":\\n    value``)."""
-    empty = cst.Module(body=[])
     elements = list(value.elements)
     for index, element in enumerate(elements):
         if not isinstance(element, cst.DictElement):
@@ -267,7 +263,7 @@ def _dict_entries(value: cst.Dict, indent: int, limit: int) -> cst.Dict:
         if not isinstance(before, cst.ParenthesizedWhitespace):
             continue
         column = (indent if before.indent else 0) + len(before.last_line.value)
-        text = empty.code_for_node(element.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+        text = cstutil.code(element.with_changes(comma=cst.MaybeSentinel.DEFAULT))
         if "\n" in text or column + len(text) + 1 <= limit:
             continue
         elements[index] = element.with_changes(
@@ -344,7 +340,7 @@ class _Wrapper(cst.CSTTransformer):
         if isinstance(value, cst.Dict):
             laid = _dict_entries(value, indent, self.limit)
             return updated_node.with_changes(body=[_with_value(small, laid)])
-        if value is None or "\n" in self.module.code_for_node(small):
+        if value is None or "\n" in cstutil.node_code(self.module, small):
             return updated_node  # nothing to wrap, or laid out over several lines already
         candidates: list[Callable[[], cst.BaseExpression | None]] = []
         if isinstance(value, cst.Call) and value.args:

@@ -20,11 +20,13 @@ The caller (``runnercheck migrate``) prints, diffs or writes the result.
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
+import gc
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -189,6 +191,7 @@ def _init_worker(
     plain_mypy: bool,
 ) -> None:
     global _STATE
+    gc.set_threshold(100_000, 50, 100)  # a process of the run's own (see _fewer_collections)
     _STATE = _State(sources, facts, config, select, roots, decide, plain_mypy)
 
 
@@ -626,7 +629,6 @@ def migrate(
     LibCST; its change has no new bytes. ``plain_mypy=False`` (``--check``): the
     changed files are not run through plain mypy before and after (no new-error
     notes; ``--diff`` and writing give them)."""
-    global _STATE
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
         return deep.call(
             migrate,
@@ -641,6 +643,38 @@ def migrate(
             exact,
             plain_mypy,
         )
+    with _fewer_collections():
+        return _migrate(
+            paths, select, config, jobs, progress, collected, decide, cache_root, exact, plain_mypy
+        )
+
+
+@contextlib.contextmanager
+def _fewer_collections() -> Iterator[None]:
+    """The cyclic collector mostly at rest for the run: the sources, their facts and
+    LibCST trees are many objects that live to its end, and each full collection would
+    walk them all again for nothing (what the run leaves as cyclic garbage is little)."""
+    threshold = gc.get_threshold()
+    gc.set_threshold(100_000, 50, 100)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+
+
+def _migrate(
+    paths: Sequence[str | os.PathLike[str]],
+    select: Sequence[str],
+    config: Config | None,
+    jobs: int,
+    progress: Callable[[int, int], None] | None,
+    collected: Collected | None,
+    decide: bool,
+    cache_root: Path | None,
+    exact: bool,
+    plain_mypy: bool,
+) -> MigrateResult:
+    global _STATE
     config = config or Config()
     select = tuple(name for name in CODEMODS if name in select)
     if collected is None:

@@ -33,7 +33,7 @@ class Measured:
     def size(self, node: cst.CSTNode) -> int:
         """``module.code_for_node(node).count("\\n")``."""
         found = self.sizes.get(id(node))
-        return found if found is not None else self.module.code_for_node(node).count("\n")
+        return found if found is not None else cstutil.node_code(self.module, node).count("\n")
 
 
 def measure(module: cst.Module) -> Measured:
@@ -136,16 +136,23 @@ def line_map(old: str, new: str) -> Callable[[int], int]:
     where it was kept; in a rewritten stretch, the line with the same text (in the
     stretch, else the only one in the file: code moves between classes), else the
     line that starts the same way (``class X``, ``def f``, ``self.f``), else the
-    stretch's first line."""
+    stretch's first line. The texts are compared on the first line asked for."""
     old_lines, new_lines = old.splitlines(), new.splitlines()
-    matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
-    ops = matcher.get_opcodes()
+    ops: list[tuple[str, int, int, int, int]] = []
+    stripped: list[str] = []
+    heads: list[str] = []
+    compared = False
 
     def head(text: str) -> str:
         return re.split(r"[(:=\[]", text.strip(), maxsplit=1)[0].strip()
 
-    stripped = [line.strip() for line in new_lines]
-    heads = [head(line) for line in new_lines]
+    def compare() -> None:
+        nonlocal compared
+        compared = True
+        matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+        ops.extend(matcher.get_opcodes())
+        stripped.extend(line.strip() for line in new_lines)
+        heads.extend(head(line) for line in new_lines)
 
     def find(values: list[str], wanted: str, stretch: range) -> int | None:
         if not wanted:
@@ -157,6 +164,8 @@ def line_map(old: str, new: str) -> Callable[[int], int]:
         return found[0] + 1 if len(found) == 1 else None
 
     def to_new(line: int) -> int:
+        if not compared:
+            compare()
         i = line - 1
         for tag, i1, i2, j1, j2 in ops:
             if not i1 <= i < i2:

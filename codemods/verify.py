@@ -30,6 +30,60 @@ def parse(path: Path, source: bytes | str) -> ast.Module:
     return ast.parse(source, filename=str(path))
 
 
+def reparse(path: Path, tree: ast.Module, old: str, new: str) -> ast.Module:
+    """``parse(path, new)`` for a ``new`` text that ends with the top-level statements
+    ``old`` (parsed as ``tree``) ends with: only the lines before them are parsed, and
+    those statements of ``tree`` are moved to their new lines (``tree`` is used up).
+    The whole text is parsed when that cannot be told (a line ending other than
+    ``\n``/``\r\n``, or an edited part that does not parse as complete statements)."""
+    if "\r" in old.replace("\r\n", "") or "\r" in new.replace("\r\n", ""):
+        return parse(path, new)
+    old_lines, new_lines = old.split("\n"), new.split("\n")
+    same = 0  # the lines both texts end with
+    for a, b in zip(reversed(old_lines), reversed(new_lines), strict=False):
+        if a != b:
+            break
+        same += 1
+    first_kept = len(old_lines) - same + 1  # the first line of ``old`` kept as it was
+    kept = [s for s in tree.body if _first_line(s) >= first_kept]
+    if not kept or len(kept) == len(tree.body):
+        return parse(path, new)
+    start = _first_line(kept[0])
+    shift = len(new_lines) - len(old_lines)
+    head = "\n".join(new_lines[: start - 1 + shift]) + "\n"
+    try:
+        edited = parse(path, head)
+    except (SyntaxError, ValueError):
+        return parse(path, new)
+    for statement in kept:
+        _move(statement, shift)
+    return ast.Module(body=[*edited.body, *kept], type_ignores=[*edited.type_ignores])
+
+
+def _first_line(statement: ast.stmt) -> int:
+    """The line a top-level statement starts on (its first decorator's, if any)."""
+    decorators = getattr(statement, "decorator_list", ())
+    return min([statement.lineno, *(d.lineno for d in decorators)])
+
+
+def _move(node: ast.AST, lines: int) -> None:
+    """``ast.increment_lineno`` without its generators."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if "lineno" in item._attributes:
+            item.lineno += lines  # type: ignore[attr-defined]
+            end = getattr(item, "end_lineno", None)
+            if end is not None:
+                item.end_lineno = end + lines  # type: ignore[attr-defined]
+        for field in item._fields:
+            value = getattr(item, field, None)
+            if isinstance(value, list):
+                stack.extend(v for v in value if isinstance(v, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append(value)
+
+
 def facts(path: Path, tree: ast.Module, source: str, config: Config) -> ModuleFacts:
     """The ``check`` engine's facts of one (already parsed) module."""
     return extract_tree(tree, str(path), source, config.contract())

@@ -12,6 +12,7 @@ records them (:meth:`~runnercheck.analysis.extract.FunctionReader.read_roles`)."
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -296,6 +297,10 @@ def _items(node: ast.Dict) -> list[tuple[str, str]]:
     return out
 
 
+#: A facts path as the ``Path`` the sources are keyed by (made once per path).
+_path = functools.lru_cache(maxsize=4096)(Path)
+
+
 class ValueFacts:
     """One version of the analysed files and the values of their methods, each method
     read the first time it is asked for (its file parsed once, then).
@@ -324,7 +329,7 @@ class ValueFacts:
     def of(self, func: FunctionFacts) -> FunctionValues:
         """The values of ``func`` (:data:`NO_VALUES` for a function that is not a method
         of a class at module level, as in the facts, or that no version holds)."""
-        path = Path(func.path)
+        path = _path(func.path)
         if path not in self.sources:
             return self.base.of(func) if self.base is not None else NO_VALUES
         key = (path, func.line, func.col)

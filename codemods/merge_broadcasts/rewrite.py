@@ -561,8 +561,8 @@ def finish(
     unused = used_before - loaded_names(tree)
     if not unused:
         return module, code, tree
-    module, code = imports.remove_names(module, code, unused)
-    return module, code, verify.parse(path, code)
+    module, new = imports.remove_names(module, code, unused)
+    return module, new, verify.reparse(path, tree, code, new)
 
 
 def merge(

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import layout, templates
+from codemods import cstutil, layout, templates
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.facts.signatures import Import, annotation_imports
 from codemods.merge_broadcasts.groups import methods_calling
@@ -412,5 +412,7 @@ def _module_text(contract: Contract, classes: list[_Class], limit: int) -> str:
         )
     parts.append("\n\n".join(texts))
     text = "".join(parts)
+    if all(len(line) <= limit for line in text.splitlines()):
+        return text  # what LibCST would print back: nothing to lay out
     module = layout.wrap_long_statements(cst.parse_module(text), "", limit)
-    return module.code
+    return cstutil.module_code(module)

@@ -64,6 +64,7 @@ class Hierarchy:
             part for module in self.modules.values() for part in module_parts(module.path)[:-1]
         }
         self._mro: dict[int, list[ClassFacts]] = {}
+        self._resolved: dict[tuple[str, str], ClassFacts | None] = {}
         self._package_dirs: dict[PurePath, bool] = {}
         self._ancestors: dict[int, set[str]] = {}
 
@@ -165,7 +166,16 @@ class Hierarchy:
         return None
 
     def resolve_class(self, name: str, from_path: str) -> ClassFacts | None:
-        """The class a (possibly dotted) name refers to in the file ``from_path``."""
+        """The class a (possibly dotted) name refers to in the file ``from_path``
+        (each name and file resolved once)."""
+        key = (name, from_path)
+        if key in self._resolved:
+            return self._resolved[key]
+        found = self._resolve_class(name, from_path)
+        self._resolved[key] = found
+        return found
+
+    def _resolve_class(self, name: str, from_path: str) -> ClassFacts | None:
         simple = last_name(name)
         module = self.modules.get(from_path)
         if module is not None:

@@ -17,6 +17,7 @@ class Roles:
         self.hierarchy = hierarchy
         self.contract = hierarchy.contract
         self._paired: list[ClassFacts] | None = None
+        self._candidates: dict[int, tuple[ClassFacts, dict[str, list[ClassFacts]]]] = {}
 
     # -------------------------------------------------------------- roles
     def _contract_base_names(self) -> set[str]:
@@ -67,7 +68,14 @@ class Roles:
 
     def runner_candidates(self, worker: ClassFacts) -> dict[str, list[ClassFacts]]:
         """Runner classes each ``self.<attr>`` of a worker may hold: what it is assigned,
-        else what the class annotates it with (a factory method builds it)."""
+        else what the class annotates it with (a factory method builds it). Found once
+        per worker: the answer is shared, not to be changed."""
+        found = self._candidates.get(id(worker))
+        if found is None or found[0] is not worker:  # (the class is held: the id stays its own)
+            found = self._candidates[id(worker)] = (worker, self._runner_candidates(worker))
+        return found[1]
+
+    def _runner_candidates(self, worker: ClassFacts) -> dict[str, list[ClassFacts]]:
         out: dict[str, list[ClassFacts]] = {}
         for klass in reversed(self.hierarchy.mro(worker)):
             for attr, names in klass.self_attrs.items():

@@ -92,3 +92,30 @@ def test_the_analysis_modules_import_one_another_without_a_cycle() -> None:
     for name in sorted(edges):
         if name not in state:
             visit(name, [])
+
+
+def test_loaded_names_are_the_names_ast_walk_meets() -> None:
+    """Every ``ast.Name`` of the tree, wherever it stands: nested scopes, comprehensions,
+    decorators, defaults, annotations, f-strings, ``match`` patterns and ``del``."""
+    import ast
+
+    from runnercheck.analysis.syntax import loaded_names
+
+    text = (
+        "import os as o\n"
+        "@deco(a)\n"
+        "class C(Base, metaclass=Meta):\n"
+        "    x: Ann = b\n"
+        "    def f(self, p=dflt, *q: Q, **r) -> Ret:\n"
+        "        g = lambda s=lam: s + t\n"
+        "        return [u for u in v if w] or {k: m for k, m in n} or f'{fs!r:{spec}}'\n"
+        "match subject:\n"
+        "    case Point(x=px) if guard:\n"
+        "        del gone\n"
+        "    case [*rest]:\n"
+        "        pass\n"
+    )
+    tree = ast.parse(text)
+    expected = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert loaded_names(tree) == expected
+    assert {"a", "Base", "Meta", "dflt", "lam", "fs", "spec", "guard", "gone", "Point"} <= expected

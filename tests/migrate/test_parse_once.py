@@ -107,3 +107,74 @@ def test_the_shared_helpers_plan_each_group_once(monkeypatch: pytest.MonkeyPatch
     result = migrate([FIXTURES / "engine" / "before"])
     assert len(result.groups) == 2 and not result.refusals
     assert sorted(planned.values()) == [1, 1], planned
+
+
+#: A module whose imports a rewrite edits: decorators, comments, a statement after a
+#: ``;``, a bracketed statement over several lines and non-ASCII text after them.
+_IMPORTS = (
+    "'''Doc.'''\n"
+    "import os\n"
+    "from typing import (Any, Dict,\n"
+    "                    List, Tuple)  # names\n"
+    "from x import y; z = 1\n"
+    "\n"
+    "# a comment\n"
+    "@decorate(\n"
+    "    Any)\n"
+    "class A(Base):  # é\n"
+    "    s = 'ü' + str(Dict)\n"
+    "    def f(self) -> List[int]:\n"
+    "        return [(1,\n"
+    "                 2)]\n"
+    "\n"
+    "def g(): return y\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        (_IMPORTS, _IMPORTS.replace("(Any, Dict,\n", "(Any, Dict,\n").replace(", Tuple)", ")")),
+        (_IMPORTS, _IMPORTS.replace("from typing import (Any, Dict,\n", "from typing import (\n")),
+        (_IMPORTS, _IMPORTS.replace("(Any, Dict,\n                    List, Tuple)", "List")),
+        (_IMPORTS, _IMPORTS.replace("import os\n", "")),
+        (_IMPORTS, _IMPORTS.replace("from x import y; z = 1\n", "z = 1\n")),
+        (_IMPORTS, _IMPORTS.replace("\n# a comment\n", "# a comment\n")),
+        (_IMPORTS, _IMPORTS.replace("import os\n", "import os\nimport sys\n\n")),
+        (_IMPORTS, _IMPORTS.replace("'''Doc.'''\n", "")),
+        (_IMPORTS, _IMPORTS.replace("\n", "\r\n").replace("import os\r\n", "")),
+        (_IMPORTS, _IMPORTS.replace("\n", "\r").replace("import os\r", "")),  # parsed whole
+        (_IMPORTS, _IMPORTS.replace("@decorate(\n", "@decorate(\nAny,\n")),  # parsed whole
+        (_IMPORTS, _IMPORTS.replace("import os\n", "if x:\n    import os\n")),
+    ],
+)
+def test_a_text_edited_at_its_top_is_reparsed_as_a_whole_parse_gives_it(old: str, new: str) -> None:
+    """``verify.reparse`` (the statements a rewrite left as they were, moved; the lines
+    before them parsed) gives what ``ast.parse`` of the new text gives, positions
+    included."""
+    from codemods import verify
+
+    path = Path("m.py")
+    assert old != new
+    expected = ast.dump(ast.parse(new), include_attributes=True)
+    assert ast.dump(verify.reparse(path, ast.parse(old), old, new), include_attributes=True) == (
+        expected
+    )
+
+
+def test_a_text_edited_at_its_top_is_parsed_only_there(monkeypatch: pytest.MonkeyPatch) -> None:
+    from codemods import verify
+
+    parsed: list[str] = []
+    real = verify.parse
+
+    def recording(path: Path, source: bytes | str) -> ast.Module:
+        parsed.append(str(source))
+        return real(path, source)
+
+    monkeypatch.setattr(verify, "parse", recording)
+    new = _IMPORTS.replace("import os\n", "")
+    tree = verify.reparse(Path("m.py"), ast.parse(_IMPORTS), _IMPORTS, new)
+    assert parsed == [new[: new.index("from typing")]]  # the lines before those kept
+    dump = ast.dump(tree, include_attributes=True)
+    assert dump == ast.dump(ast.parse(new), include_attributes=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
+from libcst._nodes.base import CSTCodegenError
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from codemods import cstutil
@@ -95,6 +96,33 @@ def test_measure_agrees_with_position_metadata_and_code_for_node(name: str, text
         if isinstance(node, SIZED):
             assert id(node) in sized.sizes or not isinstance(node, LAID_OUT), node
             assert sized.size(node) == measured.size(node), node
+
+
+def test_the_printer_prints_every_node_as_libcst_does() -> None:
+    """``cstutil.code``/``node_code``/``module_code`` (LibCST's code generation without
+    its position hook) print each node as ``code_for_node`` does, in modules indented
+    and ending their lines otherwise too."""
+    parsed = cst.parse_module(TRICKY + "\n" + min((t for _, t in _sources()[1:]), key=len))
+    variants = [parsed, parsed.with_changes(default_indent="\t", default_newline="\r\n")]
+    checked = 0
+    for module in variants:
+        assert cstutil.module_code(module) == module.code
+        for node in cstutil.find_all(module, lambda n: True):
+            try:
+                expected = module.code_for_node(node)
+            except CSTCodegenError:  # a node that does not print out of context
+                with pytest.raises(CSTCodegenError):
+                    cstutil.node_code(module, node)
+                continue
+            assert cstutil.node_code(module, node) == expected, node
+            assert cstutil.public_print_code(node, *_layout(module)) == expected, node
+            assert cstutil.code(node) == cst.Module(body=[]).code_for_node(node), node
+            checked += 1
+    assert checked > 100
+
+
+def _layout(module: cst.Module) -> tuple[str, str]:
+    return module.default_indent, module.default_newline
 
 
 def test_module_code_is_the_parsed_text_then_the_printed_one(tmp_path: Path) -> None:
