@@ -88,6 +88,8 @@ def locate(func: cst.FunctionDef, flag: str) -> list[Located]:
 
 
 def _child_blocks(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
+    if isinstance(statement, cst.Match):  # each case runs on the path of the match
+        return [case.body for case in statement.cases]
     blocks: list[cst.BaseSuite] = [statement.body]
     for attr in ("orelse", "finalbody"):
         extra = getattr(statement, attr, None)
