@@ -20,13 +20,11 @@ The caller (``runnercheck migrate``) prints, diffs or writes the result.
 from __future__ import annotations
 
 import ast
-import contextlib
 import dataclasses
-import gc
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -38,7 +36,7 @@ from codemods.facts.values import ValueFacts
 from codemods.refusal import Refusal
 from codemods.results import GroupResult
 from codemods.source import Collected, collect, package_files, read_all
-from runnercheck import deep
+from runnercheck import collector, deep
 from runnercheck.analysis.extract import extract_tree
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.prefilter import select_sources
@@ -191,7 +189,7 @@ def _init_worker(
     plain_mypy: bool,
 ) -> None:
     global _STATE
-    gc.set_threshold(100_000, 50, 100)  # a process of the run's own (see _fewer_collections)
+    collector.rest()  # a process of the run's own
     _STATE = _State(sources, facts, config, select, roots, decide, plain_mypy)
 
 
@@ -643,23 +641,10 @@ def migrate(
             exact,
             plain_mypy,
         )
-    with _fewer_collections():
+    with collector.at_rest():
         return _migrate(
             paths, select, config, jobs, progress, collected, decide, cache_root, exact, plain_mypy
         )
-
-
-@contextlib.contextmanager
-def _fewer_collections() -> Iterator[None]:
-    """The cyclic collector mostly at rest for the run: the sources, their facts and
-    LibCST trees are many objects that live to its end, and each full collection would
-    walk them all again for nothing (what the run leaves as cyclic garbage is little)."""
-    threshold = gc.get_threshold()
-    gc.set_threshold(100_000, 50, 100)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
 
 
 def _migrate(

@@ -9,9 +9,10 @@ its line.
 from __future__ import annotations
 
 import argparse
-import gc
 import sys
 from pathlib import Path
+
+from runnercheck import collector
 
 HELP = "check sources for broadcast-contract bugs (fast, syntactic)"
 EPILOG = (
@@ -73,14 +74,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # the facts are many small objects that live to the end of the run: the cyclic
-    # collector would walk them again and again for nothing
-    threshold = gc.get_threshold()
-    gc.set_threshold(100_000, 50, 100)
-    try:
+    with collector.at_rest():
         return _run(args)
-    finally:
-        gc.set_threshold(*threshold)
 
 
 def _run(args: argparse.Namespace) -> int:
