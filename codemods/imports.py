@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 import libcst as cst
 
 from codemods import cstutil
+from codemods.import_order import isort_key
 
 
 def _is_import(statement: cst.BaseStatement) -> bool:
@@ -135,18 +136,11 @@ def _after_docstring(body: Sequence[cst.BaseStatement]) -> int:
     return index
 
 
-def _isort_key(name: str) -> tuple[int, str]:
-    """isort's default order inside one import: CONSTANTS, Classes, functions."""
-    if name.isupper() and len(name) > 1:
-        return (0, name)
-    return (1 if name[:1].isupper() else 2, name.lower())
-
-
 def _extend(node: cst.ImportFrom, names: Sequence[str]) -> cst.ImportFrom:
     assert not isinstance(node.names, cst.ImportStar)
     aliases = list(node.names)
     existing = [cstutil.code(a.name) for a in aliases]
-    sorted_before = existing == sorted(existing, key=_isort_key)
+    sorted_before = existing == sorted(existing, key=isort_key)
     template_comma = (
         aliases[0].comma
         if len(aliases) > 1
@@ -159,7 +153,7 @@ def _extend(node: cst.ImportFrom, names: Sequence[str]) -> cst.ImportFrom:
         if sorted_before:
             position = len(aliases)
             for i, other in enumerate(aliases):
-                if _isort_key(cstutil.code(other.name)) > _isort_key(name):
+                if isort_key(cstutil.code(other.name)) > isort_key(name):
                     position = i
                     break
             aliases.insert(position, alias)

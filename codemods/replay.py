@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from codemods import registry
+from codemods.import_order import isort_key
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.syntax import dotted
@@ -499,22 +500,15 @@ def _add_typing(tree: ast.Module, names: list[str]) -> None:
     body.insert(position, _place(new, body[position - 1] if position else body[0]))
 
 
-def _isort_key(name: str) -> tuple[int, str]:
-    """isort's order inside one import (as :mod:`codemods.imports` sorts)."""
-    if name.isupper() and len(name) > 1:
-        return (0, name)
-    return (1 if name[:1].isupper() else 2, name.lower())
-
-
 def _extended(aliases: list[ast.alias], new: list[ast.alias]) -> list[ast.alias]:
     """``aliases`` with ``new`` added: each in its sorted place when they are sorted, else
     at the end."""
     out = list(aliases)
-    in_order = [a.name for a in out] == sorted((a.name for a in out), key=_isort_key)
+    in_order = [a.name for a in out] == sorted((a.name for a in out), key=isort_key)
     for alias in new:
         position = len(out)
         if in_order:
-            later = (i for i, a in enumerate(out) if _isort_key(a.name) > _isort_key(alias.name))
+            later = (i for i, a in enumerate(out) if isort_key(a.name) > isort_key(alias.name))
             position = next(later, position)
         out.insert(position, alias)
     return out
