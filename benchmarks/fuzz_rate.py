@@ -216,8 +216,12 @@ def process_cpu(pid: int) -> float | None:
 
 
 def group_cpu(group: Any) -> float | None:
-    """CPU seconds spent so far by this process and the ranks of ``group``."""
-    ranks = [process_cpu(pid) for pid in group.rank_pids()]
+    """CPU seconds spent so far by this process and the ranks of ``group`` (None where
+    they cannot be read, or from a group of an earlier commit that cannot name them)."""
+    rank_pids = getattr(group, "rank_pids", None)
+    if rank_pids is None:
+        return None
+    ranks = [process_cpu(pid) for pid in rank_pids()]
     if any(cpu is None for cpu in ranks):
         return None
     return time.process_time() + sum(cpu for cpu in ranks if cpu is not None)

@@ -1,0 +1,194 @@
+"""fuzz's marginal rate against the raw broadcast, this tree beside an earlier commit.
+
+Each round measures both trees one after the other (their order alternating between
+rounds), each in a process of its own that imports runnercheck from its tree and runs
+:func:`benchmarks.fuzz_rate.marginal_vs_raw` from this tree: the same measurement, the
+same inputs, the same load on the machine within a round. On a shared machine the load
+moves every figure between rounds, so the figures to read are the per-round ratios
+(after/before) and the spreads, not a best figure.
+
+Usage::
+
+    python benchmarks/fuzz_rate_baseline.py [--baseline REF] [--rounds 3] [--reps 3]
+                                            [--device cpu|cuda] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks import baseline  # noqa: E402
+from benchmarks.common import spread  # noqa: E402
+
+#: What each measuring process runs: this tree's measurement, the tree's runnercheck.
+MEASURE = (
+    "import json, sys\n"
+    "from benchmarks import fuzz_rate\n"
+    "figures = fuzz_rate.marginal_vs_raw(sys.argv[1], 2, reps=int(sys.argv[2]))\n"
+    "print(json.dumps(figures))\n"
+)
+
+
+def measure(tree: Path, device: str, reps: int, cwd: Path) -> dict[str, Any]:
+    """One :func:`marginal_vs_raw` with runnercheck imported from ``tree``."""
+    env = dict(os.environ)
+    # the tree first: its runnercheck; then this checkout: the benchmarks package
+    env["PYTHONPATH"] = os.pathsep.join(
+        part for part in (str(tree), str(REPO), env.get("PYTHONPATH", "")) if part
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", MEASURE, device, str(reps)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        raise SystemExit(f"fuzz_rate_baseline: the measurement in {tree} failed:\n{tail}")
+    figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def side_by_side(ref: str, rounds: int, reps: int, device: str) -> dict[str, Any]:
+    names = ("before", "after")
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    with baseline.temporary() as tmp:
+        before = Path(tmp) / "before"
+        before.mkdir()
+        baseline.baseline_tree(ref, before)
+        baseline.compile_tree(REPO)
+        trees = {"before": before, "after": REPO}
+        for round_ in range(rounds):
+            for name in names if round_ % 2 == 0 else names[::-1]:
+                figures = measure(trees[name], device, reps, Path(tmp))
+                runs[name].append(figures)
+                print(f"  round {round_ + 1}, {name}: {_line(figures)}", flush=True)
+    return {
+        "baseline": baseline.short(ref),
+        "device": device,
+        "rounds": rounds,
+        "reps": reps,
+        "sides": {name: _summary(runs[name]) for name in names},
+        "after_over_before": _per_round(runs),
+    }
+
+
+def _rate(figures: dict[str, Any]) -> float | None:
+    rate = figures["fuzz_marginal_per_s"]
+    return float(rate) if rate is not None else None
+
+
+def _cpu(figures: dict[str, Any]) -> float | None:
+    cpu = figures.get("cpu") or {}
+    value = cpu.get("fuzz_ms_per_example")
+    return float(value) if value is not None else None
+
+
+def _line(figures: dict[str, Any]) -> str:
+    rate, cpu = _rate(figures), _cpu(figures)
+    raw = figures["raw_broadcast"]["per_s"]["median"]
+    ratio = figures["marginal_over_raw"]
+    return (f"fuzz {rate:.0f}/s" if rate is not None else "fuzz not measurable") + (
+        f", raw {raw:.0f}/s"
+        + (f", ratio {ratio:.2f}" if ratio is not None else "")
+        + (f", CPU {cpu:.2f} ms/example" if cpu is not None else "")
+    )
+
+
+def _spread_of(values: list[float | None]) -> dict[str, float] | None:
+    known = [v for v in values if v is not None]
+    return spread(known) if known else None
+
+
+def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "fuzz_marginal_per_s": _spread_of([_rate(f) for f in runs]),
+        "raw_per_s": _spread_of([f["raw_broadcast"]["per_s"]["median"] for f in runs]),
+        "marginal_over_raw": _spread_of([f["marginal_over_raw"] for f in runs]),
+        "fuzz_cpu_ms_per_example": _spread_of([_cpu(f) for f in runs]),
+        "runs": runs,
+    }
+
+
+def _per_round(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """after/before of each round's rate ratio and CPU per example."""
+    ratios, cpu = [], []
+    for before, after in zip(runs["before"], runs["after"], strict=True):
+        if before["marginal_over_raw"] and after["marginal_over_raw"] is not None:
+            ratios.append(after["marginal_over_raw"] / before["marginal_over_raw"])
+        cpu_before, cpu_after = _cpu(before), _cpu(after)
+        if cpu_before and cpu_after is not None:
+            cpu.append(cpu_after / cpu_before)
+    return {
+        "marginal_over_raw": spread(ratios) if ratios else None,
+        "cpu_per_example": spread(cpu) if cpu else None,
+    }
+
+
+def describe(figures: dict[str, Any]) -> str:
+    lines = [
+        f"fuzz marginal rate vs raw broadcast ({figures['device']}, world size 2), "
+        f"before ({figures['baseline']}) and after, {figures['rounds']} alternating rounds "
+        f"of {figures['reps']} repetitions (medians [min-max] over rounds):"
+    ]
+    for name in ("before", "after"):
+        side = figures["sides"][name]
+        parts = [f"  {name}:"]
+        for key, label, fmt, unit in (
+            ("fuzz_marginal_per_s", "fuzz", "{:.0f}", "/s"),
+            ("raw_per_s", "raw", "{:.0f}", "/s"),
+            ("marginal_over_raw", "ratio", "{:.2f}", ""),
+            ("fuzz_cpu_ms_per_example", "CPU", "{:.2f}", " ms/example"),
+        ):
+            value = side[key]
+            if value is not None:
+                parts.append(
+                    f"{label} {fmt.format(value['median'])}{unit} "
+                    f"[{fmt.format(value['min'])}-{fmt.format(value['max'])}]"
+                )
+        lines.append(" ".join(parts[:1]) + " " + ", ".join(parts[1:]))
+    per_round = figures["after_over_before"]
+    for key, label in (("marginal_over_raw", "rate ratio"), ("cpu_per_example", "CPU per example")):
+        value = per_round[key]
+        if value is not None:
+            lines.append(
+                f"  after/before per round, {label}: {value['median']:.2f} "
+                f"[{value['min']:.2f}-{value['max']:.2f}]"
+            )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", default=None, help="the before commit (default: merge-base)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per measurement")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args()
+    if args.rounds < 1 or args.reps < 1:
+        parser.error("--rounds and --reps must be at least 1")
+    figures = side_by_side(
+        args.baseline or baseline.default_ref(), args.rounds, args.reps, args.device
+    )
+    print(describe(figures))
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
