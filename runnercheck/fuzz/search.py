@@ -230,9 +230,13 @@ def search(
     return drive(group, job, target.name, strategy, options, expect, judge)
 
 
-#: Examples out with the ranks at once while the search runs ahead: while rank 0
-#: converts and broadcasts one, the receivers still rebuild the one before it.
-LOOKAHEAD = 2
+#: Examples out with the ranks at once while the search runs ahead (as many as fit in
+#: rank 0's pipe, up to this many): Hypothesis generates while the ranks round-trip
+#: the examples before, and a slow round trip now and then (the ranks share the
+#: machine's cores with this process) leaves the ranks work queued instead of leaving
+#: this process waiting. 0: no run-ahead (each example judged before the next is
+#: generated), as the search runs again after a problem found ahead.
+LOOKAHEAD = 8
 
 
 class _FoundAhead(BaseException):
@@ -264,7 +268,10 @@ def drive(
     long as they fit in rank 0's pipe); the outcome of the oldest is judged before one
     more goes out. A problem found that way stops the search, which
     runs again from the same seed in step (each example judged before the next is
-    generated): the same examples up to the failing one, which Hypothesis shrinks."""
+    generated): the same examples up to the failing one, which Hypothesis shrinks.
+    With a fixed seed, Hypothesis's next example depends only on the examples before it
+    and their outcomes (all passed, up to the failing one); health checks are off and
+    there is no deadline, so time does not change the sequence either."""
     result = ClassResult(name, options.seed)
     try:
         errors = group.start_job(job)
@@ -347,32 +354,42 @@ def drive(
                         failure, older = earlier, False
             raise _FoundAhead(failure) from None
 
+    def in_step(example: Any) -> None:
+        check(example, False)
+
+    def ahead_then_in_step() -> None:
+        """The search run ahead; after a problem found that way, run again in step."""
+        try:
+            _search(strategy, options, check_ahead)
+            try:
+                while pending:
+                    settle()
+            finally:
+                drain()
+        except (_FoundAhead, RoundTripFailure) as found:
+            first = found.failure if isinstance(found, _FoundAhead) else found
+            _search(strategy, options, in_step)
+            if first is not None:  # not reproduced in step: the problem as found
+                result.problems = merge(
+                    [
+                        *first.problems,
+                        Problem(
+                            "RC304",
+                            "the failure did not reproduce when the example was replayed",
+                        ),
+                    ]
+                )
+                result.example = first.example
+
     strategies.last_construction_error.clear()
     # Hypothesis makes many objects that live to the end of the search: the cyclic
     # collector would walk them again and again
     with _fewer_collections():
         try:
-            try:
-                _search(strategy, options, check_ahead)
-                try:
-                    while pending:
-                        settle()
-                finally:
-                    drain()
-            except (_FoundAhead, RoundTripFailure) as found:
-                first = found.failure if isinstance(found, _FoundAhead) else found
-                _search(strategy, options, lambda example: check(example, False))
-                if first is not None:  # not reproduced in step: the problem as found
-                    result.problems = merge(
-                        [
-                            *first.problems,
-                            Problem(
-                                "RC304",
-                                "the failure did not reproduce when the example was replayed",
-                            ),
-                        ]
-                    )
-                    result.example = first.example
+            if LOOKAHEAD > 0:
+                ahead_then_in_step()
+            else:
+                _search(strategy, options, in_step)
         except RoundTripFailure as failure:
             result.problems = failure.problems
             result.example = failure.example

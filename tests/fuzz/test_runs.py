@@ -146,6 +146,65 @@ def test_seed_replays_the_same_minimal_example(group2: Any) -> None:
     )
 
 
+SEARCH = importlib.import_module("runnercheck.fuzz.search")
+
+
+def _sent(group: Any, monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
+    """The examples handed to rank 0 from now on, in order."""
+    sent: list[bytes] = []
+    submit = group.submit
+
+    def recording(payload: bytes) -> None:
+        sent.append(payload)
+        submit(payload)
+
+    monkeypatch.setattr(group, "submit", recording)
+    return sent
+
+
+def test_the_search_ahead_sends_the_examples_it_sends_in_step(
+    group2: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a fixed seed, Hypothesis's next example depends only on the examples before
+    it and their outcomes, not on when those outcomes are judged."""
+    sent = _sent(group2, monkeypatch)
+    ahead = run_one(group2, good.ModelInputWithSampling, examples=50)
+    in_order = list(sent)
+    sent.clear()
+    monkeypatch.setattr(SEARCH, "LOOKAHEAD", 0)
+    in_step = run_one(group2, good.ModelInputWithSampling, examples=50)
+    assert ahead.passed and in_step.passed
+    assert len(in_order) == 50
+    assert sent == in_order
+
+
+@pytest.mark.parametrize(
+    ("cls", "code", "field", "message", "example"), DEFECTS, ids=[d[0].__name__ for d in DEFECTS]
+)
+def test_a_problem_found_ahead_is_reported_as_in_step(
+    group2: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    cls: type,
+    code: str,
+    field: str,
+    message: str,
+    example: str,
+) -> None:
+    """A problem found while several examples are out is searched again in step: the
+    same problems, minimal example and shrinking as a search that never ran ahead."""
+    ahead = run_one(group2, cls)
+    monkeypatch.setattr(SEARCH, "LOOKAHEAD", 0)
+    in_step = run_one(group2, cls)
+    assert (ahead.problems, ahead.example, ahead.shrunk) == (
+        in_step.problems,
+        in_step.example,
+        in_step.shrunk,
+    )
+    assert ahead.example == example
+    # the search ahead stopped at the problem and ran again: more examples in all
+    assert ahead.examples > in_step.examples
+
+
 def test_blocking_rank_is_reported_within_the_deadline(roundtrip_groups: Any) -> None:
     group = roundtrip_groups.get(2, "cpu", 2.0)
     group.start()
