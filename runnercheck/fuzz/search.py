@@ -2,8 +2,8 @@
 
 Each example Hypothesis draws goes to the driver rank and through the broadcast;
 the outcome is compared here, field by field, against a snapshot of the original.
-Hypothesis draws the next example while the ranks round-trip one (:func:`drive`).
-A problem raises :class:`RoundTripFailure`, which Hypothesis shrinks (replaying
+Hypothesis draws the next examples while the ranks round-trip the ones before
+(:func:`drive`; a problem found that way is searched again in step). A problem raises :class:`RoundTripFailure`, which Hypothesis shrinks (replaying
 examples through the same group, one at a time) down to a minimal example; the seed
 replays it.
 """
