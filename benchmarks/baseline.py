@@ -43,6 +43,16 @@ def baseline_tree(ref: str, into: Path) -> Path:
     return into
 
 
+def before_and_after(ref: str, tmp: str | Path) -> dict[str, Path]:
+    """The two trees of a side-by-side measurement: ``ref``'s packages unpacked under
+    ``tmp`` ("before") and this checkout ("after"), both byte-compiled."""
+    before = Path(tmp) / "before"
+    before.mkdir()
+    baseline_tree(ref, before)
+    compile_tree(REPO)
+    return {"before": before, "after": REPO}
+
+
 def compile_tree(tree: Path) -> None:
     for package in PACKAGES:
         if (tree / package).is_dir():

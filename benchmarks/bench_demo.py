@@ -66,11 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     walls: dict[str, list[float]] = {"before": [], "after": []}
     stages: dict[str, list[dict[str, float]]] = {"before": [], "after": []}
     with baseline.temporary() as tmp:
-        before = Path(tmp) / "before"
-        before.mkdir()
-        baseline.baseline_tree(ref, before)
-        baseline.compile_tree(REPO)
-        trees = {"before": before, "after": REPO}
+        trees = baseline.before_and_after(ref, tmp)
         for rep in range(args.reps):
             for name in ("before", "after") if rep % 2 == 0 else ("after", "before"):
                 if args.cold and name == "after":

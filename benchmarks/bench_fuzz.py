@@ -239,11 +239,7 @@ def bench_one_example(runs: int, ref: str, device: str) -> dict[str, Any]:
     wall: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
     with baseline.temporary() as tmp:
-        before = Path(tmp) / "before"
-        before.mkdir()
-        baseline.baseline_tree(ref, before)
-        baseline.compile_tree(REPO)
-        trees = {"before": before, "after": REPO}
+        trees = baseline.before_and_after(ref, tmp)
         for run in range(runs):
             for name in names[run % 3 :] + names[: run % 3]:
                 if name == "import_torch":

@@ -65,11 +65,7 @@ def side_by_side(ref: str, rounds: int, reps: int, device: str) -> dict[str, Any
     names = ("before", "after")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     with baseline.temporary() as tmp:
-        before = Path(tmp) / "before"
-        before.mkdir()
-        baseline.baseline_tree(ref, before)
-        baseline.compile_tree(REPO)
-        trees = {"before": before, "after": REPO}
+        trees = baseline.before_and_after(ref, tmp)
         for round_ in range(rounds):
             for name in names if round_ % 2 == 0 else names[::-1]:
                 figures = measure(trees[name], device, reps, Path(tmp))
