@@ -16,6 +16,11 @@
   the same load on the machine (a busy shared machine moved the raw rate alone by
   3x between runs).
 
+The ranks alone: the same ``large`` inputs, pickled once, handed to rank 0 through the
+same group as fuzz does (as many out at once as the search allows), each converted,
+checked, broadcast, rebuilt and answered as in a fuzz run, with nothing generated and
+nothing compared: what fuzz's ranks and hand-over allow where generation costs nothing.
+
 CPU, side by side (Linux): what one more example costs fuzz in CPU time, over the
 process that runs Hypothesis and every rank (the same difference of medians, over
 ``large - small`` examples), against what one dict costs the raw broadcast's ranks.
@@ -227,6 +232,35 @@ def group_cpu(group: Any) -> float | None:
     return time.process_time() + sum(cpu for cpu in ranks if cpu is not None)
 
 
+def ranks_alone(group: Any, cls: type, backend: Any, inputs: list[Any]) -> float | None:
+    """Seconds for ``group``'s ranks to round-trip ``inputs`` handed over ready-made (see
+    the module's docstring); None for a group of an earlier commit that cannot be fed
+    that way."""
+    from runnercheck.config import Config
+    from runnercheck.fuzz import search, transfer
+    from runnercheck.fuzz.roundtrip import Job
+
+    if not all(hasattr(group, name) for name in ("submit", "collect", "room")):
+        return None
+    contract = Config().contract()
+    job = Job(0, cls, contract.as_dict_method, contract.from_dict_method, backend)
+    if group.start_job(job):
+        raise RuntimeError("the ranks could not load the engine input")
+    payloads = [transfer.dumps(example) for example in inputs]
+    ahead = max(1, getattr(search, "LOOKAHEAD", 1))
+    start = time.perf_counter()
+    out = 0
+    for payload in payloads:
+        while out and (out >= ahead or not group.room(len(payload))):
+            group.collect()
+            out -= 1
+        group.submit(payload)
+        out += 1
+    for _ in range(out):
+        group.collect()
+    return time.perf_counter() - start
+
+
 def marginal_vs_raw(
     device: str, world: int, small: int = 20, large: int = 200, reps: int = 5
 ) -> dict[str, Any]:
@@ -243,6 +277,7 @@ def marginal_vs_raw(
     cpu: dict[int, list[float]] = {small: [], large: []}
     raw_times: list[float] = []
     raw_cpu: list[float] = []
+    alone_times: list[float] = []
     with LocalGroup(options.settings()) as group:
         info = group.start()
         inputs = generated_inputs(large, 2000, tuple(info.dtypes))
@@ -264,6 +299,9 @@ def marginal_vs_raw(
                         raise RuntimeError(
                             f"the engine input failed to round-trip:\n{report.text()}"
                         )
+                alone = ranks_alone(group, cls, backend, inputs)
+                if alone is not None:
+                    alone_times.append(alone)
                 raw_times.append(raw.run())
                 raw_cpu.append(raw.cpu_seconds)
             raw_count = raw.count
@@ -285,6 +323,13 @@ def marginal_vs_raw(
             "raw_ms_per_dict": raw_ms,
             "raw_over_fuzz": raw_ms / fuzz_ms if fuzz_ms > 0 else None,
         }
+    alone_figures = None
+    if alone_times:
+        alone_per_s = spread([len(inputs) / t for t in alone_times])
+        alone_figures = {
+            "per_s": alone_per_s,
+            "over_raw": alone_per_s["median"] / raw_per_s["median"],
+        }
     return {
         "device": device,
         "world_size": world,
@@ -296,11 +341,27 @@ def marginal_vs_raw(
         "marginal_over_raw": ratio,
         "target_met": ratio is not None and ratio >= 0.5,
         "cpu": cpu_figures,
+        "ranks_alone": alone_figures,
     }
 
 
 def describe(figures: dict[str, Any]) -> str:
-    return _describe_rates(figures) + _describe_cpu(figures.get("cpu"))
+    return (
+        _describe_rates(figures)
+        + _describe_cpu(figures.get("cpu"))
+        + _describe_alone(figures.get("ranks_alone"))
+    )
+
+
+def _describe_alone(alone: dict[str, Any] | None) -> str:
+    if not alone:
+        return ""
+    rate = alone["per_s"]
+    return (
+        f"; the ranks alone (examples handed over ready-made, nothing generated or "
+        f"compared): {rate['median']:.0f}/s [{rate['min']:.0f}-{rate['max']:.0f}] = "
+        f"{alone['over_raw']:.2f} of raw"
+    )
 
 
 def _describe_cpu(cpu: dict[str, Any] | None) -> str:

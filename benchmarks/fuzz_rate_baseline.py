@@ -92,14 +92,21 @@ def _cpu(figures: dict[str, Any]) -> float | None:
     return float(value) if value is not None else None
 
 
+def _alone(figures: dict[str, Any]) -> float | None:
+    alone = figures.get("ranks_alone") or {}
+    value = alone.get("over_raw")
+    return float(value) if value is not None else None
+
+
 def _line(figures: dict[str, Any]) -> str:
-    rate, cpu = _rate(figures), _cpu(figures)
+    rate, cpu, alone = _rate(figures), _cpu(figures), _alone(figures)
     raw = figures["raw_broadcast"]["per_s"]["median"]
     ratio = figures["marginal_over_raw"]
     return (f"fuzz {rate:.0f}/s" if rate is not None else "fuzz not measurable") + (
         f", raw {raw:.0f}/s"
         + (f", ratio {ratio:.2f}" if ratio is not None else "")
         + (f", CPU {cpu:.2f} ms/example" if cpu is not None else "")
+        + (f", ranks alone {alone:.2f} of raw" if alone is not None else "")
     )
 
 
@@ -114,6 +121,7 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "raw_per_s": _spread_of([f["raw_broadcast"]["per_s"]["median"] for f in runs]),
         "marginal_over_raw": _spread_of([f["marginal_over_raw"] for f in runs]),
         "fuzz_cpu_ms_per_example": _spread_of([_cpu(f) for f in runs]),
+        "ranks_alone_over_raw": _spread_of([_alone(f) for f in runs]),
         "runs": runs,
     }
 
@@ -147,6 +155,7 @@ def describe(figures: dict[str, Any]) -> str:
             ("raw_per_s", "raw", "{:.0f}", "/s"),
             ("marginal_over_raw", "ratio", "{:.2f}", ""),
             ("fuzz_cpu_ms_per_example", "CPU", "{:.2f}", " ms/example"),
+            ("ranks_alone_over_raw", "ranks alone", "{:.2f}", " of raw"),
         ):
             value = side[key]
             if value is not None:
