@@ -3,9 +3,9 @@
 Each example Hypothesis draws goes to the driver rank and through the broadcast;
 the outcome is compared here, field by field, against a snapshot of the original.
 Hypothesis draws the next examples while the ranks round-trip the ones before
-(:func:`drive`; a problem found that way is searched again in step). A problem raises :class:`RoundTripFailure`, which Hypothesis shrinks (replaying
-examples through the same group, one at a time) down to a minimal example; the seed
-replays it.
+(:func:`drive`; a problem found that way is searched again in step). A problem raises
+:class:`RoundTripFailure`, which Hypothesis shrinks (replaying examples through the
+same group, one at a time) down to a minimal example; the seed replays it.
 """
 
 from __future__ import annotations
@@ -230,12 +230,13 @@ def search(
     return drive(group, job, target.name, strategy, options, expect, judge)
 
 
-#: Examples out with the ranks at once while the search runs ahead (as many as fit in
-#: rank 0's pipe, up to this many): Hypothesis generates while the ranks round-trip
-#: the examples before, and a slow round trip now and then (the ranks share the
-#: machine's cores with this process) leaves the ranks work queued instead of leaving
-#: this process waiting. 0: no run-ahead (each example judged before the next is
-#: generated), as the search runs again after a problem found ahead.
+#: Examples out with the ranks at once while the search runs ahead (up to this many,
+#: as long as they fit in rank 0's pipe): Hypothesis generates while the ranks
+#: round-trip the examples before, and when a round trip is slow now and then (the
+#: ranks share the machine's cores with this process), the ranks find the next
+#: examples queued instead of this process waiting for the outcome. 0: no run-ahead
+#: (each example judged before the next is generated), as the search runs again after
+#: a problem found ahead.
 LOOKAHEAD = 8
 
 
