@@ -611,6 +611,11 @@ def remember_code(module: cst.Module, text: str) -> None:
         del _TEXTS[next(iter(_TEXTS))]
 
 
+def forget_codes() -> None:
+    """Drop the texts kept (and the modules they hold)."""
+    _TEXTS.clear()
+
+
 def module_code(module: cst.Module) -> str:
     """``module.code``, printed at most once: the text of a module that
     :func:`parse_module` parsed, or that was printed here before, is given again."""

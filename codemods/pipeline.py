@@ -839,9 +839,10 @@ def _migrate(
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
     result.changes = dict(sorted(result.changes.items()))
     if "libcst" in sys.modules:  # the run's LibCST trees, and what was read from them, can go
-        from codemods import node_index
+        from codemods import cstutil, node_index
 
         node_index.forget()
+        cstutil.forget_codes()
     return result
 
 

@@ -161,7 +161,10 @@ class ValueSources:
                 visit(target_cls, target, passed)
 
         given = {n: Source("argument", n) for n in (*ref.func.params, *ref.func.param_types)}
-        visit(cls, ref, given)
+        try:
+            visit(cls, ref, given)
+        finally:
+            del visit  # (it holds itself: a cycle that would keep the project alive)
         return out
 
     def _driver_only(self, sink: Sink) -> bool:

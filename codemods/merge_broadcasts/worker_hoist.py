@@ -100,7 +100,9 @@ def plan_hoist(
         try:
             member.split = split_step(member.cdef, member.plan.cdef, member.plan, contract)
         except NotSplit as exc:
-            member.why_not = exc
+            # without its traceback: kept, its frames would hold this run's trees and
+            # facts in a cycle that only the garbage collector frees
+            member.why_not = exc.with_traceback(None)
     classes: dict[tuple[str, ...], list[Member]] = {}
     for member in members:
         if member.split is not None:
