@@ -14,6 +14,7 @@ import libcst as cst
 
 from codemods import cstutil, node_index
 from codemods.pipeline import migrate
+from runnercheck import collector
 from runnercheck.demo.engine import engine_source_dir
 
 
@@ -54,3 +55,12 @@ def test_the_texts_of_printed_modules_are_forgotten_at_the_end_of_a_run(
     cstutil.forget_codes()
     node_index.forget()
     assert cstutil._TEXTS == {}
+
+
+def test_a_run_collects_seldom_and_puts_the_collector_back(tmp_path: Path) -> None:
+    tree = shutil.copytree(engine_source_dir("legacy"), tmp_path / "engine")
+    before = gc.get_threshold()
+    during: list[tuple[int, ...]] = []
+    migrate([str(tree)], progress=lambda done, total: during.append(gc.get_threshold()))
+    assert during and set(during) == {collector.LIBCST_THRESHOLD}
+    assert gc.get_threshold() == before != collector.LIBCST_THRESHOLD
