@@ -33,6 +33,8 @@ except (ImportError, AttributeError, TypeError):  # pragma: no cover - another L
 
 def code(node: cst.CSTNode) -> str:
     """Source text of a node (as it would print)."""
+    if type(node) is cst.Name and not node.lpar and not node.rpar:
+        return node.value  # (what a print of a bare name gives; many prints are of one)
     return _print_code(node, _EMPTY.default_indent, _EMPTY.default_newline)
 
 
