@@ -843,6 +843,8 @@ def _migrate(
 
         node_index.forget()
         cstutil.forget_codes()
+    if state._planned is not None:
+        state._planned.release()
     return result
 
 
