@@ -191,6 +191,43 @@ def within(root: cst.CSTNode, node: cst.CSTNode) -> bool:
     return index.holds(start, node)
 
 
+def of_kind(
+    nodes: Sequence[cst.CSTNode], kinds: type[cst.CSTNode] | tuple[type[cst.CSTNode], ...]
+) -> list[cst.CSTNode]:
+    """The nodes ``isinstance(node, kinds)`` keeps, told by their class: LibCST's node
+    classes are abstract-base classes, so ``isinstance`` on one a node is not an instance
+    of costs a call into ``abc`` per node; a class of LibCST's is looked up in the set
+    of those that are subclasses of ``kinds`` instead (any other class is asked
+    ``isinstance``)."""
+    found = _KINDS.get(kinds)
+    if found is None:
+        known = _node_classes()
+        found = _KINDS[kinds] = (frozenset(k for k in known if issubclass(k, kinds)), known)
+    wanted, known = found
+    return [
+        node
+        for node in nodes
+        if type(node) in wanted or (type(node) not in known and isinstance(node, kinds))
+    ]
+
+
+#: Per kinds asked for, LibCST's node classes that are of them, and all of LibCST's.
+_KINDS: dict[object, tuple[frozenset[type], frozenset[type]]] = {}
+
+
+def _node_classes() -> frozenset[type]:
+    """Every subclass of LibCST's ``CSTNode`` defined so far."""
+    out: set[type] = set()
+    todo: list[type] = [cst.CSTNode]
+    while todo:
+        subclasses: list[type] = todo.pop().__subclasses__()
+        for sub in subclasses:
+            if sub not in out:
+                out.add(sub)
+                todo.append(sub)
+    return frozenset(out)
+
+
 #: Facts computed once per node elsewhere (:func:`kept`), dropped with the indexes.
 _KEPT: list[dict[int, Any]] = []
 #: How many nodes each of them may hold before it is emptied.

@@ -133,7 +133,7 @@ def _self_fields(statement: cst.CSTNode) -> set[str] | None:
     fields: set[str] = set()
     attrs = {
         id(n.value): n.attr.value
-        for n in cstutil.find_all(statement, lambda n: cstutil.is_self_attr(n))
+        for n in cstutil.find_all(statement, cst.Attribute, cstutil.is_self_attr)
         if isinstance(n, cst.Attribute)
     }
     for name in cstutil.name_uses(statement)[0]:

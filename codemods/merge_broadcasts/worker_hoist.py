@@ -247,12 +247,13 @@ def _driver_stop(
     send: cst.FunctionDef, request: str, contract: Contract
 ) -> tuple[str, cst.CSTNode | None]:
     """How the driver meets a step without a request: (words, statement)."""
-    for node in cstutil.find_all(send, lambda n: isinstance(n, cst.If)):
+    for node in cstutil.find_all(send, cst.If):
         assert isinstance(node, cst.If)
         if cstutil.code(node.test).strip() != f"{request} is None":
             continue
         stops = cstutil.find_all(
             node.body,
+            cst.Call,
             lambda n: (
                 cstutil.is_broadcast(n, contract.broadcast_function)
                 and isinstance(n, cst.Call)
@@ -265,7 +266,7 @@ def _driver_stop(
                 f"its driver broadcasts `{{}}` without a request and returns `{returned}`",
                 node,
             )
-    for node in cstutil.find_all(send, lambda n: isinstance(n, cst.Assert)):
+    for node in cstutil.find_all(send, cst.Assert):
         assert isinstance(node, cst.Assert)
         if request and request in cstutil.loaded(node.test):
             text = cstutil.code(node.test).strip()
@@ -277,7 +278,7 @@ def _guard(plan: WorkerPlan) -> cst.If | None:
     func = plan.recv_func
     if func is None or not plan.recv_guarded:
         return None
-    for node in cstutil.find_all(func, lambda n: isinstance(n, cst.If)):
+    for node in cstutil.find_all(func, cst.If):
         assert isinstance(node, cst.If)
         if cstutil.code(node.test).strip() == f"not {plan.recv_var}":
             return node
@@ -285,7 +286,7 @@ def _guard(plan: WorkerPlan) -> cst.If | None:
 
 
 def _returned(node: cst.CSTNode) -> str:
-    found = cstutil.find_all(node, lambda n: isinstance(n, cst.Return))
+    found = cstutil.find_all(node, cst.Return)
     if not found:
         return "nothing"
     ret = found[0]
@@ -395,7 +396,7 @@ def _stated(cdef: cst.ClassDef, attribute: str) -> str | None:
             for p in method.params.params
             if p.annotation is not None
         }
-        for node in cstutil.find_all(method, lambda n: isinstance(n, (cst.AnnAssign, cst.Assign))):
+        for node in cstutil.find_all(method, (cst.AnnAssign, cst.Assign)):
             if isinstance(node, cst.AnnAssign) and cstutil.is_self_attr(node.target, attribute):
                 return cstutil.code(node.annotation.annotation).strip()
             if (
