@@ -113,10 +113,12 @@ class SubtreeIndex:
     def __init__(self, root: cst.CSTNode) -> None:
         order: list[cst.CSTNode] = []
         ends: list[int] = []
-        known = _WHERE
+        known, readers, is_node = _WHERE, _READERS, _IS_NODE
         stack: list[cst.CSTNode | int] = [root]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        listed, opened = order.append, ends.append
         while stack:
-            item = stack.pop()
+            item = pop()
             if type(item) is int:  # every node under the one at this position is listed
                 ends[item] = len(order)
                 continue
@@ -129,10 +131,23 @@ class SubtreeIndex:
                 order.extend(other.order[start:stop])
                 ends.extend([end + shift for end in other.ends[start:stop]])
                 continue
-            ends.append(0)
-            stack.append(len(order))
-            order.append(item)
-            stack.extend(reversed(children(item)))
+            opened(0)
+            push(len(order))
+            listed(item)
+            # its children (as :func:`children` reads them), pushed last first
+            read = readers.get(type(item))
+            if read is None:
+                found = list(children(item))
+            else:
+                found = []
+                for value in read(item):
+                    kind = type(value)
+                    if kind is list or kind is tuple:
+                        found.extend(value)
+                    elif is_node.get(kind) or _is_node(kind):
+                        found.append(value)
+            found.reverse()
+            extend(found)
         count = len(order)
         self.order = order
         self.ends = ends
