@@ -23,6 +23,7 @@ path lives; else the first method that differs.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -181,22 +182,41 @@ def _other(member: Member, members: list[Member]) -> Member:
 def _line(member: Member, node: cst.CSTNode | None) -> int:
     """The line of a node of the class as read (0: None, or not in its module); a node
     of a method is counted in a print of that method alone."""
-    if node is None:
-        return 0
-    if member.facts is None:
-        return member.lines.line(node)
-    return line_in_method(member.lines, member.plan.cdef, member.facts, node)
+    return _Where(member.lines, member.plan.cdef, member.facts, node).line
+
+
+@dataclass(frozen=True)
+class _Where:
+    """A node of a worker class as read, and what tells its line."""
+
+    lines: Lines
+    cdef: cst.ClassDef
+    facts: ClassFacts | None
+    node: cst.CSTNode | None
+
+    @property
+    def line(self) -> int:
+        if self.node is None:
+            return 0
+        if self.facts is None:
+            return self.lines.line(self.node)
+        return line_in_method(self.lines, self.cdef, self.facts, self.node)
 
 
 # ------------------------------------------------------------------ differences
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Trait:
     what: str
     #: the worker's own words for it, and the other's
     mine: str
-    line: int
+    where: _Where
+
+    @functools.cached_property
+    def line(self) -> int:
+        """Its line (counted only for a trait a note cites: a print of its method)."""
+        return self.where.line
 
 
 def _traits(member: Member, contract: Contract) -> list[_Trait]:
@@ -209,19 +229,23 @@ def _traits(member: Member, contract: Contract) -> list[_Trait]:
 
 def _find_traits(member: Member, contract: Contract) -> list[_Trait]:
     plan = member.plan
+
+    def at(node: cst.CSTNode | None) -> _Where:
+        return _Where(member.lines, plan.cdef, member.facts, node)
+
     assert plan.send_func is not None and plan.recv_func is not None
     out: list[_Trait] = []
     send = plan.send_func
     request = [*send.params.params][1].name.value if len(send.params.params) > 1 else ""
     stop = _driver_stop(send, request, contract)
-    out.append(_Trait("driver", stop[0], _line(member, stop[1] or send)))
+    out.append(_Trait("driver", stop[0], at(stop[1] or send)))
     guard = _guard(plan)
     if guard is None:
         out.append(
             _Trait(
                 "non-driver",
                 "its non-driver path never checks the stop signal",
-                _line(member, plan.recv_anchor),
+                at(plan.recv_anchor),
             )
         )
     else:
@@ -230,7 +254,7 @@ def _find_traits(member: Member, contract: Contract) -> list[_Trait]:
             _Trait(
                 "non-driver",
                 f"its non-driver path leaves on the stop signal returning `{returned}`",
-                _line(member, guard),
+                at(guard),
             )
         )
     inline = plan.recv_func is plan.send_func
@@ -239,7 +263,7 @@ def _find_traits(member: Member, contract: Contract) -> list[_Trait]:
         if inline
         else f"its non-driver path is `{plan.recv_func.name.value}`"
     )
-    out.append(_Trait("layout", where, _line(member, plan.recv_func)))
+    out.append(_Trait("layout", where, at(plan.recv_func)))
     return out
 
 
