@@ -81,8 +81,12 @@ def _gather(node: cst.CSTNode, read: Callable[[cst.CSTNode], tuple[Any, ...]]) -
         kind = type(value)
         if kind is list or kind is tuple:
             out.extend(value)
-        elif _IS_NODE.get(kind) or _is_node(kind):
-            out.append(value)
+        else:
+            is_one = _IS_NODE.get(kind)
+            if is_one is None:
+                is_one = _is_node(kind)
+            if is_one:
+                out.append(value)
     return out
 
 
@@ -144,8 +148,12 @@ class SubtreeIndex:
                     kind = type(value)
                     if kind is list or kind is tuple:
                         found.extend(value)
-                    elif is_node.get(kind) or _is_node(kind):
-                        found.append(value)
+                    else:
+                        is_one = is_node.get(kind)
+                        if is_one is None:
+                            is_one = _is_node(kind)
+                        if is_one:
+                            found.append(value)
             found.reverse()
             extend(found)
         count = len(order)
