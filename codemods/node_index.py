@@ -117,7 +117,7 @@ class SubtreeIndex:
     def __init__(self, root: cst.CSTNode) -> None:
         order: list[cst.CSTNode] = []
         ends: list[int] = []
-        known, readers, is_node = _WHERE, _READERS, _IS_NODE
+        known, readers = _WHERE, _READERS
         stack: list[cst.CSTNode | int] = [root]
         pop, push, extend = stack.pop, stack.append, stack.extend
         listed, opened = order.append, ends.append
@@ -138,22 +138,9 @@ class SubtreeIndex:
             opened(0)
             push(len(order))
             listed(item)
-            # its children (as :func:`children` reads them), pushed last first
+            # its children (what :func:`children` gives), pushed last first
             read = readers.get(type(item))
-            if read is None:
-                found = list(children(item))
-            else:
-                found = []
-                for value in read(item):
-                    kind = type(value)
-                    if kind is list or kind is tuple:
-                        found.extend(value)
-                    else:
-                        is_one = is_node.get(kind)
-                        if is_one is None:
-                            is_one = _is_node(kind)
-                        if is_one:
-                            found.append(value)
+            found = list(children(item)) if read is None else _gather(item, read)
             found.reverse()
             extend(found)
         count = len(order)
