@@ -201,38 +201,79 @@ def _specials(dtype: torch.dtype) -> torch.Tensor:
     return torch.tensor(ints, dtype=torch.int64).to(dtype)
 
 
+def scaled(byte: int, count: int) -> int:
+    """``byte`` (0-255) scaled onto ``range(count)``, evenly and in order: a byte
+    shrinking towards 0 takes its value towards the first of the ``count``."""
+    return byte * count >> 8
+
+
+#: A tensor is drawn as this many bytes, one draw: its dtype, whether it is large,
+#: its number of dimensions (or which large shape), three sides, its layout, its fill,
+#: and four bytes of seed (big-endian; unused for zeros).
+TENSOR_BYTES = 12
+
+#: A size byte at least this makes a large-ish tensor (one in sixteen).
+_LARGE_FROM = 240
+
+
+def tensor_from_bytes(
+    code: bytes, dtypes: tuple[torch.dtype, ...], options: TensorOptions
+) -> torch.Tensor:
+    """The tensor that :data:`TENSOR_BYTES` bytes describe (see :func:`tensors`)."""
+    dtype = dtypes[scaled(code[0], len(dtypes))]
+    if code[1] >= _LARGE_FROM:
+        n = options.large
+        shape: tuple[int, ...] = ((n,), (n // 64, 64), (64, n // 64))[scaled(code[2], 3)]
+    else:
+        sides = options.max_side + 1
+        shape = tuple(scaled(byte, sides) for byte in code[3 : 3 + scaled(code[2], 4)])
+    layout = LAYOUTS[scaled(code[6], len(LAYOUTS))]
+    fill = FILLS[scaled(code[7], len(FILLS))]
+    seed = int.from_bytes(code[8:12], "big") if fill != "zeros" else 0
+    return make_tensor(dtype, shape, layout, fill, seed)
+
+
+@dataclass(frozen=True)
+class Decoded:
+    """Values made from one draw of ``code`` (fixed-width bytes) by ``decode``. Where a
+    class's field takes such a value, it draws the bytes itself and decodes them: a
+    draw fewer than drawing :meth:`strategy`, the same bytes and the same value."""
+
+    code: SearchStrategy[bytes]
+    decode: Callable[[bytes], Any]
+
+    def strategy(self) -> SearchStrategy[Any]:
+        return self.code.map(self.decode)
+
+
+_TENSOR_CODES = st.binary(min_size=TENSOR_BYTES, max_size=TENSOR_BYTES)
+
+
+def tensor_codes(dtypes: Iterable[torch.dtype], options: TensorOptions) -> Decoded:
+    """Tensors of ``dtypes`` (see :func:`tensors`), as bytes and their decoding."""
+    return Decoded(_TENSOR_CODES, functools.partial(_tensor_from_bytes_of, tuple(dtypes), options))
+
+
 def tensors(
     dtypes: Iterable[torch.dtype] = ALL_DTYPES, options: TensorOptions | None = None
 ) -> SearchStrategy[torch.Tensor]:
     """Tensors of ``dtypes`` in many shapes, layouts and fills (generated on the CPU).
 
-    Each draw shrinks towards the simplest tensor: its dtype; whether it is large (one
-    in sixteen); its number of dimensions and each one's size, fewest and smallest
-    first; its layout and fill together, in one draw (contiguous zeros first); and the
-    seed its values come from (none for zeros)."""
-    options = options or TensorOptions()
-    n = options.large
-    # built once, not at every draw
-    dtype_of = st.sampled_from(tuple(dtypes))
-    one_in_16 = st.integers(0, 15)
-    large_shape = st.sampled_from([(n,), (n // 64, 64), (64, n // 64)])
-    ndims = st.integers(0, 3)
-    side = st.integers(0, options.max_side)
-    looks = st.sampled_from([(layout, fill) for layout in LAYOUTS for fill in FILLS])
-    seeds = st.integers(0, 2**32 - 1)
+    A tensor is one draw of :data:`TENSOR_BYTES` bytes, one byte for each of its
+    properties (a draw costs Hypothesis the same whatever it holds, and a tensor drawn
+    property by property took seven). Hypothesis shrinks each byte towards 0 on its
+    own, and each property is its byte scaled in order (:func:`scaled`), so a tensor
+    still shrinks towards the simplest, each property on its own: its dtype (in the
+    order given); not large (one in sixteen is); its number of dimensions and each
+    one's size, fewest and smallest first; its layout (contiguous first); its fill
+    (zeros first); and the seed its values come from (0 first, unused for zeros)."""
+    return tensor_codes(dtypes, options or TensorOptions()).strategy()
 
-    @st.composite
-    def draw_tensor(draw: st.DrawFn) -> torch.Tensor:
-        dtype = draw(dtype_of)
-        if draw(one_in_16) == 15:
-            shape: tuple[int, ...] = draw(large_shape)
-        else:
-            shape = tuple(draw(side) for _ in range(draw(ndims)))
-        layout, fill = draw(looks)
-        seed = draw(seeds) if fill != "zeros" else 0
-        return make_tensor(dtype, shape, layout, fill, seed)
 
-    return draw_tensor()
+def _tensor_from_bytes_of(
+    dtypes: tuple[torch.dtype, ...], options: TensorOptions, code: bytes
+) -> torch.Tensor:
+    return tensor_from_bytes(code, dtypes, options)
 
 
 # ------------------------------------------------------------------ annotations
@@ -376,8 +417,9 @@ class StrategyBuilder:
         self.tensor_options = tensor_options or TensorOptions()
         self.max_size = max_size
         self._building: dict[type, SearchStrategy[Any]] = {}
-        #: The branches of the unions built here, by the id of their strategy (kept).
-        self._unions: dict[int, tuple[SearchStrategy[Any], tuple[Branch, ...]]] = {}
+        #: The branches of the unions and decoded strategies built here, by the id of
+        #: their strategy (kept, so that the id stays theirs).
+        self._known: dict[int, tuple[SearchStrategy[Any], tuple[Branch, ...]]] = {}
 
     # -- lookups
 
@@ -429,7 +471,7 @@ class StrategyBuilder:
                 field_keys += [f"{k.__module__}.{k.__qualname__}.{f.name}" for k in cls.__mro__]
                 strategy = self._lookup(*field_keys)
                 if strategy is not None:
-                    parts[f.name] = _Choice.of((("draw", strategy),))
+                    parts[f.name] = _Choice((("draw", strategy),))
                     continue
                 strategy = self.for_annotation(annotations[f.name], where, depth + 1, True)
                 branches = self._branches(strategy)
@@ -439,18 +481,30 @@ class StrategyBuilder:
                     branches = (("value", f.default), *branches)
                 elif f.default_factory is not dataclasses.MISSING:
                     branches = (("call", f.default_factory), *branches)
-                parts[f.name] = _Choice.of(branches)
+                parts[f.name] = _Choice(branches)
         finally:
             del self._building[cls]
         return _construct(cls, parts)
 
+    def _remember(
+        self, strategy: SearchStrategy[Any], branches: tuple[Branch, ...]
+    ) -> SearchStrategy[Any]:
+        self._known[id(strategy)] = (strategy, branches)
+        return strategy
+
     def _branches(self, strategy: SearchStrategy[Any]) -> tuple[Branch, ...]:
-        """A union's branches (so that a field picks among them and its default with
-        one draw), else the strategy itself."""
-        known = self._unions.get(id(strategy))
+        """A union's branches (so that a field picks among them and its default at
+        once), a decoded strategy's bytes and decoding (so that a field draws the bytes
+        itself), else the strategy itself."""
+        known = self._known.get(id(strategy))
         if known is not None and known[0] is strategy:
             return known[1]
         return (("draw", strategy),)
+
+    def _branch(self, strategy: SearchStrategy[Any]) -> Branch:
+        """One branch for ``strategy`` (a union inside a union is drawn as it is)."""
+        branches = self._branches(strategy)
+        return branches[0] if len(branches) == 1 else ("draw", strategy)
 
     def for_annotation(
         self, annotation: Any, where: str, depth: int = 0, broadcast: bool = True
@@ -503,11 +557,9 @@ class StrategyBuilder:
             if depth > MAX_DEPTH and type(None) in args:
                 return st.none()
             branches: tuple[Branch, ...] = tuple(
-                ("value", None) if a is type(None) else ("draw", sub(a)) for a in ordered
+                ("value", None) if a is type(None) else self._branch(sub(a)) for a in ordered
             )
-            union = st.one_of(*(_as_drawn(b) for b in branches))
-            self._unions[id(union)] = (union, branches)
-            return union
+            return self._remember(st.one_of(*(_as_drawn(b) for b in branches)), branches)
         if origin is not None:
             return self._generic(tp, origin, args, where, depth, broadcast)
         if isinstance(tp, type):
@@ -549,7 +601,8 @@ class StrategyBuilder:
             raise self._fail(tp, where, "the name is not defined at run time")
         if issubclass(tp, torch.Tensor):
             dtypes = self.tensor_options.dtypes if broadcast else self.tensor_options.pickled_dtypes
-            return tensors(dtypes, self.tensor_options)
+            decoded = tensor_codes(dtypes, self.tensor_options)
+            return self._remember(decoded.strategy(), (("decode", decoded),))
         if tp is torch.dtype:
             return st.sampled_from(ALL_DTYPES)
         if tp is torch.Size:
@@ -613,7 +666,8 @@ last_construction_error: list[BaseException] = []
 
 
 #: One way to make a value: ``("value", v)`` is ``v`` itself, ``("call", f)`` what
-#: ``f()`` returns, ``("draw", strategy)`` a draw from the strategy.
+#: ``f()`` returns, ``("draw", strategy)`` a draw from the strategy, ``("decode", d)``
+#: a :class:`Decoded` ``d``'s value from a draw of its bytes.
 Branch = tuple[str, Any]
 
 
@@ -623,44 +677,54 @@ def _as_drawn(branch: Branch) -> SearchStrategy[Any]:
         return st.just(target)
     if kind == "call":
         return st.builds(target)
+    if kind == "decode":
+        return typing.cast(Decoded, target).strategy()
     return typing.cast(SearchStrategy[Any], target)
 
 
 @dataclass(frozen=True)
 class _Choice:
-    """A field's value: one of ``branches`` (its default first, where it has one),
-    picked with one draw that shrinks towards the first, as ``st.one_of`` of them
-    would; a value or a call takes no draw of its own (a field costs one draw and
-    that of the branch taken, where ``one_of`` took three)."""
+    """A field's value: one of ``branches``, its default first where it has one (so
+    that examples shrink to it, and minimal examples show only the fields that
+    matter)."""
 
-    pick: SearchStrategy[int] | None
     branches: tuple[Branch, ...]
 
-    @staticmethod
-    def of(branches: tuple[Branch, ...]) -> _Choice:
-        pick = st.integers(0, len(branches) - 1) if len(branches) > 1 else None
-        return _Choice(pick, branches)
-
-    def draw(self, draw: st.DrawFn) -> Any:
-        kind, target = self.branches[draw(self.pick) if self.pick is not None else 0]
+    def make(self, index: int, draw: st.DrawFn) -> Any:
+        kind, target = self.branches[index]
         if kind == "value":
             return target
         if kind == "call":
             return target()
+        if kind == "decode":
+            return target.decode(draw(target.code))
         return draw(target)
 
 
 def _construct(
     cls: type, parts: Mapping[str, SearchStrategy[Any] | _Choice]
 ) -> SearchStrategy[Any]:
-    choices = {
-        name: part if isinstance(part, _Choice) else _Choice.of((("draw", part),))
+    """Instances of ``cls`` from keyword arguments.
+
+    The fields with more than one branch pick theirs together, with one draw of a byte
+    each (a field's pick was a draw of its own, and a draw costs Hypothesis the same
+    whatever it holds); each byte shrinks on its own towards the field's first branch
+    (:func:`scaled`). Then each field makes its value: a value or a call takes no draw,
+    a branch that draws draws."""
+    choices = [
+        (name, part if isinstance(part, _Choice) else _Choice((("draw", part),)))
         for name, part in parts.items()
-    }
+    ]
+    width = sum(1 for _, choice in choices if len(choice.branches) > 1)
+    picks = st.binary(min_size=width, max_size=width) if width else st.just(b"")
 
     @st.composite
     def build(draw: st.DrawFn) -> Any:
-        kwargs = {name: choice.draw(draw) for name, choice in choices.items()}
+        code = iter(draw(picks))
+        kwargs = {}
+        for name, choice in choices:
+            count = len(choice.branches)
+            kwargs[name] = choice.make(scaled(next(code), count) if count > 1 else 0, draw)
         try:
             return cls(**kwargs)
         except Exception as exc:  # __post_init__ validation: try other values
