@@ -234,24 +234,30 @@ def tensor_from_bytes(
 
 
 @dataclass(frozen=True)
-class Decoded:
-    """Values made from one draw of ``code`` (fixed-width bytes) by ``decode``. Where a
-    class's field takes such a value, it draws the bytes itself and decodes them: a
-    draw fewer than drawing :meth:`strategy`, the same bytes and the same value."""
+class Converted:
+    """Values made by ``convert`` from a draw of ``source``. Where a class's field takes
+    such a value, it draws from the source itself and converts what it drew: one draw
+    fewer than drawing :meth:`strategy` (a draw costs Hypothesis the same whatever it
+    holds), the same choices and the same value."""
 
-    code: SearchStrategy[bytes]
-    decode: Callable[[bytes], Any]
+    source: SearchStrategy[Any]
+    convert: Callable[[Any], Any]
+
+    def make(self, draw: st.DrawFn) -> Any:
+        return self.convert(draw(self.source))
 
     def strategy(self) -> SearchStrategy[Any]:
-        return self.code.map(self.decode)
+        return self.source.map(self.convert)
 
 
 _TENSOR_CODES = st.binary(min_size=TENSOR_BYTES, max_size=TENSOR_BYTES)
 
 
-def tensor_codes(dtypes: Iterable[torch.dtype], options: TensorOptions) -> Decoded:
-    """Tensors of ``dtypes`` (see :func:`tensors`), as bytes and their decoding."""
-    return Decoded(_TENSOR_CODES, functools.partial(_tensor_from_bytes_of, tuple(dtypes), options))
+def tensor_codes(dtypes: Iterable[torch.dtype], options: TensorOptions) -> Converted:
+    """Tensors of ``dtypes`` (see :func:`tensors`): their bytes, and the decoding."""
+    return Converted(
+        _TENSOR_CODES, functools.partial(_tensor_from_bytes_of, tuple(dtypes), options)
+    )
 
 
 def tensors(
@@ -417,8 +423,8 @@ class StrategyBuilder:
         self.tensor_options = tensor_options or TensorOptions()
         self.max_size = max_size
         self._building: dict[type, SearchStrategy[Any]] = {}
-        #: The branches of the unions and decoded strategies built here, by the id of
-        #: their strategy (kept, so that the id stays theirs).
+        #: The branches of the unions, converted values and instances built here, by
+        #: the id of their strategy (kept, so that the id stays theirs).
         self._known: dict[int, tuple[SearchStrategy[Any], tuple[Branch, ...]]] = {}
 
     # -- lookups
@@ -462,7 +468,7 @@ class StrategyBuilder:
         self._building[cls] = st.deferred(lambda: self._dataclass(cls, depth))
         try:
             annotations = field_annotations(cls)
-            parts: dict[str, _Choice] = {}
+            parts: dict[str, tuple[Branch, ...]] = {}
             for f in dataclasses.fields(cls):
                 if not f.init:
                     continue
@@ -471,7 +477,7 @@ class StrategyBuilder:
                 field_keys += [f"{k.__module__}.{k.__qualname__}.{f.name}" for k in cls.__mro__]
                 strategy = self._lookup(*field_keys)
                 if strategy is not None:
-                    parts[f.name] = _Choice((("draw", strategy),))
+                    parts[f.name] = (("draw", strategy),)
                     continue
                 strategy = self.for_annotation(annotations[f.name], where, depth + 1, True)
                 branches = self._branches(strategy)
@@ -481,10 +487,10 @@ class StrategyBuilder:
                     branches = (("value", f.default), *branches)
                 elif f.default_factory is not dataclasses.MISSING:
                     branches = (("call", f.default_factory), *branches)
-                parts[f.name] = _Choice(branches)
+                parts[f.name] = branches
         finally:
             del self._building[cls]
-        return _construct(cls, parts)
+        return self._made(Instances.of(cls, parts))
 
     def _remember(
         self, strategy: SearchStrategy[Any], branches: tuple[Branch, ...]
@@ -492,10 +498,23 @@ class StrategyBuilder:
         self._known[id(strategy)] = (strategy, branches)
         return strategy
 
+    def _made(self, maker: Converted | Instances) -> SearchStrategy[Any]:
+        """``maker``'s strategy, which a field or a union makes with ``maker`` itself."""
+        return self._remember(maker.strategy(), (("make", maker),))
+
+    def _converted(self, converted: Converted) -> SearchStrategy[Any]:
+        return self._made(converted)
+
+    def _instances(
+        self, cls: type, parts: Mapping[str, SearchStrategy[Any]]
+    ) -> SearchStrategy[Any]:
+        """Instances of ``cls`` whose arguments ``parts`` draw."""
+        return self._made(Instances.of(cls, {n: (self._branch(s),) for n, s in parts.items()}))
+
     def _branches(self, strategy: SearchStrategy[Any]) -> tuple[Branch, ...]:
         """A union's branches (so that a field picks among them and its default at
-        once), a decoded strategy's bytes and decoding (so that a field draws the bytes
-        itself), else the strategy itself."""
+        once), what makes a converted value or an instance (so that a field makes it
+        with no draw around it), else the strategy itself."""
         known = self._known.get(id(strategy))
         if known is not None and known[0] is strategy:
             return known[1]
@@ -576,7 +595,9 @@ class StrategyBuilder:
 
         if origin is tuple:
             if len(args) == 2 and args[1] is Ellipsis:
-                return st.lists(sub(args[0], False), max_size=size).map(tuple)
+                return self._converted(
+                    Converted(st.lists(sub(args[0], False), max_size=size), tuple)
+                )
             if args == ((),):
                 return st.just(())
             return st.tuples(*(sub(a, False) for a in args))
@@ -601,12 +622,11 @@ class StrategyBuilder:
             raise self._fail(tp, where, "the name is not defined at run time")
         if issubclass(tp, torch.Tensor):
             dtypes = self.tensor_options.dtypes if broadcast else self.tensor_options.pickled_dtypes
-            decoded = tensor_codes(dtypes, self.tensor_options)
-            return self._remember(decoded.strategy(), (("decode", decoded),))
+            return self._converted(tensor_codes(dtypes, self.tensor_options))
         if tp is torch.dtype:
             return st.sampled_from(ALL_DTYPES)
         if tp is torch.Size:
-            return st.lists(st.integers(0, 8), max_size=3).map(torch.Size)
+            return self._converted(Converted(st.lists(st.integers(0, 8), max_size=3), torch.Size))
         if tp is bool:
             return st.booleans()
         if tp is int:
@@ -629,7 +649,7 @@ class StrategyBuilder:
                 n: self.for_annotation(hints.get(n, Any), where, depth + 1, False)
                 for n in getattr(tp, "_fields", ())
             }
-            return _construct(tp, parts)
+            return self._instances(tp, parts)
         if tp in (list, tuple, dict, set, frozenset):
             return self._generic(tp, tp, (), where, depth, broadcast)
         return self._by_init(tp, where, depth)
@@ -651,7 +671,7 @@ class StrategyBuilder:
             parts[name] = self.for_annotation(
                 hints[name], f"{where} ({tp.__qualname__}.{name})", depth + 1, False
             )
-        return _construct(tp, parts)
+        return self._instances(tp, parts)
 
 
 def _keys() -> SearchStrategy[str]:
@@ -666,8 +686,9 @@ last_construction_error: list[BaseException] = []
 
 
 #: One way to make a value: ``("value", v)`` is ``v`` itself, ``("call", f)`` what
-#: ``f()`` returns, ``("draw", strategy)`` a draw from the strategy, ``("decode", d)``
-#: a :class:`Decoded` ``d``'s value from a draw of its bytes.
+#: ``f()`` returns, ``("draw", strategy)`` a draw from the strategy, ``("make", m)``
+#: what ``m.make(draw)`` makes (a :class:`Converted` or an :class:`Instances`) where
+#: drawing ``m.strategy()`` would add a draw around the same ones.
 Branch = tuple[str, Any]
 
 
@@ -677,58 +698,61 @@ def _as_drawn(branch: Branch) -> SearchStrategy[Any]:
         return st.just(target)
     if kind == "call":
         return st.builds(target)
-    if kind == "decode":
-        return typing.cast(Decoded, target).strategy()
+    if kind == "make":
+        return typing.cast(SearchStrategy[Any], target.strategy())
     return typing.cast(SearchStrategy[Any], target)
 
 
+def _make(branch: Branch, draw: st.DrawFn) -> Any:
+    kind, target = branch
+    if kind == "value":
+        return target
+    if kind == "call":
+        return target()
+    if kind == "make":
+        return target.make(draw)
+    return draw(target)
+
+
 @dataclass(frozen=True)
-class _Choice:
-    """A field's value: one of ``branches``, its default first where it has one (so
-    that examples shrink to it, and minimal examples show only the fields that
-    matter)."""
-
-    branches: tuple[Branch, ...]
-
-    def make(self, index: int, draw: st.DrawFn) -> Any:
-        kind, target = self.branches[index]
-        if kind == "value":
-            return target
-        if kind == "call":
-            return target()
-        if kind == "decode":
-            return target.decode(draw(target.code))
-        return draw(target)
-
-
-def _construct(
-    cls: type, parts: Mapping[str, SearchStrategy[Any] | _Choice]
-) -> SearchStrategy[Any]:
-    """Instances of ``cls`` from keyword arguments.
+class Instances:
+    """Instances of ``cls`` from keyword arguments, each one of its ``fields``'
+    branches (a field's default is its first, so that examples shrink to it and
+    minimal examples show only the fields that matter).
 
     The fields with more than one branch pick theirs together, with one draw of a byte
-    each (a field's pick was a draw of its own, and a draw costs Hypothesis the same
-    whatever it holds); each byte shrinks on its own towards the field's first branch
-    (:func:`scaled`). Then each field makes its value: a value or a call takes no draw,
-    a branch that draws draws."""
-    choices = [
-        (name, part if isinstance(part, _Choice) else _Choice((("draw", part),)))
-        for name, part in parts.items()
-    ]
-    width = sum(1 for _, choice in choices if len(choice.branches) > 1)
-    picks = st.binary(min_size=width, max_size=width) if width else st.just(b"")
+    each (:attr:`picks`; a draw costs Hypothesis the same whatever it holds), and each
+    byte shrinks on its own towards its field's first branch (:func:`scaled`). Then
+    each field makes its value: a value or a call takes no draw, the others draw."""
 
-    @st.composite
-    def build(draw: st.DrawFn) -> Any:
-        code = iter(draw(picks))
+    cls: type
+    fields: tuple[tuple[str, tuple[Branch, ...]], ...]
+    picks: SearchStrategy[bytes] | None
+
+    @staticmethod
+    def of(cls: type, fields: Mapping[str, tuple[Branch, ...]]) -> Instances:
+        width = sum(1 for branches in fields.values() if len(branches) > 1)
+        picks = st.binary(min_size=width, max_size=width) if width else None
+        return Instances(cls, tuple(fields.items()), picks)
+
+    def make(self, draw: st.DrawFn) -> Any:
+        code = iter(draw(self.picks) if self.picks is not None else b"")
         kwargs = {}
-        for name, choice in choices:
-            count = len(choice.branches)
-            kwargs[name] = choice.make(scaled(next(code), count) if count > 1 else 0, draw)
+        for name, branches in self.fields:
+            count = len(branches)
+            branch = branches[scaled(next(code), count)] if count > 1 else branches[0]
+            kwargs[name] = _make(branch, draw)
         try:
-            return cls(**kwargs)
+            return self.cls(**kwargs)
         except Exception as exc:  # __post_init__ validation: try other values
             last_construction_error[:] = [exc]
             reject()
 
-    return build()
+    def strategy(self) -> SearchStrategy[Any]:
+        make = self.make
+
+        @st.composite
+        def build(draw: st.DrawFn) -> Any:
+            return make(draw)
+
+        return build()
