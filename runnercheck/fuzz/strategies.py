@@ -27,47 +27,59 @@ import builtins
 import collections.abc as cabc
 import dataclasses
 import enum
-import functools
 import importlib
 import inspect
-import math
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from runnercheck.errors import ConfigError, RunnerCheckError
+from runnercheck.fuzz.draws import (
+    BOOLS,
+    BYTE_VALUES,
+    Branch,
+    Converted,
+    Fixed,
+    Instances,
+    drawn,
+    last_construction_error,
+    one_of_values,
+)
+from runnercheck.fuzz.tensors import (
+    ALL_DTYPES,
+    FILLS,
+    LAYOUTS,
+    TensorOptions,
+    make_tensor,
+    tensor_codes,
+    tensors,
+)
+
+__all__ = [
+    "ALL_DTYPES",
+    "FILLS",
+    "LAYOUTS",
+    "StrategyBuilder",
+    "StrategyError",
+    "TensorOptions",
+    "field_annotations",
+    "last_construction_error",
+    "load_configured",
+    "make_tensor",
+    "register_strategy",
+    "tensors",
+    "unregister_strategy",
+]
 
 StrategyLike = SearchStrategy[Any] | Callable[[], SearchStrategy[Any]]
 
 _REGISTRY: dict[object, StrategyLike] = {}
-
-#: Tensor dtypes generated, in shrinking order (the first is the "simplest").
-ALL_DTYPES: tuple[torch.dtype, ...] = (
-    torch.int64,
-    torch.float32,
-    torch.bool,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.uint8,
-    torch.float16,
-    torch.bfloat16,
-    torch.float64,
-)
-
-#: Tensor layouts generated, in shrinking order.
-LAYOUTS = ("contiguous", "transposed", "strided", "offset", "expanded")
-
-#: How tensors are filled, in shrinking order.
-FILLS = ("zeros", "random", "special")
 
 #: Characters never generated in mapping keys: the broadcast flattens nested dicts with it.
 KEY_SEPARATOR = "%"
@@ -124,162 +136,6 @@ def _as_strategy(obj: Any) -> SearchStrategy[Any] | None:
         if isinstance(made, SearchStrategy):
             return made
     return None
-
-
-# ------------------------------------------------------------------ tensors
-
-
-@dataclass(frozen=True)
-class TensorOptions:
-    #: dtypes of tensors in broadcast positions (fields, mapping values).
-    dtypes: tuple[torch.dtype, ...] = ALL_DTYPES
-    #: dtypes of tensors inside lists/tuples/sets (pickled with the metadata).
-    pickled_dtypes: tuple[torch.dtype, ...] = ALL_DTYPES
-    #: Largest size of a dimension of an ordinary tensor.
-    max_side: int = 5
-    #: Elements of a large-ish tensor (about one in sixteen tensors).
-    large: int = 1 << 14
-
-
-def make_tensor(
-    dtype: torch.dtype, shape: tuple[int, ...], layout: str, fill: str, seed: int
-) -> torch.Tensor:
-    """A tensor of ``shape`` whose memory layout is ``layout`` (see :data:`LAYOUTS`)."""
-    ndim = len(shape)
-    if layout == "transposed" and ndim < 2:
-        layout = "strided"
-    if layout in ("strided", "expanded") and ndim == 0:
-        layout = "offset"
-    if layout == "transposed":
-        base = _filled(dtype, (*shape[:-2], shape[-1], shape[-2]), fill, seed)
-        return base.transpose(-1, -2)
-    if layout == "strided":
-        base = _filled(dtype, (*shape[:-1], shape[-1] * 2), fill, seed)
-        return base[..., ::2]
-    if layout == "offset":
-        if ndim == 0:
-            return _filled(dtype, (2,), fill, seed)[1]
-        base = _filled(dtype, (shape[0] + 1, *shape[1:]), fill, seed)
-        return base[1:]
-    if layout == "expanded":
-        base = _filled(dtype, (1, *shape[1:]), fill, seed)
-        return base.expand(*shape)
-    return _filled(dtype, shape, fill, seed)
-
-
-def _filled(dtype: torch.dtype, shape: tuple[int, ...], fill: str, seed: int) -> torch.Tensor:
-    if fill == "zeros":
-        return torch.zeros(shape, dtype=dtype)
-    generator = torch.Generator().manual_seed(seed)
-    if fill == "special":
-        specials = _specials(dtype)
-        index = torch.randint(0, len(specials), (math.prod(shape),), generator=generator)
-        # index_select, not specials[index]: advanced indexing costs 20x more here
-        return specials.index_select(0, index).reshape(shape)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=generator).bool()
-    if dtype.is_floating_point:
-        return (torch.randn(shape, generator=generator) * 100).to(dtype)
-    info = torch.iinfo(dtype)
-    return torch.randint(info.min, info.max, shape, generator=generator, dtype=torch.int64).to(
-        dtype
-    )
-
-
-@functools.cache
-def _specials(dtype: torch.dtype) -> torch.Tensor:
-    """The special values of ``dtype`` (shared: never changed in place)."""
-    if dtype == torch.bool:
-        return torch.tensor([False, True])
-    if dtype.is_floating_point:
-        info = torch.finfo(dtype)
-        values = [float("nan"), float("inf"), -float("inf"), -0.0, 0.0, 1.0, info.max]
-        values += [info.min, info.tiny]
-        return torch.tensor(values, dtype=torch.float64).to(dtype)
-    iinfo = torch.iinfo(dtype)
-    ints = sorted({iinfo.min, iinfo.max, 0, 1, -1 if iinfo.min < 0 else 2})
-    return torch.tensor(ints, dtype=torch.int64).to(dtype)
-
-
-def scaled(byte: int, count: int) -> int:
-    """``byte`` (0-255) scaled onto ``range(count)``, evenly and in order: a byte
-    shrinking towards 0 takes its value towards the first of the ``count``."""
-    return byte * count >> 8
-
-
-#: A tensor is drawn as this many bytes, one draw: its dtype, whether it is large,
-#: its number of dimensions (or which large shape), three sides, its layout, its fill,
-#: and four bytes of seed (big-endian; unused for zeros).
-TENSOR_BYTES = 12
-
-#: A size byte at least this makes a large-ish tensor (one in sixteen).
-_LARGE_FROM = 240
-
-
-def tensor_from_bytes(
-    code: bytes, dtypes: tuple[torch.dtype, ...], options: TensorOptions
-) -> torch.Tensor:
-    """The tensor that :data:`TENSOR_BYTES` bytes describe (see :func:`tensors`)."""
-    dtype = dtypes[scaled(code[0], len(dtypes))]
-    if code[1] >= _LARGE_FROM:
-        n = options.large
-        shape: tuple[int, ...] = ((n,), (n // 64, 64), (64, n // 64))[scaled(code[2], 3)]
-    else:
-        sides = options.max_side + 1
-        shape = tuple(scaled(byte, sides) for byte in code[3 : 3 + scaled(code[2], 4)])
-    layout = LAYOUTS[scaled(code[6], len(LAYOUTS))]
-    fill = FILLS[scaled(code[7], len(FILLS))]
-    seed = int.from_bytes(code[8:12], "big") if fill != "zeros" else 0
-    return make_tensor(dtype, shape, layout, fill, seed)
-
-
-@dataclass(frozen=True)
-class Converted:
-    """Values made by ``convert`` from a draw of ``source``. Where a class's field takes
-    such a value, it draws from the source itself and converts what it drew: one draw
-    fewer than drawing :meth:`strategy` (a draw costs Hypothesis the same whatever it
-    holds), the same choices and the same value."""
-
-    source: SearchStrategy[Any]
-    convert: Callable[[Any], Any]
-
-    def make(self, draw: st.DrawFn) -> Any:
-        return self.convert(draw(self.source))
-
-    def strategy(self) -> SearchStrategy[Any]:
-        return self.source.map(self.convert)
-
-
-_TENSOR_CODES = st.binary(min_size=TENSOR_BYTES, max_size=TENSOR_BYTES)
-
-
-def tensor_codes(dtypes: Iterable[torch.dtype], options: TensorOptions) -> Converted:
-    """Tensors of ``dtypes`` (see :func:`tensors`): their bytes, and the decoding."""
-    return Converted(
-        _TENSOR_CODES, functools.partial(_tensor_from_bytes_of, tuple(dtypes), options)
-    )
-
-
-def tensors(
-    dtypes: Iterable[torch.dtype] = ALL_DTYPES, options: TensorOptions | None = None
-) -> SearchStrategy[torch.Tensor]:
-    """Tensors of ``dtypes`` in many shapes, layouts and fills (generated on the CPU).
-
-    A tensor is one draw of :data:`TENSOR_BYTES` bytes, one byte for each of its
-    properties (a draw costs Hypothesis the same whatever it holds, and a tensor drawn
-    property by property took seven). Hypothesis shrinks each byte towards 0 on its
-    own, and each property is its byte scaled in order (:func:`scaled`), so a tensor
-    still shrinks towards the simplest, each property on its own: its dtype (in the
-    order given); not large (one in sixteen is); its number of dimensions and each
-    one's size, fewest and smallest first; its layout (contiguous first); its fill
-    (zeros first); and the seed its values come from (0 first, unused for zeros)."""
-    return tensor_codes(dtypes, options or TensorOptions()).strategy()
-
-
-def _tensor_from_bytes_of(
-    dtypes: tuple[torch.dtype, ...], options: TensorOptions, code: bytes
-) -> torch.Tensor:
-    return tensor_from_bytes(code, dtypes, options)
 
 
 # ------------------------------------------------------------------ annotations
@@ -490,7 +346,7 @@ class StrategyBuilder:
                 parts[f.name] = branches
         finally:
             del self._building[cls]
-        return self._made(Instances.of(cls, parts))
+        return self._made(Instances(cls, parts))
 
     def _remember(
         self, strategy: SearchStrategy[Any], branches: tuple[Branch, ...]
@@ -499,17 +355,28 @@ class StrategyBuilder:
         return strategy
 
     def _made(self, maker: Converted | Instances) -> SearchStrategy[Any]:
-        """``maker``'s strategy, which a field or a union makes with ``maker`` itself."""
+        """``maker``'s strategy; a field makes its values with ``maker`` itself."""
         return self._remember(maker.strategy(), (("make", maker),))
 
-    def _converted(self, converted: Converted) -> SearchStrategy[Any]:
-        return self._made(converted)
+    def _fixed(
+        self, fixed: Fixed, strategy: SearchStrategy[Any] | None = None
+    ) -> SearchStrategy[Any]:
+        """``strategy`` (by default the draw of ``fixed``'s bytes); a class's fixed
+        field decodes its values with ``fixed`` from the class's one draw of bytes."""
+        drawn_alone = fixed.strategy() if strategy is None else strategy
+        return self._remember(drawn_alone, (("fixed", fixed),))
+
+    def _sampled(self, values: tuple[Any, ...]) -> SearchStrategy[Any]:
+        strategy = st.sampled_from(values)
+        if not 0 < len(values) <= BYTE_VALUES:
+            return strategy
+        return self._fixed(one_of_values(values), strategy)
 
     def _instances(
         self, cls: type, parts: Mapping[str, SearchStrategy[Any]]
     ) -> SearchStrategy[Any]:
         """Instances of ``cls`` whose arguments ``parts`` draw."""
-        return self._made(Instances.of(cls, {n: (self._branch(s),) for n, s in parts.items()}))
+        return self._made(Instances(cls, {n: (self._branch(s),) for n, s in parts.items()}))
 
     def _branches(self, strategy: SearchStrategy[Any]) -> tuple[Branch, ...]:
         """A union's branches (so that a field picks among them and its default at
@@ -570,7 +437,7 @@ class StrategyBuilder:
         if origin is typing.Annotated:
             return sub(args[0])
         if origin is typing.Literal:
-            return st.sampled_from(args)
+            return self._sampled(args)
         if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
             ordered = sorted(args, key=lambda a: a is not type(None))  # None first: shrinks there
             if depth > MAX_DEPTH and type(None) in args:
@@ -578,7 +445,7 @@ class StrategyBuilder:
             branches: tuple[Branch, ...] = tuple(
                 ("value", None) if a is type(None) else self._branch(sub(a)) for a in ordered
             )
-            return self._remember(st.one_of(*(_as_drawn(b) for b in branches)), branches)
+            return self._remember(st.one_of(*(drawn(b) for b in branches)), branches)
         if origin is not None:
             return self._generic(tp, origin, args, where, depth, broadcast)
         if isinstance(tp, type):
@@ -595,9 +462,7 @@ class StrategyBuilder:
 
         if origin is tuple:
             if len(args) == 2 and args[1] is Ellipsis:
-                return self._converted(
-                    Converted(st.lists(sub(args[0], False), max_size=size), tuple)
-                )
+                return self._made(Converted(st.lists(sub(args[0], False), max_size=size), tuple))
             if args == ((),):
                 return st.just(())
             return st.tuples(*(sub(a, False) for a in args))
@@ -622,13 +487,13 @@ class StrategyBuilder:
             raise self._fail(tp, where, "the name is not defined at run time")
         if issubclass(tp, torch.Tensor):
             dtypes = self.tensor_options.dtypes if broadcast else self.tensor_options.pickled_dtypes
-            return self._converted(tensor_codes(dtypes, self.tensor_options))
+            return self._fixed(tensor_codes(dtypes, self.tensor_options))
         if tp is torch.dtype:
-            return st.sampled_from(ALL_DTYPES)
+            return self._sampled(ALL_DTYPES)
         if tp is torch.Size:
-            return self._converted(Converted(st.lists(st.integers(0, 8), max_size=3), torch.Size))
+            return self._made(Converted(st.lists(st.integers(0, 8), max_size=3), torch.Size))
         if tp is bool:
-            return st.booleans()
+            return self._fixed(BOOLS, st.booleans())
         if tp is int:
             return st.integers()
         if tp is float:
@@ -640,7 +505,7 @@ class StrategyBuilder:
         if tp is bytes:
             return st.binary(max_size=8)
         if issubclass(tp, enum.Enum):
-            return st.sampled_from(list(tp))
+            return self._sampled(tuple(tp))
         if dataclasses.is_dataclass(tp):
             return self._dataclass(tp, depth)
         if _is_named_tuple(tp):
@@ -679,80 +544,3 @@ def _keys() -> SearchStrategy[str]:
         alphabet=st.characters(exclude_characters=KEY_SEPARATOR, exclude_categories=["Cs"]),
         max_size=6,
     )
-
-
-#: The last exception a constructor raised while generating (reported if nothing builds).
-last_construction_error: list[BaseException] = []
-
-
-#: One way to make a value: ``("value", v)`` is ``v`` itself, ``("call", f)`` what
-#: ``f()`` returns, ``("draw", strategy)`` a draw from the strategy, ``("make", m)``
-#: what ``m.make(draw)`` makes (a :class:`Converted` or an :class:`Instances`) where
-#: drawing ``m.strategy()`` would add a draw around the same ones.
-Branch = tuple[str, Any]
-
-
-def _as_drawn(branch: Branch) -> SearchStrategy[Any]:
-    kind, target = branch
-    if kind == "value":
-        return st.just(target)
-    if kind == "call":
-        return st.builds(target)
-    if kind == "make":
-        return typing.cast(SearchStrategy[Any], target.strategy())
-    return typing.cast(SearchStrategy[Any], target)
-
-
-def _make(branch: Branch, draw: st.DrawFn) -> Any:
-    kind, target = branch
-    if kind == "value":
-        return target
-    if kind == "call":
-        return target()
-    if kind == "make":
-        return target.make(draw)
-    return draw(target)
-
-
-@dataclass(frozen=True)
-class Instances:
-    """Instances of ``cls`` from keyword arguments, each one of its ``fields``'
-    branches (a field's default is its first, so that examples shrink to it and
-    minimal examples show only the fields that matter).
-
-    The fields with more than one branch pick theirs together, with one draw of a byte
-    each (:attr:`picks`; a draw costs Hypothesis the same whatever it holds), and each
-    byte shrinks on its own towards its field's first branch (:func:`scaled`). Then
-    each field makes its value: a value or a call takes no draw, the others draw."""
-
-    cls: type
-    fields: tuple[tuple[str, tuple[Branch, ...]], ...]
-    picks: SearchStrategy[bytes] | None
-
-    @staticmethod
-    def of(cls: type, fields: Mapping[str, tuple[Branch, ...]]) -> Instances:
-        width = sum(1 for branches in fields.values() if len(branches) > 1)
-        picks = st.binary(min_size=width, max_size=width) if width else None
-        return Instances(cls, tuple(fields.items()), picks)
-
-    def make(self, draw: st.DrawFn) -> Any:
-        code = iter(draw(self.picks) if self.picks is not None else b"")
-        kwargs = {}
-        for name, branches in self.fields:
-            count = len(branches)
-            branch = branches[scaled(next(code), count)] if count > 1 else branches[0]
-            kwargs[name] = _make(branch, draw)
-        try:
-            return self.cls(**kwargs)
-        except Exception as exc:  # __post_init__ validation: try other values
-            last_construction_error[:] = [exc]
-            reject()
-
-    def strategy(self) -> SearchStrategy[Any]:
-        make = self.make
-
-        @st.composite
-        def build(draw: st.DrawFn) -> Any:
-            return make(draw)
-
-        return build()
