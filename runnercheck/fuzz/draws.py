@@ -71,12 +71,8 @@ def one_of_values(values: tuple[Any, ...]) -> Fixed:
     return Fixed(1, lambda code: values[value_of(code[0], len(values))])
 
 
-def _true_from_128(code: bytes) -> bool:
-    return code[0] >= 128
-
-
 #: False or True, False the simplest.
-BOOLS = Fixed(1, _true_from_128)
+BOOLS = one_of_values((False, True))
 
 
 @dataclass(frozen=True)
