@@ -66,50 +66,33 @@ def child(examples: int, reps: int) -> dict[str, Any]:
     """The figures of the tree this process runs in (its working directory)."""
     sys.path.insert(0, str(Path.cwd()))  # that tree's runnercheck, not this file's
     import torch
-    from hypothesis import HealthCheck, Phase, Verbosity, given, seed, settings
 
-    from benchmarks.fuzz_rate import engine_input
+    from benchmarks.fuzz_rate import generated_inputs
     from runnercheck.config import Config
     from runnercheck.fuzz import transfer
     from runnercheck.fuzz.search import driver_only_rule
     from runnercheck.fuzz.snapshot import Snapshotter
-    from runnercheck.fuzz.strategies import ALL_DTYPES, StrategyBuilder, TensorOptions
+    from runnercheck.fuzz.strategies import ALL_DTYPES
 
-    cls, _ = engine_input()
     carried = tuple(d for d in ALL_DTYPES if d != torch.int16)  # gloo's, as fuzz asks
     snapshotter = Snapshotter(driver_only_rule(Config()), True, "cpu")
     gc.set_threshold(max(gc.get_threshold()[0], 20_000), *gc.get_threshold()[1:])
 
-    def run(count: int, run_seed: int, hand_over: bool, found: list[Any]) -> float:
-        builder = StrategyBuilder({}, TensorOptions(dtypes=carried, pickled_dtypes=ALL_DTYPES))
+    def hand_over(example: Any) -> None:
+        snapshotter.take(example)
+        transfer.dumps(example)
 
-        @settings(
-            max_examples=count,
-            deadline=None,
-            database=None,
-            phases=(Phase.generate,),
-            suppress_health_check=list(HealthCheck),
-            verbosity=Verbosity.quiet,
-        )
-        @seed(run_seed)
-        @given(builder.for_class(cls))
-        def test(example: Any) -> None:
-            found.append(example)
-            if hand_over:
-                snapshotter.take(example)
-                transfer.dumps(example)
-
+    def run(count: int, run_seed: int, each: Any = None) -> tuple[float, list[Any]]:
         start = time.process_time()
-        test()
-        return (time.process_time() - start) / len(found)
+        made = generated_inputs(count, run_seed, carried, each)
+        return (time.process_time() - start) / len(made), made
 
-    run(20, 0, True, [])  # warm-up
+    run(20, 0, hand_over)  # warm-up
     figures: dict[str, Any] = {}
-    for name, hand_over in (("generation", False), ("with the hand-over", True)):
-        per_example = [run(examples, rep + 1, hand_over, []) for rep in range(reps)]
+    for name, each in (("generation", None), ("with the hand-over", hand_over)):
+        per_example = [run(examples, rep + 1, each)[0] for rep in range(reps)]
         figures[name] = {"best": min(per_example), "median": statistics.median(per_example)}
-    made: list[Any] = []
-    run(examples, 1, False, made)
+    _, made = run(examples, 1)
     counts = {"tensors": 0, "elements": 0, "fields set": 0}
     for example in made:
         _content(example, counts)
