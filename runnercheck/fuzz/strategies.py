@@ -279,7 +279,7 @@ class StrategyBuilder:
         self.tensor_options = tensor_options or TensorOptions()
         self.max_size = max_size
         self._building: dict[type, SearchStrategy[Any]] = {}
-        #: The branches of the unions, converted values and instances built here, by
+        #: The branches of the unions, fixed and converted values and instances built here, by
         #: the id of their strategy (kept, so that the id stays theirs).
         self._known: dict[int, tuple[SearchStrategy[Any], tuple[Branch, ...]]] = {}
 

@@ -122,7 +122,7 @@ def tensor_from_bytes(
     the simplest: the dtype (in the order given), not large, the fewest dimensions and
     the smallest sides, contiguous, zeros, seed 0."""
     dtype = dtypes[value_of(code[0], len(dtypes))]
-    if value_of(code[1], 16) == 15:
+    if value_of(code[1], 16) == 15:  # one tensor in sixteen is large-ish
         n = options.large
         shape: tuple[int, ...] = ((n,), (n // 64, 64), (64, n // 64))[value_of(code[2], 3)]
     else:
