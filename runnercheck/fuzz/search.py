@@ -294,7 +294,11 @@ def drive(
         """Collect and judge the outcome of the oldest example that is out."""
         expected, text, sent = pending.pop(0)
         state["example"] = text
-        outcome = group.collect()
+        try:
+            outcome = group.collect()
+        except GroupLost:
+            pending.clear()  # the group is gone, and the outcomes still out with it
+            raise
         back = time.perf_counter()
         problems = judge(expected, outcome)
         done = time.perf_counter()

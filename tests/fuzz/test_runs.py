@@ -223,6 +223,17 @@ def test_blocking_rank_is_reported_within_the_deadline(roundtrip_groups: Any) ->
     assert run_one(group, good.ModelInput, examples=10).passed
 
 
+def test_a_rank_that_blocks_with_examples_still_out_is_reported(roundtrip_groups: Any) -> None:
+    """Three examples are all out when the search ends; a rank that blocks on one of
+    them loses the group while the later ones are still out, and that is reported as
+    such (nothing is collected from the group that is gone)."""
+    group = roundtrip_groups.get(2, "cpu", 2.0)
+    result = run_one(group, defects.BlocksEveryTime, examples=3)
+    [problem] = result.problems
+    assert problem.code == "RC306" and problem.ranks == (1,)
+    assert problem.message.startswith("rank 1 did not finish within the deadline of 2 s")
+
+
 @pytest.mark.timeout(120)  # a deadlock here would wait forever
 def test_examples_larger_than_a_pipe_do_not_deadlock(
     roundtrip_groups: Any, monkeypatch: pytest.MonkeyPatch
