@@ -311,8 +311,22 @@ def drive(
     def drain() -> None:
         """Collect the outcomes still out, unjudged (the search is over)."""
         while pending:
-            pending.pop(0)
-            group.collect()
+            _, text, _ = pending.pop(0)
+            state["example"] = text
+            try:
+                group.collect()
+            except GroupLost:
+                pending.clear()
+                raise
+
+    def drain_newer() -> None:
+        """Collect, unjudged, the outcomes of the examples out that are newer than one
+        that failed. A search in step never sends them: if one of them loses the group
+        (a rank that blocks or dies on it), the search in step starts it again."""
+        try:
+            drain()
+        except GroupLost:
+            state["lost"] = True
 
     def check(example: Any, ahead: bool) -> None:
         start = time.perf_counter()
@@ -351,16 +365,25 @@ def drive(
             # the examples still out: older than this one if it failed on its own (one
             # of them failed first, if any did), else newer than the one that failed
             older = state["own"]
-            while pending:
+            while pending and older:
                 try:
                     settle()
                 except RoundTripFailure as earlier:
-                    if older:
-                        failure, older = earlier, False
+                    failure, older = earlier, False
+            if failure is None:
+                drain()
+            else:
+                drain_newer()
             raise _FoundAhead(failure) from None
 
     def in_step(example: Any) -> None:
         check(example, False)
+
+    def restart() -> None:
+        """Start the job again on a group that was lost (and starts afresh)."""
+        errors = group.start_job(job)
+        if errors:
+            raise GroupLost("the ranks could not load the class again: " + errors[0].text())
 
     def ahead_then_in_step() -> None:
         """The search run ahead; after a problem found that way, run again in step."""
@@ -369,10 +392,13 @@ def drive(
             try:
                 while pending:
                     settle()
-            finally:
-                drain()
+            except RoundTripFailure:
+                drain_newer()
+                raise
         except (_FoundAhead, RoundTripFailure) as found:
             first = found.failure if isinstance(found, _FoundAhead) else found
+            if state.pop("lost", False):
+                restart()
             _search(strategy, options, in_step)
             if first is not None:  # not reproduced in step: the problem as found
                 result.problems = merge(

@@ -234,6 +234,30 @@ def test_a_rank_that_blocks_with_examples_still_out_is_reported(roundtrip_groups
     assert problem.message.startswith("rank 1 did not finish within the deadline of 2 s")
 
 
+def test_a_rank_lost_on_an_example_newer_than_a_failure_is_not_reported(
+    roundtrip_groups: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search ahead finds a failure while newer examples are out, and a rank blocks
+    on one of those: a search in step never sends it, so the group starts again and the
+    search in step reports what it finds, the failure shrunk."""
+    group = roundtrip_groups.get(2, "cpu", 2.0)
+    group.start()
+    restarts = group.restarts
+    ahead = run_one(group, defects.FailsOrBlocks, examples=5)
+    assert group.restarts == restarts + 1  # a newer example did block the rank
+    monkeypatch.setattr(SEARCH, "LOOKAHEAD", 0)
+    in_step = run_one(group, defects.FailsOrBlocks, examples=5)
+    assert group.restarts == restarts + 1
+    assert [p.code for p in ahead.problems] == ["RC302"]
+    assert "virtual engine 0 is refused" in ahead.problems[0].message
+    assert (ahead.problems, ahead.example, ahead.shrunk) == (
+        in_step.problems,
+        in_step.example,
+        in_step.shrunk,
+    )
+    assert ahead.shrunk
+
+
 @pytest.mark.timeout(120)  # a deadlock here would wait forever
 def test_examples_larger_than_a_pipe_do_not_deadlock(
     roundtrip_groups: Any, monkeypatch: pytest.MonkeyPatch
