@@ -269,8 +269,10 @@ def drive(
     long as they fit in rank 0's pipe); the outcome of the oldest is judged before one
     more goes out. A problem found that way stops the search, which
     runs again from the same seed in step (each example judged before the next is
-    generated): the same examples up to the failing one, which Hypothesis shrinks.
-    With a fixed seed, Hypothesis's next example depends only on the examples before it
+    generated): the same examples up to the failing one, which Hypothesis shrinks. A
+    rank lost on an example newer than the failing one (which a search in step never
+    sends) is not reported: the group starts again for the search in step. With a fixed
+    seed, Hypothesis's next example depends only on the examples before it
     and their outcomes (all passed, up to the failing one); health checks are off and
     there is no deadline, so time does not change the sequence either."""
     result = ClassResult(name, options.seed)
