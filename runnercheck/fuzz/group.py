@@ -65,6 +65,9 @@ class GroupInfo:
 class LocalGroup:
     """Ranks spawned on this machine; reused across jobs and examples."""
 
+    #: A lost group starts afresh with new ranks on its next job.
+    starts_again = True
+
     _ids = itertools.count()
 
     def __init__(self, settings: Settings) -> None:
@@ -558,6 +561,9 @@ def _last_lines(text: str, count: int) -> str:
 
 class EnvGroup:
     """Under torchrun: this process is rank 0 and drives in-process."""
+
+    #: The ranks torchrun started cannot be replaced: a lost group stays lost.
+    starts_again = False
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings

@@ -324,10 +324,13 @@ def drive(
     def drain_newer() -> None:
         """Collect, unjudged, the outcomes of the examples out that are newer than one
         that failed. A search in step never sends them: if one of them loses the group
-        (a rank that blocks or dies on it), the search in step starts it again."""
+        (a rank that blocks or dies on it), the search in step starts it again, where
+        the group can start again (else the loss is reported)."""
         try:
             drain()
         except GroupLost:
+            if not getattr(group, "starts_again", False):
+                raise
             state["lost"] = True
 
     def check(example: Any, ahead: bool) -> None:
