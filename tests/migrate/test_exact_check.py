@@ -20,6 +20,7 @@ import pytest
 from codemods import registry, report
 from codemods.pipeline import MigrateResult
 from codemods.run import apply
+from runnercheck.analysis.model import ModuleFacts
 from tests.migrate.test_decision import SOURCE, TREES
 
 
@@ -161,9 +162,10 @@ def _replayed_and_rewritten(tree: Path) -> list[tuple[tuple[object, object], ...
     the lines right below each ``# Driver-only`` comment, and the facts the verification
     reads (without positions). The replay is given each file's tree after the analysis
     read it, as the pipeline gives it."""
-    from codemods import decision, replay
+    from codemods import decision, replay, verify
     from runnercheck.analysis.extract import extract_tree
     from runnercheck.analysis.project import Project
+    from runnercheck.config import Config
     from runnercheck.contract import VLLM
 
     rewritten = apply([tree], registry.SINGLE, mode="check", exact=False)
@@ -183,22 +185,30 @@ def _replayed_and_rewritten(tree: Path) -> list[tuple[tuple[object, object], ...
         )
         assert found is not None, path
         new = change.new.decode()
+        facts, _kept = verify.rewritten_facts(
+            path,
+            found.read,
+            project.modules[str(path)],
+            found.tree,
+            texts[path],
+            Config(),
+            found.marked,
+        )
+        read = extract_tree(ast.parse(new), str(path), new, VLLM, names=True, loaded=False)
         out.append(
             (
                 (ast.dump(found.tree), ast.dump(ast.parse(new))),
                 (_marked(found.text), _marked(new)),
-                (_facts(found.tree, found.text), _facts(ast.parse(new), new)),
+                (_facts(facts), _facts(read)),
             )
         )
     return out
 
 
-def _facts(tree: ast.Module, text: str) -> str:
-    """The classes' facts as the verification extracts them, without positions."""
-    from runnercheck.analysis.extract import extract_tree
-    from runnercheck.contract import VLLM
-
-    found = repr(extract_tree(tree, "inputs.py", text, VLLM).classes)
+def _facts(facts: ModuleFacts) -> str:
+    """The facts the verification reads (the classes, functions and imports), without
+    positions."""
+    found = repr((facts.classes, facts.functions, facts.imports, facts.typevars))
     found = re.sub(r"\b(line|col|end_line|end_col)=\d+", "", found)
     return re.sub(r"@\d+(:\d+)?", "@", found)  # (pseudo names: ``<return@12>``)
 
