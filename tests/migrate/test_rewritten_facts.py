@@ -93,16 +93,20 @@ class Runner:
 """
 
 
-def _rewrite(tree: ast.Module, drop_imports: bool = False, add_import: bool = False) -> ast.Module:
-    """``tree`` with ``Input`` copied and its dict method changed (``"a"`` -> ``"b"``),
-    the other statements its own nodes (``drop_imports``: the copy's lazy imports go;
-    ``add_import``: the copy's methods import ``all_reduce`` lazily)."""
+def _rewrite(
+    tree: ast.Module, drop_imports: bool = False, add_import: bool = False, name: str = "Input"
+) -> ast.Module:
+    """``tree`` with class ``name`` copied and changed (``"a"`` -> ``"b"``, the model
+    called with ``other``), the other statements its own nodes (``drop_imports``: the
+    copy's lazy imports go; ``add_import``: its methods import ``all_reduce`` lazily)."""
     body = list(tree.body)
-    index = next(i for i, s in enumerate(body) if isinstance(s, ast.ClassDef) and s.name == "Input")
+    index = next(i for i, s in enumerate(body) if isinstance(s, ast.ClassDef) and s.name == name)
     changed = copy.deepcopy(body[index])
     for node in ast.walk(changed):
         if isinstance(node, ast.Constant) and node.value == "a":
             node.value = "b"
+        if isinstance(node, ast.Name) and node.id == "model_input":
+            node.id = "other"
         if drop_imports and isinstance(node, ast.FunctionDef):
             node.body = [s for s in node.body if not isinstance(s, ast.ImportFrom)]
         if add_import and isinstance(node, ast.FunctionDef):
@@ -146,6 +150,10 @@ def _check(text: str, after_of, marked: dict[str, frozenset[str]] | None = None)
 
 def test_the_classes_a_rewrite_leaves_alone_keep_their_facts() -> None:
     assert _check(CHANGED_THEN_CALLER, _rewrite) == {"Runner"}
+
+
+def test_the_values_of_a_rewritten_method_are_read_again() -> None:
+    assert _check(CHANGED_THEN_CALLER, lambda tree: _rewrite(tree, name="Runner")) == {"Input"}
 
 
 def test_a_class_that_names_a_newly_imported_name_is_read_again() -> None:
