@@ -721,7 +721,7 @@ def _migrate(
             continue
         try:
             tree = ast.parse(data, filename=str(path))
-            too_deep = deep.too_deep(tree)
+            too_deep = deep.too_deep(tree, data)
             if too_deep is not None:
                 refused = Refused("parse", "MIG001", path, 0, too_deep)
         except SyntaxError as exc:
