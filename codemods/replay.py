@@ -172,17 +172,38 @@ def _plain_classes(tree: ast.Module, text: str) -> None:
 
 
 def _writable(out: Replayed, stmt: ast.ClassDef) -> ast.ClassDef:
-    """``stmt`` of ``out.tree``, copied there first unless a rewrite copied it already
-    (without what the analysis remembered on its nodes, e.g. a call's dotted name)."""
+    """``stmt`` of ``out.tree``, copied there first unless a rewrite copied it already:
+    the class and the list of its statements (each stays the given tree's node until a
+    rewrite changes it: :func:`_writable_item`)."""
     if id(stmt) in out.copies:
         return stmt
-    copied = copy.deepcopy(stmt)
-    for node in ast.walk(copied):  # what the analysis remembered on a node may change
-        for key in [k for k in vars(node) if k not in node._fields + node._attributes]:
-            delattr(node, key)
+    copied = _forgotten(copy.copy(stmt))
+    copied.body = list(stmt.body)
     out.tree.body[out.tree.body.index(stmt)] = copied
     out.copies.add(id(copied))
     return copied
+
+
+def _writable_item(out: Replayed, cls: ast.ClassDef, index: int) -> ast.stmt:
+    """Statement ``index`` of ``cls`` (a copy made by :func:`_writable`), copied there
+    first, with everything under it, unless a rewrite copied it already."""
+    item = cls.body[index]
+    if id(item) in out.copies:
+        return item
+    copied = copy.deepcopy(item)
+    for node in ast.walk(copied):
+        _forgotten(node)
+    cls.body[index] = copied
+    out.copies.add(id(copied))
+    return copied
+
+
+def _forgotten(node: _Node) -> _Node:
+    """``node`` without what the analysis remembered on it (e.g. a call's dotted name),
+    which may change with the rewrite."""
+    for key in [k for k in vars(node) if k not in node._fields + node._attributes]:
+        delattr(node, key)
+    return node
 
 
 def _class_facts(facts: ModuleFacts, stmt: ast.stmt) -> ClassFacts | None:
@@ -302,8 +323,12 @@ def _super_dict(out: Replayed, project: Project, facts: ModuleFacts, contract: C
             continue
         stmt = _writable(out, stmt)
         func = _method(stmt, name)
-        parts = _split(func) if func is not None else None
-        assert func is not None and parts is not None
+        assert func is not None
+        copied = _writable_item(out, stmt, stmt.body.index(func))
+        assert isinstance(copied, (ast.FunctionDef, ast.AsyncFunctionDef))
+        func = copied
+        parts = _split(func)
+        assert parts is not None
         doc, literal, var, middle, ret = parts
         keys = literal.keys
         if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):
@@ -460,7 +485,7 @@ def _self_return(out: Replayed, contract: Contract) -> bool:
             if not use_self and typevar in taken:
                 continue
             stmt = _writable(out, stmt)
-            item = stmt.body[index]
+            item = _writable_item(out, stmt, index)
             assert isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
             first = item.args.args[0]
             first.annotation = (

@@ -118,8 +118,8 @@ def rewritten_facts(
     was read with when reading it again gives the same facts: what it reads beyond its
     own node is the module's imports, and those are the same for every name its text
     holds (the rewrite's imports of new names, the lazy imports of the definitions
-    read again before it). Returns the facts and the ``id`` of every method of a class
-    kept so, whose values carry over too (:meth:`ValueFacts.changed`)."""
+    read again before it). Returns the facts and the ``id`` of every method the rewrite
+    left alone whose values carry over so (:meth:`ValueFacts.changed`)."""
     contract = config.contract()
     old_defs = [s for s in module_level(before.body) if isinstance(s, _DEFINITION)]
     defs = [s for s in module_level(after.body) if isinstance(s, _DEFINITION)]
@@ -154,14 +154,22 @@ def rewritten_facts(
                 for f in cls.fields
             ),
         )
+    # a method node the rewrite left alone (in a class it changed or not) reads the
+    # same values but for the names the module-level imports bind otherwise
+    read_methods = {id(item) for stmt in old_defs for item in _methods(stmt)}
     methods = frozenset(
         id(item)
         for stmt in defs
-        if isinstance(stmt, ast.ClassDef) and id(stmt) in kept
-        for item in stmt.body
-        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for item in _methods(stmt)
+        if id(item) in read_methods and not (renamed and spans.mentions(renamed, item))
     )
     return facts, methods
+
+
+def _methods(stmt: _Definition) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    if not isinstance(stmt, ast.ClassDef):
+        return []
+    return [s for s in stmt.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))]
 
 
 def _in_place(before: list[_Definition], after: list[_Definition], spans: _Spans) -> bool:

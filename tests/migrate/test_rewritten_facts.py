@@ -94,14 +94,27 @@ class Runner:
 
 
 def _rewrite(
-    tree: ast.Module, drop_imports: bool = False, add_import: bool = False, name: str = "Input"
+    tree: ast.Module,
+    drop_imports: bool = False,
+    add_import: bool = False,
+    name: str = "Input",
+    method: str = "",
 ) -> ast.Module:
     """``tree`` with class ``name`` copied and changed (``"a"`` -> ``"b"``, the model
     called with ``other``), the other statements its own nodes (``drop_imports``: the
-    copy's lazy imports go; ``add_import``: its methods import ``all_reduce`` lazily)."""
+    copy's lazy imports go; ``add_import``: its methods import ``all_reduce`` lazily;
+    ``method``: only that method is copied and changed, as the replay does)."""
     body = list(tree.body)
     index = next(i for i, s in enumerate(body) if isinstance(s, ast.ClassDef) and s.name == name)
-    changed = copy.deepcopy(body[index])
+    if method:
+        cls = copy.copy(body[index])
+        assert isinstance(cls, ast.ClassDef)
+        cls.body = list(cls.body)
+        at = next(i for i, s in enumerate(cls.body) if getattr(s, "name", "") == method)
+        changed = cls.body[at] = copy.deepcopy(cls.body[at])
+        body[index] = cls
+    else:
+        changed = body[index] = copy.deepcopy(body[index])
     for node in ast.walk(changed):
         if isinstance(node, ast.Constant) and node.value == "a":
             node.value = "b"
@@ -112,7 +125,6 @@ def _rewrite(
         if add_import and isinstance(node, ast.FunctionDef):
             lazy = ast.parse("from torch.distributed import all_reduce").body[0]
             node.body.insert(0, ast.copy_location(lazy, node.body[0]))
-    body[index] = changed
     return ast.Module(body=body, type_ignores=[])
 
 
@@ -154,6 +166,26 @@ def test_the_classes_a_rewrite_leaves_alone_keep_their_facts() -> None:
 
 def test_the_values_of_a_rewritten_method_are_read_again() -> None:
     assert _check(CHANGED_THEN_CALLER, lambda tree: _rewrite(tree, name="Runner")) == {"Input"}
+
+
+#: ``Runner`` has a method the rewrite changes and one it leaves alone.
+TWO_METHODS = CHANGED_THEN_CALLER.replace(
+    "class Runner:\n",
+    "class Runner:\n    def profile_run(self, t):\n        return self.model(t)\n\n",
+)
+
+
+def test_the_values_of_the_methods_a_rewrite_leaves_alone_carry_over() -> None:
+    rewrite = lambda tree: _rewrite(tree, name="Runner", method="execute_model")  # noqa: E731
+    before = ast.parse(TWO_METHODS)
+    read = extract_tree(before, str(PATH), TWO_METHODS, VLLM, names=True, loaded=False)
+    after = rewrite(before)
+    _facts, methods = verify.rewritten_facts(PATH, before, read, after, TWO_METHODS, Config(), {})
+    runner = after.body[-1]
+    assert isinstance(runner, ast.ClassDef)
+    # profile_run carries over, not the rewritten execute_model
+    assert id(runner.body[0]) in methods and id(runner.body[1]) not in methods
+    assert _check(TWO_METHODS, rewrite) == {"Input"}
 
 
 def test_a_class_that_names_a_newly_imported_name_is_read_again() -> None:
