@@ -75,6 +75,21 @@ def test_the_single_class_fixtures_need_no_libcst(
     }
 
 
+def test_facts_from_the_cache_settle_the_same_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second run reads the facts from the cache (no ``ast`` of the files): the replay
+    parses the file and the verification keeps the cached facts of what it leaves alone."""
+    tree = shutil.copytree(TREES["single-class codemods"], tmp_path / "tree")
+    monkeypatch.chdir(tmp_path)
+    cst = apply([tree], registry.SINGLE, mode="check", exact=False)
+    for _run in range(2):
+        cached = apply([tree], registry.SINGLE, mode="check", cache_root=tmp_path)
+        assert output(cached) == output(cst)
+        assert cached.files_cst == 0
+    assert any((tmp_path / ".runnercheck_cache").iterdir())
+
+
 def _package(tmp_path: Path, source: str) -> Path:
     package = tmp_path / "pkg"
     package.mkdir()
