@@ -184,9 +184,26 @@ def _in_place(before: list[_Definition], after: list[_Definition], spans: _Spans
             continue
         if type(old) is not type(new) or old.name != new.name or spans.has(_IMPORT, old):
             return False
-        if any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in ast.walk(new)):
+        if _imports_within(new):
             return False
     return True
+
+
+def _imports_within(stmt: ast.stmt) -> bool:
+    """Whether an import statement stands anywhere in ``stmt`` (statements hold
+    statements only in their blocks: no expression is visited)."""
+    stack = [stmt]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return True
+        for name in ("body", "orelse", "finalbody"):
+            block = getattr(node, name, None)
+            if isinstance(block, list):
+                stack.extend(s for s in block if isinstance(s, ast.stmt))
+        for part in [*getattr(node, "handlers", ()), *getattr(node, "cases", ())]:
+            stack.extend(part.body)
+    return False
 
 
 def _facts_of(read: ModuleFacts, stmt: _Definition) -> ClassFacts | FunctionFacts | None:
