@@ -26,7 +26,9 @@ from runnercheck.check.pipeline import FileOutcome, check_outcomes, parse_codes
 from runnercheck.config import Config
 from runnercheck.findings import Finding
 
-_LINES = re.compile(r"(\.py):\d+")
+#: The positions a finding's message may cite: ``file.py:12``, ``(line 12)``, and the
+#: pseudo names of unnamed dicts (``<return@12>``, ``<arg@12:5>``).
+_LINES = re.compile(r"(\.py):\d+|(\bline )\d+|(@)\d+(?::\d+)?")
 
 
 def parse(path: Path, source: bytes | str) -> ast.Module:
@@ -281,8 +283,9 @@ def compiles(path: Path, source: bytes | ast.Module) -> str | None:
 
 
 def _key(finding: Finding) -> tuple[str, str, str]:
-    """A finding without its position (rewrites move lines)."""
-    return (Path(finding.path).name, finding.code, _LINES.sub(r"\1", finding.message))
+    """A finding without its positions (rewrites move lines)."""
+    message = _LINES.sub(lambda m: next(g for g in m.groups() if g), finding.message)
+    return (Path(finding.path).name, finding.code, message)
 
 
 def findings(modules: Mapping[Path, ModuleFacts], config: Config) -> list[Finding]:
