@@ -120,49 +120,6 @@ def test_a_rewrite_the_verification_refuses_goes_through_libcst(
     assert output(exact) == output(cst)
 
 
-#: An unbroadcast field above a runner whose RC105 message cites a line of its own: the
-#: comment ``driver-only`` writes moves that line (a finding is compared without its
-#: positions, wherever its message cites them).
-MOVED_FINDING = """\
-from dataclasses import dataclass
-from typing import List, Optional
-
-from vllm.distributed import broadcast_tensor_dict
-
-
-@dataclass(frozen=True)
-class Step:
-    tokens: int = 0
-    seq_lens: Optional[List[int]] = None
-
-    def as_broadcastable_tensor_dict(self):
-        return {"tokens": self.tokens}
-
-    @classmethod
-    def from_broadcasted_tensor_dict(cls, tensor_dict):
-        return cls(**tensor_dict)
-
-
-class XPUModelRunner:
-    def prepare_model_input(self, seq_group_metadata_list):
-        if self.is_driver_worker:
-            broadcast_tensor_dict({"tokens": 1}, src=0)
-        else:
-            broadcast_tensor_dict(src=0)
-        return Step()
-"""
-
-
-def test_a_finding_whose_message_cites_a_moved_line_is_not_new(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    cst, exact = both(_package(tmp_path, MOVED_FINDING))
-    assert output(exact) == output(cst)
-    assert [p.name for p in cst.changes] == ["inputs.py"] and not cst.refusals
-    assert exact.files_cst == 0
-
-
 def test_a_class_defined_twice_goes_through_libcst(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -296,6 +253,34 @@ class Step:
     def from_broadcasted_tensor_dict(cls, tensor_dict) -> "Step":
         return Step(**tensor_dict)
 """
+#: An unbroadcast field above a runner whose RC105 message cites a line of its own: the
+#: comment ``driver-only`` writes moves that line (a finding is compared without its
+#: positions, wherever its message cites them).
+MOVED_FINDING = (
+    DRIVER_ONLY
+    + """
+
+class XPUModelRunner:
+    def prepare_model_input(self, seq_group_metadata_list):
+        if self.is_driver_worker:
+            broadcast_tensor_dict({"tokens": 1}, src=0)
+        else:
+            broadcast_tensor_dict(src=0)
+        return Step()
+"""
+)
+
+
+def test_a_finding_whose_message_cites_a_moved_line_is_not_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    cst, exact = both(_package(tmp_path, MOVED_FINDING))
+    assert output(exact) == output(cst)
+    assert [p.name for p in cst.changes] == ["inputs.py"] and not cst.refusals
+    assert exact.files_cst == 0
+
+
 #: the built instance's method called: the analysis remembers ``Chained(...)`` on the call
 CHAINED = SOURCE.replace("Fixed", "Chained").replace(
     "return Chained(**tensor_dict)", "return Chained(**tensor_dict).checked()"
