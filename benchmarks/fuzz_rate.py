@@ -35,6 +35,7 @@ import pickle
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
 from benchmarks.common import spread
@@ -47,8 +48,14 @@ def engine_input() -> tuple[type, Any]:
     return ModelInputForGPUWithSamplingMetadata, TinyAttentionBackend
 
 
-def generated_inputs(count: int, seed: int, transport_dtypes: tuple[Any, ...]) -> list[Any]:
-    """``count`` instances of the engine input, from fuzz's own strategy."""
+def generated_inputs(
+    count: int,
+    seed: int,
+    transport_dtypes: tuple[Any, ...],
+    each: Callable[[Any], object] | None = None,
+) -> list[Any]:
+    """``count`` instances of the engine input, from fuzz's own strategy, as a search
+    generates them; ``each`` is called with each one as it is made."""
     from hypothesis import HealthCheck, Phase, Verbosity, given, settings
     from hypothesis import seed as hypothesis_seed
 
@@ -70,6 +77,8 @@ def generated_inputs(count: int, seed: int, transport_dtypes: tuple[Any, ...]) -
     @given(builder.for_class(cls))
     def collect(example: Any) -> None:
         found.append(example)
+        if each is not None:
+            each(example)
 
     collect()
     return found

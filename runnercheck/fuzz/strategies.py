@@ -27,47 +27,59 @@ import builtins
 import collections.abc as cabc
 import dataclasses
 import enum
-import functools
 import importlib
 import inspect
-import math
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from hypothesis import reject
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from runnercheck.errors import ConfigError, RunnerCheckError
+from runnercheck.fuzz.draws import (
+    BOOLS,
+    BYTE_VALUES,
+    Branch,
+    Converted,
+    Fixed,
+    Instances,
+    drawn,
+    last_construction_error,
+    one_of_values,
+)
+from runnercheck.fuzz.tensors import (
+    ALL_DTYPES,
+    FILLS,
+    LAYOUTS,
+    TensorOptions,
+    make_tensor,
+    tensor_codes,
+    tensors,
+)
+
+__all__ = [
+    "ALL_DTYPES",
+    "FILLS",
+    "LAYOUTS",
+    "StrategyBuilder",
+    "StrategyError",
+    "TensorOptions",
+    "field_annotations",
+    "last_construction_error",
+    "load_configured",
+    "make_tensor",
+    "register_strategy",
+    "tensors",
+    "unregister_strategy",
+]
 
 StrategyLike = SearchStrategy[Any] | Callable[[], SearchStrategy[Any]]
 
 _REGISTRY: dict[object, StrategyLike] = {}
-
-#: Tensor dtypes generated, in shrinking order (the first is the "simplest").
-ALL_DTYPES: tuple[torch.dtype, ...] = (
-    torch.int64,
-    torch.float32,
-    torch.bool,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.uint8,
-    torch.float16,
-    torch.bfloat16,
-    torch.float64,
-)
-
-#: Tensor layouts generated, in shrinking order.
-LAYOUTS = ("contiguous", "transposed", "strided", "offset", "expanded")
-
-#: How tensors are filled, in shrinking order.
-FILLS = ("zeros", "random", "special")
 
 #: Characters never generated in mapping keys: the broadcast flattens nested dicts with it.
 KEY_SEPARATOR = "%"
@@ -124,115 +136,6 @@ def _as_strategy(obj: Any) -> SearchStrategy[Any] | None:
         if isinstance(made, SearchStrategy):
             return made
     return None
-
-
-# ------------------------------------------------------------------ tensors
-
-
-@dataclass(frozen=True)
-class TensorOptions:
-    #: dtypes of tensors in broadcast positions (fields, mapping values).
-    dtypes: tuple[torch.dtype, ...] = ALL_DTYPES
-    #: dtypes of tensors inside lists/tuples/sets (pickled with the metadata).
-    pickled_dtypes: tuple[torch.dtype, ...] = ALL_DTYPES
-    #: Largest size of a dimension of an ordinary tensor.
-    max_side: int = 5
-    #: Elements of a large-ish tensor (about one in sixteen tensors).
-    large: int = 1 << 14
-
-
-def make_tensor(
-    dtype: torch.dtype, shape: tuple[int, ...], layout: str, fill: str, seed: int
-) -> torch.Tensor:
-    """A tensor of ``shape`` whose memory layout is ``layout`` (see :data:`LAYOUTS`)."""
-    ndim = len(shape)
-    if layout == "transposed" and ndim < 2:
-        layout = "strided"
-    if layout in ("strided", "expanded") and ndim == 0:
-        layout = "offset"
-    if layout == "transposed":
-        base = _filled(dtype, (*shape[:-2], shape[-1], shape[-2]), fill, seed)
-        return base.transpose(-1, -2)
-    if layout == "strided":
-        base = _filled(dtype, (*shape[:-1], shape[-1] * 2), fill, seed)
-        return base[..., ::2]
-    if layout == "offset":
-        if ndim == 0:
-            return _filled(dtype, (2,), fill, seed)[1]
-        base = _filled(dtype, (shape[0] + 1, *shape[1:]), fill, seed)
-        return base[1:]
-    if layout == "expanded":
-        base = _filled(dtype, (1, *shape[1:]), fill, seed)
-        return base.expand(*shape)
-    return _filled(dtype, shape, fill, seed)
-
-
-def _filled(dtype: torch.dtype, shape: tuple[int, ...], fill: str, seed: int) -> torch.Tensor:
-    if fill == "zeros":
-        return torch.zeros(shape, dtype=dtype)
-    generator = torch.Generator().manual_seed(seed)
-    if fill == "special":
-        specials = _specials(dtype)
-        index = torch.randint(0, len(specials), (math.prod(shape),), generator=generator)
-        # index_select, not specials[index]: advanced indexing costs 20x more here
-        return specials.index_select(0, index).reshape(shape)
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=generator).bool()
-    if dtype.is_floating_point:
-        return (torch.randn(shape, generator=generator) * 100).to(dtype)
-    info = torch.iinfo(dtype)
-    return torch.randint(info.min, info.max, shape, generator=generator, dtype=torch.int64).to(
-        dtype
-    )
-
-
-@functools.cache
-def _specials(dtype: torch.dtype) -> torch.Tensor:
-    """The special values of ``dtype`` (shared: never changed in place)."""
-    if dtype == torch.bool:
-        return torch.tensor([False, True])
-    if dtype.is_floating_point:
-        info = torch.finfo(dtype)
-        values = [float("nan"), float("inf"), -float("inf"), -0.0, 0.0, 1.0, info.max]
-        values += [info.min, info.tiny]
-        return torch.tensor(values, dtype=torch.float64).to(dtype)
-    iinfo = torch.iinfo(dtype)
-    ints = sorted({iinfo.min, iinfo.max, 0, 1, -1 if iinfo.min < 0 else 2})
-    return torch.tensor(ints, dtype=torch.int64).to(dtype)
-
-
-def tensors(
-    dtypes: Iterable[torch.dtype] = ALL_DTYPES, options: TensorOptions | None = None
-) -> SearchStrategy[torch.Tensor]:
-    """Tensors of ``dtypes`` in many shapes, layouts and fills (generated on the CPU).
-
-    Each draw shrinks towards the simplest tensor: its dtype; whether it is large (one
-    in sixteen); its number of dimensions and each one's size, fewest and smallest
-    first; its layout and fill together, in one draw (contiguous zeros first); and the
-    seed its values come from (none for zeros)."""
-    options = options or TensorOptions()
-    n = options.large
-    # built once, not at every draw
-    dtype_of = st.sampled_from(tuple(dtypes))
-    one_in_16 = st.integers(0, 15)
-    large_shape = st.sampled_from([(n,), (n // 64, 64), (64, n // 64)])
-    ndims = st.integers(0, 3)
-    side = st.integers(0, options.max_side)
-    looks = st.sampled_from([(layout, fill) for layout in LAYOUTS for fill in FILLS])
-    seeds = st.integers(0, 2**32 - 1)
-
-    @st.composite
-    def draw_tensor(draw: st.DrawFn) -> torch.Tensor:
-        dtype = draw(dtype_of)
-        if draw(one_in_16) == 15:
-            shape: tuple[int, ...] = draw(large_shape)
-        else:
-            shape = tuple(draw(side) for _ in range(draw(ndims)))
-        layout, fill = draw(looks)
-        seed = draw(seeds) if fill != "zeros" else 0
-        return make_tensor(dtype, shape, layout, fill, seed)
-
-    return draw_tensor()
 
 
 # ------------------------------------------------------------------ annotations
@@ -376,8 +279,9 @@ class StrategyBuilder:
         self.tensor_options = tensor_options or TensorOptions()
         self.max_size = max_size
         self._building: dict[type, SearchStrategy[Any]] = {}
-        #: The branches of the unions built here, by the id of their strategy (kept).
-        self._unions: dict[int, tuple[SearchStrategy[Any], tuple[Branch, ...]]] = {}
+        #: The branches of the unions, fixed and converted values and instances built here, by
+        #: the id of their strategy (kept, so that the id stays theirs).
+        self._known: dict[int, tuple[SearchStrategy[Any], tuple[Branch, ...]]] = {}
 
     # -- lookups
 
@@ -420,7 +324,7 @@ class StrategyBuilder:
         self._building[cls] = st.deferred(lambda: self._dataclass(cls, depth))
         try:
             annotations = field_annotations(cls)
-            parts: dict[str, _Choice] = {}
+            parts: dict[str, tuple[Branch, ...]] = {}
             for f in dataclasses.fields(cls):
                 if not f.init:
                     continue
@@ -429,7 +333,7 @@ class StrategyBuilder:
                 field_keys += [f"{k.__module__}.{k.__qualname__}.{f.name}" for k in cls.__mro__]
                 strategy = self._lookup(*field_keys)
                 if strategy is not None:
-                    parts[f.name] = _Choice.of((("draw", strategy),))
+                    parts[f.name] = (("draw", strategy),)
                     continue
                 strategy = self.for_annotation(annotations[f.name], where, depth + 1, True)
                 branches = self._branches(strategy)
@@ -439,18 +343,54 @@ class StrategyBuilder:
                     branches = (("value", f.default), *branches)
                 elif f.default_factory is not dataclasses.MISSING:
                     branches = (("call", f.default_factory), *branches)
-                parts[f.name] = _Choice.of(branches)
+                parts[f.name] = branches
         finally:
             del self._building[cls]
-        return _construct(cls, parts)
+        return self._made(Instances(cls, parts))
+
+    def _remember(
+        self, strategy: SearchStrategy[Any], branches: tuple[Branch, ...]
+    ) -> SearchStrategy[Any]:
+        self._known[id(strategy)] = (strategy, branches)
+        return strategy
+
+    def _made(self, maker: Converted | Instances) -> SearchStrategy[Any]:
+        """``maker``'s strategy; a field makes its values with ``maker`` itself."""
+        return self._remember(maker.strategy(), (("make", maker),))
+
+    def _fixed(
+        self, fixed: Fixed, strategy: SearchStrategy[Any] | None = None
+    ) -> SearchStrategy[Any]:
+        """``strategy`` (by default the draw of ``fixed``'s bytes); a class's fixed
+        field decodes its values with ``fixed`` from the class's one draw of bytes."""
+        drawn_alone = fixed.strategy() if strategy is None else strategy
+        return self._remember(drawn_alone, (("fixed", fixed),))
+
+    def _sampled(self, values: tuple[Any, ...]) -> SearchStrategy[Any]:
+        strategy = st.sampled_from(values)
+        if not 0 < len(values) <= BYTE_VALUES:
+            return strategy
+        return self._fixed(one_of_values(values), strategy)
+
+    def _instances(
+        self, cls: type, parts: Mapping[str, SearchStrategy[Any]]
+    ) -> SearchStrategy[Any]:
+        """Instances of ``cls`` whose arguments ``parts`` draw."""
+        return self._made(Instances(cls, {n: (self._branch(s),) for n, s in parts.items()}))
 
     def _branches(self, strategy: SearchStrategy[Any]) -> tuple[Branch, ...]:
-        """A union's branches (so that a field picks among them and its default with
-        one draw), else the strategy itself."""
-        known = self._unions.get(id(strategy))
+        """A union's branches (so that a field picks among them and its default at
+        once), what makes a converted value or an instance (so that a field makes it
+        with no draw around it), else the strategy itself."""
+        known = self._known.get(id(strategy))
         if known is not None and known[0] is strategy:
             return known[1]
         return (("draw", strategy),)
+
+    def _branch(self, strategy: SearchStrategy[Any]) -> Branch:
+        """One branch for ``strategy`` (a union inside a union is drawn as it is)."""
+        branches = self._branches(strategy)
+        return branches[0] if len(branches) == 1 else ("draw", strategy)
 
     def for_annotation(
         self, annotation: Any, where: str, depth: int = 0, broadcast: bool = True
@@ -497,17 +437,15 @@ class StrategyBuilder:
         if origin is typing.Annotated:
             return sub(args[0])
         if origin is typing.Literal:
-            return st.sampled_from(args)
+            return self._sampled(args)
         if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
             ordered = sorted(args, key=lambda a: a is not type(None))  # None first: shrinks there
             if depth > MAX_DEPTH and type(None) in args:
                 return st.none()
             branches: tuple[Branch, ...] = tuple(
-                ("value", None) if a is type(None) else ("draw", sub(a)) for a in ordered
+                ("value", None) if a is type(None) else self._branch(sub(a)) for a in ordered
             )
-            union = st.one_of(*(_as_drawn(b) for b in branches))
-            self._unions[id(union)] = (union, branches)
-            return union
+            return self._remember(st.one_of(*(drawn(b) for b in branches)), branches)
         if origin is not None:
             return self._generic(tp, origin, args, where, depth, broadcast)
         if isinstance(tp, type):
@@ -524,7 +462,7 @@ class StrategyBuilder:
 
         if origin is tuple:
             if len(args) == 2 and args[1] is Ellipsis:
-                return st.lists(sub(args[0], False), max_size=size).map(tuple)
+                return self._made(Converted(st.lists(sub(args[0], False), max_size=size), tuple))
             if args == ((),):
                 return st.just(())
             return st.tuples(*(sub(a, False) for a in args))
@@ -549,13 +487,13 @@ class StrategyBuilder:
             raise self._fail(tp, where, "the name is not defined at run time")
         if issubclass(tp, torch.Tensor):
             dtypes = self.tensor_options.dtypes if broadcast else self.tensor_options.pickled_dtypes
-            return tensors(dtypes, self.tensor_options)
+            return self._fixed(tensor_codes(dtypes, self.tensor_options))
         if tp is torch.dtype:
-            return st.sampled_from(ALL_DTYPES)
+            return self._sampled(ALL_DTYPES)
         if tp is torch.Size:
-            return st.lists(st.integers(0, 8), max_size=3).map(torch.Size)
+            return self._made(Converted(st.lists(st.integers(0, 8), max_size=3), torch.Size))
         if tp is bool:
-            return st.booleans()
+            return self._fixed(BOOLS, st.booleans())
         if tp is int:
             return st.integers()
         if tp is float:
@@ -567,7 +505,7 @@ class StrategyBuilder:
         if tp is bytes:
             return st.binary(max_size=8)
         if issubclass(tp, enum.Enum):
-            return st.sampled_from(list(tp))
+            return self._sampled(tuple(tp))
         if dataclasses.is_dataclass(tp):
             return self._dataclass(tp, depth)
         if _is_named_tuple(tp):
@@ -576,7 +514,7 @@ class StrategyBuilder:
                 n: self.for_annotation(hints.get(n, Any), where, depth + 1, False)
                 for n in getattr(tp, "_fields", ())
             }
-            return _construct(tp, parts)
+            return self._instances(tp, parts)
         if tp in (list, tuple, dict, set, frozenset):
             return self._generic(tp, tp, (), where, depth, broadcast)
         return self._by_init(tp, where, depth)
@@ -598,7 +536,7 @@ class StrategyBuilder:
             parts[name] = self.for_annotation(
                 hints[name], f"{where} ({tp.__qualname__}.{name})", depth + 1, False
             )
-        return _construct(tp, parts)
+        return self._instances(tp, parts)
 
 
 def _keys() -> SearchStrategy[str]:
@@ -606,65 +544,3 @@ def _keys() -> SearchStrategy[str]:
         alphabet=st.characters(exclude_characters=KEY_SEPARATOR, exclude_categories=["Cs"]),
         max_size=6,
     )
-
-
-#: The last exception a constructor raised while generating (reported if nothing builds).
-last_construction_error: list[BaseException] = []
-
-
-#: One way to make a value: ``("value", v)`` is ``v`` itself, ``("call", f)`` what
-#: ``f()`` returns, ``("draw", strategy)`` a draw from the strategy.
-Branch = tuple[str, Any]
-
-
-def _as_drawn(branch: Branch) -> SearchStrategy[Any]:
-    kind, target = branch
-    if kind == "value":
-        return st.just(target)
-    if kind == "call":
-        return st.builds(target)
-    return typing.cast(SearchStrategy[Any], target)
-
-
-@dataclass(frozen=True)
-class _Choice:
-    """A field's value: one of ``branches`` (its default first, where it has one),
-    picked with one draw that shrinks towards the first, as ``st.one_of`` of them
-    would; a value or a call takes no draw of its own (a field costs one draw and
-    that of the branch taken, where ``one_of`` took three)."""
-
-    pick: SearchStrategy[int] | None
-    branches: tuple[Branch, ...]
-
-    @staticmethod
-    def of(branches: tuple[Branch, ...]) -> _Choice:
-        pick = st.integers(0, len(branches) - 1) if len(branches) > 1 else None
-        return _Choice(pick, branches)
-
-    def draw(self, draw: st.DrawFn) -> Any:
-        kind, target = self.branches[draw(self.pick) if self.pick is not None else 0]
-        if kind == "value":
-            return target
-        if kind == "call":
-            return target()
-        return draw(target)
-
-
-def _construct(
-    cls: type, parts: Mapping[str, SearchStrategy[Any] | _Choice]
-) -> SearchStrategy[Any]:
-    choices = {
-        name: part if isinstance(part, _Choice) else _Choice.of((("draw", part),))
-        for name, part in parts.items()
-    }
-
-    @st.composite
-    def build(draw: st.DrawFn) -> Any:
-        kwargs = {name: choice.draw(draw) for name, choice in choices.items()}
-        try:
-            return cls(**kwargs)
-        except Exception as exc:  # __post_init__ validation: try other values
-            last_construction_error[:] = [exc]
-            reject()
-
-    return build()
