@@ -153,20 +153,21 @@ _COMPOUND = (
 
 def _deepest(module: ast.Module, source: bytes) -> int | None:
     """The nesting of ``module`` (parsed from ``source``) when it is deeper than
-    :data:`MAX_NESTING`, else None, walking the statements only where it can: each
-    level of an expression holds at least one character of its own but for an
-    unparenthesised tuple of one starred item, which holds one level more than its
-    characters (``a[*b]``), so the expressions on some lines nest at most twice as deep
-    as those lines have bytes. Only what that bound does not keep within the limit is
-    walked whole."""
+    :data:`MAX_NESTING`, else None, walking the statements only where it must: each
+    level of a statement or an expression holds at least one character of its own but
+    for an expression statement (its expression's) and an unparenthesised tuple of one
+    starred item (``a[*b]``), each of which stands right above a level that does, so
+    what some lines hold nests at most twice as deep as those lines have bytes. A
+    statement that bound keeps within the limit is not looked into; only what it does
+    not keep there is walked whole."""
     # ``ends[n]``: the offset where line ``n + 1`` ends (lines end as Python reads them)
     ends = list(itertools.accumulate(map(len, source.splitlines(keepends=True)), initial=0))
     last = len(ends) - 1
     deepest = 0  # (of what was walked: the rest is bounded within the limit)
 
     def within(depth: int, first: int, end: int) -> bool:
-        """Whether expressions on lines ``first``..``end``, ``depth`` statements deep,
-        stay within the limit."""
+        """Whether what lines ``first``..``end`` hold, ``depth`` statements deep (the
+        first of them included), stays within the limit."""
         end = min(max(first, end), last)
         return depth + 2 * (ends[end] - ends[max(first, 1) - 1]) + 2 <= MAX_NESTING
 
@@ -174,16 +175,13 @@ def _deepest(module: ast.Module, source: bytes) -> int | None:
     pop, push = stack.pop, stack.append
     while stack:
         stmt, depth = pop()
-        if isinstance(stmt, _SIMPLE):
-            end = stmt.end_lineno or stmt.lineno
-            if depth + 2 * (ends[min(end, last)] - ends[stmt.lineno - 1]) + 2 > MAX_NESTING:
-                deepest = max(deepest, depth - 1 + nesting(stmt))
+        decorators = getattr(stmt, "decorator_list", ())
+        first = min([stmt.lineno, *(d.lineno for d in decorators)]) if decorators else stmt.lineno
+        if within(depth - 1, first, stmt.end_lineno or stmt.lineno):
             continue
-        if not isinstance(stmt, _COMPOUND):  # (a statement of a later Python)
+        if isinstance(stmt, _SIMPLE) or not isinstance(stmt, _COMPOUND):
             deepest = max(deepest, depth - 1 + nesting(stmt))
             continue
-        decorators = getattr(stmt, "decorator_list", ())
-        first = min([stmt.lineno, *(d.lineno for d in decorators)])
         # the lines of its own expressions: its head, each handler's, each case's
         heads: list[tuple[int, int]] = []
         if isinstance(stmt, ast.Match):
