@@ -34,7 +34,6 @@ from codemods.definitions import flag_classes, read_definitions
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.facts.values import ValueFacts
 from codemods.refusal import Refusal
-from codemods.results import GroupResult
 from codemods.source import Collected, collect, package_files, read_all
 from runnercheck import collector, deep
 from runnercheck.analysis.extract import extract_tree
@@ -52,6 +51,7 @@ if TYPE_CHECKING:
 
     from codemods import verify
     from codemods.merge_broadcasts.planned import Planned
+    from codemods.results import GroupResult
     from runnercheck.check.cache import FactsCache
     from runnercheck.contract import Contract
 

@@ -321,6 +321,7 @@ UNUSED = (
     "libcst",
     "rich",
     "codemods.typecheck",
+    "codemods.results",
     "runnercheck.writes.transaction",
     "runnercheck.writes.recovery",
     "hashlib",
