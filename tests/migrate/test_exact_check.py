@@ -314,9 +314,9 @@ def test_the_replay_is_the_rewrite_on_the_fixtures(tmp_path: Path) -> None:
             assert replayed == rewritten
 
 
-#: What ``--check`` has no use for: LibCST, rich, plain mypy's runner, the writing and
-#: recovering machinery, and the readers of configuration files a tree without a
-#: project directory does not have.
+#: What ``--check`` has no use for: LibCST, rich, plain mypy's runner, the results of
+#: groups (none is planned here), the writing and recovering machinery, and the readers
+#: of configuration files a tree without a project directory does not have.
 UNUSED = (
     "libcst",
     "rich",
