@@ -91,10 +91,18 @@ def _files(root: Path, known: Mapping[Path, bytes], walked: frozenset[Path]) -> 
 
 
 def _searched(path: Path, start: Path) -> bool:
-    """Whether the walk from ``start`` would reach the ``*.py`` file ``path``."""
-    if path.suffix != ".py" or not path.is_relative_to(start):
+    """Whether the walk from ``start`` would reach the ``*.py`` file ``path`` (compared
+    as text: both are paths as ``Path`` spells them, so one lies under the other
+    exactly when its text continues the other's with a separator)."""
+    text, top = str(path), str(start)
+    if not text.endswith(".py") or path.suffix != ".py":
         return False
-    between = path.relative_to(start).parent.parts
+    if text == top:
+        return True
+    head = top if top.endswith(os.sep) else top + os.sep
+    if not text.startswith(head):
+        return False
+    between = text[len(head) :].split(os.sep)[:-1]
     return not any(part in _SKIP_DIRS or part.startswith(".") for part in between)
 
 

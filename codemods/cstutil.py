@@ -33,6 +33,8 @@ except (ImportError, AttributeError, TypeError):  # pragma: no cover - another L
 
 def code(node: cst.CSTNode) -> str:
     """Source text of a node (as it would print)."""
+    if type(node) is cst.Name and not node.lpar and not node.rpar:
+        return node.value  # (what a print of a bare name gives; many prints are of one)
     return _print_code(node, _EMPTY.default_indent, _EMPTY.default_newline)
 
 
@@ -126,14 +128,38 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     visitor.on_leave(node)
 
 
-def find_all(root: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> list[cst.CSTNode]:
-    """The nodes under ``root`` (itself included) for which ``predicate`` holds, in
-    the order a visit meets them (read from the subtree's index, :mod:`.node_index`)."""
-    return [node for node in node_index.nodes(root) if predicate(node)]
+#: What a search keeps: nodes of a node class (or of one of several, as ``isinstance``
+#: keeps them), or those a predicate accepts.
+Match = type[cst.CSTNode] | tuple[type[cst.CSTNode], ...] | Callable[[cst.CSTNode], bool]
 
 
-def contains(root: cst.CSTNode, predicate: Callable[[cst.CSTNode], bool]) -> bool:
-    return any(predicate(node) for node in node_index.nodes(root))
+def find_all(
+    root: cst.CSTNode, match: Match, where: Callable[[cst.CSTNode], bool] | None = None
+) -> list[cst.CSTNode]:
+    """The nodes under ``root`` (itself included) that ``match`` keeps and ``where``
+    (when given) accepts, in the order a visit meets them (read from the subtree's
+    index, :mod:`.node_index`). Give the node classes a search wants as ``match``
+    rather than a predicate that tests them: kinds are told by the node's class alone,
+    without a call per node."""
+    nodes = node_index.nodes(root)
+    if isinstance(match, (type, tuple)):
+        found = node_index.of_kind(nodes, match)
+    else:
+        found = [node for node in nodes if match(node)]
+    return found if where is None else [node for node in found if where(node)]
+
+
+def contains(
+    root: cst.CSTNode, match: Match, where: Callable[[cst.CSTNode], bool] | None = None
+) -> bool:
+    """Whether a node under ``root`` (itself included) is one :func:`find_all` finds."""
+    nodes = node_index.nodes(root)
+    if isinstance(match, (type, tuple)):
+        nodes = node_index.of_kind(nodes, match)
+        return any(where(node) for node in nodes) if where is not None else bool(nodes)
+    if where is None:
+        return any(match(node) for node in nodes)
+    return any(match(node) and where(node) for node in nodes)
 
 
 def within(root: cst.CSTNode, node: cst.CSTNode) -> bool:
@@ -609,6 +635,11 @@ def remember_code(module: cst.Module, text: str) -> None:
     _TEXTS[id(module)] = (module, text)
     while len(_TEXTS) > TEXTS_KEPT:
         del _TEXTS[next(iter(_TEXTS))]
+
+
+def forget_codes() -> None:
+    """Drop the texts kept (and the modules they hold)."""
+    _TEXTS.clear()
 
 
 def module_code(module: cst.Module) -> str:

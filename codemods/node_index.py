@@ -81,8 +81,12 @@ def _gather(node: cst.CSTNode, read: Callable[[cst.CSTNode], tuple[Any, ...]]) -
         kind = type(value)
         if kind is list or kind is tuple:
             out.extend(value)
-        elif _IS_NODE.get(kind) or _is_node(kind):
-            out.append(value)
+        else:
+            is_one = _IS_NODE.get(kind)
+            if is_one is None:
+                is_one = _is_node(kind)
+            if is_one:
+                out.append(value)
     return out
 
 
@@ -113,10 +117,12 @@ class SubtreeIndex:
     def __init__(self, root: cst.CSTNode) -> None:
         order: list[cst.CSTNode] = []
         ends: list[int] = []
-        known = _WHERE
+        known, readers = _WHERE, _READERS
         stack: list[cst.CSTNode | int] = [root]
+        pop, push, extend = stack.pop, stack.append, stack.extend
+        listed, opened = order.append, ends.append
         while stack:
-            item = stack.pop()
+            item = pop()
             if type(item) is int:  # every node under the one at this position is listed
                 ends[item] = len(order)
                 continue
@@ -129,10 +135,14 @@ class SubtreeIndex:
                 order.extend(other.order[start:stop])
                 ends.extend([end + shift for end in other.ends[start:stop]])
                 continue
-            ends.append(0)
-            stack.append(len(order))
-            order.append(item)
-            stack.extend(reversed(children(item)))
+            opened(0)
+            push(len(order))
+            listed(item)
+            # its children (what :func:`children` gives), pushed last first
+            read = readers.get(type(item))
+            found = list(children(item)) if read is None else _gather(item, read)
+            found.reverse()
+            extend(found)
         count = len(order)
         self.order = order
         self.ends = ends
@@ -189,6 +199,43 @@ def within(root: cst.CSTNode, node: cst.CSTNode) -> bool:
     """Whether ``node`` is ``root`` or lies under it."""
     index, start = _located(root)
     return index.holds(start, node)
+
+
+def of_kind(
+    nodes: Sequence[cst.CSTNode], kinds: type[cst.CSTNode] | tuple[type[cst.CSTNode], ...]
+) -> list[cst.CSTNode]:
+    """The nodes ``isinstance(node, kinds)`` keeps, told by their class: LibCST's node
+    classes are abstract-base classes, so ``isinstance`` on one a node is not an instance
+    of costs a call into ``abc`` per node; a class of LibCST's is looked up in the set
+    of those that are subclasses of ``kinds`` instead (any other class is asked
+    ``isinstance``)."""
+    found = _KINDS.get(kinds)
+    if found is None:
+        known = _node_classes()
+        found = _KINDS[kinds] = (frozenset(k for k in known if issubclass(k, kinds)), known)
+    wanted, known = found
+    return [
+        node
+        for node in nodes
+        if type(node) in wanted or (type(node) not in known and isinstance(node, kinds))
+    ]
+
+
+#: Per kinds asked for, LibCST's node classes that are of them, and all of LibCST's.
+_KINDS: dict[object, tuple[frozenset[type], frozenset[type]]] = {}
+
+
+def _node_classes() -> frozenset[type]:
+    """Every subclass of LibCST's ``CSTNode`` defined so far."""
+    out: set[type] = set()
+    todo: list[type] = [cst.CSTNode]
+    while todo:
+        subclasses: list[type] = todo.pop().__subclasses__()
+        for sub in subclasses:
+            if sub not in out:
+                out.add(sub)
+                todo.append(sub)
+    return frozenset(out)
 
 
 #: Facts computed once per node elsewhere (:func:`kept`), dropped with the indexes.

@@ -191,7 +191,7 @@ def _init_worker(
     plain_mypy: bool,
 ) -> None:
     global _STATE
-    collector.rest()  # a process of the run's own
+    collector.rest(collector.LIBCST_THRESHOLD)  # a process of the run's own
     _STATE = _State(sources, facts, config, select, roots, decide, plain_mypy)
 
 
@@ -656,7 +656,7 @@ def migrate(
             exact,
             plain_mypy,
         )
-    with collector.at_rest():
+    with collector.at_rest(collector.LIBCST_THRESHOLD):
         return _migrate(
             paths, select, config, jobs, progress, collected, decide, cache_root, exact, plain_mypy
         )
@@ -854,9 +854,12 @@ def _migrate(
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
     result.changes = dict(sorted(result.changes.items()))
     if "libcst" in sys.modules:  # the run's LibCST trees, and what was read from them, can go
-        from codemods import node_index
+        from codemods import cstutil, node_index
 
         node_index.forget()
+        cstutil.forget_codes()
+    if state._planned is not None:
+        state._planned.release()
     return result
 
 

@@ -106,7 +106,7 @@ class Lines:
     def name_at(self, root: cst.CSTNode, line: int, col: int) -> cst.Name | None:
         """The ``Name`` under ``root`` that starts at ``line``/``col`` (0-based)."""
         starts = self._starts()
-        for node in cstutil.find_all(root, lambda n: isinstance(n, cst.Name)):
+        for node in cstutil.find_all(root, cst.Name):
             if starts.get(id(node)) == (line, col):
                 assert isinstance(node, cst.Name)
                 return node

@@ -27,10 +27,11 @@ gives the source of each of its keywords, as the slot ``sampling_metadata.perfor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from codemods.facts.values import Binding, Sink, ValueFacts
+from runnercheck.analysis.constants import Bindings
 from runnercheck.analysis.hierarchy import MethodRef
 from runnercheck.analysis.holds import NonDriverValues
 from runnercheck.analysis.model import ClassFacts, FunctionFacts, Role
@@ -95,6 +96,22 @@ class Reach:
 
 
 @dataclass
+class _Walk:
+    """One entry point on one role being walked: the sinks found so far (``out``) and
+    the functions already visited."""
+
+    entry: str
+    role: Role
+    #: the other role (its branches and calls are not on this path)
+    other: str
+    #: the runner the worker of the entry drives
+    runner: ClassFacts | None
+    bindings: Bindings = field(default_factory=dict)
+    seen: set[int] = field(default_factory=set)
+    out: list[Reach] = field(default_factory=list)
+
+
+@dataclass
 class _Frame:
     #: ``self`` is an instance of ``cls``; ``owner`` defines the function.
     cls: ClassFacts
@@ -126,43 +143,44 @@ class ValueSources:
     def _walk(
         self, entry: str, role: Role, cls: ClassFacts, ref: MethodRef, runner: ClassFacts | None
     ) -> list[Reach]:
-        p = self.p
-        out: list[Reach] = []
-        seen: set[int] = set()
-        bindings = p.constants.self_bindings(cls)
         self.runner = runner
-        other = "non-driver" if role == "driver" else "driver"
-
-        def visit(owner_cls: ClassFacts, current: MethodRef, env: dict[str, Source]) -> None:
-            func = current.func
-            if id(func) in seen or len(seen) > 200:
-                return
-            seen.add(id(func))
-            frame = _Frame(owner_cls, current.owner, func, env)
-            for sink in self.values.of(func).sinks:
-                if sink.role == other or (role != "driver" and self._driver_only(sink)):
-                    continue
-                label = f"{sink.kind} {sink.callee}"
-                for slot, text in sink.slots:
-                    source = self._resolve(text, frame, role, sink.line, 0)
-                    out.append(Reach(entry, role, label, slot, source))
-                    for keyword, inner in source.kwargs:
-                        out.append(Reach(entry, role, label, f"{slot}.{keyword}", inner))
-            roles = {(c.line, c.col): c.role for c in func.calls}
-            for step, side in reachable_calls(func.steps, bindings):
-                step_role = side or roles.get((step.line, step.col))
-                if step_role == other or step.collective is not None:
-                    continue
-                dispatched = p.steps._dispatch(owner_cls, current.owner, func, step.callee, runner)
-                if dispatched is None:
-                    continue
-                target_cls, target = dispatched
-                passed = self._passed(frame, step.args, step.kwargs, target.func, role, step.line)
-                visit(target_cls, target, passed)
-
+        walk = _Walk(entry, role, "non-driver" if role == "driver" else "driver", runner)
+        walk.bindings = self.p.constants.self_bindings(cls)
         given = {n: Source("argument", n) for n in (*ref.func.params, *ref.func.param_types)}
-        visit(cls, ref, given)
-        return out
+        self._visit(walk, cls, ref, given)
+        return walk.out
+
+    def _visit(
+        self, walk: _Walk, owner_cls: ClassFacts, current: MethodRef, env: dict[str, Source]
+    ) -> None:
+        """The sinks of ``current`` (``self`` an instance of ``owner_cls``, its parameters
+        bound to ``env``) and of the functions it calls on the walk's path."""
+        p, role, other, seen, out = self.p, walk.role, walk.other, walk.seen, walk.out
+        func = current.func
+        if id(func) in seen or len(seen) > 200:
+            return
+        seen.add(id(func))
+        frame = _Frame(owner_cls, current.owner, func, env)
+        for sink in self.values.of(func).sinks:
+            if sink.role == other or (role != "driver" and self._driver_only(sink)):
+                continue
+            label = f"{sink.kind} {sink.callee}"
+            for slot, text in sink.slots:
+                source = self._resolve(text, frame, role, sink.line, 0)
+                out.append(Reach(walk.entry, role, label, slot, source))
+                for keyword, inner in source.kwargs:
+                    out.append(Reach(walk.entry, role, label, f"{slot}.{keyword}", inner))
+        roles = {(c.line, c.col): c.role for c in func.calls}
+        for step, side in reachable_calls(func.steps, walk.bindings):
+            step_role = side or roles.get((step.line, step.col))
+            if step_role == other or step.collective is not None:
+                continue
+            dispatched = p.steps._dispatch(owner_cls, current.owner, func, step.callee, walk.runner)
+            if dispatched is None:
+                continue
+            target_cls, target = dispatched
+            passed = self._passed(frame, step.args, step.kwargs, target.func, role, step.line)
+            self._visit(walk, target_cls, target, passed)
 
     def _driver_only(self, sink: Sink) -> bool:
         return self.p.steps._driver_condition(sink.conditions)

@@ -122,7 +122,7 @@ class _AnnotateRunner(cstutil.Along):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         counts: dict[str, int] = {}
-        for found in cstutil.find_all(node.body, lambda n: isinstance(n, cst.Assign)):
+        for found in cstutil.find_all(node.body, cst.Assign):
             assert isinstance(found, cst.Assign)
             for target in found.targets:
                 if isinstance(target.target, cst.Name):
@@ -257,6 +257,7 @@ def annotate_runner_attribute(
     target = f"self.{attr}"
     assigned = cstutil.find_all(
         worker,
+        cst.Assign,
         lambda n: (
             isinstance(n, cst.Assign)
             and len(n.targets) == 1
@@ -270,7 +271,7 @@ def annotate_runner_attribute(
     assert isinstance(new, cst.ClassDef)
     if visitor.class_locals:
         names = {name for _, name in visitor.class_locals}
-        lines = cstutil.find_all(new, lambda n: _assigns_one_of(n, names))
+        lines = cstutil.find_all(new, cst.SimpleStatementLine, lambda n: _assigns_one_of(n, names))
         to_visit = cstutil.holding(new, map(id, lines))
         new = new.visit(_AnnotateClassLocal(visitor.class_locals, generic, to_visit))
         assert isinstance(new, cst.ClassDef)

@@ -271,7 +271,7 @@ def _stating_bindings(method: cst.FunctionDef) -> dict[str, int]:
     """How many assignments of ``method`` bind each name to something other than a
     value read from a dict by a literal key (``d.pop("k")``, ``d["k"]``, ``d.get("k")``)."""
     counts: dict[str, int] = {}
-    for node in cstutil.find_all(method, lambda n: isinstance(n, (cst.Assign, cst.AnnAssign))):
+    for node in cstutil.find_all(method, (cst.Assign, cst.AnnAssign)):
         assert isinstance(node, (cst.Assign, cst.AnnAssign))
         if node.value is None or _reads_a_key(node.value):
             continue
@@ -393,7 +393,9 @@ def _note_driver_only_reads(plan: RunnerPlan, reads: dict[str, int], contract: C
 
 
 def _first_broadcast(method: cst.FunctionDef, contract: Contract) -> cst.CSTNode:
-    found = cstutil.find_all(method, lambda n: cstutil.is_broadcast(n, contract.broadcast_function))
+    found = cstutil.find_all(
+        method, cst.Call, lambda n: cstutil.is_broadcast(n, contract.broadcast_function)
+    )
     return found[0] if found else method
 
 

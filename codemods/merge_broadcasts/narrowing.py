@@ -31,7 +31,7 @@ from codemods.cstutil import is_optional
 def optional_attributes(cdef: cst.ClassDef) -> set[str]:
     """``self.<name>`` attributes the class declares Optional (``self.x: Optional[T] = ...``)."""
     found: set[str] = set()
-    for node in cstutil.find_all(cdef, lambda n: isinstance(n, cst.AnnAssign)):
+    for node in cstutil.find_all(cdef, cst.AnnAssign):
         assert isinstance(node, cst.AnnAssign)
         target = cstutil.dotted(node.target)
         if target is not None and target.startswith("self.") and target.count(".") == 1:
@@ -76,7 +76,7 @@ def value_parameters(classes: Iterable[cst.ClassDef]) -> dict[str, frozenset[int
 
 def _passes(node: cst.CSTNode, value: str, params: ValueParams) -> bool:
     """``value`` is passed to ``self.<method>(...)`` where that parameter takes a value."""
-    for found in cstutil.find_all(node, lambda n: isinstance(n, cst.Call)):
+    for found in cstutil.find_all(node, cst.Call):
         assert isinstance(found, cst.Call)
         func = found.func
         if not (
@@ -100,13 +100,13 @@ def _assert_set(value: str) -> cst.BaseStatement:
 
 def _guards(node: cst.CSTNode, value: str) -> bool:
     """The node tests ``value`` itself (a None comparison or a truth test)."""
-    for found in cstutil.find_all(node, lambda n: isinstance(n, (cst.Comparison, cst.If))):
+    for found in cstutil.find_all(node, (cst.Comparison, cst.If)):
         if isinstance(found, cst.Comparison):
             if cstutil.code(found.left).strip() == value:
                 return True
         elif isinstance(found, cst.If) and cstutil.code(found.test).strip() == value:
             return True
-    for found in cstutil.find_all(node, lambda n: isinstance(n, cst.BooleanOperation)):
+    for found in cstutil.find_all(node, cst.BooleanOperation):
         assert isinstance(found, cst.BooleanOperation)
         if value in (cstutil.code(found.left).strip(), cstutil.code(found.right).strip()):
             return True
@@ -133,9 +133,7 @@ def _dereferences(node: cst.CSTNode, value: str, params: ValueParams | None = No
     else:
         parts = [node]
     for part in parts:
-        for found in cstutil.find_all(
-            part, lambda n: isinstance(n, (cst.Attribute, cst.Subscript))
-        ):
+        for found in cstutil.find_all(part, (cst.Attribute, cst.Subscript)):
             assert isinstance(found, (cst.Attribute, cst.Subscript))
             if cstutil.code(found.value).strip() == value:
                 return True

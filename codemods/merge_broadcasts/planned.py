@@ -119,6 +119,14 @@ class Planned:
             raise found
         return found
 
+    def release(self) -> None:
+        """Drop the errors kept for the groups whose planning failed (the run is over):
+        each holds, through its traceback, the frames that asked for it, and so this
+        object and every tree it keeps, in a cycle only the garbage collector frees."""
+        for key, found in self._plans.items():
+            if isinstance(found, Exception):
+                self._plans[key] = found.with_traceback(None)
+
     def input_class(
         self, plan: RunnerPlan, base: str, contract: Contract
     ) -> list[cst.BaseStatement]:

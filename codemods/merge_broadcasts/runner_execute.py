@@ -33,7 +33,7 @@ def plan_execute(
     execute = method_named(plan.cdef, contract.execute_method)
     if execute is None:
         return
-    calls = cstutil.find_all(execute, lambda n: _is_self_call(n, method_name))
+    calls = cstutil.find_all(execute, cst.Call, lambda n: _is_self_call(n, method_name))
     if not calls:
         return
     input_plan = plan.input_plan
@@ -205,5 +205,5 @@ def self_calls(
     for method in methods(cdef):
         if method is skip or (only is not None and method.name.value not in only):
             continue
-        out.extend(c for c in cstutil.find_all(method, lambda n: _is_self_call(n, name)))  # type: ignore[misc]
+        out.extend(c for c in cstutil.find_all(method, cst.Call, lambda n: _is_self_call(n, name)))  # type: ignore[misc]
     return out

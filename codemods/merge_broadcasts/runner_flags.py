@@ -50,7 +50,7 @@ def non_driver_flags(
     """``(name, class)`` -> the literal boolean keywords the non-driver branch gives it."""
     out: dict[tuple[str, str], dict[str, str]] = {}
     for statement in statements:
-        for node in cstutil.find_all(statement, lambda n: _construction(n) is not None):
+        for node in cstutil.find_all(statement, cst.Assign, lambda n: _construction(n) is not None):
             found = _construction(node)
             assert found is not None
             name, callee, call = found
@@ -122,7 +122,7 @@ def kept_flags(
     flags = non_driver_flags(non_driver)
     out: list[tuple[cst.CSTNode, str, str, str]] = []
     for statement in driver if flags else ():
-        for node in cstutil.find_all(statement, lambda n: _construction(n) is not None):
+        for node in cstutil.find_all(statement, cst.Assign, lambda n: _construction(n) is not None):
             found = _construction(node)
             assert found is not None
             name, callee, call = found

@@ -166,7 +166,7 @@ def broadcast_methods(
         m
         for m in methods(cdef)
         if (only is None or m.name.value in only)
-        and cstutil.contains(m, lambda n: cstutil.is_broadcast(n, function))
+        and cstutil.contains(m, cst.Call, lambda n: cstutil.is_broadcast(n, function))
     ]
 
 

@@ -55,7 +55,10 @@ def plan_legacy_method(
             path,
             f"{plan.name}.{method.name.value} broadcasts outside an "
             f"`if self.{contract.driver_flag}: ... else: ...` split",
-            next(iter(cstutil.find_all(method, lambda n: cstutil.is_broadcast(n, fn))), method),
+            next(
+                iter(cstutil.find_all(method, cst.Call, lambda n: cstutil.is_broadcast(n, fn))),
+                method,
+            ),
         )
     branch = body[branch_at]
     assert isinstance(branch, cst.If)
@@ -73,7 +76,7 @@ def plan_legacy_method(
     driver_block = list(cstutil.body_of(branch.body if driver_first else branch.orelse.body))
     other_block = list(cstutil.body_of(branch.orelse.body if driver_first else branch.body))
     for statement in plan.prologue:
-        if cstutil.contains(statement, lambda n: cstutil.is_broadcast(n, fn)):
+        if cstutil.contains(statement, cst.Call, lambda n: cstutil.is_broadcast(n, fn)):
             raise Refusal(
                 "MIG101",
                 path,
@@ -135,7 +138,7 @@ def plan_legacy_method(
             plan, method, shape, driver_block, other_block, lines, method_line
         )
     for statement in [*plan.prologue, *driver_block, *other_block, *plan.tail]:
-        early = cstutil.find_all(statement, lambda n: isinstance(n, cst.Return))
+        early = cstutil.find_all(statement, cst.Return)
         if early:
             raise Refusal(
                 "MIG105",
@@ -305,11 +308,12 @@ def _plan_driver(
     sends = [
         i
         for i, statement in enumerate(block)
-        if cstutil.contains(statement, lambda n: cstutil.is_broadcast(n, fn))
+        if cstutil.contains(statement, cst.Call, lambda n: cstutil.is_broadcast(n, fn))
     ]
     if (
         len(sends) != 1
-        or len(cstutil.find_all(block[sends[0]], lambda n: cstutil.is_broadcast(n, fn))) != 1
+        or len(cstutil.find_all(block[sends[0]], cst.Call, lambda n: cstutil.is_broadcast(n, fn)))
+        != 1
     ):
         raise Refusal(
             "MIG101",

@@ -53,7 +53,7 @@ def plan_non_driver(
         plan.receive_checks.append(rest.pop(0))
     plan.non_driver = rest
     for statement in plan.non_driver:
-        if cstutil.contains(statement, lambda n: cstutil.is_broadcast(n, fn)):
+        if cstutil.contains(statement, cst.Call, lambda n: cstutil.is_broadcast(n, fn)):
             raise Refusal(
                 "MIG101",
                 path,
@@ -64,10 +64,10 @@ def plan_non_driver(
     for statement in [*plan.prologue, *plan.non_driver]:
         attrs = {
             n.attr.value  # type: ignore[attr-defined]
-            for n in cstutil.find_all(statement, lambda n: cstutil.is_self_attr(n))
+            for n in cstutil.find_all(statement, cst.Attribute, cstutil.is_self_attr)
         }
         bare_self = sum(1 for n in cstutil.name_uses(statement)[0] if n.value == "self") - len(
-            cstutil.find_all(statement, lambda n: cstutil.is_self_attr(n))
+            cstutil.find_all(statement, cst.Attribute, cstutil.is_self_attr)
         )
         extra = attrs - {ATTN_BACKEND}
         if extra or bare_self > 0:
@@ -106,7 +106,7 @@ def plan_non_driver(
 def _key_read_at(statements: list[cst.BaseStatement], key: str) -> cst.CSTNode | None:
     """The first statement that reads ``key`` by name."""
     for statement in statements:
-        strings = cstutil.find_all(statement, lambda n: isinstance(n, cst.SimpleString))
+        strings = cstutil.find_all(statement, cst.SimpleString)
         if key in {cstutil.string_value(cst.ensure_type(n, cst.SimpleString)) for n in strings}:
             return statement
     return None
@@ -120,9 +120,7 @@ def _receive_uses(
     spreads: list[cst.Call] = []
     accounted: set[int] = set()
     for statement in statements:
-        for node in cstutil.find_all(
-            statement, lambda n: isinstance(n, (cst.Call, cst.Subscript, cst.If))
-        ):
+        for node in cstutil.find_all(statement, (cst.Call, cst.Subscript, cst.If)):
             if isinstance(node, cst.Call):
                 read = cstutil.dict_method_key(node, var)
                 if read is not None:

@@ -108,7 +108,7 @@ def is_not_none_assert(statement: cst.BaseStatement, var: str) -> bool:
 
 def spread_target(statements: list[cst.BaseStatement], spread: cst.Call) -> str | None:
     for statement in statements:
-        for node in cstutil.find_all(statement, lambda n: isinstance(n, cst.Assign)):
+        for node in cstutil.find_all(statement, cst.Assign):
             assert isinstance(node, cst.Assign)
             if node.value is spread and len(node.targets) == 1:
                 target = node.targets[0].target
@@ -122,9 +122,7 @@ def tainted_names(var: str, statements: list[cst.BaseStatement]) -> set[str]:
     tainted = {var}
     assigns: list[tuple[set[str], set[str]]] = []
     for statement in statements:
-        for node in cstutil.find_all(
-            statement, lambda n: isinstance(n, (cst.Assign, cst.AnnAssign, cst.AugAssign))
-        ):
+        for node in cstutil.find_all(statement, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
             value = node.value  # type: ignore[attr-defined]
             if value is None:
                 continue

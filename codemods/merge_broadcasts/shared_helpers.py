@@ -43,7 +43,7 @@ from typing import cast
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods import cstutil, node_index
 from codemods.facts.signatures import Import, annotation_imports
 from codemods.merge_broadcasts.planned import Planned
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan
@@ -94,10 +94,22 @@ class Helpers:
 Piece = Entries | tuple[Run, list[cst.BaseStatement]]
 
 
+#: the text of each statement compared (by identity; the statement is held with it)
+_CODES: dict[int, tuple[cst.CSTNode, str]] = node_index.kept()
+
+
 def _code(statement: cst.CSTNode) -> str:
-    if isinstance(statement, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-        statement = statement.with_changes(leading_lines=[])
-    return cstutil.code(statement).strip()
+    """The statement's text without the lines before it (printed once per statement:
+    the same statements are compared across inputs and groups)."""
+    found = _CODES.get(id(statement))
+    if found is not None and found[0] is statement:
+        return found[1]
+    node = statement
+    if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        node = node.with_changes(leading_lines=[])
+    text = cstutil.code(node).strip()
+    node_index.keep(_CODES, id(statement), (statement, text))
+    return text
 
 
 def _methods(cdef: cst.ClassDef, contract: Contract) -> dict[str, list[cst.BaseStatement]]:
@@ -121,7 +133,7 @@ def _self_fields(statement: cst.CSTNode) -> set[str] | None:
     fields: set[str] = set()
     attrs = {
         id(n.value): n.attr.value
-        for n in cstutil.find_all(statement, lambda n: cstutil.is_self_attr(n))
+        for n in cstutil.find_all(statement, cst.Attribute, cstutil.is_self_attr)
         if isinstance(n, cst.Attribute)
     }
     for name in cstutil.name_uses(statement)[0]:

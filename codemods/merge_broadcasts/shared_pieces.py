@@ -79,7 +79,7 @@ def _field_of_self(value: cst.BaseExpression) -> str | None:
         return None
     deeper = {
         id(n.value.value): n.value.attr.value
-        for n in cstutil.find_all(value, lambda n: isinstance(n, cst.Attribute))
+        for n in cstutil.find_all(value, cst.Attribute)
         if isinstance(n, cst.Attribute)
         and cstutil.is_self_attr(n.value)
         and isinstance(n.value, cst.Attribute)
@@ -119,7 +119,7 @@ def _dict_keys(statement: cst.CSTNode) -> set[str] | None:
     keys: set[str] = set()
     calls = {
         id(cst.ensure_type(n.func, cst.Attribute).value): cstutil.dict_method_key(n, DICT)
-        for n in cstutil.find_all(statement, lambda n: isinstance(n, cst.Call))
+        for n in cstutil.find_all(statement, cst.Call)
         if isinstance(n, cst.Call) and cstutil.dict_method_key(n, DICT) is not None
     }
     for use in uses:
@@ -136,14 +136,12 @@ def _pops(statement: cst.CSTNode) -> bool:
         and isinstance(n.func, cst.Attribute)
         and n.func.attr.value == "pop"
         and cstutil.dict_method_key(n, DICT) is not None
-        for n in cstutil.find_all(statement, lambda n: isinstance(n, cst.Call))
+        for n in cstutil.find_all(statement, cst.Call)
     )
 
 
 def _exits(statement: cst.CSTNode) -> bool:
-    return cstutil.contains(
-        statement, lambda n: isinstance(n, (cst.Return, cst.Raise, cst.Yield, cst.Await))
-    )
+    return cstutil.contains(statement, (cst.Return, cst.Raise, cst.Yield, cst.Await))
 
 
 def bound_runs(body: Sequence[cst.BaseStatement], fields: set[str]) -> list[Run]:

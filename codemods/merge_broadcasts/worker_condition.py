@@ -88,7 +88,7 @@ def plan_condition(
         ):
             guards.append(cst.UnaryOperation(operator=cst.Not(), expression=statement.test))
             continue
-        if cstutil.contains(statement, lambda n: isinstance(n, (cst.Return, cst.Raise))):
+        if cstutil.contains(statement, (cst.Return, cst.Raise)):
             raise Refusal(
                 "MIG105",
                 path,

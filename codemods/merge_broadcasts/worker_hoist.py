@@ -23,6 +23,7 @@ path lives; else the first method that differs.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,7 +101,9 @@ def plan_hoist(
         try:
             member.split = split_step(member.cdef, member.plan.cdef, member.plan, contract)
         except NotSplit as exc:
-            member.why_not = exc
+            # without its traceback: kept, its frames would hold this run's trees and
+            # facts in a cycle that only the garbage collector frees
+            member.why_not = exc.with_traceback(None)
     classes: dict[tuple[str, ...], list[Member]] = {}
     for member in members:
         if member.split is not None:
@@ -179,22 +182,41 @@ def _other(member: Member, members: list[Member]) -> Member:
 def _line(member: Member, node: cst.CSTNode | None) -> int:
     """The line of a node of the class as read (0: None, or not in its module); a node
     of a method is counted in a print of that method alone."""
-    if node is None:
-        return 0
-    if member.facts is None:
-        return member.lines.line(node)
-    return line_in_method(member.lines, member.plan.cdef, member.facts, node)
+    return _Where(member.lines, member.plan.cdef, member.facts, node).line
+
+
+@dataclass(frozen=True)
+class _Where:
+    """A node of a worker class as read, and what tells its line."""
+
+    lines: Lines
+    cdef: cst.ClassDef
+    facts: ClassFacts | None
+    node: cst.CSTNode | None
+
+    @property
+    def line(self) -> int:
+        if self.node is None:
+            return 0
+        if self.facts is None:
+            return self.lines.line(self.node)
+        return line_in_method(self.lines, self.cdef, self.facts, self.node)
 
 
 # ------------------------------------------------------------------ differences
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Trait:
     what: str
     #: the worker's own words for it, and the other's
     mine: str
-    line: int
+    where: _Where
+
+    @functools.cached_property
+    def line(self) -> int:
+        """Its line (counted only for a trait a note cites: a print of its method)."""
+        return self.where.line
 
 
 def _traits(member: Member, contract: Contract) -> list[_Trait]:
@@ -207,19 +229,23 @@ def _traits(member: Member, contract: Contract) -> list[_Trait]:
 
 def _find_traits(member: Member, contract: Contract) -> list[_Trait]:
     plan = member.plan
+
+    def at(node: cst.CSTNode | None) -> _Where:
+        return _Where(member.lines, plan.cdef, member.facts, node)
+
     assert plan.send_func is not None and plan.recv_func is not None
     out: list[_Trait] = []
     send = plan.send_func
     request = [*send.params.params][1].name.value if len(send.params.params) > 1 else ""
     stop = _driver_stop(send, request, contract)
-    out.append(_Trait("driver", stop[0], _line(member, stop[1] or send)))
+    out.append(_Trait("driver", stop[0], at(stop[1] or send)))
     guard = _guard(plan)
     if guard is None:
         out.append(
             _Trait(
                 "non-driver",
                 "its non-driver path never checks the stop signal",
-                _line(member, plan.recv_anchor),
+                at(plan.recv_anchor),
             )
         )
     else:
@@ -228,7 +254,7 @@ def _find_traits(member: Member, contract: Contract) -> list[_Trait]:
             _Trait(
                 "non-driver",
                 f"its non-driver path leaves on the stop signal returning `{returned}`",
-                _line(member, guard),
+                at(guard),
             )
         )
     inline = plan.recv_func is plan.send_func
@@ -237,7 +263,7 @@ def _find_traits(member: Member, contract: Contract) -> list[_Trait]:
         if inline
         else f"its non-driver path is `{plan.recv_func.name.value}`"
     )
-    out.append(_Trait("layout", where, _line(member, plan.recv_func)))
+    out.append(_Trait("layout", where, at(plan.recv_func)))
     return out
 
 
@@ -245,12 +271,13 @@ def _driver_stop(
     send: cst.FunctionDef, request: str, contract: Contract
 ) -> tuple[str, cst.CSTNode | None]:
     """How the driver meets a step without a request: (words, statement)."""
-    for node in cstutil.find_all(send, lambda n: isinstance(n, cst.If)):
+    for node in cstutil.find_all(send, cst.If):
         assert isinstance(node, cst.If)
         if cstutil.code(node.test).strip() != f"{request} is None":
             continue
         stops = cstutil.find_all(
             node.body,
+            cst.Call,
             lambda n: (
                 cstutil.is_broadcast(n, contract.broadcast_function)
                 and isinstance(n, cst.Call)
@@ -263,7 +290,7 @@ def _driver_stop(
                 f"its driver broadcasts `{{}}` without a request and returns `{returned}`",
                 node,
             )
-    for node in cstutil.find_all(send, lambda n: isinstance(n, cst.Assert)):
+    for node in cstutil.find_all(send, cst.Assert):
         assert isinstance(node, cst.Assert)
         if request and request in cstutil.loaded(node.test):
             text = cstutil.code(node.test).strip()
@@ -275,7 +302,7 @@ def _guard(plan: WorkerPlan) -> cst.If | None:
     func = plan.recv_func
     if func is None or not plan.recv_guarded:
         return None
-    for node in cstutil.find_all(func, lambda n: isinstance(n, cst.If)):
+    for node in cstutil.find_all(func, cst.If):
         assert isinstance(node, cst.If)
         if cstutil.code(node.test).strip() == f"not {plan.recv_var}":
             return node
@@ -283,7 +310,7 @@ def _guard(plan: WorkerPlan) -> cst.If | None:
 
 
 def _returned(node: cst.CSTNode) -> str:
-    found = cstutil.find_all(node, lambda n: isinstance(n, cst.Return))
+    found = cstutil.find_all(node, cst.Return)
     if not found:
         return "nothing"
     ret = found[0]
@@ -393,7 +420,7 @@ def _stated(cdef: cst.ClassDef, attribute: str) -> str | None:
             for p in method.params.params
             if p.annotation is not None
         }
-        for node in cstutil.find_all(method, lambda n: isinstance(n, (cst.AnnAssign, cst.Assign))):
+        for node in cstutil.find_all(method, (cst.AnnAssign, cst.Assign)):
             if isinstance(node, cst.AnnAssign) and cstutil.is_self_attr(node.target, attribute):
                 return cstutil.code(node.annotation.annotation).strip()
             if (

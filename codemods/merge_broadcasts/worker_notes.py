@@ -25,7 +25,7 @@ def _found(
 ) -> list[cst.CSTNode]:
     """``m.findall(root, matcher)`` for a matcher of ``kind`` nodes, on the cheaper
     read-only walk (only the nodes of that kind are matched)."""
-    return cstutil.find_all(root, lambda node: isinstance(node, kind) and m.matches(node, matcher))
+    return cstutil.find_all(root, kind, lambda node: m.matches(node, matcher))
 
 
 def _loop_over(method: cst.FunctionDef, step: str) -> bool:

@@ -50,9 +50,9 @@ def plan_worker(
     for method in methods(plan.cdef):
         if only is not None and method.name.value not in only:
             continue
-        calls = cstutil.find_all(method, lambda n: cstutil.is_broadcast(n, fn))
+        calls = cstutil.find_all(method, cst.Call, lambda n: cstutil.is_broadcast(n, fn))
         runner_calls = cstutil.find_all(
-            method, lambda n: _is_runner_execute(n, plan.runner_attr, contract)
+            method, cst.Call, lambda n: _is_runner_execute(n, plan.runner_attr, contract)
         )
         if not calls and not runner_calls:
             continue
@@ -218,7 +218,7 @@ def _plan_send(
 
 def _local_annotations(func: cst.FunctionDef) -> dict[str, str]:
     out: dict[str, str] = {}
-    for node in cstutil.find_all(func, lambda n: isinstance(n, cst.AnnAssign)):
+    for node in cstutil.find_all(func, cst.AnnAssign):
         assert isinstance(node, cst.AnnAssign)
         if isinstance(node.target, cst.Name):
             out[node.target.value] = cstutil.code(node.annotation.annotation)
@@ -228,7 +228,7 @@ def _local_annotations(func: cst.FunctionDef) -> dict[str, str]:
 def _local_values(func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
     """Locals assigned exactly once (``x = <value>``) in the function."""
     seen: dict[str, list[cst.BaseExpression]] = {}
-    for node in cstutil.find_all(func, lambda n: isinstance(n, cst.Assign)):
+    for node in cstutil.find_all(func, cst.Assign):
         assert isinstance(node, cst.Assign)
         for target in node.targets:
             for name in cstutil.target_names(target.target):
@@ -309,7 +309,7 @@ def _passed_as(
     """The annotations of the worker's own method parameters that ``func`` passes a
     value to (``self.m(value)`` or ``self.m(p=value)``)."""
     found: set[str] = set()
-    for call in cstutil.find_all(func, lambda n: isinstance(n, cst.Call)):
+    for call in cstutil.find_all(func, cst.Call):
         assert isinstance(call, cst.Call)
         if not (
             cstutil.is_self_attr(call.func)
@@ -353,7 +353,7 @@ def _type_from_parameters(
     for node_id, name in plan.key_reads.items():
         reads.setdefault(name, set()).add(node_id)
     bound_to: dict[int, str] = {}
-    for node in cstutil.find_all(recv_func, lambda n: isinstance(n, cst.Assign)):
+    for node in cstutil.find_all(recv_func, cst.Assign):
         assert isinstance(node, cst.Assign)
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
             bound_to[id(node.value)] = node.targets[0].target.value

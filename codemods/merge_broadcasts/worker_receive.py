@@ -60,7 +60,7 @@ def plan_receive(plan: WorkerPlan, func: cst.FunctionDef, at: Located, contract:
     keys = {k.key: k for k in plan.keys}
     defaults: dict[str, str | None] = {}
     accounted: set[int] = set()
-    for node in cstutil.find_all(func, lambda n: isinstance(n, (cst.Call, cst.Subscript))):
+    for node in cstutil.find_all(func, (cst.Call, cst.Subscript)):
         key = None
         default: str | None = None
         if isinstance(node, cst.Call):
@@ -101,7 +101,7 @@ def plan_receive(plan: WorkerPlan, func: cst.FunctionDef, at: Located, contract:
             )
         defaults[key] = default
         plan.key_reads[id(node)] = key
-    for node in cstutil.find_all(func, lambda n: isinstance(n, cst.If)):
+    for node in cstutil.find_all(func, cst.If):
         assert isinstance(node, cst.If)
         test = node.test
         if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):

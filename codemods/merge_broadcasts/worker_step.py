@@ -84,7 +84,7 @@ def step_names(cdef: cst.ClassDef, plan: WorkerPlan, contract: Contract) -> list
         for method in every:
             if method.name.value in names:
                 continue
-            loops = cstutil.find_all(method, lambda n: isinstance(n, cst.While))
+            loops = cstutil.find_all(method, cst.While)
             if any(_calls_self(loop.test, names) for loop in loops if isinstance(loop, cst.While)):
                 names.add(method.name.value)
                 grown = True
@@ -94,6 +94,7 @@ def step_names(cdef: cst.ClassDef, plan: WorkerPlan, contract: Contract) -> list
 def _calls_self(node: cst.CSTNode, names: set[str]) -> bool:
     return cstutil.contains(
         node,
+        cst.Call,
         lambda n: (
             isinstance(n, cst.Call)
             and isinstance(n.func, cst.Attribute)
@@ -105,7 +106,7 @@ def _calls_self(node: cst.CSTNode, names: set[str]) -> bool:
 
 def _blocks(node: cst.CSTNode) -> list[Sequence[cst.BaseStatement]]:
     """Every statement list under ``node`` (function, branch, loop and ``with`` bodies)."""
-    found = cstutil.find_all(node, lambda n: isinstance(n, cst.IndentedBlock))
+    found = cstutil.find_all(node, cst.IndentedBlock)
     return [b.body for b in found if isinstance(b, cst.IndentedBlock)]
 
 
@@ -256,7 +257,7 @@ def split_step(
         {
             a.attr.value
             for m in step
-            for a in cstutil.find_all(m, lambda n: isinstance(n, cst.Attribute))
+            for a in cstutil.find_all(m, cst.Attribute)
             if isinstance(a, cst.Attribute)
             and cstutil.is_self_attr(a)
             and a.attr.value not in {*names, PREPARE, EXECUTE}

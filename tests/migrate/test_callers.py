@@ -108,3 +108,36 @@ def test_only_files_that_may_call_a_removed_method_are_parsed_with_libcst() -> N
     )
     assert _may_call(nested, methods)
     assert _may_call(b"x = (\n", methods)  # ast cannot tell: LibCST decides
+
+
+@pytest.mark.parametrize(
+    ("path", "start"),
+    [
+        ("/p/a.py", "/p"),
+        ("/p/sub/a.py", "/p"),
+        ("/p/sub/deeper/a.py", "/p/sub"),
+        ("/pkg/a.py", "/p"),  # a sibling that starts with the same text
+        ("/p/.hidden/a.py", "/p"),
+        ("/p/node_modules/a.py", "/p"),
+        ("/p/sub/.py", "/p"),
+        ("/p/a.pyi", "/p"),
+        ("/p/a.py", "/"),
+        ("/p/a.py", "/p/a.py"),
+        ("/p/.x/sub/a.py", "/p/.x"),  # hidden above the walk's start: walked
+        ("/a.py", "/p"),
+    ],
+)
+def test_a_known_file_is_searched_as_the_walk_from_its_directory_finds_it(
+    path: str, start: str
+) -> None:
+    from codemods.callers import _SKIP_DIRS, _searched
+
+    p, s = Path(path), Path(start)
+    expected = (
+        p.suffix == ".py"
+        and p.is_relative_to(s)
+        and not any(
+            part in _SKIP_DIRS or part.startswith(".") for part in p.relative_to(s).parent.parts
+        )
+    )
+    assert _searched(p, s) == expected

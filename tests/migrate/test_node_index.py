@@ -252,3 +252,48 @@ def test_owners_are_the_innermost_located_statements_a_visit_meets(name: str, te
         func.body.visit(reference)
         assert owners(func, located) == reference.owner
     assert functions or name == "__init__.py"
+
+
+#: Kinds a search asks for: concrete classes, abstract bases, several at once.
+KINDS: list[type[cst.CSTNode] | tuple[type[cst.CSTNode], ...]] = [
+    cst.Call,
+    cst.Name,
+    cst.Attribute,
+    cst.SimpleStatementLine,
+    cst.BaseExpression,
+    cst.BaseCompoundStatement,
+    cst.BaseSmallStatement,
+    cst.BaseString,
+    (cst.Assign, cst.AnnAssign, cst.AugAssign),
+    (cst.Return, cst.Raise, cst.Yield, cst.Await),
+    (cst.BaseSuite, cst.Comma),
+    cst.CSTNode,
+]
+
+
+@pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
+def test_a_search_by_kind_keeps_what_isinstance_keeps(name: str, text: str) -> None:
+    module = cst.parse_module(text)
+    every = _visited(module)
+    for kinds in KINDS:
+        expected = [n for n in every if isinstance(n, kinds)]
+        assert cstutil.find_all(module, kinds) == expected, kinds
+        assert cstutil.contains(module, kinds) == bool(expected)
+        calls = [n for n in expected if isinstance(n, cst.Call)]
+        assert cstutil.find_all(module, kinds, lambda n: isinstance(n, cst.Call)) == calls
+        assert cstutil.contains(module, kinds, lambda n: isinstance(n, cst.Call)) == bool(calls)
+
+
+def test_a_node_class_defined_after_the_first_search_is_told_by_isinstance() -> None:
+    cstutil.find_all(cst.parse_module("x = 1\n"), cst.Name)  # the classes known are read
+
+    class Shouting(cst.Name):  # a class of no parse: defined after the first search
+        pass
+
+    module = cst.parse_module("y = x\n")
+    odd = Shouting("X")
+    changed = module.deep_replace(cstutil.find_all(module, cst.Name)[1], odd)
+    assert isinstance(changed, cst.Module)
+    found = cstutil.find_all(changed, cst.Name)
+    assert odd in found and len(found) == 2
+    assert cstutil.find_all(changed, cst.Attribute) == []
