@@ -120,6 +120,43 @@ def test_a_rewrite_the_verification_refuses_goes_through_libcst(
     assert output(exact) == output(cst)
 
 
+#: ``cls(**...)`` builds ``Sub``, whose ``a`` is not an ``__init__`` argument: the new
+#: finding (RC102) is on ``Sub``, a class the rewrite leaves alone and whose facts it keeps.
+SUBCLASS_BREAKS = """\
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Fixed:
+    a: int = 0
+
+    def as_broadcastable_tensor_dict(self):
+        return {"a": self.a}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(cls, tensor_dict) -> "Fixed":
+        return Fixed(**tensor_dict)
+
+
+@dataclass(frozen=True)
+class Sub(Fixed):
+    a: int = field(default=0, init=False)
+"""
+
+
+def test_a_new_finding_on_a_class_the_rewrite_leaves_alone_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verification re-reads only the rewritten class, and still re-checks every
+    class: the refusal stands, and LibCST says it (its message cites the new text)."""
+    monkeypatch.chdir(tmp_path)
+    cst, exact = both(_package(tmp_path, SUBCLASS_BREAKS))
+    assert not cst.changes and [r.code for r in cst.refusals] == ["MIG110"]
+    assert "Sub" in cst.refusals[0].message
+    assert exact.files_cst == 1
+    assert output(exact) == output(cst)
+
+
 def test_a_class_defined_twice_goes_through_libcst(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
