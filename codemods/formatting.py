@@ -20,20 +20,14 @@ formatter cannot be imported or run, the text keeps the migration's own layout
 
 from __future__ import annotations
 
-import configparser
-import difflib
 import functools
-import importlib.util
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+# (the readers of configuration files, the diff and the process runner are imported
+# where they are used: a tree without a project directory never needs them)
 
 _PROJECT_MARKERS = ("pyproject.toml", "setup.cfg", ".style.yapf", "tox.ini", ".git")
 _REQUIREMENTS = ("requirements-lint.txt", "requirements-dev.txt", "requirements/lint.txt")
@@ -57,6 +51,8 @@ class Formatter:
 
 
 def _importable(tool: str) -> bool:
+    import importlib.util
+
     if tool == "yapf":
         return importlib.util.find_spec("yapf") is not None
     return importlib.util.find_spec(tool) is not None
@@ -78,6 +74,11 @@ def _declared(directory: Path) -> Formatter | None:
     pyproject = directory / "pyproject.toml"
     tool: dict[str, object] = {}
     if pyproject.is_file():
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # pragma: no cover
+            import tomli as tomllib
+
         try:
             data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
@@ -88,6 +89,8 @@ def _declared(directory: Path) -> Formatter | None:
         return Formatter("yapf", directory, "pyproject.toml [tool.yapf]")
     setup = directory / "setup.cfg"
     if setup.is_file():
+        import configparser
+
         parser = configparser.ConfigParser()
         try:
             parser.read(setup, encoding="utf-8")
@@ -159,6 +162,8 @@ def changed_ranges(old: str | None, new: str) -> list[tuple[int, int]]:
     new_lines = new.splitlines()
     if old is None:
         return [(1, len(new_lines))] if new_lines else []
+    import difflib
+
     matcher = difflib.SequenceMatcher(None, old.splitlines(), new_lines, autojunk=False)
     return [
         (j1 + 1, j2)
@@ -215,6 +220,8 @@ def _ruff(formatter: Formatter, path: Path, text: str, ranges: list[tuple[int, i
 
 
 def _run(args: list[str], text: str, cwd: Path) -> str:
+    import subprocess
+
     proc = subprocess.run(args, input=text, capture_output=True, text=True, cwd=cwd, timeout=60)
     if proc.returncode != 0:
         raise RuntimeError(proc.stderr.strip()[-300:])

@@ -34,7 +34,6 @@ from codemods.definitions import flag_classes, read_definitions
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.facts.values import ValueFacts
 from codemods.refusal import Refusal
-from codemods.results import GroupResult
 from codemods.source import Collected, collect, package_files, read_all
 from runnercheck import collector, deep
 from runnercheck.analysis.extract import extract_tree
@@ -50,7 +49,9 @@ from runnercheck.records import Change, Note, Refused
 if TYPE_CHECKING:
     import libcst as cst
 
+    from codemods import verify
     from codemods.merge_broadcasts.planned import Planned
+    from codemods.results import GroupResult
     from runnercheck.check.cache import FactsCache
     from runnercheck.contract import Contract
 
@@ -126,7 +127,8 @@ class _State:
     decide: bool = True
     #: Whether the result's new plain-mypy errors are looked for (not by ``--check``)
     plain_mypy: bool = True
-    before: dict[frozenset[Path], list] = field(default_factory=dict)
+    #: per set of files a rewrite is compared with, what the verification reads of them
+    before: dict[frozenset[Path], verify.Baseline] = field(default_factory=dict)
     #: workers no shared worker input is made for (their groups were refused)
     unshared: frozenset[ClassRef] = frozenset()
     project: Project = field(init=False)
@@ -264,11 +266,14 @@ def _verify(
     label: str,
     codemod: str,
     trees: dict[Path, tuple[ast.Module, str]] | None = None,
+    read: dict[Path, ModuleFacts] | None = None,
+    kept: frozenset[int] = frozenset(),
 ) -> Refused | None:
     """Compile the new sources and re-analyse them with their partner files.
 
     ``trees``: the ``ast`` and text of new sources already parsed (the others are
-    parsed here)."""
+    parsed here); ``read``: the facts of new sources already read (``kept``: the
+    methods among them whose values are those of the sources as read)."""
     from codemods import verify
 
     trees = dict(trees or {})
@@ -300,15 +305,17 @@ def _verify(
     new = dict(old)
     for path in changes:
         tree, text = trees[path]
-        new[path] = verify.facts(path, tree, text, state.config)
+        found = (read or {}).get(path)
+        new[path] = found if found is not None else verify.facts(path, tree, text, state.config)
     key = frozenset(old)
-    if key not in state.before:
-        state.before[key] = verify.findings(old, state.config)
-    added = verify.new_findings(old, new, state.config, state.before[key])
+    baseline = state.before.get(key)
+    if baseline is None:
+        baseline = state.before[key] = verify.Baseline(old, state.config, state.values)
+    added = verify.new_findings(old, new, state.config, baseline.findings)
     changed = []
     if not added:
-        new_values = state.values.changed({path: trees[path][0] for path in changes})
-        changed = verify.changed_values(old, new, state.config, state.values, new_values)
+        new_values = state.values.changed({path: trees[path][0] for path in changes}, kept)
+        changed = verify.changed_values(baseline, new, state.config, state.values, new_values)
     if changed:
         return Refused(
             codemod,
@@ -547,14 +554,17 @@ def exact_file(state: _State, path: Path) -> TaskResult | None:
     refuses (the refusal cites lines of the rewritten text), or a project with a mypy
     configuration when the run looks for new plain-mypy errors (they need the new
     bytes)."""
-    from codemods import replay, typecheck
+    from codemods import replay, verify
 
     try:
         text = state.sources[path].decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if state.plain_mypy and typecheck.mypy_config(path) is not None:
-        return None
+    if state.plain_mypy:
+        from codemods import typecheck
+
+        if typecheck.mypy_config(path) is not None:
+            return None
     contract = state.config.contract()
     targets = state.targets(path)
     tree = state.trees.get(path)
@@ -566,9 +576,14 @@ def exact_file(state: _State, path: Path) -> TaskResult | None:
         return result
     applied = tuple(replayed.applied)
     change = Change(path, state.sources[path], b"", "", applied, exact=True)
-    trees = {path: (replayed.tree, replayed.text)}
+    # the replayed tree keeps the positions of the text as read
+    trees = {path: (replayed.tree, text)}
+    facts = state.old_facts(path)
     try:
-        failed = _verify(state, {path: change}, path.name, applied[0], trees)
+        read, kept = verify.rewritten_facts(
+            path, replayed.read, facts, replayed.tree, text, state.config, replayed.marked
+        )
+        failed = _verify(state, {path: change}, path.name, applied[0], trees, {path: read}, kept)
     except (TypeError, ValueError):  # a replayed tree compile() rejects: LibCST decides
         return None
     if failed is not None:  # its message cites the lines of the rewritten text
@@ -706,7 +721,7 @@ def _migrate(
             continue
         try:
             tree = ast.parse(data, filename=str(path))
-            too_deep = deep.too_deep(tree)
+            too_deep = deep.too_deep(tree, data)
             if too_deep is not None:
                 refused = Refused("parse", "MIG001", path, 0, too_deep)
         except SyntaxError as exc:

@@ -36,7 +36,7 @@ from codemods.import_order import isort_key
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.syntax import dotted
-from runnercheck.contract import Contract
+from runnercheck.contract import Contract, is_driver_only_comment
 from runnercheck.records import Refused
 
 SUPER_DICT = registry.SUPER_DICT.name
@@ -55,15 +55,23 @@ class NotExact(Exception):
 
 @dataclass
 class Replayed:
-    #: the rewritten file's ``ast`` and text (the text differs only by comment lines)
+    #: the file's ``ast`` as read (given or parsed here; never changed)
+    read: ast.Module
+    #: the rewritten file's ``ast``, at the positions of the file as read: the
+    #: statements the rewrites leave alone are the given tree's own nodes, a rewritten
+    #: class is a copy, a new statement stands at the place of the one it joins
     tree: ast.Module
+    #: the rewritten text (it differs from the file as read only by comment lines)
     text: str
     #: the codemods that change it, in the order the pipeline runs them
     applied: list[str] = field(default_factory=list)
     #: the classes they leave alone, with why
     refusals: list[Refused] = field(default_factory=list)
-    #: ``tree`` was parsed by the replay (changed in place) rather than given
-    parsed: bool = False
+    #: per class, the fields ``driver-only`` marks with a comment line (``tree`` has no
+    #: comments: :func:`codemods.verify.rewritten_facts` reads the fields so)
+    marked: dict[str, frozenset[str]] = field(default_factory=dict)
+    #: the ``id`` of each class a rewrite copied into ``tree``
+    copies: set[int] = field(default_factory=set)
 
 
 def replay(
@@ -86,7 +94,7 @@ def replay(
             tree = ast.parse(text, filename=str(path))
         _plain_classes(tree, text)
         # a copy of the module's statement list; a statement is copied before it changes
-        out = Replayed(ast.Module(body=list(tree.body), type_ignores=[]), text)
+        out = Replayed(tree, ast.Module(body=list(tree.body), type_ignores=[]), text)
         # each rewrite touches its own statements: the order does not change the result
         marked = DRIVER_ONLY in select and _driver_only(out, project, facts)
         driver_refusals, out.refusals = out.refusals, []
@@ -164,16 +172,38 @@ def _plain_classes(tree: ast.Module, text: str) -> None:
 
 
 def _writable(out: Replayed, stmt: ast.ClassDef) -> ast.ClassDef:
-    """``stmt`` of ``out.tree``, copied there first unless ``out.tree`` was parsed here
-    (without what the analysis remembered on its nodes, e.g. a call's dotted name)."""
-    if out.parsed:
+    """``stmt`` of ``out.tree``, copied there first unless a rewrite copied it already:
+    the class and the list of its statements (each stays the given tree's node until a
+    rewrite changes it: :func:`_writable_item`)."""
+    if id(stmt) in out.copies:
         return stmt
-    copied = copy.deepcopy(stmt)
-    for node in ast.walk(copied):  # what the analysis remembered on a node may change
-        for key in [k for k in vars(node) if k not in node._fields + node._attributes]:
-            delattr(node, key)
+    copied = _forgotten(copy.copy(stmt))
+    copied.body = list(stmt.body)
     out.tree.body[out.tree.body.index(stmt)] = copied
+    out.copies.add(id(copied))
     return copied
+
+
+def _writable_item(out: Replayed, cls: ast.ClassDef, index: int) -> ast.stmt:
+    """Statement ``index`` of ``cls`` (a copy made by :func:`_writable`), copied there
+    first, with everything under it, unless a rewrite copied it already."""
+    item = cls.body[index]
+    if id(item) in out.copies:
+        return item
+    copied = copy.deepcopy(item)
+    for node in ast.walk(copied):
+        _forgotten(node)
+    cls.body[index] = copied
+    out.copies.add(id(copied))
+    return copied
+
+
+def _forgotten(node: _Node) -> _Node:
+    """``node`` without what the analysis remembered on it (e.g. a call's dotted name),
+    which may change with the rewrite."""
+    for key in [k for k in vars(node) if k not in node._fields + node._attributes]:
+        delattr(node, key)
+    return node
 
 
 def _class_facts(facts: ModuleFacts, stmt: ast.stmt) -> ClassFacts | None:
@@ -293,8 +323,12 @@ def _super_dict(out: Replayed, project: Project, facts: ModuleFacts, contract: C
             continue
         stmt = _writable(out, stmt)
         func = _method(stmt, name)
-        parts = _split(func) if func is not None else None
-        assert func is not None and parts is not None
+        assert func is not None
+        copied = _writable_item(out, stmt, stmt.body.index(func))
+        assert isinstance(copied, (ast.FunctionDef, ast.AsyncFunctionDef))
+        func = copied
+        parts = _split(func)
+        assert parts is not None
         doc, literal, var, middle, ret = parts
         keys = literal.keys
         if not all(isinstance(k, ast.Constant) and isinstance(k.value, str) for k in keys):
@@ -323,9 +357,9 @@ def _super_dict(out: Replayed, project: Project, facts: ModuleFacts, contract: C
 
 
 def _driver_only(out: Replayed, project: Project, facts: ModuleFacts) -> bool:
-    """Mark the fields :func:`codemods.driver_only.rewrite_module` marks (a comment line
-    above each: the text changes, the ``ast`` does not)."""
-    inserts: list[int] = []  # the (1-based) lines a comment goes above
+    """Mark the fields :func:`codemods.driver_only.rewrite_module` marks: a comment line
+    above each in the text (the ``ast`` stays), and the fields in ``out.marked``."""
+    inserts: dict[int, tuple[str, str]] = {}  # the (1-based) line a comment goes above
     for stmt in out.tree.body:
         cls = _class_facts(facts, stmt)
         if cls is None:
@@ -351,7 +385,7 @@ def _driver_only(out: Replayed, project: Project, facts: ModuleFacts) -> bool:
             ):
                 if not _own_line(item, stmt.body):
                     raise NotExact(f"{cls.name}.{item.target.id} shares a line")
-                inserts.append(item.lineno)
+                inserts[item.lineno] = (cls.name, item.target.id)
     if not inserts:
         return False
     lines = _lines(out.text)
@@ -361,8 +395,15 @@ def _driver_only(out: Replayed, project: Project, facts: ModuleFacts) -> bool:
         indent = line[: len(line) - len(line.lstrip())]
         lines.insert(lineno - 1, f"{indent}{COMMENT}{newline}")
     out.text = "".join(lines)
-    out.tree = ast.parse(out.text)
-    out.parsed = True
+    # each field reads as driver-only in the new text, as the facts of the rewrite say
+    new_lines = out.text.splitlines()
+    marked: dict[str, set[str]] = {}
+    for shift, lineno in enumerate(sorted(inserts), start=1):
+        if not is_driver_only_comment(new_lines, lineno + shift):
+            raise NotExact(f"the comment above line {lineno} does not read as driver-only")
+        cls_name, name = inserts[lineno]
+        marked.setdefault(cls_name, set()).add(name)
+    out.marked = {name: frozenset(fields) for name, fields in marked.items()}
     return True
 
 
@@ -444,7 +485,7 @@ def _self_return(out: Replayed, contract: Contract) -> bool:
             if not use_self and typevar in taken:
                 continue
             stmt = _writable(out, stmt)
-            item = stmt.body[index]
+            item = _writable_item(out, stmt, index)
             assert isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
             first = item.args.args[0]
             first.annotation = (

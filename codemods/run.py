@@ -27,8 +27,8 @@ from codemods.pipeline import MigrateResult, migrate
 from codemods.source import collect
 from runnercheck.config import Config
 from runnercheck.records import Note, Refused
-from runnercheck.writes import journal, recovery, transaction
-from runnercheck.writes.treelock import TreeLock
+from runnercheck.writes import journal
+from runnercheck.writes.treelock import TreeLock, tree_root
 
 Mode = Literal["write", "check", "diff"]
 
@@ -61,9 +61,11 @@ def apply(
     roots = [Path(os.path.realpath(p)) for p in paths]
     write = mode == "write"
     recovered: list[str] = []
-    with TreeLock(recovery.tree_root(roots), shared=not write, required=False):
+    with TreeLock(tree_root(roots), shared=not write, required=False):
         collected = collect(paths)
-        if write:
+        if write:  # (what only a write needs is imported then)
+            from runnercheck.writes import recovery
+
             recovered = recovery.recover(roots, collected.journals)
             if recovered:  # files were put back (or removed): read the tree as it is now
                 collected = collect(paths)
@@ -82,6 +84,8 @@ def apply(
         if not write:
             _pending(result)
         elif result.changes:
+            from runnercheck.writes import transaction
+
             outcome = transaction.commit(
                 list(result.changes.values()), result.roots, force=force, met=result.journals
             )

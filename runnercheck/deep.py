@@ -14,6 +14,7 @@ long time (LibCST's parse time grows faster than linearly with depth).
 from __future__ import annotations
 
 import ast
+import itertools
 import sys
 import threading
 from collections.abc import Callable
@@ -114,9 +115,107 @@ def nesting(tree: ast.AST) -> int:
     return deepest
 
 
-def too_deep(tree: ast.AST) -> str | None:
-    """Why ``tree`` is not analysed (nested deeper than CPython compiles), or None."""
-    depth = nesting(tree)
+#: Statements that hold no other statement.
+_SIMPLE = (
+    ast.Expr,
+    ast.Assign,
+    ast.AugAssign,
+    ast.AnnAssign,
+    ast.Return,
+    ast.Raise,
+    ast.Assert,
+    ast.Delete,
+    ast.Pass,
+    ast.Break,
+    ast.Continue,
+    ast.Import,
+    ast.ImportFrom,
+    ast.Global,
+    ast.Nonlocal,
+)
+#: Statements whose own expressions all stand before the first statement of their body
+#: (from their first decorator on), or in a handler's or a case's head.
+_COMPOUND = (
+    ast.If,
+    ast.While,
+    ast.For,
+    ast.AsyncFor,
+    ast.With,
+    ast.AsyncWith,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Try,
+    ast.TryStar,
+    ast.Match,
+)
+
+
+def _deepest(module: ast.Module, source: bytes) -> int | None:
+    """The nesting of ``module`` (parsed from ``source``) when it is deeper than
+    :data:`MAX_NESTING`, else None, walking the statements only where it must: each
+    level of a statement or an expression holds at least one character of its own but
+    for an expression statement (its expression's) and an unparenthesised tuple of one
+    starred item (``a[*b]``), each of which stands right above a level that does, so
+    what some lines hold nests at most twice as deep as those lines have bytes. A
+    statement that bound keeps within the limit is not looked into; only what it does
+    not keep there is walked whole."""
+    # ``ends[n]``: the offset where line ``n + 1`` ends (lines end as Python reads them)
+    ends = list(itertools.accumulate(map(len, source.splitlines(keepends=True)), initial=0))
+    last = len(ends) - 1
+    deepest = 0  # (of what was walked: the rest is bounded within the limit)
+
+    def within(depth: int, first: int, end: int) -> bool:
+        """Whether what lines ``first``..``end`` hold, ``depth`` statements deep (the
+        first of them included), stays within the limit."""
+        end = min(max(first, end), last)
+        return depth + 2 * (ends[end] - ends[max(first, 1) - 1]) + 2 <= MAX_NESTING
+
+    stack: list[tuple[ast.stmt, int]] = [(s, 1) for s in module.body]
+    pop, push = stack.pop, stack.append
+    while stack:
+        stmt, depth = pop()
+        decorators = getattr(stmt, "decorator_list", ())
+        first = min([stmt.lineno, *(d.lineno for d in decorators)]) if decorators else stmt.lineno
+        if within(depth - 1, first, stmt.end_lineno or stmt.lineno):
+            continue
+        if isinstance(stmt, _SIMPLE) or not isinstance(stmt, _COMPOUND):
+            deepest = max(deepest, depth - 1 + nesting(stmt))
+            continue
+        # the lines of its own expressions: its head, each handler's, each case's
+        heads: list[tuple[int, int]] = []
+        if isinstance(stmt, ast.Match):
+            heads.append((first, stmt.cases[0].pattern.lineno))
+        else:
+            heads.append((first, stmt.body[0].lineno))
+        for handler in getattr(stmt, "handlers", ()):
+            heads.append((handler.lineno, handler.body[0].lineno))
+            stack.extend((inner, depth + 1) for inner in handler.body)
+        for case in getattr(stmt, "cases", ()):
+            heads.append((case.pattern.lineno, case.body[0].lineno))
+            stack.extend((inner, depth + 1) for inner in case.body)
+        if not all(within(depth, head, end) for head, end in heads):
+            return _walked(module)
+        for name in ("body", "orelse", "finalbody"):
+            for inner in getattr(stmt, name, ()):
+                push((inner, depth + 1))
+    return deepest if deepest > MAX_NESTING else None
+
+
+def _walked(module: ast.Module) -> int | None:
+    depth = nesting(module)
+    return depth if depth > MAX_NESTING else None
+
+
+def too_deep(tree: ast.AST, source: bytes | None = None) -> str | None:
+    """Why ``tree`` is not analysed (nested deeper than CPython compiles), or None.
+    ``source``: the bytes ``tree`` was parsed from (most expressions are then bounded
+    by their length instead of walked)."""
+    if source is not None and isinstance(tree, ast.Module):
+        found = _deepest(tree, source)
+        depth = found if found is not None else 0
+    else:
+        depth = nesting(tree)
     if depth <= MAX_NESTING:
         return None
     return (

@@ -6,6 +6,7 @@ LibCST command work."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -192,3 +193,29 @@ def test_readme_libcst_command_runs_verbatim(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "file.py").read_bytes() == (single / "self_typed_after.py").read_bytes()
+
+
+def _shown_fuzz_runs() -> list[tuple[str, list[str]]]:
+    """Each ``$ runnercheck fuzz ...`` example of the fuzz manual with the lines it shows."""
+    runs = []
+    for block in re.findall(r"```text\n(.*?)```", manual("fuzz"), re.S):
+        lines = block.splitlines()
+        if lines and lines[0].startswith("$ runnercheck fuzz "):
+            runs.append((lines[0][2:], lines[1:]))
+    return runs
+
+
+@pytest.mark.parametrize("command,shown", _shown_fuzz_runs(), ids=lambda v: str(v)[:40])
+def test_the_fuzz_manual_shows_what_its_examples_print(command: str, shown: list[str]) -> None:
+    argv = shlex.split(command)[1:]
+    run = subprocess.run(
+        [sys.executable, "-m", "runnercheck", *argv],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    printed = [line for line in run.stdout.splitlines() if not line.startswith("  (tensor")]
+    # the manual leaves out the header line and the note on dtypes this transport skips
+    assert printed[1:] == shown, run.stderr

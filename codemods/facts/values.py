@@ -314,17 +314,23 @@ class ValueFacts:
         sources: Mapping[Path, bytes | str | ast.Module],
         contract: Contract = VLLM,
         base: ValueFacts | None = None,
+        kept: frozenset[int] = frozenset(),
     ) -> None:
         self.sources = sources
         self.contract = contract
         self.base = base
+        self.kept = kept
         self._methods: dict[Path, dict[tuple[int, int], tuple[_Def, str]]] = {}
         self._imports: dict[Path, dict[str, str]] = {}
         self._read: dict[tuple[Path, int, int], FunctionValues] = {}
 
-    def changed(self, sources: Mapping[Path, bytes | str | ast.Module]) -> ValueFacts:
-        """The version that replaces (or adds) ``sources`` in this one."""
-        return ValueFacts(sources, self.contract, base=self)
+    def changed(
+        self, sources: Mapping[Path, bytes | str | ast.Module], kept: frozenset[int] = frozenset()
+    ) -> ValueFacts:
+        """The version that replaces (or adds) ``sources`` in this one. ``kept``: the
+        ``id`` of each method node of ``sources`` whose values are this version's, at
+        the same line and column (read once for both)."""
+        return ValueFacts(sources, self.contract, base=self, kept=kept)
 
     def of(self, func: FunctionFacts) -> FunctionValues:
         """The values of ``func`` (:data:`NO_VALUES` for a function that is not a method
@@ -346,6 +352,8 @@ class ValueFacts:
         if method is None:
             return NO_VALUES
         node, qualname = method
+        if self.base is not None and id(node) in self.kept:
+            return self.base.of(func)
         reader = FunctionReader(
             node, qualname, str(path), dict(self._imports[path]), self.contract, in_class=True
         )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
 from runnercheck.analysis.bindings import BindingReader
@@ -340,11 +341,14 @@ def extract_tree(
     contract: Contract = VLLM,
     names: bool = False,
     loaded: bool | None = None,
+    known: Mapping[int, ClassFacts | FunctionFacts] | None = None,
 ) -> ModuleFacts:
     """Facts of an already parsed module. ``names`` (what ``migrate`` asks for): also
     every name it loads (unless ``loaded`` is False: ``migrate`` reads them only for the
     files it rewrites), and the shapes ``migrate`` plans from (the legacy split, the
-    request reads of the execute method); ``check`` reads neither."""
+    request reads of the execute method); ``check`` reads neither. ``known``: facts
+    already read of classes and functions at module level, by the ``id`` of their node,
+    taken as they are (the caller answers for them being what reading gives)."""
     facts = ModuleFacts(path=path, suppressions=suppressions(source) if source else {})
     lines = source.splitlines()
     statements = module_level(tree.body)
@@ -377,15 +381,24 @@ def extract_tree(
         for target in stmt.targets
         if isinstance(target, ast.Name)
     )
+    known = known or {}
     for stmt in statements:
         if isinstance(stmt, ast.ClassDef):
-            facts.classes[stmt.name] = _class_facts(
-                stmt, path, facts.imports, contract, tree, lines, shapes=names
+            found = known.get(id(stmt))
+            facts.classes[stmt.name] = (
+                found
+                if isinstance(found, ClassFacts)
+                else _class_facts(stmt, path, facts.imports, contract, tree, lines, shapes=names)
             )
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            facts.functions[stmt.name] = FunctionReader(
-                stmt, stmt.name, path, facts.imports, contract, in_class=False
-            ).read()
+            found = known.get(id(stmt))
+            facts.functions[stmt.name] = (
+                found
+                if isinstance(found, FunctionFacts)
+                else FunctionReader(
+                    stmt, stmt.name, path, facts.imports, contract, in_class=False
+                ).read()
+            )
     return facts
 
 

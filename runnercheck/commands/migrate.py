@@ -120,7 +120,6 @@ def run(args: argparse.Namespace) -> int:
     from codemods.source import collect
     from runnercheck.files import check_arguments
     from runnercheck.jobs import requested
-    from runnercheck.writes import recovery
 
     jobs = requested(args.jobs)
     select = _select(args.select)
@@ -128,6 +127,8 @@ def run(args: argparse.Namespace) -> int:
     roots = [Path(os.path.realpath(raw)) for raw in args.paths]
     out = _console()
     if args.recover:
+        from runnercheck.writes import recovery
+
         lines = recovery.recover(roots, collect(args.paths).journals)
         for line in lines or [f"{args.paths[0]}: nothing to recover"]:
             _say(out, line)

@@ -109,8 +109,8 @@ def _specials(dtype: torch.dtype) -> torch.Tensor:
 
 
 #: A tensor is drawn as this many bytes: its dtype, whether it is large, its number of
-#: dimensions (or which large shape), three sides, its layout, its fill, and four bytes
-#: of seed (big-endian; unused for zeros).
+#: dimensions, three sides (the first also which large 2-d shape), its layout, its fill,
+#: and four bytes of seed (big-endian; unused for zeros).
 TENSOR_BYTES = 12
 
 
@@ -122,12 +122,20 @@ def tensor_from_bytes(
     the simplest: the dtype (in the order given), not large, the fewest dimensions and
     the smallest sides, contiguous, zeros, seed 0."""
     dtype = dtypes[value_of(code[0], len(dtypes))]
-    if value_of(code[1], 16) == 15:  # one tensor in sixteen is large-ish
+    ndim = value_of(code[2], 4)
+    # one tensor in sixteen with a dimension is large-ish, with the same number of
+    # dimensions as it would have otherwise: shrinking its "large" byte alone keeps
+    # every property but its size
+    if ndim and value_of(code[1], 16) == 15:
         n = options.large
-        shape: tuple[int, ...] = ((n,), (n // 64, 64), (64, n // 64))[value_of(code[2], 3)]
+        shape: tuple[int, ...] = {
+            1: (n,),
+            2: ((n // 64, 64), (64, n // 64))[value_of(code[3], 2)],
+            3: (n // 256, 16, 16),
+        }[ndim]
     else:
         sides = options.max_side + 1
-        shape = tuple(value_of(byte, sides) for byte in code[3 : 3 + value_of(code[2], 4)])
+        shape = tuple(value_of(byte, sides) for byte in code[3 : 3 + ndim])
     layout = LAYOUTS[value_of(code[6], len(LAYOUTS))]
     fill = FILLS[value_of(code[7], len(FILLS))]
     seed = int.from_bytes(code[8:12], "big") if fill != "zeros" else 0

@@ -24,7 +24,6 @@ The tree lock is in :mod:`runnercheck.writes.treelock`.
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import os
 import re
@@ -98,6 +97,8 @@ def blob_name(kind: str, index: int) -> str:
 
 
 def digest(data: bytes) -> str:
+    import hashlib  # (only a run that writes, or finds a journal, digests)
+
     return hashlib.sha256(data).hexdigest()
 
 

@@ -33,7 +33,7 @@ from runnercheck.files import JOURNAL_NAME, within_roots
 from runnercheck.writes import journal as jr
 from runnercheck.writes.checkpoints import deferred_signals
 from runnercheck.writes.journal_files import Progress, remove_stale, retire
-from runnercheck.writes.treelock import TreeLock
+from runnercheck.writes.treelock import TreeLock, tree_root
 from runnercheck.writes.write import Conflict, create, remove_created, replace_contents
 
 
@@ -44,12 +44,6 @@ class Unrecoverable(RunnerCheckError):
 def shown(path: Path) -> str:
     relative = os.path.relpath(path)
     return str(path) if relative.startswith("..") else relative
-
-
-def tree_root(roots: Sequence[Path]) -> Path:
-    """The directory holding every given path: where the journal and the lock live."""
-    directories = [str(r if r.is_dir() else r.parent) for r in roots]
-    return Path(os.path.commonpath(directories))
 
 
 def _ours(entry: jr.Entry, wanted: tuple[str, ...]) -> Callable[[bytes], bool]:

@@ -20,11 +20,17 @@ import errno
 import fcntl
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from runnercheck.errors import RunnerCheckError
+
+
+def tree_root(roots: Sequence[Path]) -> Path:
+    """The directory holding every given path: where the journal and the lock live."""
+    directories = [str(r if r.is_dir() else r.parent) for r in roots]
+    return Path(os.path.commonpath(directories))
 
 
 class LockBusy(RunnerCheckError):

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from runnercheck.fuzz.draws import BOOLS, BYTE_VALUES, Branch, Instances, one_of_values, value_of
 from runnercheck.fuzz.strategies import ALL_DTYPES, StrategyBuilder, TensorOptions, tensors
-from runnercheck.fuzz.tensors import TENSOR_BYTES, tensor_codes
+from runnercheck.fuzz.tensors import TENSOR_BYTES, tensor_codes, tensor_from_bytes
 
 SEEDS = range(4)
 
@@ -26,8 +26,13 @@ def _find(strategy: Any, condition: Any, seed: int) -> Any:
     return find(
         strategy,
         condition,
+        # no deadline, as fuzz's own search: on a loaded machine a slow example would be a
+        # second failure whose replay can be the example returned
         settings=settings(
-            max_examples=2000, database=None, suppress_health_check=list(HealthCheck)
+            max_examples=2000,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
         ),
         random=random.Random(seed),
     )
@@ -50,6 +55,25 @@ def test_a_tensor_shrinks_each_property_on_its_own(seed: int) -> None:
     # a predicate true of scattered dtypes still shrinks to the first of them
     nan = _find(tensors(), lambda t: t.is_floating_point() and bool(t.isnan().any()), seed)
     assert nan.dtype == next(d for d in ALL_DTYPES if d.is_floating_point)
+
+
+def test_a_large_tensor_made_small_keeps_every_other_property() -> None:
+    # the shrinker lowers one byte at a time: making a tensor small must not change its
+    # dtype or number of dimensions, or a predicate on those stops it short
+    options = TensorOptions()
+    rng = random.Random(0)
+    large = 0
+    for _ in range(3000):
+        code = bytearray(rng.randbytes(TENSOR_BYTES))
+        tensor = tensor_from_bytes(bytes(code), ALL_DTYPES, options)
+        if tensor.numel() < options.large:
+            continue
+        large += 1
+        code[1] = 0
+        small = tensor_from_bytes(bytes(code), ALL_DTYPES, options)
+        assert small.numel() < options.large
+        assert (small.dtype, small.dim()) == (tensor.dtype, tensor.dim())
+    assert large > 100
 
 
 class Mode(enum.Enum):

@@ -30,7 +30,7 @@ from runnercheck.fuzz.strategies import (
 from tests.fuzz.fixtures.annotated import Color, Everything, Inner, NeedsStrategy, Opaque
 from tests.fuzz.fixtures.good import LoRARequest
 
-FAST = settings(max_examples=400, database=None)
+FAST = settings(max_examples=400, deadline=None, database=None)
 
 
 def _find(strategy: Any, condition: Any) -> Any:

@@ -20,6 +20,7 @@ import pytest
 from codemods import registry, report
 from codemods.pipeline import MigrateResult
 from codemods.run import apply
+from runnercheck.analysis.model import ModuleFacts
 from tests.migrate.test_decision import SOURCE, TREES
 
 
@@ -74,6 +75,21 @@ def test_the_single_class_fixtures_need_no_libcst(
     }
 
 
+def test_facts_from_the_cache_settle_the_same_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A second run reads the facts from the cache (no ``ast`` of the files): the replay
+    parses the file and the verification keeps the cached facts of what it leaves alone."""
+    tree = shutil.copytree(TREES["single-class codemods"], tmp_path / "tree")
+    monkeypatch.chdir(tmp_path)
+    cst = apply([tree], registry.SINGLE, mode="check", exact=False)
+    for _run in range(2):
+        cached = apply([tree], registry.SINGLE, mode="check", cache_root=tmp_path)
+        assert output(cached) == output(cst)
+        assert cached.files_cst == 0
+    assert any((tmp_path / ".runnercheck_cache").iterdir())
+
+
 def _package(tmp_path: Path, source: str) -> Path:
     package = tmp_path / "pkg"
     package.mkdir()
@@ -100,6 +116,43 @@ def test_a_rewrite_the_verification_refuses_goes_through_libcst(
     monkeypatch.chdir(tmp_path)
     cst, exact = both(_package(tmp_path, REFUSED))
     assert not cst.changes and [r.code for r in cst.refusals] == ["MIG110"]
+    assert exact.files_cst == 1
+    assert output(exact) == output(cst)
+
+
+#: ``cls(**...)`` builds ``Sub``, whose ``a`` is not an ``__init__`` argument: the new
+#: finding (RC102) is on ``Sub``, a class the rewrite leaves alone and whose facts it keeps.
+SUBCLASS_BREAKS = """\
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Fixed:
+    a: int = 0
+
+    def as_broadcastable_tensor_dict(self):
+        return {"a": self.a}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(cls, tensor_dict) -> "Fixed":
+        return Fixed(**tensor_dict)
+
+
+@dataclass(frozen=True)
+class Sub(Fixed):
+    a: int = field(default=0, init=False)
+"""
+
+
+def test_a_new_finding_on_a_class_the_rewrite_leaves_alone_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verification re-reads only the rewritten class, and still re-checks every
+    class: the refusal stands, and LibCST says it (its message cites the new text)."""
+    monkeypatch.chdir(tmp_path)
+    cst, exact = both(_package(tmp_path, SUBCLASS_BREAKS))
+    assert not cst.changes and [r.code for r in cst.refusals] == ["MIG110"]
+    assert "Sub" in cst.refusals[0].message
     assert exact.files_cst == 1
     assert output(exact) == output(cst)
 
@@ -161,9 +214,10 @@ def _replayed_and_rewritten(tree: Path) -> list[tuple[tuple[object, object], ...
     the lines right below each ``# Driver-only`` comment, and the facts the verification
     reads (without positions). The replay is given each file's tree after the analysis
     read it, as the pipeline gives it."""
-    from codemods import decision, replay
+    from codemods import decision, replay, verify
     from runnercheck.analysis.extract import extract_tree
     from runnercheck.analysis.project import Project
+    from runnercheck.config import Config
     from runnercheck.contract import VLLM
 
     rewritten = apply([tree], registry.SINGLE, mode="check", exact=False)
@@ -183,22 +237,30 @@ def _replayed_and_rewritten(tree: Path) -> list[tuple[tuple[object, object], ...
         )
         assert found is not None, path
         new = change.new.decode()
+        facts, _kept = verify.rewritten_facts(
+            path,
+            found.read,
+            project.modules[str(path)],
+            found.tree,
+            texts[path],
+            Config(),
+            found.marked,
+        )
+        read = extract_tree(ast.parse(new), str(path), new, VLLM, names=True, loaded=False)
         out.append(
             (
                 (ast.dump(found.tree), ast.dump(ast.parse(new))),
                 (_marked(found.text), _marked(new)),
-                (_facts(found.tree, found.text), _facts(ast.parse(new), new)),
+                (_facts(facts), _facts(read)),
             )
         )
     return out
 
 
-def _facts(tree: ast.Module, text: str) -> str:
-    """The classes' facts as the verification extracts them, without positions."""
-    from runnercheck.analysis.extract import extract_tree
-    from runnercheck.contract import VLLM
-
-    found = repr(extract_tree(tree, "inputs.py", text, VLLM).classes)
+def _facts(facts: ModuleFacts) -> str:
+    """The facts the verification reads (the classes, functions and imports), without
+    positions."""
+    found = repr((facts.classes, facts.functions, facts.imports, facts.typevars))
     found = re.sub(r"\b(line|col|end_line|end_col)=\d+", "", found)
     return re.sub(r"@\d+(:\d+)?", "@", found)  # (pseudo names: ``<return@12>``)
 
@@ -228,6 +290,34 @@ class Step:
     def from_broadcasted_tensor_dict(cls, tensor_dict) -> "Step":
         return Step(**tensor_dict)
 """
+#: An unbroadcast field above a runner whose RC105 message cites a line of its own: the
+#: comment ``driver-only`` writes moves that line (a finding is compared without its
+#: positions, wherever its message cites them).
+MOVED_FINDING = (
+    DRIVER_ONLY
+    + """
+
+class XPUModelRunner:
+    def prepare_model_input(self, seq_group_metadata_list):
+        if self.is_driver_worker:
+            broadcast_tensor_dict({"tokens": 1}, src=0)
+        else:
+            broadcast_tensor_dict(src=0)
+        return Step()
+"""
+)
+
+
+def test_a_finding_whose_message_cites_a_moved_line_is_not_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    cst, exact = both(_package(tmp_path, MOVED_FINDING))
+    assert output(exact) == output(cst)
+    assert [p.name for p in cst.changes] == ["inputs.py"] and not cst.refusals
+    assert exact.files_cst == 0
+
+
 #: the built instance's method called: the analysis remembers ``Chained(...)`` on the call
 CHAINED = SOURCE.replace("Fixed", "Chained").replace(
     "return Chained(**tensor_dict)", "return Chained(**tensor_dict).checked()"
@@ -261,13 +351,30 @@ def test_the_replay_is_the_rewrite_on_the_fixtures(tmp_path: Path) -> None:
             assert replayed == rewritten
 
 
+#: What ``--check`` has no use for: LibCST, rich, plain mypy's runner, the results of
+#: groups (none is planned here), the writing and recovering machinery, and the readers
+#: of configuration files a tree without a project directory does not have.
+UNUSED = (
+    "libcst",
+    "rich",
+    "codemods.typecheck",
+    "codemods.results",
+    "runnercheck.writes.transaction",
+    "runnercheck.writes.recovery",
+    "hashlib",
+    "tomllib",
+    "configparser",
+    "subprocess",
+)
+
+
 def test_check_settles_the_single_class_fixtures_without_importing_libcst(
     tmp_path: Path,
 ) -> None:
     tree = shutil.copytree(TREES["single-class codemods"], tmp_path / "tree")
     code = (
         "import sys; from runnercheck.cli import main; code = main(sys.argv[1:]); "
-        "print('exit', code, 'libcst' in sys.modules, 'rich' in sys.modules)"
+        f"print('exit', code, *[m for m in {UNUSED!r} if m in sys.modules])"
     )
     select = ",".join(registry.SINGLE)
     proc = subprocess.run(
@@ -277,7 +384,7 @@ def test_check_settles_the_single_class_fixtures_without_importing_libcst(
         check=True,
     )
     lines = proc.stdout.splitlines()
-    assert lines[-1] == "exit 1 False False"
+    assert lines[-1] == "exit 1"
     assert any(line.startswith("would migrate ") for line in lines)
 
 
