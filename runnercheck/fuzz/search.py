@@ -404,6 +404,8 @@ def drive(
             first = found.failure if isinstance(found, _FoundAhead) else found
             if state.pop("lost", False):
                 restart()
+            # the examples counted are the search in step's, as if it had been the only one
+            result.examples = 0
             _search(strategy, options, in_step)
             if first is not None:  # not reproduced in step: the problem as found
                 result.problems = merge(

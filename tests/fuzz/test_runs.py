@@ -191,18 +191,23 @@ def test_a_problem_found_ahead_is_reported_as_in_step(
     example: str,
 ) -> None:
     """A problem found while several examples are out is searched again in step: the
-    same problems, minimal example and shrinking as a search that never ran ahead."""
+    same problems, minimal example, shrinking and count of examples as a search that
+    never ran ahead."""
+    sent = _sent(group2, monkeypatch)
     ahead = run_one(group2, cls)
+    sent_ahead = len(sent)
+    sent.clear()
     monkeypatch.setattr(SEARCH, "LOOKAHEAD", 0)
     in_step = run_one(group2, cls)
-    assert (ahead.problems, ahead.example, ahead.shrunk) == (
+    assert (ahead.problems, ahead.example, ahead.shrunk, ahead.examples) == (
         in_step.problems,
         in_step.example,
         in_step.shrunk,
+        in_step.examples,
     )
     assert ahead.example == example
-    # the search ahead stopped at the problem and ran again: more examples in all
-    assert ahead.examples > in_step.examples
+    # the search ahead stopped at the problem and ran again: more examples sent in all
+    assert sent_ahead > len(sent)
 
 
 def test_blocking_rank_is_reported_within_the_deadline(roundtrip_groups: Any) -> None:
