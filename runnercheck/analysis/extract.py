@@ -354,7 +354,8 @@ def extract_tree(
     reading gives)."""
     with_shapes = names if shapes is None else shapes
     facts = ModuleFacts(path=path, suppressions=suppressions(source) if source else {})
-    facts.shapes_read = with_shapes
+    # (the shapes of known facts are whatever their reader read)
+    facts.shapes_read = with_shapes and not known
     lines = source.splitlines()
     statements = module_level(tree.body)
     for stmt in statements:
