@@ -36,7 +36,7 @@ from codemods.facts.values import ValueFacts
 from codemods.refusal import Refusal
 from codemods.source import Collected, collect, package_files, read_all
 from runnercheck import collector, deep
-from runnercheck.analysis.extract import extract_tree
+from runnercheck.analysis.extract import extract_tree, read_shapes
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
@@ -612,6 +612,40 @@ def _read_loaded_names(state: _State, groups: Iterable[Group]) -> set[Path]:
     return read
 
 
+def _read_shapes(state: _State, groups: Iterable[Group], read: set[Path]) -> set[Path]:
+    """The shapes group planning plans from (:func:`read_shapes`), read only for the
+    files of the classes it asks about: none when every group is refused as found (a
+    refused group is never planned), else every class of a group (refused or not: a
+    shared base module's signature reads every group's runners) and every class they
+    inherit from. ``read``: the files whose facts ``migrate`` read itself (the others
+    were read as ``check`` reads them, without shapes). Returns the files read."""
+    groups = list(groups)
+    if all(group.refusal is not None for group in groups):
+        return set()
+    project = state.project
+    wanted: set[Path] = set()
+    for group in groups:
+        for ref in [*group.workers, *group.runners]:
+            module = project.modules.get(str(ref.path))
+            cls = module.classes.get(ref.name) if module is not None else None
+            if cls is None:
+                wanted.add(ref.path)
+                continue
+            wanted.update(Path(c.path) for c in project.mro(cls))
+    done: set[Path] = set()
+    contract = state.config.contract()
+    for path in sorted(wanted & read):
+        facts = state.facts.get(path)
+        if facts is None or facts.shapes_read:
+            continue
+        tree = state.trees.get(path)
+        if tree is None:  # its facts came from the cache
+            tree = ast.parse(state.sources[path], filename=str(path))
+        read_shapes(facts, tree, state.sources[path].decode("utf-8", "replace"), contract)
+        done.add(path)
+    return done
+
+
 def _given_files(paths: Sequence[str | os.PathLike[str]], files: Iterable[Path]) -> set[Path]:
     """The collected files that were given as files (not found in a given directory)."""
     named = {Path(os.path.realpath(p)) for p in paths if not os.path.isdir(p)}
@@ -735,7 +769,9 @@ def _migrate(
                 result.refusals.append(refused)
             continue
         text = data.decode("utf-8", "replace")
-        module_facts = extract_tree(tree, str(path), text, contract, names=True, loaded=False)
+        module_facts = extract_tree(
+            tree, str(path), text, contract, names=True, loaded=False, shapes=False
+        )
         sources[path] = data
         facts[path] = module_facts
         trees[path] = tree
@@ -755,8 +791,10 @@ def _migrate(
     result.roots = roots
     state = _State(sources, facts, config, select, roots, decide, plain_mypy, trees=trees)
     groups: list[Group] = []
+    shaped: set[Path] = set()
     if MERGE in select:
         groups, found = find_groups(state.project)
+        shaped = _read_shapes(state, groups, set(trees) | hits)
         # only the groups of the given files; a group of context files alone is not ours
         groups = [g for g in groups if any(p in given for p in g.files)]
         mine = given | {p for g in groups for p in g.files}
@@ -764,7 +802,7 @@ def _migrate(
         result.refusals += _mixed(state.project)
     loaded = _read_loaded_names(state, groups)
     if cache is not None:  # (stored once the files of the groups hold their loaded names)
-        for path in [p for p in sources if p in trees or p in loaded & hits]:
+        for path in [p for p in sources if p in trees or p in (loaded | shaped) & hits]:
             cache.store(sources[path], str(path), _CACHED, facts[path])
     in_groups = {p for g in groups for p in g.files}
     single = state.single_targets()

@@ -342,14 +342,20 @@ def extract_tree(
     names: bool = False,
     loaded: bool | None = None,
     known: Mapping[int, ClassFacts | FunctionFacts] | None = None,
+    shapes: bool | None = None,
 ) -> ModuleFacts:
     """Facts of an already parsed module. ``names`` (what ``migrate`` asks for): also
     every name it loads (unless ``loaded`` is False: ``migrate`` reads them only for the
     files it rewrites), and the shapes ``migrate`` plans from (the legacy split, the
-    request reads of the execute method); ``check`` reads neither. ``known``: facts
-    already read of classes and functions at module level, by the ``id`` of their node,
-    taken as they are (the caller answers for them being what reading gives)."""
+    request reads of the execute method; unless ``shapes`` is False: :func:`read_shapes`
+    reads them later, for the classes group planning asks about); ``check`` reads
+    neither. ``known``: facts already read of classes and functions at module level, by
+    the ``id`` of their node, taken as they are (the caller answers for them being what
+    reading gives)."""
+    with_shapes = names if shapes is None else shapes
     facts = ModuleFacts(path=path, suppressions=suppressions(source) if source else {})
+    # (the shapes of known facts are whatever their reader read)
+    facts.shapes_read = with_shapes and not known
     lines = source.splitlines()
     statements = module_level(tree.body)
     for stmt in statements:
@@ -388,7 +394,9 @@ def extract_tree(
             facts.classes[stmt.name] = (
                 found
                 if isinstance(found, ClassFacts)
-                else _class_facts(stmt, path, facts.imports, contract, tree, lines, shapes=names)
+                else _class_facts(
+                    stmt, path, facts.imports, contract, tree, lines, shapes=with_shapes
+                )
             )
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found = known.get(id(stmt))
@@ -400,6 +408,34 @@ def extract_tree(
                 ).read()
             )
     return facts
+
+
+def read_shapes(
+    facts: ModuleFacts, tree: ast.Module, source: str, contract: Contract = VLLM
+) -> None:
+    """Reads into ``facts``, the facts of ``tree`` read without them, the shapes
+    ``migrate`` plans from, as :func:`extract_tree` with ``names`` reads them (for the
+    class and method that each name stands for: the last one defined)."""
+    if facts.shapes_read:
+        return
+    lines = source.splitlines()
+    last: dict[str, ast.ClassDef] = {}
+    for stmt in module_level(tree.body):
+        if isinstance(stmt, ast.ClassDef):
+            last[stmt.name] = stmt
+    for name, node in last.items():
+        cls = facts.classes.get(name)
+        if cls is None:
+            continue
+        defined: dict[str, ast.stmt] = {}
+        for stmt in node.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                defined[stmt.name] = stmt
+        for method_name, stmt in defined.items():
+            method = cls.methods.get(method_name)
+            if method is not None and isinstance(stmt, ast.FunctionDef):
+                _method_shape(method, stmt, contract, tree, lines)
+    facts.shapes_read = True
 
 
 def extract_source(

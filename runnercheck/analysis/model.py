@@ -425,6 +425,10 @@ class ModuleFacts:
     #: Every name loaded anywhere in the module; read only when asked for
     #: (``extract_tree(..., names=True)``), else None.
     loaded_names: frozenset[str] | None = None
+    #: Whether the shapes ``migrate`` plans from (``FunctionFacts.split``, the execute
+    #: method's request reads) were read (``extract_tree(..., names=True)``,
+    #: ``read_shapes``); when not, they stand at their defaults.
+    shapes_read: bool = False
 
 
 def calls_with_side(
