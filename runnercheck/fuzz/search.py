@@ -329,7 +329,7 @@ def drive(
         try:
             drain()
         except GroupLost:
-            if not getattr(group, "starts_again", False):
+            if not group.starts_again:
                 raise
             state["lost"] = True
 
