@@ -80,7 +80,7 @@ DEFECTS = [
         "RC302",
         "",
         "from_broadcasted_tensor_dict raised RecursionError: "
-        "maximum recursion depth exceeded at tests/fuzz/fixtures/defects.py:35 in from_broadcasted_tensor_dict",
+        "maximum recursion depth exceeded at tests/fuzz/fixtures/defects.py:34 in from_broadcasted_tensor_dict",
         "RecursiveFromDict()",
     ),
     (
@@ -221,7 +221,7 @@ def test_blocking_rank_is_reported_within_the_deadline(roundtrip_groups: Any) ->
     assert problem.code == "RC306" and problem.ranks == (1,)
     assert problem.message == (
         "rank 1 did not finish within the deadline of 2 s; it was busy at "
-        "tests/fuzz/fixtures/defects.py:112 in from_broadcasted_tensor_dict"
+        "tests/fuzz/fixtures/defects.py:118 in from_broadcasted_tensor_dict"
     )
     assert "not shrunk" in result.note
     # the same group object starts afresh for the next class
