@@ -36,7 +36,7 @@ from codemods.facts.values import ValueFacts
 from codemods.refusal import Refusal
 from codemods.source import Collected, collect, package_files, read_all
 from runnercheck import collector, deep
-from runnercheck.analysis.extract import extract_tree, read_shapes
+from runnercheck.analysis.extract import FunctionReader, extract_tree, read_shapes
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.prefilter import select_sources
 from runnercheck.analysis.project import Project
@@ -136,6 +136,8 @@ class _State:
     single: dict[str, set[str]] | None = field(default=None, init=False)
     #: the ``ast`` of the files parsed in this process (the value facts read them)
     trees: dict[Path, ast.Module] = field(default_factory=dict)
+    #: the readers of the methods of ``trees`` (the value facts start from their walks)
+    readers: dict[int, FunctionReader] = field(default_factory=dict)
     _values: ValueFacts | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -174,7 +176,8 @@ class _State:
         """The values of the methods of the files as read, each read when the
         verification first walks through it."""
         if self._values is None:
-            self._values = ValueFacts({**self.sources, **self.trees}, self.config.contract())
+            sources: dict[Path, bytes | ast.Module] = {**self.sources, **self.trees}
+            self._values = ValueFacts(sources, self.config.contract(), readers=self.readers)
         return self._values
 
 
@@ -268,12 +271,14 @@ def _verify(
     trees: dict[Path, tuple[ast.Module, str]] | None = None,
     read: dict[Path, ModuleFacts] | None = None,
     kept: frozenset[int] = frozenset(),
+    readers: dict[int, FunctionReader] | None = None,
 ) -> Refused | None:
     """Compile the new sources and re-analyse them with their partner files.
 
     ``trees``: the ``ast`` and text of new sources already parsed (the others are
     parsed here); ``read``: the facts of new sources already read (``kept``: the
-    methods among them whose values are those of the sources as read)."""
+    methods among them whose values are those of the sources as read; ``readers``: the
+    readers of the methods read, see :func:`extract_tree`)."""
     from codemods import verify
 
     trees = dict(trees or {})
@@ -303,10 +308,13 @@ def _verify(
             )
     old = {p: state.old_facts(p) for p in _context(state, changes)}
     new = dict(old)
+    readers = dict(readers or {})
     for path in changes:
         tree, text = trees[path]
         found = (read or {}).get(path)
-        new[path] = found if found is not None else verify.facts(path, tree, text, state.config)
+        if found is None:
+            found = verify.facts(path, tree, text, state.config, readers)
+        new[path] = found
     key = frozenset(old)
     baseline = state.before.get(key)
     if baseline is None:
@@ -314,7 +322,8 @@ def _verify(
     added = verify.new_findings(old, new, state.config, baseline.findings)
     changed = []
     if not added:
-        new_values = state.values.changed({path: trees[path][0] for path in changes}, kept)
+        new_trees = {path: trees[path][0] for path in changes}
+        new_values = state.values.changed(new_trees, kept, readers)
         changed = verify.changed_values(baseline, new, state.config, state.values, new_values)
     if changed:
         return Refused(
@@ -579,11 +588,14 @@ def exact_file(state: _State, path: Path) -> TaskResult | None:
     # the replayed tree keeps the positions of the text as read
     trees = {path: (replayed.tree, text)}
     facts = state.old_facts(path)
+    readers: dict[int, FunctionReader] = {}
     try:
         read, kept = verify.rewritten_facts(
-            path, replayed.read, facts, replayed.tree, text, state.config, replayed.marked
+            path, replayed.read, facts, replayed.tree, text, state.config, replayed.marked, readers
         )
-        failed = _verify(state, {path: change}, path.name, applied[0], trees, {path: read}, kept)
+        failed = _verify(
+            state, {path: change}, path.name, applied[0], trees, {path: read}, kept, readers
+        )
     except (TypeError, ValueError):  # a replayed tree compile() rejects: LibCST decides
         return None
     if failed is not None:  # its message cites the lines of the rewritten text
@@ -737,6 +749,7 @@ def _migrate(
     facts: dict[Path, ModuleFacts] = {}
     cache = _facts_cache(cache_root, contract)
     trees: dict[Path, ast.Module] = {}  # (a file whose facts come from the cache has none)
+    readers: dict[int, FunctionReader] = {}
     hits: set[Path] = set()
     for path in wanted:
         data = read[path]
@@ -770,7 +783,7 @@ def _migrate(
             continue
         text = data.decode("utf-8", "replace")
         module_facts = extract_tree(
-            tree, str(path), text, contract, names=True, loaded=False, shapes=False
+            tree, str(path), text, contract, True, False, shapes=False, readers=readers
         )
         sources[path] = data
         facts[path] = module_facts
@@ -789,7 +802,9 @@ def _migrate(
             result.refusals.append(skip)
     roots = (*collected.roots, *sorted({p.parent for p in packages}))
     result.roots = roots
-    state = _State(sources, facts, config, select, roots, decide, plain_mypy, trees=trees)
+    state = _State(
+        sources, facts, config, select, roots, decide, plain_mypy, trees=trees, readers=readers
+    )
     groups: list[Group] = []
     shaped: set[Path] = set()
     if MERGE in select:

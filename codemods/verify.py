@@ -16,7 +16,7 @@ from pathlib import Path
 
 from codemods.facts.sources import Reach, SourceChange, ValueSources, changed_sources
 from codemods.facts.values import ValueFacts
-from runnercheck.analysis.extract import extract_tree
+from runnercheck.analysis.extract import FunctionReader, extract_tree
 from runnercheck.analysis.holds import ChangedValue, Held, NonDriverValues
 from runnercheck.analysis.holds import changed_values as compare_values
 from runnercheck.analysis.model import ClassFacts, FunctionFacts, ModuleFacts
@@ -89,9 +89,16 @@ def _move(node: ast.AST, lines: int) -> None:
                 stack.append(value)
 
 
-def facts(path: Path, tree: ast.Module, source: str, config: Config) -> ModuleFacts:
-    """The ``check`` engine's facts of one (already parsed) module."""
-    return extract_tree(tree, str(path), source, config.contract())
+def facts(
+    path: Path,
+    tree: ast.Module,
+    source: str,
+    config: Config,
+    readers: dict[int, FunctionReader] | None = None,
+) -> ModuleFacts:
+    """The ``check`` engine's facts of one (already parsed) module (``readers``: filled
+    with the reader of each method read, see :func:`extract_tree`)."""
+    return extract_tree(tree, str(path), source, config.contract(), readers=readers)
 
 
 _DEFINITION = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
@@ -108,13 +115,15 @@ def rewritten_facts(
     text: str,
     config: Config,
     marked: Mapping[str, frozenset[str]],
+    readers: dict[int, FunctionReader] | None = None,
 ) -> tuple[ModuleFacts, frozenset[int]]:
     """The facts of a rewrite of a module, as the analysis reads the rewritten text
     (:func:`extract_tree`, ``names=True``), positions aside. ``before``: the module as
     read (its text ``text``, its facts ``read``); ``after``: the rewrite at the same
     positions, holding ``before``'s own nodes for what it leaves alone
     (:class:`codemods.replay.Replayed`); ``marked``: per class, the fields it marks with
-    a ``# Driver-only`` comment, which reads as driver-only.
+    a ``# Driver-only`` comment, which reads as driver-only; ``readers``: filled with the
+    reader of each method read again (see :func:`extract_tree`).
 
     A class or function at module level that the rewrite left alone keeps the facts it
     was read with when reading it again gives the same facts: what it reads beyond its
@@ -144,7 +153,7 @@ def rewritten_facts(
         if id(stmt) in lazy:
             del kept[id(stmt)]
             lazy.discard(id(stmt))
-    facts = extract_tree(after, str(path), text, contract, names=True, loaded=False, known=kept)
+    facts = extract_tree(after, str(path), text, contract, True, False, known=kept, readers=readers)
     if lazy:  # the kept definitions after the last one read again import lazily
         facts.imports = _with_lazy_imports(facts.imports, read.imports, renamed)
     for name, fields in marked.items():

@@ -307,7 +307,10 @@ class ValueFacts:
 
     ``sources``: each file's text, or its tree when already parsed, by the path its
     facts record; a file this version does not hold is read in ``base`` (the version
-    it changes: an unchanged file's methods are read once for both)."""
+    it changes: an unchanged file's methods are read once for both). ``readers``: the
+    readers that read the facts of methods of these trees, by the ``id`` of the node
+    (:func:`~runnercheck.analysis.extract.extract_tree`): a method one has read is not
+    walked again."""
 
     def __init__(
         self,
@@ -315,22 +318,28 @@ class ValueFacts:
         contract: Contract = VLLM,
         base: ValueFacts | None = None,
         kept: frozenset[int] = frozenset(),
+        readers: Mapping[int, FunctionReader] | None = None,
     ) -> None:
         self.sources = sources
         self.contract = contract
         self.base = base
         self.kept = kept
+        self.readers = readers or {}
         self._methods: dict[Path, dict[tuple[int, int], tuple[_Def, str]]] = {}
         self._imports: dict[Path, dict[str, str]] = {}
         self._read: dict[tuple[Path, int, int], FunctionValues] = {}
 
     def changed(
-        self, sources: Mapping[Path, bytes | str | ast.Module], kept: frozenset[int] = frozenset()
+        self,
+        sources: Mapping[Path, bytes | str | ast.Module],
+        kept: frozenset[int] = frozenset(),
+        readers: Mapping[int, FunctionReader] | None = None,
     ) -> ValueFacts:
         """The version that replaces (or adds) ``sources`` in this one. ``kept``: the
         ``id`` of each method node of ``sources`` whose values are this version's, at
-        the same line and column (read once for both)."""
-        return ValueFacts(sources, self.contract, base=self, kept=kept)
+        the same line and column (read once for both); ``readers``: as for a new
+        version."""
+        return ValueFacts(sources, self.contract, base=self, kept=kept, readers=readers)
 
     def of(self, func: FunctionFacts) -> FunctionValues:
         """The values of ``func`` (:data:`NO_VALUES` for a function that is not a method
@@ -354,10 +363,12 @@ class ValueFacts:
         node, qualname = method
         if self.base is not None and id(node) in self.kept:
             return self.base.of(func)
-        reader = FunctionReader(
-            node, qualname, str(path), dict(self._imports[path]), self.contract, in_class=True
-        )
-        reader.read_roles()
+        reader = self.readers.get(id(node))
+        if reader is None or reader.node is not node:
+            reader = FunctionReader(
+                node, qualname, str(path), dict(self._imports[path]), self.contract, in_class=True
+            )
+            reader.read_roles()
         return _ValueReader(reader).read()
 
     def _index(self, path: Path) -> dict[tuple[int, int], tuple[_Def, str]]:

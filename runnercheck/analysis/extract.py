@@ -136,7 +136,10 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         """Only walk the body as :meth:`read` does: :attr:`nodes` with the ranks that
         run each (:attr:`node_roles`), the ranks and the conditions around each call
         (:attr:`call_roles`, :attr:`call_conditions`). ``migrate``'s value reader
-        (:mod:`codemods.facts.values`) starts from them."""
+        (:mod:`codemods.facts.values`) starts from them, or from those of a reader that
+        has read the method (the same walk: what it records depends on neither the
+        imports nor anything :meth:`read` reads after it, and nothing after it
+        changes what it recorded)."""
         self._steps(self.node.body)
 
     def read(self) -> FunctionFacts:
@@ -269,6 +272,7 @@ def _class_facts(
     tree: ast.Module,
     lines: list[str],
     shapes: bool = True,
+    readers: dict[int, FunctionReader] | None = None,
 ) -> ClassFacts:
     bases: list[str] = []
     base_args: list[tuple[str, ...]] = []
@@ -323,6 +327,8 @@ def _class_facts(
                 stmt, f"{node.name}.{stmt.name}", path, imports, contract, in_class=True
             )
             method = reader.read()
+            if readers is not None:
+                readers[id(stmt)] = reader
             if shapes and isinstance(stmt, ast.FunctionDef):
                 _method_shape(method, stmt, contract, tree, lines)
             facts.methods[stmt.name] = method
@@ -343,6 +349,7 @@ def extract_tree(
     loaded: bool | None = None,
     known: Mapping[int, ClassFacts | FunctionFacts] | None = None,
     shapes: bool | None = None,
+    readers: dict[int, FunctionReader] | None = None,
 ) -> ModuleFacts:
     """Facts of an already parsed module. ``names`` (what ``migrate`` asks for): also
     every name it loads (unless ``loaded`` is False: ``migrate`` reads them only for the
@@ -351,7 +358,9 @@ def extract_tree(
     reads them later, for the classes group planning asks about); ``check`` reads
     neither. ``known``: facts already read of classes and functions at module level, by
     the ``id`` of their node, taken as they are (the caller answers for them being what
-    reading gives)."""
+    reading gives). ``readers``: filled with the reader of each method it reads of a
+    class at module level, by the ``id`` of its node (the walk of its body, which
+    ``migrate``'s value reader starts from: :meth:`FunctionReader.read_roles`)."""
     with_shapes = names if shapes is None else shapes
     facts = ModuleFacts(path=path, suppressions=suppressions(source) if source else {})
     # (the shapes of known facts are whatever their reader read)
@@ -395,7 +404,7 @@ def extract_tree(
                 found
                 if isinstance(found, ClassFacts)
                 else _class_facts(
-                    stmt, path, facts.imports, contract, tree, lines, shapes=with_shapes
+                    stmt, path, facts.imports, contract, tree, lines, with_shapes, readers
                 )
             )
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):

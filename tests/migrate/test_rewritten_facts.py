@@ -15,7 +15,7 @@ import pytest
 
 from codemods import verify
 from codemods.facts.values import ValueFacts
-from runnercheck.analysis.extract import extract_tree
+from runnercheck.analysis.extract import FunctionReader, extract_tree
 from runnercheck.config import Config
 from runnercheck.contract import VLLM
 
@@ -144,7 +144,10 @@ def _check(text: str, after_of, marked: dict[str, frozenset[str]] | None = None)
     before = ast.parse(text)
     read = extract_tree(before, str(PATH), text, VLLM, names=True, loaded=False)
     after = after_of(before)
-    facts, methods = verify.rewritten_facts(PATH, before, read, after, text, Config(), marked or {})
+    readers: dict[int, FunctionReader] = {}
+    facts, methods = verify.rewritten_facts(
+        PATH, before, read, after, text, Config(), marked or {}, readers
+    )
     whole = extract_tree(after, str(PATH), text, VLLM, names=True, loaded=False)
     assert facts.classes == whole.classes
     assert facts.functions == whole.functions
@@ -152,8 +155,17 @@ def _check(text: str, after_of, marked: dict[str, frozenset[str]] | None = None)
     assert (facts.typevars, facts.top_level_names) == (whole.typevars, whole.top_level_names)
     # the values of every method: carried over where kept, read again elsewhere
     base = ValueFacts({PATH: before}, VLLM)
-    narrowed = base.changed({PATH: after}, methods)
+    narrowed = base.changed({PATH: after}, methods, readers)
     fresh = ValueFacts({PATH: after}, VLLM)
+    # a method not carried over was read again, and its walk is at hand
+    every = {
+        id(item)
+        for stmt in after.body
+        if isinstance(stmt, ast.ClassDef)
+        for item in stmt.body
+        if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+    }
+    assert every <= methods | set(readers)
     for cls in whole.classes.values():
         for method in cls.methods.values():
             assert narrowed.of(method) == fresh.of(method)
