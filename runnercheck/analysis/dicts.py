@@ -28,6 +28,7 @@ from runnercheck.analysis.syntax import (
     read_import,
     self_fields,
     str_const,
+    walk,
 )
 from runnercheck.contract import Contract
 
@@ -110,7 +111,7 @@ class DictReader:
             if catching or any(
                 isinstance(sub, ast.Constant) and sub.value == key
                 for test in tests
-                for sub in ast.walk(test)
+                for sub in walk(test)
             ):
                 return
         facts.required[key] = ReadFacts(line_of(node), col_of(node))
@@ -132,7 +133,7 @@ class DictReader:
     def _is_all_fields(self, node: ast.expr) -> bool:
         if self.self_name is None:
             return False
-        for sub in ast.walk(node):
+        for sub in walk(node):
             if isinstance(sub, ast.Call):
                 name = last_name(dotted(sub.func))
                 if (
@@ -405,7 +406,7 @@ class DictReader:
                     returns.append(pseudo)
         for nested in self.nested:
             self.calls += [
-                call_site(sub, nested=True) for sub in ast.walk(nested) if isinstance(sub, ast.Call)
+                call_site(sub, nested=True) for sub in walk(nested) if isinstance(sub, ast.Call)
             ]
         self.facts.returns = tuple(dict.fromkeys(returns))
         self.facts.calls = tuple(self.calls)

@@ -40,6 +40,8 @@ from runnercheck.analysis.syntax import (
     str_const,
     suppressions,
     top_level_names,
+    unparse,
+    walk,
 )
 from runnercheck.contract import VLLM, Contract, is_driver_only_comment
 from runnercheck.deep import parse_failure
@@ -52,7 +54,7 @@ def _names_dict(annotation: ast.expr) -> bool:
     ``"Mapping[str, int]"``): each word of its source is a name, an attribute, a
     keyword's or a parameter's name, or lies in a constant, so those are searched
     (as fast as reading the text back, without building it)."""
-    for node in ast.walk(annotation):
+    for node in walk(annotation):
         if isinstance(node, ast.Name):
             text = node.id
         elif isinstance(node, ast.Attribute):
@@ -150,7 +152,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
         self._read_bindings()
         returns = self.node.returns
         if returns is not None:
-            self.facts.return_annotation = str_const(returns) or ast.unparse(returns)
+            self.facts.return_annotation = str_const(returns) or unparse(returns)
         if self.node.name == self.contract.as_dict_method:
             self.facts.literal_dict = literal_dict(self.node.body)
         self.facts.constant_return = constant_return(self.node.body)
@@ -211,7 +213,7 @@ def _renamed_dump(stmt: ast.stmt, var: str) -> str:
 def _field_facts(stmt: ast.AnnAssign, marker_key: str, lines: list[str]) -> FieldFacts | None:
     if not isinstance(stmt.target, ast.Name):
         return None
-    annotation = ast.unparse(stmt.annotation)
+    annotation = unparse(stmt.annotation)
     if "ClassVar" in annotation or "InitVar" in annotation:
         return None
     driver_only = is_driver_only_comment(lines, stmt.lineno)
@@ -259,7 +261,7 @@ def _method_shape(
         method.request_reads = request_reads(node, lines)
         method.non_driver_names = non_driver_reads(node, contract.driver_flag)
         method.param_annotations = tuple(
-            ast.unparse(a.annotation) if a.annotation is not None else ""
+            unparse(a.annotation) if a.annotation is not None else ""
             for a in [*node.args.posonlyargs, *node.args.args][1:]
         )
 
@@ -307,7 +309,7 @@ def _class_facts(
                     fields.append(field_facts)
             if isinstance(stmt.target, ast.Name):
                 if named_tuple:
-                    facts.annotation_texts[stmt.target.id] = ast.unparse(stmt.annotation)
+                    facts.annotation_texts[stmt.target.id] = unparse(stmt.annotation)
                 if stmt.value is not None:
                     facts.class_attrs[stmt.target.id] = names_in(stmt.value)
                     literal = literal_text(stmt.value)

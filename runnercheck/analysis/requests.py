@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from runnercheck.analysis.recognise import role_of
 from runnercheck.analysis.scopes import loaded
 from runnercheck.analysis.shapes import ShapeProblem
-from runnercheck.analysis.syntax import dotted
+from runnercheck.analysis.syntax import dotted, walk
 
 REQUEST_AFTER_PREPARE = "request used after preparing"
 
@@ -64,7 +64,7 @@ def request_reads(func: ast.FunctionDef, source_lines: list[str]) -> RequestUses
     request = param.arg
     annotation = ast.unparse(param.annotation) if param.annotation is not None else ""
     passed: dict[int, str] = {}
-    for node in ast.walk(func):
+    for node in walk(func):
         if not isinstance(node, ast.Call):
             continue
         callee = dotted(node.func)
@@ -75,7 +75,7 @@ def request_reads(func: ast.FunctionDef, source_lines: list[str]) -> RequestUses
                 passed[id(arg)] = callee
     uses: list[RequestUse] = []
     problem: ShapeProblem | None = None
-    for node in ast.walk(func):
+    for node in walk(func):
         if not (isinstance(node, ast.Name) and node.id == request):
             continue
         if isinstance(node.ctx, (ast.Store, ast.Del)):

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable
 
+from runnercheck.analysis.syntax import walk
+
 _SCOPES = (ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -25,7 +27,7 @@ def _inner_bound(node: ast.AST) -> set[str]:
     names: set[str] = set()
     if isinstance(node, _COMPREHENSIONS):
         for generator in node.generators:
-            names |= {n.id for n in ast.walk(generator.target) if isinstance(n, ast.Name)}
+            names |= {n.id for n in walk(generator.target) if isinstance(n, ast.Name)}
     return names
 
 
@@ -38,7 +40,7 @@ def bound(node: ast.AST) -> set[str]:
             found.add(sub.name)
             return
         if isinstance(sub, (ast.Lambda, *_COMPREHENSIONS)):
-            for child in ast.walk(sub):
+            for child in walk(sub):
                 if isinstance(child, ast.NamedExpr) and isinstance(child.target, ast.Name):
                     found.add(child.target.id)  # := leaks out of a comprehension
             return
@@ -95,7 +97,7 @@ def ordered_loads(node: ast.AST) -> list[str]:
     """The names ``node`` reads, each once, in source order."""
     wanted = loaded(node)
     first: dict[str, tuple[int, int]] = {}
-    for sub in ast.walk(node):
+    for sub in walk(node):
         if isinstance(sub, ast.Name) and sub.id in wanted:
             where = (sub.lineno, sub.col_offset)
             if sub.id not in first or where < first[sub.id]:
@@ -107,7 +109,7 @@ def self_reads(node: ast.AST, self_name: str = "self") -> set[str]:
     """Attributes of ``self`` that ``node`` reads (``self.kv_cache_dtype`` -> that name)."""
     return {
         sub.attr
-        for sub in ast.walk(node)
+        for sub in walk(node)
         if isinstance(sub, ast.Attribute)
         and isinstance(sub.value, ast.Name)
         and sub.value.id == self_name

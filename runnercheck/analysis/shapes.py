@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from runnercheck.analysis.recognise import broadcast_sends, is_step_broadcast, role_of
 from runnercheck.analysis.scopes import bound, bound_in, loaded, ordered_loads, self_reads
-from runnercheck.analysis.syntax import dotted, str_const
+from runnercheck.analysis.syntax import dotted, str_const, walk
 from runnercheck.contract import Contract
 
 AFTER_SPLIT = "statements after the driver split"
@@ -118,7 +118,7 @@ def _is_broadcast(node: ast.AST, contract: Contract) -> bool:
 
 
 def _broadcasts(node: ast.AST, contract: Contract) -> list[ast.Call]:
-    return [n for n in ast.walk(node) if isinstance(n, ast.Call) and _is_broadcast(n, contract)]
+    return [n for n in walk(node) if isinstance(n, ast.Call) and _is_broadcast(n, contract)]
 
 
 def _sends(node: ast.AST, contract: Contract) -> list[ast.Call]:
@@ -206,7 +206,7 @@ def _bound_from_keys(block: list[ast.stmt], var: str) -> dict[str, str]:
     """key -> the name the non-driver binds from it."""
     out: dict[str, str] = {}
     for stmt in block:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if (
                 isinstance(node, ast.Assign)
                 and len(node.targets) == 1
@@ -293,7 +293,7 @@ def legacy_split(
         sorted(
             {
                 target.id
-                for node in ast.walk(func)
+                for node in walk(func)
                 if isinstance(node, ast.Assign)
                 and isinstance(node.value, ast.Constant)
                 and node.value.value is None
@@ -314,7 +314,7 @@ def legacy_split(
 
 def _unpacked(func: ast.FunctionDef) -> tuple[tuple[str, str, int, int], ...]:
     out: list[tuple[str, str, int, int]] = []
-    for node in ast.walk(func):
+    for node in walk(func):
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
             continue
         target, value = node.targets[0], node.value
@@ -339,7 +339,7 @@ def _tail_problem(
     tail: list[ast.stmt], params: list[str], contract: Contract
 ) -> ShapeProblem | None:
     for stmt in tail:
-        for node in ast.walk(stmt):
+        for node in walk(stmt):
             if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)):
                 return ShapeProblem(
                     node.lineno,
@@ -433,7 +433,7 @@ def _extras(
         )
     fields = set(shape.fields)
     everything = bound_in(func.body) | params
-    taken = everything | {n.id for n in ast.walk(func) if isinstance(n, ast.Name)}
+    taken = everything | {n.id for n in walk(func) if isinstance(n, ast.Name)}
     out: list[ExtraBroadcast] = []
     for number, (send_if, (recv_if, into)) in enumerate(
         zip(send_ifs, receives, strict=True), start=1
@@ -623,7 +623,7 @@ def local_types(func: ast.FunctionDef, tree: ast.Module) -> dict[str, str]:
     def note(name: str, kind: str | None) -> None:
         seen.setdefault(name, set()).add(kind)
 
-    for node in ast.walk(func):
+    for node in walk(func):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
             note(node.target.id, ast.unparse(node.annotation))
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:

@@ -107,7 +107,8 @@ class StepReader:
                 read = self.facts.param_attrs.get(value.id, ())
                 if node.attr not in read:  # type: ignore[attr-defined]
                     self.facts.param_attrs[value.id] = (*read, node.attr)  # type: ignore[attr-defined]
-            self._call_steps(value, out)
+            if value.__class__ not in _LEAVES:
+                self._call_steps(value, out)
             return
         if kind in _RECORDED:
             self.nodes.append(node)
@@ -167,13 +168,13 @@ class StepReader:
                     )
                 )
             return
-        for name in node._fields:
+        for name in node._fields:  # (a leaf is not visited: it records nothing)
             value = getattr(node, name, None)
             if isinstance(value, list):
                 for item in value:
-                    if isinstance(item, ast.AST):
+                    if isinstance(item, ast.AST) and item.__class__ not in _LEAVES:
                         self._call_steps(item, out)
-            elif isinstance(value, ast.AST):
+            elif isinstance(value, ast.AST) and value.__class__ not in _LEAVES:
                 self._call_steps(value, out)
 
     def _guarded_parts(self, node: ast.IfExp | ast.BoolOp, out: list[Step]) -> None:
