@@ -21,7 +21,7 @@ from runnercheck.analysis.holds import ChangedValue, Held, NonDriverValues
 from runnercheck.analysis.holds import changed_values as compare_values
 from runnercheck.analysis.model import ClassFacts, FunctionFacts, ModuleFacts
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.syntax import module_level, read_import
+from runnercheck.analysis.syntax import module_level, read_import, walk
 from runnercheck.check.pipeline import FileOutcome, check_outcomes, parse_codes
 from runnercheck.config import Config
 from runnercheck.findings import Finding
@@ -73,20 +73,12 @@ def _first_line(statement: ast.stmt) -> int:
 
 def _move(node: ast.AST, lines: int) -> None:
     """``ast.increment_lineno`` without its generators."""
-    stack = [node]
-    while stack:
-        item = stack.pop()
+    for item in walk(node):
         if "lineno" in item._attributes:
             item.lineno += lines  # type: ignore[attr-defined]
             end = getattr(item, "end_lineno", None)
             if end is not None:
                 item.end_lineno = end + lines  # type: ignore[attr-defined]
-        for field in item._fields:
-            value = getattr(item, field, None)
-            if isinstance(value, list):
-                stack.extend(v for v in value if isinstance(v, ast.AST))
-            elif isinstance(value, ast.AST):
-                stack.append(value)
 
 
 def facts(

@@ -159,7 +159,8 @@ def select_sources(
         for key, data in sources.items()
         if might_matter(data, wanted) or (runners and names_a_role(data))
     ]
-    skipped = {key: class_bases(data) for key, data in sources.items() if key not in set(first)}
+    taken = set(first)
+    skipped = {key: class_bases(data) for key, data in sources.items() if key not in taken}
     known = {name for key in first for name in _class_names(sources[key])}
     more = subclass_rounds(
         skipped, lambda keys: (n for k in keys for n in _class_names(sources[k])), known
