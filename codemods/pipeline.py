@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from codemods import decision, registry
 from codemods.definitions import flag_classes, read_definitions
@@ -138,6 +138,9 @@ class _State:
     trees: dict[Path, ast.Module] = field(default_factory=dict)
     #: the readers of the methods of ``trees`` (the value facts start from their walks)
     readers: dict[int, FunctionReader] = field(default_factory=dict)
+    #: each new file a verification parsed, compiled and read, by its path and bytes
+    #: (several groups generate the same shared module): its tree, facts and readers
+    generated: dict[tuple[Path, bytes], _Generated] = field(default_factory=dict)
     _values: ValueFacts | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
@@ -179,6 +182,12 @@ class _State:
             sources: dict[Path, bytes | ast.Module] = {**self.sources, **self.trees}
             self._values = ValueFacts(sources, self.config.contract(), readers=self.readers)
         return self._values
+
+
+class _Generated(NamedTuple):
+    tree: ast.Module
+    facts: ModuleFacts
+    readers: dict[int, FunctionReader]
 
 
 _STATE: _State | None = None
@@ -278,12 +287,24 @@ def _verify(
     ``trees``: the ``ast`` and text of new sources already parsed (the others are
     parsed here); ``read``: the facts of new sources already read (``kept``: the
     methods among them whose values are those of the sources as read; ``readers``: the
-    readers of the methods read, see :func:`extract_tree`)."""
+    readers of the methods read, see :func:`extract_tree`). A new source with the bytes
+    of one an earlier verification of the run parsed, compiled and read (a shared
+    module several groups generate) is not read again."""
     from codemods import verify
 
     trees = dict(trees or {})
+    read = dict(read or {})
+    readers = dict(readers or {})
+    parsed: set[Path] = set()  # (parsed here)
     for path, change in changes.items():
+        seen = state.generated.get((path, change.new)) if path not in trees else None
+        if seen is not None:  # the same bytes parsed, compiled and read for another group
+            trees[path] = (seen.tree, change.new.decode("utf-8", "replace"))
+            read[path] = seen.facts
+            readers.update(seen.readers)
+            continue
         if path not in trees:
+            parsed.add(path)
             text = change.new.decode("utf-8", "replace")
             try:
                 trees[path] = (verify.parse(path, change.new), text)
@@ -308,12 +329,15 @@ def _verify(
             )
     old = {p: state.old_facts(p) for p in _context(state, changes)}
     new = dict(old)
-    readers = dict(readers or {})
-    for path in changes:
+    for path, change in changes.items():
         tree, text = trees[path]
-        found = (read or {}).get(path)
+        found = read.get(path)
         if found is None:
-            found = verify.facts(path, tree, text, state.config, readers)
+            walked: dict[int, FunctionReader] = {}
+            found = verify.facts(path, tree, text, state.config, walked)
+            readers.update(walked)
+            if path in parsed:
+                state.generated[(path, change.new)] = _Generated(tree, found, walked)
         new[path] = found
     key = frozenset(old)
     baseline = state.before.get(key)

@@ -38,6 +38,38 @@ def test_each_original_file_is_parsed_once(tmp_path: Path, monkeypatch: pytest.M
     assert max(parses.values()) == 1, {p.name: n for p, n in parses.items() if n > 1}
 
 
+def test_a_module_several_groups_generate_is_verified_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both groups of the legacy engine generate the same ``model_runner_base.py`` and
+    ``worker_input.py``: the second verification takes the first one's tree, compile
+    and facts (the same bytes), and still compares its own context."""
+    from codemods import verify
+
+    tree = tmp_path / "engine"
+    shutil.copytree(engine_source_dir("legacy"), tree)
+    parses: Counter[str] = Counter()
+    facts: Counter[str] = Counter()
+    real_parse, real_facts = verify.parse, verify.facts
+
+    def counting_parse(path: Path, source: Any) -> ast.Module:
+        parses[path.name] += 1
+        return real_parse(path, source)
+
+    def counting_facts(path: Path, *args: Any) -> Any:
+        facts[path.name] += 1
+        return real_facts(path, *args)
+
+    monkeypatch.setattr(verify, "parse", counting_parse)
+    monkeypatch.setattr(verify, "facts", counting_facts)
+    result = migrate([tree], plain_mypy=False)
+    assert len(result.groups) == 2
+    created = [p.name for p, change in result.changes.items() if change.old is None]
+    assert sorted(created) == ["model_runner_base.py", "worker_input.py"]
+    for name in created:
+        assert (parses[name], facts[name]) == (1, 1), name
+
+
 def test_each_group_file_is_parsed_with_libcst_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
