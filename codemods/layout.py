@@ -25,6 +25,7 @@ from typing import TypeVar
 import libcst as cst
 
 from codemods import cstutil
+from codemods.kept_text import Kept
 from codemods.positions import Measured, measure_sizes
 
 if sys.version_info >= (3, 11):
@@ -361,13 +362,18 @@ class _Wrapper(cst.CSTTransformer):
         return updated_node
 
 
-def wrap_long_statements(module: cst.Module, original: str, limit: int) -> cst.Module:
+def wrap_long_statements(
+    module: cst.Module, original: str, limit: int, kept: Kept | None = None
+) -> cst.Module:
     """``module`` with the too-long statements it does not share with ``original``
-    laid out within ``limit`` columns (where one of the forms above fits)."""
-    measured = measure_sizes(module)  # the code, and the statements' sizes should it be long
-    kept = set(original.splitlines())
+    laid out within ``limit`` columns (where one of the forms above fits). ``kept``:
+    the text of the statements of the module parsed from ``original`` (those
+    ``module`` still holds are written as they were read, not printed)."""
+    # the code, and the statements' sizes should it be long
+    measured = measure_sizes(module, kept)
+    read = set(original.splitlines())
     lines = measured.code.splitlines()
-    long = {n for n, line in enumerate(lines, 1) if len(line) > limit and line not in kept}
+    long = {n for n, line in enumerate(lines, 1) if len(line) > limit and line not in read}
     if not long:
         return module
     finder = _LongStatements(measured, lines, long, limit)
@@ -526,6 +532,10 @@ class _LongStatements:
             if self._holds_long(line + len(child.leading_lines), line + max(size, 1) - 1):
                 self._target(child, line, indents, in_block)
                 return True
-        elif isinstance(child, _CONTAINERS) and self._holds_long(line, line + size):
+        elif (
+            isinstance(child, _CONTAINERS)
+            and id(child) not in self.measured.written  # its lines are the lines read
+            and self._holds_long(line, line + size)
+        ):
             return self.container(child, line, indents, in_block)
         return False

@@ -148,7 +148,7 @@ class _State:
         if self._planned is None:
             from codemods.merge_broadcasts.planned import Planned
 
-            self._planned = Planned(self.sources)
+            self._planned = Planned(self.sources, self.trees)
         return self._planned
 
     def single_targets(self) -> dict[str, set[str]]:
