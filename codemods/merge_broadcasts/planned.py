@@ -108,14 +108,21 @@ class Planned:
 
     def kept_text(self, path: Path) -> Kept | None:
         """The text of the statements of the file's module (:mod:`codemods.kept_text`),
-        read once; None for a file without its ``ast`` or whose module does not print
-        back its bytes as UTF-8."""
+        read once; None for a file whose module does not print back its bytes as UTF-8.
+        Its ``ast`` is the run's, or (facts from the cache) parsed here: a parse costs
+        less than the print of the statements it spares."""
         if path not in self._kept:
-            module, tree = self.module(path), self.trees.get(path)
+            module, data = self.module(path), self.sources[path]
+            text = cstutil.module_code(module)
             found = None
-            if tree is not None:
-                text = cstutil.module_code(module)
-                if text.encode("utf-8", "surrogatepass") == self.sources[path]:
+            if text.encode("utf-8", "surrogatepass") == data:
+                tree = self.trees.get(path)
+                if tree is None:
+                    try:
+                        tree = ast.parse(data, filename=str(path))
+                    except (SyntaxError, ValueError, RecursionError, MemoryError):
+                        tree = None
+                if tree is not None:
                     found = kept_text(module, tree, text)
             self._kept[path] = found
         return self._kept[path]

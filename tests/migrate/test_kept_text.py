@@ -215,9 +215,17 @@ def test_the_layout_pass_lays_out_the_same_with_kept_text(limit: int) -> None:
     assert with_kept.code == without.code != new.code
 
 
+@pytest.mark.parametrize("cached", [False, True], ids=["first-run", "facts-from-the-cache"])
 def test_migrate_writes_the_statements_it_keeps(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cached: bool
 ) -> None:
+    """Also when the facts of the files come from the cache (no ``ast`` of the run)."""
+    tree = tmp_path / "engine"
+    shutil.copytree(engine_source_dir("legacy"), tree)
+    cache = tmp_path / "cache" if cached else None
+    if cache is not None:
+        first = migrate([str(tree)], cache_root=cache)
+        assert any(cache.rglob("*")) and first.changes
     written: list[int] = []
     measure = positions.measure_sizes
 
@@ -227,8 +235,6 @@ def test_migrate_writes_the_statements_it_keeps(
         return measured
 
     monkeypatch.setattr(layout, "measure_sizes", spy)
-    tree = tmp_path / "engine"
-    shutil.copytree(engine_source_dir("legacy"), tree)
-    result = migrate([str(tree)])
+    result = migrate([str(tree)], cache_root=cache)
     assert result.changes and len(written) >= 2
     assert all(count > 0 for count in written), written
