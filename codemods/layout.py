@@ -296,14 +296,17 @@ class _Wrapper(cst.CSTTransformer):
     def on_leave(
         self, original_node: cstutil.N, updated_node: cstutil.N
     ) -> cstutil.N | cst.RemovalSentinel | cst.FlattenSentinel[cstutil.N]:
+        key = id(original_node)
+        if key not in self.ancestors and key not in self.targets:
+            return updated_node  # (neither its visit_ nor its leave_ method is called)
         result = super().on_leave(original_node, updated_node)
-        if id(original_node) in self.targets and isinstance(result, cst.CSTNode):
-            self.laid_out[id(original_node)] = result
+        if key in self.targets and isinstance(result, cst.CSTNode):
+            self.laid_out[key] = result
         return result
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # the children of a node that holds no target are left as they are, unvisited
-        return super().on_visit(node) and id(node) in self.ancestors
+        return id(node) in self.ancestors and super().on_visit(node)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self.depth += 1
