@@ -9,7 +9,11 @@ this module cannot be used with the installed LibCST.
 LibCST's own state enters a generator-based context manager for every statement and
 expression it prints (``record_syntactic_position``, a hook for its position
 metadata that does nothing otherwise); the states here enter one plain object
-instead, which makes a print about a third cheaper and the text the same."""
+instead, which makes a print about a third cheaper and the text the same.
+
+The sized print of a rewritten module (:func:`print_sized`) writes the statements the
+rewrite kept from the parsed module as the text they were read from
+(:mod:`codemods.kept_text`) and prints only the rest."""
 
 from __future__ import annotations
 
