@@ -238,3 +238,20 @@ def test_migrate_writes_the_statements_it_keeps(
     result = migrate([str(tree)], cache_root=cache)
     assert result.changes and len(written) >= 2
     assert all(count > 0 for count in written), written
+
+
+@pytest.mark.vllm
+def test_every_statement_of_a_real_release_has_its_printed_text() -> None:
+    """The worker and runner files of vLLM 0.5.0 (what ``migrate`` rewrites there)."""
+    from tests.migrate.test_vllm import source_root
+
+    files = sorted((source_root("0.5.0") / "vllm" / "worker").glob("*.py"))
+    assert len(files) > 5
+    for path in files:
+        text = path.read_text()
+        if not text:
+            continue  # (an empty ``__init__.py``: no statement, no last line break)
+        module, kept = _kept(text)
+        for statement in _statements_in_blocks(module):
+            written, indents = kept.texts[id(statement)]
+            assert written == printed_within(statement, module, indents), path
