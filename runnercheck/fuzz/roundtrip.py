@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from runnercheck.broadcast import split_tensor_dict
-from runnercheck.fuzz.compare import Difference, differences
+from runnercheck.fuzz.compare import Difference, changes, differences
 from runnercheck.fuzz.snapshot import Snap, snapshot
 
 #: Key of the control messages the driver sends through the same broadcast.
@@ -208,11 +208,11 @@ def send(
                 if outcome.nondeterministic:
                     break
         if not outcome.nondeterministic:  # what the calls share, changed by the later ones
-            outcome.nondeterministic = differences(reference, snapshot(first))
+            outcome.nondeterministic = changes(reference, first)
         precheck(first)
     except Exception as exc:
         outcome.error = describe_exception(exc, rank, job.as_dict_method)
-        outcome.mutation = differences(before, snapshot(example))
+        outcome.mutation = changes(before, example)
         return outcome, None
     start = time.perf_counter()
     try:
@@ -221,7 +221,7 @@ def send(
     except Exception as exc:
         outcome.error = describe_exception(exc, rank, "broadcast", desync=True)
     outcome.broadcast_seconds = time.perf_counter() - start
-    outcome.mutation = differences(before, snapshot(example))
+    outcome.mutation = changes(before, example)
     return outcome, sent
 
 
@@ -274,7 +274,7 @@ def receive(job: Job | CustomJob, tensor_dict: dict[str, Any], rank: int) -> Rec
         return outcome
     try:
         second = _rebuild(job, spare)
-        outcome.nondeterministic = differences(outcome.rebuilt, snapshot(second))
+        outcome.nondeterministic = changes(outcome.rebuilt, second)
     except Exception as exc:  # raised the second time only: not deterministic either
         outcome.error = describe_exception(exc, rank, job.from_dict_method + " (second call)")
     outcome.seconds = time.perf_counter() - start
