@@ -350,7 +350,9 @@ def _memory(tensor: torch.Tensor) -> Any:
             _NOT_IN_NUMPY.add(tensor.dtype)
         except RuntimeError:
             pass
-    return tensor.reshape(-1).view(torch.uint8).numpy()
+    # flat by its strides, not by reshape: a contiguous tensor may have any stride
+    # along a side of length 1, and a reshape that changes nothing keeps it
+    return tensor.as_strided((tensor.numel(),), (1,)).view(torch.uint8).numpy()
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}

@@ -5,6 +5,7 @@ sees every way a tensor can be written, including those its version counter miss
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ from runnercheck.fuzz.compare import changes, differences
 from runnercheck.fuzz.roundtrip import Job, receive, send
 from runnercheck.fuzz.snapshot import Snapshotter, snapshot, unchanged
 from runnercheck.fuzz.strategies import StrategyBuilder
-from tests.fuzz.fixtures.annotated import Everything
+from tests.fuzz.fixtures.annotated import Color, Everything
 from tests.fuzz.fixtures.good import ModelInput
 
 _EXAMPLES = StrategyBuilder().for_class(Everything)
@@ -43,6 +44,57 @@ def test_it_agrees_with_a_new_snapshot(a: Everything, b: Everything, how: str) -
     expected_side = Snapshotter(lambda cls, f: f.name == "seq_lens", with_defaults=True)
     expected = expected_side.take(a)
     assert expected_side.matches(expected, other) == (expected == expected_side.take(other))
+
+
+@settings(max_examples=60, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(_EXAMPLES, _EXAMPLES)
+def test_a_value_that_differs_in_one_place_is_seen(a: Everything, b: Everything) -> None:
+    """Each field taken from another example, containers one item longer or shorter:
+    the walk agrees with a new snapshot on every one."""
+    before = snapshot(a)
+    variants = [
+        dataclasses.replace(a, **{f.name: getattr(b, f.name)}) for f in dataclasses.fields(a)
+    ]
+    variants += [
+        dataclasses.replace(a, ints=[*a.ints, 0]),
+        dataclasses.replace(a, ints=a.ints[:-1]),
+        dataclasses.replace(a, many=(*a.many, 0.5)),
+        dataclasses.replace(a, table={**a.table, "one more": []}),
+        dataclasses.replace(a, inner=dataclasses.replace(a.inner, tag="another tag")),
+    ]
+    for variant in variants:
+        assert unchanged(before, variant) == (before == snapshot(variant))
+
+
+_NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        (0.0, -0.0),
+        (_NAN, float("nan")),
+        (complex(0.0, 0.0), complex(0.0, -0.0)),
+        ([1.5, _NAN], [1.5, _NAN]),
+        (1, True),
+        (1, 1.0),
+        ("a", b"a"),
+        (Color.RED, "RED"),
+        (torch.float32, torch.float64),
+        ([1], (1,)),
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+        ({1.0: "x"}, {-1.0: "x"}),
+        ({(1, 2): "x"}, {(1, 2): "x"}),
+        ({1.0, 2.0}, {2.0, 1.0}),
+        (torch.zeros(2), torch.zeros(2, dtype=torch.float64)),
+        (torch.zeros(2, 3), torch.zeros(3, 2)),
+        (torch.zeros(2, 2), torch.zeros(2, 2).t()),
+    ],
+)
+def test_values_are_as_strict_as_snapshots(a: Any, b: Any) -> None:
+    """Floats by sign and NaN, types exactly, orders of keys, tensors' every aspect."""
+    assert unchanged(snapshot(a), b) == (snapshot(a) == snapshot(b))
+    assert unchanged(snapshot(a), a)
 
 
 def _small() -> torch.Tensor:
