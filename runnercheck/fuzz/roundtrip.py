@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from runnercheck.broadcast import split_tensor_dict
+from runnercheck.broadcast import TensorMetadata, split_tensor_dict
 from runnercheck.fuzz.compare import Difference, changes, differences
 from runnercheck.fuzz.snapshot import Snap, snapshot
 
@@ -150,9 +150,17 @@ def copy_structure(value: Any) -> Any:
 
 def precheck(tensor_dict: dict[str, Any]) -> None:
     """Raise where the broadcast would raise before its first collective (bad keys,
-    unpicklable metadata), so a failure there leaves the group usable."""
+    unpicklable metadata), so a failure there leaves the group usable. The entries
+    pickled are those that can fail to: not a tensor's metadata nor a plain value,
+    though each still in its own (key, value) pair, as deep as in the metadata."""
     metadata, _ = split_tensor_dict(tensor_dict)
-    pickle.dumps(metadata)
+    others = [entry for entry in metadata if type(entry[1]) not in _ALWAYS_PICKLED]
+    if others:
+        pickle.dumps(others)
+
+
+#: What the metadata holds that always pickles: a tensor's metadata, plain values.
+_ALWAYS_PICKLED = frozenset({TensorMetadata, type(None), bool, int, float, str, bytes})
 
 
 #: Extra calls of the driver's conversion compared with the first; a conversion that
@@ -174,9 +182,14 @@ def same_objects(first: Any, again: Any) -> bool:
     if kind is not type(again):
         return False
     if kind is dict:
-        return [(type(k), k) for k in first] == [(type(k), k) for k in again] and all(
-            same_objects(value, again[key]) for key, value in first.items()
-        )
+        if len(first) != len(again):
+            return False
+        for (key, value), (other_key, other) in zip(first.items(), again.items(), strict=True):
+            if key is not other_key and (type(key) is not type(other_key) or not key == other_key):
+                return False
+            if value is not other and not same_objects(value, other):
+                return False
+        return True
     if kind is list or kind is tuple:
         return len(first) == len(again) and all(map(same_objects, first, again))
     return kind in _IMMUTABLE and first == again
