@@ -533,11 +533,12 @@ class Snapshotter:
 
     def _record(self, value: Any, plan: _Plan) -> Record:
         take = self.take
-        fields = tuple(
-            (name, _MISSING if (got := getattr(value, name, _MISSING)) is _MISSING else take(got))
-            for name in plan.names
-        )
-        return Record(plan.type, fields, True, plan.driver_only, self._defaults(plan))
+        fields = []
+        for name in plan.names:
+            got = getattr(value, name, _MISSING)
+            # None (the commonest field of all) and a missing attribute without a call
+            fields.append((name, _NONE if got is None else got if got is _MISSING else take(got)))
+        return Record(plan.type, tuple(fields), True, plan.driver_only, self._defaults(plan))
 
     def _defaults(self, plan: _Plan) -> tuple[tuple[str, Snap], ...]:
         if not plan.factories:  # every default snapshotted once, with the plan
