@@ -431,17 +431,15 @@ class Snapshotter:
         kind = type(value)
         name = _PLAIN_NAMES.get(kind)
         if name is not None:
-            if snap.__class__ is not Plain or snap.type != name:
+            if type(snap) is not Plain or snap.type != name:
                 return False
-            assert isinstance(snap, Plain)
             known = snap.value
             if isinstance(known, (float, complex)):
                 return same_plain(known, value)
             return bool(known == value)
         if isinstance(value, torch.Tensor):
-            if snap.__class__ is not TensorSnap:
+            if type(snap) is not TensorSnap:
                 return False
-            assert isinstance(snap, TensorSnap)
             return _tensor_matches(snap, value, self.tensor_device)
         if isinstance(value, _OTHER_PLAIN):  # rarer plain values: as snapshots
             return snap == self.take(value)
@@ -451,14 +449,12 @@ class Snapshotter:
         self._stack.add(key)
         try:
             if kind is list or kind is tuple:
-                if snap.__class__ is not Items or snap.type != type_name(kind):
+                if type(snap) is not Items or snap.type != type_name(kind):
                     return False
-                assert isinstance(snap, Items)
                 return len(snap.items) == len(value) and all(map(self.matches, snap.items, value))
             if kind is dict:
-                if snap.__class__ is not Entries or snap.type != _DICT_NAME:
+                if type(snap) is not Entries or snap.type != _DICT_NAME:
                     return False
-                assert isinstance(snap, Entries)
                 return len(snap.entries) == len(value) and all(
                     self._key_matches(k_snap, k) and self.matches(v_snap, v)
                     for (k_snap, v_snap), (k, v) in zip(snap.entries, value.items(), strict=True)
@@ -478,9 +474,8 @@ class Snapshotter:
         return snap.key() == self.take(key).key()
 
     def _record_matches(self, snap: Snap, value: Any, plan: _Plan) -> bool:
-        if snap.__class__ is not Record or plan.factories:  # factories: made at each take
+        if type(snap) is not Record or plan.factories:  # factories: made at each take
             return snap == self._record(value, plan)
-        assert isinstance(snap, Record)
         if (
             snap.type != plan.type
             or not snap.is_dataclass
