@@ -35,7 +35,7 @@ def test_it_agrees_with_a_new_snapshot(a: Everything, b: Everything, how: str) -
     other = {"same": a, "copy": copy.deepcopy(a), "other": b}[how]
     before = snapshot(a)
     assert unchanged(before, other) == (before == snapshot(other))
-    if how != "other":
+    if how == "same":  # (a copy may differ: an object seen by its repr shows its id)
         assert unchanged(before, other)
     as_dict = snapshot(a.as_broadcastable_tensor_dict())
     assert unchanged(as_dict, other.as_broadcastable_tensor_dict()) == (
