@@ -15,10 +15,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from runnercheck.config import Config
+from runnercheck.fuzz import FuzzOptions, Target, fuzz
 from runnercheck.fuzz.compare import changes, differences
 from runnercheck.fuzz.roundtrip import Job, receive, send
 from runnercheck.fuzz.snapshot import Snapshotter, snapshot, unchanged
 from runnercheck.fuzz.strategies import StrategyBuilder
+from tests.fuzz.fixtures import defects
 from tests.fuzz.fixtures.annotated import Color, Everything
 from tests.fuzz.fixtures.good import ModelInput
 
@@ -237,3 +240,23 @@ def test_a_second_rebuild_writing_into_the_same_tensor_is_nondeterministic() -> 
     assert [d.text() for d in outcome.nondeterministic] == [
         f"t: {SHARED[0].item() - 1} at [0] -> {SHARED[0].item()} (1 of 4 elements differ)"
     ]
+
+
+def test_a_write_the_version_counter_misses_is_caught_through_a_real_group(
+    roundtrip_groups: Any,
+) -> None:
+    """Through two ranks over gloo, as a fuzz run meets it: shrunk to one nonzero token."""
+    group = roundtrip_groups.get(2, "cpu", 10.0)
+    cls = defects.ZeroesTokensThroughData
+    report = fuzz(
+        [Target(cls, f"{cls.__module__}:{cls.__qualname__}")],
+        FuzzOptions(2, "cpu", 40, 3, 10.0),
+        Config(),
+        group,
+    )
+    result = report.results[0]
+    mutation = [p for p in result.problems if p.code == "RC305"]
+    assert [p.field for p in mutation] == ["input_tokens"]
+    assert "changed the sender's object" in mutation[0].message
+    assert result.shrunk
+    assert result.example.startswith("ZeroesTokensThroughData(input_tokens=tensor(")
