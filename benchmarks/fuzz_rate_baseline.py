@@ -98,8 +98,15 @@ def _alone(figures: dict[str, Any]) -> float | None:
     return float(value) if value is not None else None
 
 
+def _alone_cpu(figures: dict[str, Any]) -> float | None:
+    alone = figures.get("ranks_alone") or {}
+    value = alone.get("ranks_cpu_ms_per_example")
+    return float(value) if value is not None else None
+
+
 def _line(figures: dict[str, Any]) -> str:
     rate, cpu, alone = _rate(figures), _cpu(figures), _alone(figures)
+    alone_cpu = _alone_cpu(figures)
     raw = figures["raw_broadcast"]["per_s"]["median"]
     ratio = figures["marginal_over_raw"]
     return (f"fuzz {rate:.0f}/s" if rate is not None else "fuzz not measurable") + (
@@ -107,6 +114,7 @@ def _line(figures: dict[str, Any]) -> str:
         + (f", ratio {ratio:.2f}" if ratio is not None else "")
         + (f", CPU {cpu:.2f} ms/example" if cpu is not None else "")
         + (f", ranks alone {alone:.2f} of raw" if alone is not None else "")
+        + (f" (ranks' CPU {alone_cpu:.2f} ms/example)" if alone_cpu is not None else "")
     )
 
 
@@ -122,22 +130,26 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "marginal_over_raw": _spread_of([f["marginal_over_raw"] for f in runs]),
         "fuzz_cpu_ms_per_example": _spread_of([_cpu(f) for f in runs]),
         "ranks_alone_over_raw": _spread_of([_alone(f) for f in runs]),
+        "ranks_alone_cpu_ms_per_example": _spread_of([_alone_cpu(f) for f in runs]),
         "runs": runs,
     }
 
 
 def _per_round(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """after/before of each round's rate ratio and CPU per example."""
-    ratios, cpu = [], []
+    """after/before of each round's rate ratio, CPU per example, and the ranks' CPU per
+    example when they run alone."""
+    ratios, cpu, alone_cpu = [], [], []
     for before, after in zip(runs["before"], runs["after"], strict=True):
         if before["marginal_over_raw"] and after["marginal_over_raw"] is not None:
             ratios.append(after["marginal_over_raw"] / before["marginal_over_raw"])
-        cpu_before, cpu_after = _cpu(before), _cpu(after)
-        if cpu_before and cpu_after is not None:
-            cpu.append(cpu_after / cpu_before)
+        for read, into in ((_cpu, cpu), (_alone_cpu, alone_cpu)):
+            value_before, value_after = read(before), read(after)
+            if value_before and value_after is not None:
+                into.append(value_after / value_before)
     return {
         "marginal_over_raw": spread(ratios) if ratios else None,
         "cpu_per_example": spread(cpu) if cpu else None,
+        "ranks_alone_cpu_per_example": spread(alone_cpu) if alone_cpu else None,
     }
 
 
@@ -156,6 +168,7 @@ def describe(figures: dict[str, Any]) -> str:
             ("marginal_over_raw", "ratio", "{:.2f}", ""),
             ("fuzz_cpu_ms_per_example", "CPU", "{:.2f}", " ms/example"),
             ("ranks_alone_over_raw", "ranks alone", "{:.2f}", " of raw"),
+            ("ranks_alone_cpu_ms_per_example", "ranks alone CPU", "{:.2f}", " ms/example"),
         ):
             value = side[key]
             if value is not None:
@@ -165,8 +178,12 @@ def describe(figures: dict[str, Any]) -> str:
                 )
         lines.append(" ".join(parts[:1]) + " " + ", ".join(parts[1:]))
     per_round = figures["after_over_before"]
-    for key, label in (("marginal_over_raw", "rate ratio"), ("cpu_per_example", "CPU per example")):
-        value = per_round[key]
+    for key, label in (
+        ("marginal_over_raw", "rate ratio"),
+        ("cpu_per_example", "CPU per example"),
+        ("ranks_alone_cpu_per_example", "the ranks' CPU per example, alone"),
+    ):
+        value = per_round.get(key)
         if value is not None:
             lines.append(
                 f"  after/before per round, {label}: {value['median']:.2f} "
