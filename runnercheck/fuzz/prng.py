@@ -11,7 +11,9 @@ cost per example, and torch imports numpy, so every search pays it.
 :func:`seeded_once` saves each state once, lets Hypothesis seed the generators for each
 example exactly as before (so code that draws from them while an example is made sees
 the same values), makes its per-example save and restore do nothing, and restores every
-state when the search ends. Between two examples nothing runs that draws from them.
+state when the search ends. What runs between two examples (under torchrun, the round
+trip of an example collected after the search ended) sees the generators as the last
+example left them instead of as they were before the search: seeded in neither case.
 
 Hypothesis offers no public way to do this: the generators it manages are in
 ``hypothesis.internal.entropy.RANDOMS_TO_MANAGE``. Where that registry is not what this
