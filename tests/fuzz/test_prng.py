@@ -110,3 +110,20 @@ def test_a_search_inside_a_search_leaves_the_outer_one_in_charge() -> None:
         outer = _draws_in_examples(5)
     assert inner == outer
     assert _states() == before
+
+
+def test_with_a_registry_it_does_not_know_the_search_runs_as_hypothesis_runs_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plain = _draws_in_examples(5)
+    monkeypatch.delattr(entropy, "RANDOMS_TO_MANAGE")
+    with prng.seeded_once():
+        pass  # nothing to wrap, nothing raised
+    monkeypatch.undo()
+    odd = {0: object()}  # an entry without the methods a generator has
+    monkeypatch.setattr(entropy, "RANDOMS_TO_MANAGE", odd)
+    with prng.seeded_once():
+        assert not isinstance(odd[0], prng._SeedOnly)
+    monkeypatch.undo()
+    with prng.seeded_once():
+        assert _draws_in_examples(5) == plain
