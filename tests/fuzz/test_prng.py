@@ -127,3 +127,14 @@ def test_with_a_registry_it_does_not_know_the_search_runs_as_hypothesis_runs_it(
     monkeypatch.undo()
     with prng.seeded_once():
         assert _draws_in_examples(5) == plain
+
+
+def test_a_hypothesis_whose_seeder_fails_runs_the_search_unchanged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def changed(seed: int) -> None:  # say, a seed became required
+        raise TypeError("missing seed")
+
+    monkeypatch.setattr(entropy, "get_seeder_and_restorer", changed)
+    with prng.seeded_once():
+        assert not any(isinstance(g, prng._SeedOnly) for g in entropy.RANDOMS_TO_MANAGE.values())
