@@ -37,29 +37,15 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks.common import spread  # noqa: E402
+from benchmarks.fuzz_rate import engine_input, generation_run  # noqa: E402
 
 
 def per_test_case(strategy: Any, examples: int, seed: int) -> float:
     """CPU seconds per test case of a search over ``strategy`` that does nothing."""
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-    from hypothesis import seed as hypothesis_seed
-
-    @settings(
-        max_examples=examples,
-        deadline=None,
-        database=None,
-        phases=(Phase.generate,),
-        suppress_health_check=list(HealthCheck),
-        verbosity=Verbosity.quiet,
-    )
-    @hypothesis_seed(seed)
-    @given(strategy)
-    def test(value: Any) -> None:
-        calls.append(1)
-
     calls: list[int] = []
+    run = generation_run(strategy, examples, seed, lambda value: calls.append(1))
     start = time.process_time()
-    test()
+    run()
     return (time.process_time() - start) / len(calls)
 
 
@@ -91,7 +77,6 @@ def main() -> None:
     import torch
     from hypothesis import strategies as st
 
-    from benchmarks.fuzz_rate import engine_input
     from runnercheck.fuzz.prng import seeded_once
     from runnercheck.fuzz.strategies import ALL_DTYPES, StrategyBuilder, TensorOptions
 

@@ -54,6 +54,22 @@ def engine_input() -> tuple[type, Any]:
     return ModelInputForGPUWithSamplingMetadata, TinyAttentionBackend
 
 
+def generation_run(strategy: Any, count: int, seed: int, test: Callable[[Any], None]) -> Any:
+    """A function that runs ``test`` over ``count`` examples of ``strategy`` as a search
+    generates them (no database, no deadline, no shrinking: every example passes)."""
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    return settings(
+        max_examples=count,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+    )(hypothesis_seed(seed)(given(strategy)(test)))
+
+
 def generated_inputs(
     count: int,
     seed: int,
@@ -62,25 +78,12 @@ def generated_inputs(
 ) -> list[Any]:
     """``count`` instances of the engine input, from fuzz's own strategy, as a search
     generates them; ``each`` is called with each one as it is made."""
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-    from hypothesis import seed as hypothesis_seed
-
     from runnercheck.fuzz.strategies import ALL_DTYPES, StrategyBuilder, TensorOptions
 
     cls, _ = engine_input()
     builder = StrategyBuilder({}, TensorOptions(dtypes=transport_dtypes, pickled_dtypes=ALL_DTYPES))
     found: list[Any] = []
 
-    @settings(
-        max_examples=count,
-        deadline=None,
-        database=None,
-        phases=(Phase.generate,),
-        suppress_health_check=list(HealthCheck),
-        verbosity=Verbosity.quiet,
-    )
-    @hypothesis_seed(seed)
-    @given(builder.for_class(cls))
     def collect(example: Any) -> None:
         found.append(example)
         if each is not None:
@@ -91,7 +94,7 @@ def generated_inputs(
     except ImportError:  # a tree from before it
         seeded_once = contextlib.nullcontext
     with seeded_once():  # as a search runs
-        collect()
+        generation_run(builder.for_class(cls), count, seed, collect)()
     return found
 
 
