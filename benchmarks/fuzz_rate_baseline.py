@@ -1,11 +1,16 @@
 """fuzz's marginal rate against the raw broadcast, this tree beside an earlier commit.
 
-Each round measures both trees one after the other (their order alternating between
-rounds), each in a process of its own that imports runnercheck from its tree and runs
-:func:`benchmarks.fuzz_rate.marginal_vs_raw` from this tree: the same measurement, the
-same inputs, the same load on the machine within a round. On a shared machine the load
-moves every figure between rounds, so the figures to read are the per-round ratios
-(after/before) and the spreads, not a best figure.
+Each tree is measured by a process of its own that imports runnercheck from its tree and
+holds :class:`benchmarks.fuzz_rate.MarginalRate` of this tree open: the same
+measurement, the same inputs. Both processes start (one after the other) before anything
+is measured; then they take turns, one measurement at a time, in the order ABBA
+(before, after, after, before, ...), the other side idle while one measures. A round is
+one turn of each side, back to back, with nothing started or set up between them, so
+both see the same load on the machine; the order alternates between rounds, so that
+neither side always goes first. On a shared machine the load moves every figure between
+rounds, so the figures to read are the per-round ratios (after/before) and the spreads,
+not a best figure. ``--baseline HEAD`` measures this tree against itself: the per-round
+ratios then show what the harness itself gives (near 1).
 
 Usage::
 
@@ -16,10 +21,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,44 +38,88 @@ from benchmarks import baseline  # noqa: E402
 from benchmarks.common import spread  # noqa: E402
 
 #: What each measuring process runs: this tree's measurement, the tree's runnercheck.
+#: It says it is ready once its ranks have started and warmed up, then measures once
+#: per "go" on its standard input and prints each measurement's figures.
 MEASURE = (
     "import json, sys\n"
     "from benchmarks import fuzz_rate\n"
-    "figures = fuzz_rate.marginal_vs_raw(sys.argv[1], 2, reps=int(sys.argv[2]))\n"
-    "print(json.dumps(figures))\n"
+    "with fuzz_rate.MarginalRate(sys.argv[1], 2) as rate:\n"
+    "    print('READY', flush=True)\n"
+    "    for line in sys.stdin:\n"
+    "        if line.strip() != 'go':\n"
+    "            break\n"
+    "        print('FIGURES', json.dumps(rate.measure(int(sys.argv[2]))), flush=True)\n"
 )
 
 
-def measure(tree: Path, device: str, reps: int, cwd: Path) -> dict[str, Any]:
-    """One :func:`marginal_vs_raw` with runnercheck imported from ``tree``."""
-    env = dict(os.environ)
-    # the tree first: its runnercheck; then this checkout: the benchmarks package
-    env["PYTHONPATH"] = os.pathsep.join(
-        part for part in (str(tree), str(REPO), env.get("PYTHONPATH", "")) if part
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", MEASURE, device, str(reps)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        raise SystemExit(f"fuzz_rate_baseline: the measurement in {tree} failed:\n{tail}")
-    figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return figures
+class Side:
+    """One tree's measuring process (see the module's docstring)."""
+
+    def __init__(self, tree: Path, device: str, reps: int, cwd: Path) -> None:
+        self.tree = tree
+        env = dict(os.environ)
+        # the tree first: its runnercheck; then this checkout: the benchmarks package
+        env["PYTHONPATH"] = os.pathsep.join(
+            part for part in (str(tree), str(REPO), env.get("PYTHONPATH", "")) if part
+        )
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", MEASURE, device, str(reps)],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+
+    def _line(self, marker: str) -> str:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            if line.startswith(marker):
+                return line[len(marker) :].strip()
+        self._proc.wait()
+        self._stderr.seek(0)
+        tail = "\n".join(self._stderr.read().strip().splitlines()[-5:])
+        raise SystemExit(f"fuzz_rate_baseline: the measurement in {self.tree} failed:\n{tail}")
+
+    def ready(self) -> None:
+        self._line("READY")
+
+    def measure(self) -> dict[str, Any]:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write("go\n")
+        self._proc.stdin.flush()
+        figures: dict[str, Any] = json.loads(self._line("FIGURES"))
+        return figures
+
+    def close(self) -> None:
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            try:
+                self._proc.stdin.close()  # the process stops its ranks and ends
+            except OSError:
+                pass
+        try:
+            self._proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._stderr.close()
 
 
 def side_by_side(ref: str, rounds: int, reps: int, device: str) -> dict[str, Any]:
     names = ("before", "after")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    with baseline.temporary() as tmp:
+    with baseline.temporary() as tmp, contextlib.ExitStack() as stack:
         trees = baseline.before_and_after(ref, tmp)
+        sides: dict[str, Side] = {}
+        for name in names:  # started one at a time: a start does not load the other
+            side = sides[name] = Side(trees[name], device, reps, Path(tmp))
+            stack.callback(side.close)
+            side.ready()
         for round_ in range(rounds):
             for name in names if round_ % 2 == 0 else names[::-1]:
-                figures = measure(trees[name], device, reps, Path(tmp))
+                figures = sides[name].measure()
                 runs[name].append(figures)
                 print(f"  round {round_ + 1}, {name}: {_line(figures)}", flush=True)
     return {
