@@ -4,7 +4,10 @@ Each tree is measured by a process of its own that imports runnercheck from its 
 holds :class:`benchmarks.fuzz_rate.MarginalRate` of this tree open: the same
 measurement, the same inputs. Both processes start (one after the other) before anything
 is measured; then they take turns, one measurement at a time, in the order ABBA
-(before, after, after, before, ...), the other side idle while one measures. A round is
+(before, after, after, before, ...), the other side idle while one measures. The rounds
+run in two halves, each with two fresh processes, started "before" first in the first
+half and "after" first in the second: with the same code on both sides, the side started
+second measured the faster raw rate in most rounds. A round is
 one turn of each side, back to back, with nothing started or set up between them, so
 both see the same load on the machine; the order alternates between rounds, so that
 neither side always goes first. On a shared machine the load moves every figure between
@@ -110,18 +113,26 @@ class Side:
 def side_by_side(ref: str, rounds: int, reps: int, device: str) -> dict[str, Any]:
     names = ("before", "after")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    with baseline.temporary() as tmp, contextlib.ExitStack() as stack:
+    with baseline.temporary() as tmp:
         trees = baseline.before_and_after(ref, tmp)
-        sides: dict[str, Side] = {}
-        for name in names:  # started one at a time: a start does not load the other
-            side = sides[name] = Side(trees[name], device, reps, Path(tmp))
-            stack.callback(side.close)
-            side.ready()
-        for round_ in range(rounds):
-            for name in names if round_ % 2 == 0 else names[::-1]:
-                figures = sides[name].measure()
-                runs[name].append(figures)
-                print(f"  round {round_ + 1}, {name}: {_line(figures)}", flush=True)
+        # two halves, the sides started in opposite orders: the side started second
+        # measured faster raw rates in most rounds with the same code on both sides
+        for half, starts in enumerate((names, names[::-1])):
+            first = half * ((rounds + 1) // 2)
+            last = rounds if half else (rounds + 1) // 2
+            if first == last:
+                continue
+            with contextlib.ExitStack() as stack:
+                sides: dict[str, Side] = {}
+                for name in starts:  # one at a time: a start does not load the other
+                    side = sides[name] = Side(trees[name], device, reps, Path(tmp))
+                    stack.callback(side.close)
+                    side.ready()
+                for round_ in range(first, last):
+                    for name in names if round_ % 2 == 0 else names[::-1]:
+                        figures = sides[name].measure()
+                        runs[name].append(figures)
+                        print(f"  round {round_ + 1}, {name}: {_line(figures)}", flush=True)
     return {
         "baseline": baseline.short(ref),
         "device": device,
@@ -178,18 +189,20 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _per_round(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """after/before of each round's rate ratio and CPU per example."""
-    ratios, cpu = [], []
+    """after/before of each round's rate ratio, CPU per example, fuzz rate and raw rate."""
+    found: dict[str, list[float]] = {"marginal_over_raw": [], "cpu_per_example": []}
+    found.update(fuzz_per_s=[], raw_per_s=[])
     for before, after in zip(runs["before"], runs["after"], strict=True):
-        if before["marginal_over_raw"] and after["marginal_over_raw"] is not None:
-            ratios.append(after["marginal_over_raw"] / before["marginal_over_raw"])
-        cpu_before, cpu_after = _cpu(before), _cpu(after)
-        if cpu_before and cpu_after is not None:
-            cpu.append(cpu_after / cpu_before)
-    return {
-        "marginal_over_raw": spread(ratios) if ratios else None,
-        "cpu_per_example": spread(cpu) if cpu else None,
-    }
+        for key, value in (
+            ("marginal_over_raw", lambda f: f["marginal_over_raw"]),
+            ("cpu_per_example", _cpu),
+            ("fuzz_per_s", _rate),
+            ("raw_per_s", lambda f: f["raw_broadcast"]["per_s"]["median"]),
+        ):
+            first, second = value(before), value(after)
+            if first and second is not None:
+                found[key].append(second / first)
+    return {key: spread(values) if values else None for key, values in found.items()}
 
 
 def describe(figures: dict[str, Any]) -> str:
@@ -216,8 +229,13 @@ def describe(figures: dict[str, Any]) -> str:
                 )
         lines.append(" ".join(parts[:1]) + " " + ", ".join(parts[1:]))
     per_round = figures["after_over_before"]
-    for key, label in (("marginal_over_raw", "rate ratio"), ("cpu_per_example", "CPU per example")):
-        value = per_round[key]
+    for key, label in (
+        ("marginal_over_raw", "rate ratio"),
+        ("cpu_per_example", "CPU per example"),
+        ("fuzz_per_s", "fuzz rate"),
+        ("raw_per_s", "raw rate"),
+    ):
+        value = per_round.get(key)
         if value is not None:
             lines.append(
                 f"  after/before per round, {label}: {value['median']:.2f} "
