@@ -1,7 +1,8 @@
 """fuzz's marginal rate against the raw broadcast, this tree beside an earlier commit.
 
-Each tree is measured by a process of its own that imports runnercheck from its tree and
-holds :class:`benchmarks.fuzz_rate.MarginalRate` of this tree open: the same
+Each tree (the earlier commit's packages and this checkout's, both copied under one
+temporary directory and byte-compiled alike) is measured by a process of its own that
+imports runnercheck from its tree and holds :class:`benchmarks.fuzz_rate.MarginalRate` of this tree open: the same
 measurement, the same inputs. Both processes start (one after the other) before anything
 is measured; then they take turns, one measurement at a time, in the order ABBA
 (before, after, after, before, ...), the other side idle while one measures. The rounds
@@ -114,7 +115,7 @@ def side_by_side(ref: str, rounds: int, reps: int, device: str) -> dict[str, Any
     names = ("before", "after")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     with baseline.temporary() as tmp:
-        trees = baseline.before_and_after(ref, tmp)
+        trees = baseline.before_and_after(ref, tmp, copy_after=True)
         # two halves, the sides started in opposite orders: the side started second
         # measured faster raw rates in most rounds with the same code on both sides
         for half, starts in enumerate((names, names[::-1])):
