@@ -19,7 +19,8 @@
 The ranks alone: the same ``large`` inputs, pickled once, handed to rank 0 through the
 same group as fuzz does (as many out at once as the search allows), each converted,
 checked, broadcast, rebuilt and answered as in a fuzz run, with nothing generated and
-nothing compared: what fuzz's ranks and hand-over allow where generation costs nothing.
+nothing compared: what fuzz's ranks and hand-over allow where generation costs nothing;
+with the CPU the ranks spend per example there (all their threads, gloo's included).
 
 CPU, side by side (Linux): what one more example costs fuzz in CPU time, over the
 process that runs Hypothesis and every rank (the same difference of medians, over
@@ -89,11 +90,14 @@ def generated_inputs(
         if each is not None:
             each(example)
 
+    once: contextlib.AbstractContextManager[object]
     try:
         from runnercheck.fuzz.prng import seeded_once
+
+        once = seeded_once()
     except ImportError:  # a tree from before it
-        seeded_once = contextlib.nullcontext
-    with seeded_once():  # as a search runs
+        once = contextlib.nullcontext()
+    with once:  # as a search runs
         generation_run(builder.for_class(cls), count, seed, collect)()
     return found
 
@@ -238,22 +242,31 @@ def process_cpu(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def group_cpu(group: Any) -> float | None:
-    """CPU seconds spent so far by this process and the ranks of ``group`` (None where
-    they cannot be read, or from a group of an earlier commit that cannot name them)."""
+def ranks_cpu(group: Any) -> float | None:
+    """CPU seconds spent so far by the ranks of ``group`` (None where they cannot be
+    read, or from a group of an earlier commit that cannot name them)."""
     rank_pids = getattr(group, "rank_pids", None)
     if rank_pids is None:
         return None
     ranks = [process_cpu(pid) for pid in rank_pids()]
     if any(cpu is None for cpu in ranks):
         return None
-    return time.process_time() + sum(cpu for cpu in ranks if cpu is not None)
+    return sum(cpu for cpu in ranks if cpu is not None)
 
 
-def ranks_alone(group: Any, cls: type, backend: Any, inputs: list[Any]) -> float | None:
+def group_cpu(group: Any) -> float | None:
+    """CPU seconds spent so far by this process and the ranks of ``group`` (None as
+    for :func:`ranks_cpu`)."""
+    ranks = ranks_cpu(group)
+    return None if ranks is None else time.process_time() + ranks
+
+
+def ranks_alone(
+    group: Any, cls: type, backend: Any, inputs: list[Any]
+) -> tuple[float, float | None] | None:
     """Seconds for ``group``'s ranks to round-trip ``inputs`` handed over ready-made (see
-    the module's docstring); None for a group of an earlier commit that cannot be fed
-    that way."""
+    the module's docstring), and the CPU seconds the ranks spent on them (None where it
+    cannot be read); None for a group of an earlier commit that cannot be fed that way."""
     from runnercheck.config import Config
     from runnercheck.fuzz import search, transfer
     from runnercheck.fuzz.roundtrip import Job
@@ -266,6 +279,7 @@ def ranks_alone(group: Any, cls: type, backend: Any, inputs: list[Any]) -> float
         raise RuntimeError("the ranks could not load the engine input")
     payloads = [transfer.dumps(example) for example in inputs]
     ahead = max(1, getattr(search, "LOOKAHEAD", 1))
+    cpu = ranks_cpu(group)
     start = time.perf_counter()
     out = 0
     for payload in payloads:
@@ -276,7 +290,9 @@ def ranks_alone(group: Any, cls: type, backend: Any, inputs: list[Any]) -> float
         out += 1
     for _ in range(out):
         group.collect()
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    cpu_after = ranks_cpu(group)
+    return seconds, (None if cpu is None or cpu_after is None else cpu_after - cpu)
 
 
 class MarginalRate:
@@ -330,6 +346,7 @@ class MarginalRate:
         raw_times: list[float] = []
         raw_cpu: list[float] = []
         alone_times: list[float] = []
+        alone_cpu: list[float] = []
         for rep in range(reps):
             for count in (small, large) if rep % 2 == 0 else (large, small):
                 run = dataclasses.replace(self.options, examples=count, seed=2000 + rep)
@@ -344,10 +361,12 @@ class MarginalRate:
                     raise RuntimeError(f"the engine input failed to round-trip:\n{report.text()}")
             alone = ranks_alone(group, self.cls, self.backend, self.inputs)
             if alone is not None:
-                alone_times.append(alone)
+                alone_times.append(alone[0])
+                if alone[1] is not None:
+                    alone_cpu.append(alone[1])
             raw_times.append(raw.run())
             raw_cpu.append(raw.cpu_seconds)
-        return self._figures(times, cpu, raw_times, raw_cpu, alone_times)
+        return self._figures(times, cpu, raw_times, raw_cpu, alone_times, alone_cpu)
 
     def _figures(
         self,
@@ -356,6 +375,7 @@ class MarginalRate:
         raw_times: list[float],
         raw_cpu: list[float],
         alone_times: list[float],
+        alone_cpu: list[float],
     ) -> dict[str, Any]:
         small, large, raw_count = self.small, self.large, self.raw.count
         raw_per_s = spread([raw_count / t for t in raw_times])
@@ -381,6 +401,12 @@ class MarginalRate:
             alone_figures = {
                 "per_s": alone_per_s,
                 "over_raw": alone_per_s["median"] / raw_per_s["median"],
+                # summed over the repetitions: /proc counts CPU in ticks of 10 ms
+                "ranks_cpu_ms_per_example": (
+                    1000 * sum(alone_cpu) / (len(alone_cpu) * len(self.inputs))
+                    if alone_cpu
+                    else None
+                ),
             }
         return {
             "device": self.device,
@@ -418,10 +444,12 @@ def _describe_alone(alone: dict[str, Any] | None) -> str:
     if not alone:
         return ""
     rate = alone["per_s"]
+    cpu = alone.get("ranks_cpu_ms_per_example")
     return (
         f"; the ranks alone (examples handed over ready-made, nothing generated or "
         f"compared): {rate['median']:.0f}/s [{rate['min']:.0f}-{rate['max']:.0f}] = "
         f"{alone['over_raw']:.2f} of raw"
+        + (f", the ranks' CPU {cpu:.2f} ms per example" if cpu is not None else "")
     )
 
 

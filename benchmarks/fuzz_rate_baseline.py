@@ -161,8 +161,15 @@ def _alone(figures: dict[str, Any]) -> float | None:
     return float(value) if value is not None else None
 
 
+def _alone_cpu(figures: dict[str, Any]) -> float | None:
+    alone = figures.get("ranks_alone") or {}
+    value = alone.get("ranks_cpu_ms_per_example")
+    return float(value) if value is not None else None
+
+
 def _line(figures: dict[str, Any]) -> str:
     rate, cpu, alone = _rate(figures), _cpu(figures), _alone(figures)
+    alone_cpu = _alone_cpu(figures)
     raw = figures["raw_broadcast"]["per_s"]["median"]
     ratio = figures["marginal_over_raw"]
     return (f"fuzz {rate:.0f}/s" if rate is not None else "fuzz not measurable") + (
@@ -170,6 +177,7 @@ def _line(figures: dict[str, Any]) -> str:
         + (f", ratio {ratio:.2f}" if ratio is not None else "")
         + (f", CPU {cpu:.2f} ms/example" if cpu is not None else "")
         + (f", ranks alone {alone:.2f} of raw" if alone is not None else "")
+        + (f" (ranks' CPU {alone_cpu:.2f} ms/example)" if alone_cpu is not None else "")
     )
 
 
@@ -185,20 +193,23 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "marginal_over_raw": _spread_of([f["marginal_over_raw"] for f in runs]),
         "fuzz_cpu_ms_per_example": _spread_of([_cpu(f) for f in runs]),
         "ranks_alone_over_raw": _spread_of([_alone(f) for f in runs]),
+        "ranks_alone_cpu_ms_per_example": _spread_of([_alone_cpu(f) for f in runs]),
         "runs": runs,
     }
 
 
 def _per_round(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """after/before of each round's rate ratio, CPU per example, fuzz rate and raw rate."""
+    """after/before of each round's rate ratio, CPU per example, fuzz rate, raw rate
+    and the ranks' CPU per example when they run alone."""
     found: dict[str, list[float]] = {"marginal_over_raw": [], "cpu_per_example": []}
-    found.update(fuzz_per_s=[], raw_per_s=[])
+    found.update(fuzz_per_s=[], raw_per_s=[], ranks_alone_cpu_per_example=[])
     for before, after in zip(runs["before"], runs["after"], strict=True):
         for key, value in (
             ("marginal_over_raw", lambda f: f["marginal_over_raw"]),
             ("cpu_per_example", _cpu),
             ("fuzz_per_s", _rate),
             ("raw_per_s", lambda f: f["raw_broadcast"]["per_s"]["median"]),
+            ("ranks_alone_cpu_per_example", _alone_cpu),
         ):
             first, second = value(before), value(after)
             if first and second is not None:
@@ -221,6 +232,7 @@ def describe(figures: dict[str, Any]) -> str:
             ("marginal_over_raw", "ratio", "{:.2f}", ""),
             ("fuzz_cpu_ms_per_example", "CPU", "{:.2f}", " ms/example"),
             ("ranks_alone_over_raw", "ranks alone", "{:.2f}", " of raw"),
+            ("ranks_alone_cpu_ms_per_example", "ranks alone CPU", "{:.2f}", " ms/example"),
         ):
             value = side[key]
             if value is not None:
@@ -235,6 +247,7 @@ def describe(figures: dict[str, Any]) -> str:
         ("cpu_per_example", "CPU per example"),
         ("fuzz_per_s", "fuzz rate"),
         ("raw_per_s", "raw rate"),
+        ("ranks_alone_cpu_per_example", "the ranks' CPU per example, alone"),
     ):
         value = per_round.get(key)
         if value is not None:

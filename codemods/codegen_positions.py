@@ -9,15 +9,22 @@ this module cannot be used with the installed LibCST.
 LibCST's own state enters a generator-based context manager for every statement and
 expression it prints (``record_syntactic_position``, a hook for its position
 metadata that does nothing otherwise); the states here enter one plain object
-instead, which makes a print about a third cheaper and the text the same."""
+instead, which makes a print about a third cheaper and the text the same.
+
+The sized print of a rewritten module (:func:`print_sized`) writes the statements the
+rewrite kept from the parsed module as the text they were read from
+(:mod:`codemods.kept_text`) and prints only the rest."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+
+from codemods.kept_text import Kept
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 
@@ -150,6 +157,8 @@ class _Sizing(_Printing):
     breaks: int = 0
     sizes: dict[int, int] = field(default_factory=dict)
     stack: list[int] = field(default_factory=list)
+    #: the statements written as their kept text (by ``id``)
+    written: set[int] = field(default_factory=set)
 
     def add_token(self, value: str) -> None:
         self.tokens.append(value)
@@ -165,11 +174,110 @@ class _Sizing(_Printing):
             self.sizes[id(node)] = self.breaks - self.stack.pop()
 
 
-def print_sized(module: cst.Module) -> tuple[str, dict[int, int]]:
-    """The module's code, and the line breaks of each line, statement and block."""
+def print_sized(
+    module: cst.Module, kept: Kept | None = None
+) -> tuple[str, dict[int, int], set[int]]:
+    """The module's code, the line breaks of each line, statement and block, and the
+    statements written as their kept text.
+
+    ``kept``: the text of the statements of the module ``module`` was made from; a
+    statement of it that ``module`` still holds, inside blocks indented as they were,
+    is written as that text instead of printed (it is sized as a whole; nothing under
+    it is)."""
     state = _Sizing(default_indent=module.default_indent, default_newline=module.default_newline)
-    module._codegen(state)
-    return "".join(state.tokens), state.sizes
+    if kept is None or not kept.matches(module):
+        module._codegen(state)
+        return "".join(state.tokens), state.sizes, state.written
+    made: dict[int, cst.CSTNode] = {}
+    printed = _with_kept(module, kept.texts, made)  # (held until its nodes' sizes are moved)
+    printed._codegen(state)
+    sizes = state.sizes
+    for key, node in made.items():  # each node made anew is sized as the node it stands for
+        found = sizes.pop(key, None)
+        if found is not None:
+            sizes[id(node)] = found
+    return "".join(state.tokens), sizes, state.written
+
+
+@dataclass(frozen=True)
+class _Verbatim(cst.CSTNode):
+    """A statement kept as it was read: its text where the blocks around it are indented
+    as they were, else its print."""
+
+    statement: cst.BaseStatement
+    text: str
+    indents: tuple[str, ...]
+
+    def _visit_and_replace_children(self, visitor: cst.CSTVisitorT) -> _Verbatim:
+        return self
+
+    def _codegen_impl(self, state: CodegenState) -> None:
+        if isinstance(state, _Sizing) and tuple(state.indent_tokens) == self.indents:
+            state.add_token(self.text)
+            state.sizes[id(self.statement)] = self.text.count("\n")
+            state.written.add(id(self.statement))
+        else:
+            self.statement._codegen(state)
+
+
+#: The nodes whose fields may hold blocks of statements (what :func:`_with_kept` opens).
+_HOLDERS = (
+    cst.Module,
+    cst.IndentedBlock,
+    cst.BaseCompoundStatement,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+)
+#: Per holder class, its fields that may hold statements or holders.
+_HOLDER_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _holder_fields(node: cst.CSTNode) -> tuple[str, ...]:
+    found = _HOLDER_FIELDS.get(type(node))
+    if found is None:
+        found = _HOLDER_FIELDS[type(node)] = tuple(
+            f.name
+            for f in dataclasses.fields(node)
+            if f.name in ("body", "header", "footer", "orelse", "handlers", "finalbody", "cases")
+        )
+    return found
+
+
+_Texts = dict[int, tuple[str, tuple[str, ...]]]
+
+
+def _with_kept(node: cst.CSTNode, texts: _Texts, made: dict[int, cst.CSTNode]) -> cst.CSTNode:
+    """``node`` with each statement of ``texts`` under it (in blocks, at any depth)
+    standing as a :class:`_Verbatim` of it; only the nodes on the way are made anew
+    (``made``: each one's ``id`` -> the node it stands for)."""
+    changes: dict[str, object] = {}
+    for name in _holder_fields(node):
+        value = getattr(node, name)
+        if isinstance(value, (list, tuple)):
+            items = [_kept_item(item, texts, made) for item in value]
+            if any(a is not b for a, b in zip(items, value, strict=True)):
+                changes[name] = items
+        elif isinstance(value, _HOLDERS):
+            new = _with_kept(value, texts, made)
+            if new is not value:
+                changes[name] = new
+    if not changes:
+        return node
+    copy = node.with_changes(**changes)
+    made[id(copy)] = node
+    return copy
+
+
+def _kept_item(item: cst.CSTNode, texts: _Texts, made: dict[int, cst.CSTNode]) -> cst.CSTNode:
+    found = texts.get(id(item))
+    if found is not None and isinstance(item, cst.BaseStatement):
+        return _Verbatim(item, found[0], found[1])
+    if isinstance(item, _HOLDERS):
+        return _with_kept(item, texts, made)
+    return item
 
 
 def print_measured(

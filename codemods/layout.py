@@ -25,6 +25,7 @@ from typing import TypeVar
 import libcst as cst
 
 from codemods import cstutil
+from codemods.kept_text import Kept
 from codemods.positions import Measured, measure_sizes
 
 if sys.version_info >= (3, 11):
@@ -295,14 +296,17 @@ class _Wrapper(cst.CSTTransformer):
     def on_leave(
         self, original_node: cstutil.N, updated_node: cstutil.N
     ) -> cstutil.N | cst.RemovalSentinel | cst.FlattenSentinel[cstutil.N]:
+        key = id(original_node)
+        if key not in self.ancestors and key not in self.targets:
+            return updated_node  # (neither its visit_ nor its leave_ method is called)
         result = super().on_leave(original_node, updated_node)
-        if id(original_node) in self.targets and isinstance(result, cst.CSTNode):
-            self.laid_out[id(original_node)] = result
+        if key in self.targets and isinstance(result, cst.CSTNode):
+            self.laid_out[key] = result
         return result
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # the children of a node that holds no target are left as they are, unvisited
-        return super().on_visit(node) and id(node) in self.ancestors
+        return id(node) in self.ancestors and super().on_visit(node)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self.depth += 1
@@ -361,13 +365,18 @@ class _Wrapper(cst.CSTTransformer):
         return updated_node
 
 
-def wrap_long_statements(module: cst.Module, original: str, limit: int) -> cst.Module:
+def wrap_long_statements(
+    module: cst.Module, original: str, limit: int, kept: Kept | None = None
+) -> cst.Module:
     """``module`` with the too-long statements it does not share with ``original``
-    laid out within ``limit`` columns (where one of the forms above fits)."""
-    measured = measure_sizes(module)  # the code, and the statements' sizes should it be long
-    kept = set(original.splitlines())
+    laid out within ``limit`` columns (where one of the forms above fits). ``kept``:
+    the text of the statements of the module parsed from ``original`` (those
+    ``module`` still holds are written as they were read, not printed)."""
+    # the code, and the statements' sizes should it be long
+    measured = measure_sizes(module, kept)
+    read = set(original.splitlines())
     lines = measured.code.splitlines()
-    long = {n for n, line in enumerate(lines, 1) if len(line) > limit and line not in kept}
+    long = {n for n, line in enumerate(lines, 1) if len(line) > limit and line not in read}
     if not long:
         return module
     finder = _LongStatements(measured, lines, long, limit)
@@ -526,6 +535,10 @@ class _LongStatements:
             if self._holds_long(line + len(child.leading_lines), line + max(size, 1) - 1):
                 self._target(child, line, indents, in_block)
                 return True
-        elif isinstance(child, _CONTAINERS) and self._holds_long(line, line + size):
+        elif (
+            isinstance(child, _CONTAINERS)
+            and id(child) not in self.measured.written  # its lines are the lines read
+            and self._holds_long(line, line + size)
+        ):
             return self.container(child, line, indents, in_block)
         return False

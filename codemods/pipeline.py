@@ -148,7 +148,7 @@ class _State:
         if self._planned is None:
             from codemods.merge_broadcasts.planned import Planned
 
-            self._planned = Planned(self.sources)
+            self._planned = Planned(self.sources, self.trees)
         return self._planned
 
     def single_targets(self) -> dict[str, set[str]]:
@@ -834,10 +834,12 @@ def _migrate(
             futures = [pool.submit(deep.call, run_group, g) for g in groups]
             futures += [pool.submit(deep.call, run_file, p) for p in files]
             for future in as_completed(futures):
-                outcomes.append(future.result())
+                future.result()  # (a task that raised raises here, as soon as it ends)
                 done += 1
                 if progress:
                     progress(done, total)
+            # in the order a serial run makes them, whichever process finished first
+            outcomes += [future.result() for future in futures]
     else:
         _STATE = state
         try:

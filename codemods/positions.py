@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from codemods import cstutil
+from codemods.kept_text import Kept
 
 
 @dataclass
@@ -29,6 +30,9 @@ class Measured:
     code: str
     starts: dict[int, tuple[int, int]]
     sizes: dict[int, int]
+    #: the statements written as the text they were read from (nothing under them is
+    #: sized; their lines are the lines read)
+    written: frozenset[int] = frozenset()
 
     def size(self, node: cst.CSTNode) -> int:
         """``module.code_for_node(node).count("\\n")``."""
@@ -51,18 +55,19 @@ def measure(module: cst.Module) -> Measured:
     return Measured(module, code, starts, sizes)
 
 
-def measure_sizes(module: cst.Module) -> Measured:
+def measure_sizes(module: cst.Module, kept: Kept | None = None) -> Measured:
     """Print ``module`` once, sizing its lines, statements and blocks only (what the
     layout pass asks for; cheaper than :func:`measure`): no starts, and any other
-    node is sized by ``code_for_node``."""
+    node is sized by ``code_for_node``. ``kept``: the text of the statements of the
+    module it was made from (those it still holds are written, not printed)."""
     try:
         from codemods.codegen_positions import print_sized
 
-        code, sizes = print_sized(module)
+        code, sizes, written = print_sized(module, kept)
     except (ImportError, AttributeError, TypeError):
         return Measured(module, cstutil.module_code(module), {}, {})
     cstutil.remember_code(module, code)
-    return Measured(module, code, {}, sizes)
+    return Measured(module, code, {}, sizes, frozenset(written))
 
 
 def _measure_with_metadata(module: cst.Module) -> Measured:

@@ -15,6 +15,7 @@ between the groups of a run gives each the result that planning it alone would g
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ import libcst as cst
 
 from codemods import cstutil
 from codemods.facts.groups import ClassRef, Group, find_groups
+from codemods.kept_text import Kept, kept_text
 from codemods.merge_broadcasts.groups import plan_group
 from codemods.merge_broadcasts.runner_model import RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import input_class
@@ -44,8 +46,13 @@ Worker = tuple[cst.ClassDef, list[tuple[Path, str]], bool]
 class Planned:
     """The run's sources (every file as read), parsed and planned on demand, once."""
 
-    def __init__(self, sources: Mapping[Path, bytes]) -> None:
+    def __init__(
+        self, sources: Mapping[Path, bytes], trees: Mapping[Path, ast.Module] | None = None
+    ) -> None:
         self.sources = sources
+        #: the ``ast`` of the files that have one (a file whose facts were cached has none)
+        self.trees = trees or {}
+        self._kept: dict[Path, Kept | None] = {}
         self._modules: dict[Path, cst.Module] = {}
         self._lines: dict[Path, Lines] = {}
         self._plans: dict[tuple[ClassRef, ...], Plans | Exception] = {}
@@ -98,6 +105,27 @@ class Planned:
                 self._modules[path] = cstutil.parse_module(self.sources[path])
             out[path] = self._modules[path]
         return out
+
+    def kept_text(self, path: Path) -> Kept | None:
+        """The text of the statements of the file's module (:mod:`codemods.kept_text`),
+        read once; None for a file whose module does not print back its bytes as UTF-8.
+        Its ``ast`` is the run's, or (facts from the cache) parsed here: a parse costs
+        less than the print of the statements it spares."""
+        if path not in self._kept:
+            module, data = self.module(path), self.sources[path]
+            text = cstutil.module_code(module)
+            found = None
+            if text.encode("utf-8", "surrogatepass") == data:
+                tree = self.trees.get(path)
+                if tree is None:
+                    try:
+                        tree = ast.parse(data, filename=str(path))
+                    except (SyntaxError, ValueError, RecursionError, MemoryError):
+                        tree = None
+                if tree is not None:
+                    found = kept_text(module, tree, text)
+            self._kept[path] = found
+        return self._kept[path]
 
     def lines(self, path: Path) -> Lines:
         """The line index of the file's module (resolved once, on first use)."""

@@ -339,7 +339,10 @@ def rewrite_group(
         new_module = imports.add_imports(
             new_module, ["dataclasses"] if needs_dataclass else [], wanted
         )
-        new_module = layout.wrap_long_statements(new_module, cstutil.module_code(module), limit)
+        kept = planned.kept_text(path) if planned is not None else None
+        new_module = layout.wrap_long_statements(
+            new_module, cstutil.module_code(module), limit, kept
+        )
         result.modules[path] = new_module
         loaded = project.modules[str(path)].loaded_names
         assert loaded is not None, "group files are read with names=True"
@@ -539,7 +542,8 @@ def _write_base(
         new = worker_hoist.with_base(module, hoist)
     new = imports.add_imports(new, hoist.plain_imports, hoist.from_imports)
     if hoist.exists:
-        new = layout.wrap_long_statements(new, cstutil.module_code(module), limit)
+        kept = planned.kept_text(path)
+        new = layout.wrap_long_statements(new, cstutil.module_code(module), limit, kept)
         modules[path] = module
         result.modules[path] = new
         result.used_before[path] = set()

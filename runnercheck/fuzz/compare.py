@@ -11,6 +11,7 @@ are skipped.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -25,6 +26,8 @@ from runnercheck.fuzz.snapshot import (
     Snap,
     TensorSnap,
     same_plain,
+    snapshot,
+    unchanged,
 )
 
 #: Differences reported per comparison at most (the first ones found).
@@ -65,6 +68,15 @@ def differences(
     found: list[Difference] = []
     _compare(expected, actual, path, found, limit)
     return found[:limit]
+
+
+def changes(before: Snap, value: Any, path: str = "") -> list[Difference]:
+    """What differs between ``before`` and a snapshot of ``value`` now: the same as
+    ``differences(before, snapshot(value))``, without taking that snapshot where
+    ``value`` still has ``before`` (the common case of the checks that nothing changed)."""
+    if unchanged(before, value):
+        return []
+    return differences(before, snapshot(value), path)
 
 
 def equal(a: Snap, b: Snap) -> bool:

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from runnercheck.broadcast import split_tensor_dict
-from runnercheck.fuzz.compare import Difference, differences
+from runnercheck.broadcast import TensorMetadata, split_tensor_dict
+from runnercheck.fuzz.compare import Difference, changes, differences
 from runnercheck.fuzz.snapshot import Snap, snapshot
 
 #: Key of the control messages the driver sends through the same broadcast.
@@ -150,9 +150,17 @@ def copy_structure(value: Any) -> Any:
 
 def precheck(tensor_dict: dict[str, Any]) -> None:
     """Raise where the broadcast would raise before its first collective (bad keys,
-    unpicklable metadata), so a failure there leaves the group usable."""
+    unpicklable metadata), so a failure there leaves the group usable. The entries
+    pickled are those that can fail to: not a tensor's metadata nor a plain value,
+    though each still in its own (key, value) pair, as deep as in the metadata."""
     metadata, _ = split_tensor_dict(tensor_dict)
-    pickle.dumps(metadata)
+    others = [entry for entry in metadata if type(entry[1]) not in _ALWAYS_PICKLED]
+    if others:
+        pickle.dumps(others)
+
+
+#: What the metadata holds that always pickles: a tensor's metadata, plain values.
+_ALWAYS_PICKLED = frozenset({TensorMetadata, type(None), bool, int, float, str, bytes})
 
 
 #: Extra calls of the driver's conversion compared with the first; a conversion that
@@ -174,9 +182,14 @@ def same_objects(first: Any, again: Any) -> bool:
     if kind is not type(again):
         return False
     if kind is dict:
-        return [(type(k), k) for k in first] == [(type(k), k) for k in again] and all(
-            same_objects(value, again[key]) for key, value in first.items()
-        )
+        if len(first) != len(again):
+            return False
+        for (key, value), (other_key, other) in zip(first.items(), again.items(), strict=True):
+            if key is not other_key and (type(key) is not type(other_key) or not key == other_key):
+                return False
+            if value is not other and not same_objects(value, other):
+                return False
+        return True
     if kind is list or kind is tuple:
         return len(first) == len(again) and all(map(same_objects, first, again))
     return kind in _IMMUTABLE and first == again
@@ -208,11 +221,11 @@ def send(
                 if outcome.nondeterministic:
                     break
         if not outcome.nondeterministic:  # what the calls share, changed by the later ones
-            outcome.nondeterministic = differences(reference, snapshot(first))
+            outcome.nondeterministic = changes(reference, first)
         precheck(first)
     except Exception as exc:
         outcome.error = describe_exception(exc, rank, job.as_dict_method)
-        outcome.mutation = differences(before, snapshot(example))
+        outcome.mutation = changes(before, example)
         return outcome, None
     start = time.perf_counter()
     try:
@@ -221,7 +234,7 @@ def send(
     except Exception as exc:
         outcome.error = describe_exception(exc, rank, "broadcast", desync=True)
     outcome.broadcast_seconds = time.perf_counter() - start
-    outcome.mutation = differences(before, snapshot(example))
+    outcome.mutation = changes(before, example)
     return outcome, sent
 
 
@@ -274,7 +287,7 @@ def receive(job: Job | CustomJob, tensor_dict: dict[str, Any], rank: int) -> Rec
         return outcome
     try:
         second = _rebuild(job, spare)
-        outcome.nondeterministic = differences(outcome.rebuilt, snapshot(second))
+        outcome.nondeterministic = changes(outcome.rebuilt, second)
     except Exception as exc:  # raised the second time only: not deterministic either
         outcome.error = describe_exception(exc, rank, job.from_dict_method + " (second call)")
     outcome.seconds = time.perf_counter() - start

@@ -261,6 +261,9 @@ class Opaque(Snap):
 _PLAIN = (type(None), bool, int, float, complex, str, bytes)
 #: The names of exactly those types (a subclass is looked up on its own).
 _PLAIN_NAMES = {kind: type_name(kind) for kind in _PLAIN}
+_DICT_NAME = type_name(dict)
+#: The values other than containers and tensors that :meth:`Snapshotter.take` sees as plain.
+_OTHER_PLAIN = (enum.Enum, *_PLAIN, torch.dtype, torch.device)
 _NONE = Plain(type_name(type(None)), None)
 #: An attribute not there (a shared snapshot, and the marker of its absence).
 _MISSING: Any = Missing()
@@ -270,7 +273,7 @@ DriverOnly = Callable[[type, dataclasses.Field[Any]], bool]
 
 
 def _tensor(value: torch.Tensor, device_override: str | None) -> TensorSnap:
-    device = value.device.type
+    device = "cpu" if value.is_cpu else value.device.type  # (the first: cheaper to ask)
     data = value.detach() if value.requires_grad else value
     # one contiguous copy, owned (later changes to the tensor do not reach it), hashed
     # in place
@@ -279,28 +282,81 @@ def _tensor(value: torch.Tensor, device_override: str | None) -> TensorSnap:
     else:
         kept = data.clone(memory_format=torch.contiguous_format)
     numel = kept.numel()
-    blob = _memory(kept) if numel else b""
     return TensorSnap(
         type=type_name(type(value)),
         dtype=_dtype_name(value.dtype),
         shape=tuple(kept.shape),
         device=device_override or device,
         contiguous=value.is_contiguous(),
-        digest=hashlib.blake2b(blob, digest_size=16).hexdigest(),
+        digest=_digest(kept),
         data=kept if numel <= MAX_KEPT_ELEMENTS else None,
     )
+
+
+def _digest(contiguous: torch.Tensor) -> str:
+    """The digest of a contiguous CPU tensor's bytes."""
+    blob = _memory(contiguous) if contiguous.numel() else b""
+    return hashlib.blake2b(blob, digest_size=16).hexdigest()
+
+
+def _tensor_matches(snap: TensorSnap, value: torch.Tensor, device_override: str | None) -> bool:
+    """Whether ``_tensor(value, device_override) == snap``. A plain CPU tensor's bytes
+    are hashed where they lie (copied first only where it is not contiguous, as for a
+    snapshot); any other tensor is snapshotted. The bytes are always read: a tensor's
+    version counter misses writes through ``.data``, through a numpy view, through its
+    storage or by a collective."""
+    if (
+        type(value) is not torch.Tensor
+        or not value.is_cpu
+        or value.requires_grad
+        or value.layout is not torch.strided
+        or value.is_quantized
+        or value.is_conj()
+        or value.is_neg()
+    ):
+        return snap == _tensor(value, device_override)
+    contiguous = value.is_contiguous()
+    if not (
+        snap.type == _TENSOR_NAME
+        and snap.dtype == _dtype_name(value.dtype)
+        and snap.shape == value.shape
+        and snap.device == (device_override or "cpu")
+        and snap.contiguous is contiguous
+    ):
+        return False
+    kept = value if contiguous else value.clone(memory_format=torch.contiguous_format)
+    known = snap.data
+    if known is not None and kept.numel() * kept.element_size() > _HASHED_BYTES:
+        # the bytes the digest was taken of, compared (several times faster than hashing)
+        return bytes(_memory(kept)) == bytes(_memory(known))
+    return snap.digest == _digest(kept)
+
+
+#: A tensor with more bytes than this is compared with the bytes a snapshot kept of it.
+_HASHED_BYTES = 256
+
+
+#: Dtypes numpy lacks (bfloat16, ...): their bytes are read as bytes at once.
+_NOT_IN_NUMPY: set[torch.dtype] = set()
 
 
 def _memory(tensor: torch.Tensor) -> Any:
     """The bytes of a contiguous CPU tensor, in place (a buffer): through numpy where
     it has the dtype (the cheap way), else as bytes first."""
-    try:
-        return tensor.numpy()
-    except (TypeError, RuntimeError):  # bfloat16 and other dtypes numpy lacks
-        return tensor.reshape(-1).view(torch.uint8).numpy()
+    if tensor.dtype not in _NOT_IN_NUMPY:
+        try:
+            return tensor.numpy()
+        except TypeError:  # bfloat16 and other dtypes numpy lacks
+            _NOT_IN_NUMPY.add(tensor.dtype)
+        except RuntimeError:
+            pass
+    # flat by its strides, not by reshape: a contiguous tensor may have any stride
+    # along a side of length 1, and a reshape that changes nothing keeps it
+    return tensor.as_strided((tensor.numel(),), (1,)).view(torch.uint8).numpy()
 
 
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
+_TENSOR_NAME = type_name(torch.Tensor)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
@@ -365,6 +421,84 @@ class Snapshotter:
         finally:
             self._stack.discard(key)
 
+    def matches(self, snap: Snap, value: Any) -> bool:
+        """Whether ``snap == self.take(value)``: whether ``value`` still has the snapshot
+        ``snap``, found by the same walk with nothing built where it can (the bytes of a
+        plain CPU tensor hashed where they lie, not copied first). It stops at the first
+        difference; a caller that needs the differences takes a new snapshot."""
+        if value is None:
+            return snap is _NONE or snap == _NONE
+        kind = type(value)
+        name = _PLAIN_NAMES.get(kind)
+        if name is not None:
+            if type(snap) is not Plain or snap.type != name:
+                return False
+            known = snap.value
+            if isinstance(known, (float, complex)):
+                return same_plain(known, value)
+            return bool(known == value)
+        if isinstance(value, torch.Tensor):
+            if type(snap) is not TensorSnap:
+                return False
+            return _tensor_matches(snap, value, self.tensor_device)
+        if isinstance(value, _OTHER_PLAIN):  # rarer plain values: as snapshots
+            return snap == self.take(value)
+        key = id(value)
+        if key in self._stack:
+            return snap == Opaque(type_name(kind), "<cycle>")
+        self._stack.add(key)
+        try:
+            if kind is list or kind is tuple:
+                if type(snap) is not Items or snap.type != type_name(kind):
+                    return False
+                return len(snap.items) == len(value) and all(map(self.matches, snap.items, value))
+            if kind is dict:
+                if type(snap) is not Entries or snap.type != _DICT_NAME:
+                    return False
+                return len(snap.entries) == len(value) and all(
+                    self._key_matches(k_snap, k) and self.matches(v_snap, v)
+                    for (k_snap, v_snap), (k, v) in zip(snap.entries, value.items(), strict=True)
+                )
+            plan = self._plans.get(kind)
+            if plan is not None:
+                return self._record_matches(snap, value, plan)
+            return snap == self._container(value)
+        finally:
+            self._stack.discard(key)
+
+    def _key_matches(self, snap: Snap, key: Any) -> bool:
+        """Whether a mapping's key has the snapshot's key (mappings compare keys by
+        :meth:`Snap.key`)."""
+        if type(key) in _PLAIN_NAMES:  # equal snapshots of these have equal keys
+            return self.matches(snap, key)
+        return snap.key() == self.take(key).key()
+
+    def _record_matches(self, snap: Snap, value: Any, plan: _Plan) -> bool:
+        if type(snap) is not Record or plan.factories:  # factories: made at each take
+            return snap == self._record(value, plan)
+        if (
+            snap.type != plan.type
+            or not snap.is_dataclass
+            or snap.driver_only != plan.driver_only
+            or snap.defaults != plan.fixed_defaults
+            or len(snap.fields) != len(plan.names)
+        ):
+            return False
+        matches = self.matches
+        for (name, field_snap), expected in zip(snap.fields, plan.names, strict=True):
+            if name != expected:
+                return False
+            got = getattr(value, name, _MISSING)
+            if got is None:  # the commonest field of all, and its one snapshot
+                if field_snap is not _NONE and field_snap != _NONE:
+                    return False
+            elif got is _MISSING:
+                if field_snap != _MISSING:
+                    return False
+            elif not matches(field_snap, got):
+                return False
+        return True
+
     def _container(self, value: Any) -> Snap:
         name = type_name(type(value))
         if isinstance(value, (list, tuple)):
@@ -394,11 +528,12 @@ class Snapshotter:
 
     def _record(self, value: Any, plan: _Plan) -> Record:
         take = self.take
-        fields = tuple(
-            (name, _MISSING if (got := getattr(value, name, _MISSING)) is _MISSING else take(got))
-            for name in plan.names
-        )
-        return Record(plan.type, fields, True, plan.driver_only, self._defaults(plan))
+        fields = []
+        for name in plan.names:
+            got = getattr(value, name, _MISSING)
+            # None (the commonest field of all) and a missing attribute without a call
+            fields.append((name, _NONE if got is None else got if got is _MISSING else take(got)))
+        return Record(plan.type, tuple(fields), True, plan.driver_only, self._defaults(plan))
 
     def _defaults(self, plan: _Plan) -> tuple[tuple[str, Snap], ...]:
         if not plan.factories:  # every default snapshotted once, with the plan
@@ -481,3 +616,9 @@ _PLAIN_SNAPSHOTTER = Snapshotter()
 def snapshot(value: Any) -> Snap:
     """A snapshot without driver-only or default information (what ranks send back)."""
     return _PLAIN_SNAPSHOTTER.take(value)
+
+
+def unchanged(snap: Snap, value: Any) -> bool:
+    """Whether ``snapshot(value) == snap``, without taking it where it can
+    (:meth:`Snapshotter.matches`)."""
+    return _PLAIN_SNAPSHOTTER.matches(snap, value)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from runnercheck.fuzz.compare import Difference, differences
+from runnercheck.fuzz.compare import Difference, changes
 from runnercheck.fuzz.roundtrip import (
     DETERMINISM_CALLS,
     CustomJob,
@@ -98,7 +98,7 @@ class StepJob(CustomJob):
             reference = snapshot(merged)
             for _ in range(DETERMINISM_CALLS):
                 again, _ = self.merge(example, stage)
-                outcome.nondeterministic = differences(reference, snapshot(again))
+                outcome.nondeterministic = changes(reference, again)
                 if outcome.nondeterministic:
                     break
             stage[0] = "merge"
@@ -122,7 +122,7 @@ class StepJob(CustomJob):
     def _mutation(inputs: list[tuple[StepPart, Any]], before: list[Any]) -> list[Difference]:
         found: list[Difference] = []
         for (part, value), snap in zip(inputs, before, strict=True):
-            found.extend(differences(snap, snapshot(value), part.label))
+            found.extend(changes(snap, value, part.label))
         return found
 
     # -- receivers
@@ -176,6 +176,6 @@ class StepJob(CustomJob):
         if error is not None:  # raised the second time only: not deterministic either
             outcome.error = replace(error, stage=error.stage + " (second call)")
         else:
-            outcome.nondeterministic = differences(outcome.rebuilt, snapshot(tuple(again)))
+            outcome.nondeterministic = changes(outcome.rebuilt, tuple(again))
         outcome.seconds = time.perf_counter() - start
         return outcome

@@ -3,12 +3,16 @@ conversion, also where its calls share objects."""
 
 from __future__ import annotations
 
+import pickle
+import threading
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 import torch
 
-from runnercheck.fuzz.roundtrip import Job, same_objects, send, takes_backend
+from runnercheck.broadcast import split_tensor_dict
+from runnercheck.fuzz.roundtrip import Job, precheck, same_objects, send, takes_backend
 
 SHARED: list[int] = []
 TENSOR = torch.zeros(3)
@@ -104,3 +108,33 @@ def test_takes_backend_asks_each_function_once_and_still_answers_for_each() -> N
         assert takes_backend(_Unhashable())
         assert not takes_backend(len)
         assert not takes_backend(None)
+
+
+def _refusal(check: Any, tensor_dict: dict[str, Any]) -> str:
+    try:
+        check(tensor_dict)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def _pickling_the_metadata(tensor_dict: dict[str, Any]) -> None:
+    pickle.dumps(split_tensor_dict(tensor_dict)[0])
+
+
+@pytest.mark.parametrize(
+    "tensor_dict",
+    [
+        {"t": torch.zeros(2), "n": 1, "s": "x", "none": None, "f": 0.5, "b": b"x"},
+        {"t": torch.zeros(2), "sampler": lambda: 0},
+        {"inner": {"lock": threading.Lock(), "t": torch.ones(1)}},
+        {"ok": [1, 2], "then": {"gen": (i for i in range(2))}},
+        {"bad%key": 1},
+        {3: "not a str key"},
+    ],
+    ids=["plain", "lambda", "nested-lock", "nested-generator", "separator", "int-key"],
+)
+def test_precheck_refuses_what_pickling_the_metadata_refuses(tensor_dict: dict[str, Any]) -> None:
+    """The precheck pickles only what can fail to pickle; it refuses the same dicts with
+    the same error as pickling the whole metadata, as the broadcast does."""
+    assert _refusal(precheck, tensor_dict) == _refusal(_pickling_the_metadata, tensor_dict)

@@ -152,3 +152,24 @@ def test_help_documents_the_exit_codes() -> None:
     text = " ".join(proc.stdout.split())
     assert "0 nothing to change, or every change written; 1 with --check or --diff" in text
     assert "2 usage or input error" in text
+
+
+def test_parallel_jobs_report_in_the_order_of_a_serial_run(
+    tmp_path: Path, migrate_cli, monkeypatch
+) -> None:
+    """Whichever group's process finishes first, ``-j`` reports what a serial run reports,
+    in the same order (here the pool's results come last submitted first)."""
+    import concurrent.futures
+
+    work = copy_tree(BEFORE, tmp_path / "engine")
+    serial = migrate_cli("--diff", str(work))
+    assert serial.code == 1 and serial.err.count("\n") >= 2
+
+    def last_first(futures):  # type: ignore[no-untyped-def]
+        futures = list(futures)
+        concurrent.futures.wait(futures)
+        return reversed(futures)
+
+    monkeypatch.setattr(concurrent.futures, "as_completed", last_first)
+    parallel = migrate_cli("--diff", "-j", "2", str(work))
+    assert (parallel.code, parallel.out, parallel.err) == (serial.code, serial.out, serial.err)
