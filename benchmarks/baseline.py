@@ -13,6 +13,7 @@ from __future__ import annotations
 import compileall
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -43,14 +44,25 @@ def baseline_tree(ref: str, into: Path) -> Path:
     return into
 
 
-def before_and_after(ref: str, tmp: str | Path) -> dict[str, Path]:
+def before_and_after(ref: str, tmp: str | Path, copy_after: bool = False) -> dict[str, Path]:
     """The two trees of a side-by-side measurement: ``ref``'s packages unpacked under
-    ``tmp`` ("before") and this checkout ("after"), both byte-compiled."""
+    ``tmp`` ("before") and this checkout ("after"), both byte-compiled. ``copy_after``:
+    this checkout's packages (as they are, uncommitted changes too) copied under ``tmp``
+    beside the other, so that both sides are laid out and compiled alike."""
     before = Path(tmp) / "before"
     before.mkdir()
     baseline_tree(ref, before)
-    compile_tree(REPO)
-    return {"before": before, "after": REPO}
+    if not copy_after:
+        compile_tree(REPO)
+        return {"before": before, "after": REPO}
+    after = Path(tmp) / "after"
+    for package in PACKAGES:
+        if (REPO / package).is_dir():
+            shutil.copytree(
+                REPO / package, after / package, ignore=shutil.ignore_patterns("__pycache__")
+            )
+    compile_tree(after)
+    return {"before": before, "after": after}
 
 
 def compile_tree(tree: Path) -> None:

@@ -34,6 +34,7 @@ Target: fuzz's marginal rate at least half the raw rate.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import os
@@ -54,6 +55,22 @@ def engine_input() -> tuple[type, Any]:
     return ModelInputForGPUWithSamplingMetadata, TinyAttentionBackend
 
 
+def generation_run(strategy: Any, count: int, seed: int, test: Callable[[Any], None]) -> Any:
+    """A function that runs ``test`` over ``count`` examples of ``strategy`` as a search
+    generates them (no database, no deadline, no shrinking: every example passes)."""
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    return settings(
+        max_examples=count,
+        deadline=None,
+        database=None,
+        phases=(Phase.generate,),
+        suppress_health_check=list(HealthCheck),
+        verbosity=Verbosity.quiet,
+    )(hypothesis_seed(seed)(given(strategy)(test)))
+
+
 def generated_inputs(
     count: int,
     seed: int,
@@ -62,31 +79,26 @@ def generated_inputs(
 ) -> list[Any]:
     """``count`` instances of the engine input, from fuzz's own strategy, as a search
     generates them; ``each`` is called with each one as it is made."""
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-    from hypothesis import seed as hypothesis_seed
-
     from runnercheck.fuzz.strategies import ALL_DTYPES, StrategyBuilder, TensorOptions
 
     cls, _ = engine_input()
     builder = StrategyBuilder({}, TensorOptions(dtypes=transport_dtypes, pickled_dtypes=ALL_DTYPES))
     found: list[Any] = []
 
-    @settings(
-        max_examples=count,
-        deadline=None,
-        database=None,
-        phases=(Phase.generate,),
-        suppress_health_check=list(HealthCheck),
-        verbosity=Verbosity.quiet,
-    )
-    @hypothesis_seed(seed)
-    @given(builder.for_class(cls))
     def collect(example: Any) -> None:
         found.append(example)
         if each is not None:
             each(example)
 
-    collect()
+    once: contextlib.AbstractContextManager[object]
+    try:
+        from runnercheck.fuzz.prng import seeded_once
+
+        once = seeded_once()
+    except ImportError:  # a tree from before it
+        once = contextlib.nullcontext()
+    with once:  # as a search runs
+        generation_run(builder.for_class(cls), count, seed, collect)()
     return found
 
 
@@ -283,95 +295,141 @@ def ranks_alone(
     return seconds, (None if cpu is None or cpu_after is None else cpu_after - cpu)
 
 
+class MarginalRate:
+    """fuzz's group and the raw broadcast's ranks, started once and warmed up; each
+    :meth:`measure` runs its repetitions through them. Held open, so that a side-by-side
+    (``fuzz_rate_baseline``) can take turns between two trees one measurement at a time,
+    with nothing started or set up between the turns."""
+
+    def __init__(self, device: str, world: int, small: int = 20, large: int = 200) -> None:
+        self.device, self.world, self.small, self.large = device, world, small, large
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> MarginalRate:
+        from runnercheck.config import Config
+        from runnercheck.fuzz import FuzzOptions, LocalGroup, Target, fuzz
+
+        try:
+            self.cls, self.backend = engine_input()
+            self.target = Target(self.cls, f"{self.cls.__module__}:{self.cls.__qualname__}")
+            self.options = FuzzOptions(
+                self.world, self.device, self.large, attn_backend=self.backend
+            )
+            self.group = self._stack.enter_context(LocalGroup(self.options.settings()))
+            info = self.group.start()
+            self.transport = info.transport
+            self.inputs = generated_inputs(self.large, 2000, tuple(info.dtypes))
+            dicts = [example.as_broadcastable_tensor_dict() for example in self.inputs]
+            self.raw = self._stack.enter_context(RawBroadcast(dicts, self.world, self.device))
+            warm = dataclasses.replace(self.options, examples=self.small, seed=1)
+            fuzz([self.target], warm, Config(), self.group)
+            gc.freeze()  # as the command does before its search (torch's objects stay put)
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def measure(self, reps: int) -> dict[str, Any]:
+        """Both rates and their ratio over ``reps`` repetitions (see the module's
+        docstring). Each repetition runs fuzz (``small`` and ``large`` examples) and the
+        raw broadcast (once through the ``large`` dicts) one after the other, so that
+        both see the same load."""
+        from runnercheck.config import Config
+        from runnercheck.fuzz import fuzz
+
+        small, large, group, raw = self.small, self.large, self.group, self.raw
+        times: dict[int, list[float]] = {small: [], large: []}
+        cpu: dict[int, list[float]] = {small: [], large: []}
+        raw_times: list[float] = []
+        raw_cpu: list[float] = []
+        alone_times: list[float] = []
+        alone_cpu: list[float] = []
+        for rep in range(reps):
+            for count in (small, large) if rep % 2 == 0 else (large, small):
+                run = dataclasses.replace(self.options, examples=count, seed=2000 + rep)
+                spent = group_cpu(group)
+                start = time.perf_counter()
+                report = fuzz([self.target], run, Config(), group)
+                times[count].append(time.perf_counter() - start)
+                after = group_cpu(group)
+                if spent is not None and after is not None:
+                    cpu[count].append(after - spent)
+                if not report.passed:
+                    raise RuntimeError(f"the engine input failed to round-trip:\n{report.text()}")
+            alone = ranks_alone(group, self.cls, self.backend, self.inputs)
+            if alone is not None:
+                alone_times.append(alone[0])
+                if alone[1] is not None:
+                    alone_cpu.append(alone[1])
+            raw_times.append(raw.run())
+            raw_cpu.append(raw.cpu_seconds)
+        return self._figures(times, cpu, raw_times, raw_cpu, alone_times, alone_cpu)
+
+    def _figures(
+        self,
+        times: dict[int, list[float]],
+        cpu: dict[int, list[float]],
+        raw_times: list[float],
+        raw_cpu: list[float],
+        alone_times: list[float],
+        alone_cpu: list[float],
+    ) -> dict[str, Any]:
+        small, large, raw_count = self.small, self.large, self.raw.count
+        raw_per_s = spread([raw_count / t for t in raw_times])
+        raw_figures = {"dicts": raw_count, "per_s": raw_per_s}
+        extra = statistics.median(times[large]) - statistics.median(times[small])
+        # a run of ``large`` that does not take longer than one of ``small`` (a machine
+        # too busy to measure) gives no rate at all
+        marginal = (large - small) / extra if extra > 0 else None
+        ratio = marginal / raw_per_s["median"] if marginal is not None else None
+        cpu_figures = None
+        if cpu[small] and cpu[large]:
+            extra_cpu = statistics.median(cpu[large]) - statistics.median(cpu[small])
+            fuzz_ms = 1000 * extra_cpu / (large - small)
+            raw_ms = 1000 * statistics.median(raw_cpu) / raw_count
+            cpu_figures = {
+                "fuzz_ms_per_example": fuzz_ms,
+                "raw_ms_per_dict": raw_ms,
+                "raw_over_fuzz": raw_ms / fuzz_ms if fuzz_ms > 0 else None,
+            }
+        alone_figures = None
+        if alone_times:
+            alone_per_s = spread([len(self.inputs) / t for t in alone_times])
+            alone_figures = {
+                "per_s": alone_per_s,
+                "over_raw": alone_per_s["median"] / raw_per_s["median"],
+                # summed over the repetitions: /proc counts CPU in ticks of 10 ms
+                "ranks_cpu_ms_per_example": (
+                    1000 * sum(alone_cpu) / (len(alone_cpu) * len(self.inputs))
+                    if alone_cpu
+                    else None
+                ),
+            }
+        return {
+            "device": self.device,
+            "world_size": self.world,
+            "transport": self.transport,
+            "examples": {"small": small, "large": large},
+            "fuzz_seconds": {str(n): spread(t) for n, t in times.items()},
+            "fuzz_marginal_per_s": marginal,
+            "raw_broadcast": raw_figures,
+            "marginal_over_raw": ratio,
+            "target_met": ratio is not None and ratio >= 0.5,
+            "cpu": cpu_figures,
+            "ranks_alone": alone_figures,
+        }
+
+
 def marginal_vs_raw(
     device: str, world: int, small: int = 20, large: int = 200, reps: int = 5
 ) -> dict[str, Any]:
-    """Both rates and their ratio (see the module's docstring). Each repetition runs
-    fuzz (``small`` and ``large`` examples) and the raw broadcast (once through the
-    ``large`` dicts) one after the other, so that both see the same load."""
-    from runnercheck.config import Config
-    from runnercheck.fuzz import FuzzOptions, LocalGroup, Target, fuzz
-
-    cls, backend = engine_input()
-    target = Target(cls, f"{cls.__module__}:{cls.__qualname__}")
-    options = FuzzOptions(world, device, large, attn_backend=backend)
-    times: dict[int, list[float]] = {small: [], large: []}
-    cpu: dict[int, list[float]] = {small: [], large: []}
-    raw_times: list[float] = []
-    raw_cpu: list[float] = []
-    alone_times: list[float] = []
-    alone_cpu: list[float] = []
-    with LocalGroup(options.settings()) as group:
-        info = group.start()
-        inputs = generated_inputs(large, 2000, tuple(info.dtypes))
-        dicts = [example.as_broadcastable_tensor_dict() for example in inputs]
-        with RawBroadcast(dicts, world, device) as raw:
-            fuzz([target], dataclasses.replace(options, examples=small, seed=1), Config(), group)
-            gc.freeze()  # as the command does before its search (torch's objects stay put)
-            for rep in range(reps):
-                for count in (small, large) if rep % 2 == 0 else (large, small):
-                    run = dataclasses.replace(options, examples=count, seed=2000 + rep)
-                    spent = group_cpu(group)
-                    start = time.perf_counter()
-                    report = fuzz([target], run, Config(), group)
-                    times[count].append(time.perf_counter() - start)
-                    after = group_cpu(group)
-                    if spent is not None and after is not None:
-                        cpu[count].append(after - spent)
-                    if not report.passed:
-                        raise RuntimeError(
-                            f"the engine input failed to round-trip:\n{report.text()}"
-                        )
-                alone = ranks_alone(group, cls, backend, inputs)
-                if alone is not None:
-                    alone_times.append(alone[0])
-                    if alone[1] is not None:
-                        alone_cpu.append(alone[1])
-                raw_times.append(raw.run())
-                raw_cpu.append(raw.cpu_seconds)
-            raw_count = raw.count
-        transport = info.transport
-    raw_per_s = spread([raw_count / t for t in raw_times])
-    raw_figures = {"dicts": raw_count, "per_s": raw_per_s}
-    extra = statistics.median(times[large]) - statistics.median(times[small])
-    # a run of ``large`` that does not take longer than one of ``small`` (a machine
-    # too busy to measure) gives no rate at all
-    marginal = (large - small) / extra if extra > 0 else None
-    ratio = marginal / raw_per_s["median"] if marginal is not None else None
-    cpu_figures = None
-    if cpu[small] and cpu[large]:
-        extra_cpu = statistics.median(cpu[large]) - statistics.median(cpu[small])
-        fuzz_ms = 1000 * extra_cpu / (large - small)
-        raw_ms = 1000 * statistics.median(raw_cpu) / raw_count
-        cpu_figures = {
-            "fuzz_ms_per_example": fuzz_ms,
-            "raw_ms_per_dict": raw_ms,
-            "raw_over_fuzz": raw_ms / fuzz_ms if fuzz_ms > 0 else None,
-        }
-    alone_figures = None
-    if alone_times:
-        alone_per_s = spread([len(inputs) / t for t in alone_times])
-        alone_figures = {
-            "per_s": alone_per_s,
-            "over_raw": alone_per_s["median"] / raw_per_s["median"],
-            # summed over the repetitions: /proc counts CPU in ticks of 10 ms
-            "ranks_cpu_ms_per_example": (
-                1000 * sum(alone_cpu) / (len(alone_cpu) * len(inputs)) if alone_cpu else None
-            ),
-        }
-    return {
-        "device": device,
-        "world_size": world,
-        "transport": transport,
-        "examples": {"small": small, "large": large},
-        "fuzz_seconds": {str(n): spread(t) for n, t in times.items()},
-        "fuzz_marginal_per_s": marginal,
-        "raw_broadcast": raw_figures,
-        "marginal_over_raw": ratio,
-        "target_met": ratio is not None and ratio >= 0.5,
-        "cpu": cpu_figures,
-        "ranks_alone": alone_figures,
-    }
+    """Both rates and their ratio (:meth:`MarginalRate.measure`), with the ranks
+    started for this measurement alone."""
+    with MarginalRate(device, world, small, large) as rate:
+        return rate.measure(reps)
 
 
 def describe(figures: dict[str, Any]) -> str:

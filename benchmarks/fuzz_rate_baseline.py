@@ -1,11 +1,20 @@
 """fuzz's marginal rate against the raw broadcast, this tree beside an earlier commit.
 
-Each round measures both trees one after the other (their order alternating between
-rounds), each in a process of its own that imports runnercheck from its tree and runs
-:func:`benchmarks.fuzz_rate.marginal_vs_raw` from this tree: the same measurement, the
-same inputs, the same load on the machine within a round. On a shared machine the load
-moves every figure between rounds, so the figures to read are the per-round ratios
-(after/before) and the spreads, not a best figure.
+Each tree (the earlier commit's packages and this checkout's, both copied under one
+temporary directory and byte-compiled alike) is measured by a process of its own that
+imports runnercheck from its tree and holds :class:`benchmarks.fuzz_rate.MarginalRate` of this tree open: the same
+measurement, the same inputs. Both processes start (one after the other) before anything
+is measured; then they take turns, one measurement at a time, in the order ABBA
+(before, after, after, before, ...), the other side idle while one measures. The rounds
+run in two halves, each with two fresh processes, started "before" first in the first
+half and "after" first in the second: with the same code on both sides, the side started
+second measured the faster raw rate in most rounds. A round is
+one turn of each side, back to back, with nothing started or set up between them, so
+both see the same load on the machine; the order alternates between rounds, so that
+neither side always goes first. On a shared machine the load moves every figure between
+rounds, so the figures to read are the per-round ratios (after/before) and the spreads,
+not a best figure. ``--baseline HEAD`` measures this tree against itself: the per-round
+ratios then show what the harness itself gives (near 1).
 
 Usage::
 
@@ -16,10 +25,12 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,46 +42,98 @@ from benchmarks import baseline  # noqa: E402
 from benchmarks.common import spread  # noqa: E402
 
 #: What each measuring process runs: this tree's measurement, the tree's runnercheck.
+#: It says it is ready once its ranks have started and warmed up, then measures once
+#: per "go" on its standard input and prints each measurement's figures.
 MEASURE = (
     "import json, sys\n"
     "from benchmarks import fuzz_rate\n"
-    "figures = fuzz_rate.marginal_vs_raw(sys.argv[1], 2, reps=int(sys.argv[2]))\n"
-    "print(json.dumps(figures))\n"
+    "with fuzz_rate.MarginalRate(sys.argv[1], 2) as rate:\n"
+    "    print('READY', flush=True)\n"
+    "    for line in sys.stdin:\n"
+    "        if line.strip() != 'go':\n"
+    "            break\n"
+    "        print('FIGURES', json.dumps(rate.measure(int(sys.argv[2]))), flush=True)\n"
 )
 
 
-def measure(tree: Path, device: str, reps: int, cwd: Path) -> dict[str, Any]:
-    """One :func:`marginal_vs_raw` with runnercheck imported from ``tree``."""
-    env = dict(os.environ)
-    # the tree first: its runnercheck; then this checkout: the benchmarks package
-    env["PYTHONPATH"] = os.pathsep.join(
-        part for part in (str(tree), str(REPO), env.get("PYTHONPATH", "")) if part
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", MEASURE, device, str(reps)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        raise SystemExit(f"fuzz_rate_baseline: the measurement in {tree} failed:\n{tail}")
-    figures: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return figures
+class Side:
+    """One tree's measuring process (see the module's docstring)."""
+
+    def __init__(self, tree: Path, device: str, reps: int, cwd: Path) -> None:
+        self.tree = tree
+        env = dict(os.environ)
+        # the tree first: its runnercheck; then this checkout: the benchmarks package
+        env["PYTHONPATH"] = os.pathsep.join(
+            part for part in (str(tree), str(REPO), env.get("PYTHONPATH", "")) if part
+        )
+        self._stderr = tempfile.TemporaryFile(mode="w+")
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", MEASURE, device, str(reps)],
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+        )
+
+    def _line(self, marker: str) -> str:
+        assert self._proc.stdout is not None
+        for line in self._proc.stdout:
+            if line.startswith(marker):
+                return line[len(marker) :].strip()
+        self._proc.wait()
+        self._stderr.seek(0)
+        tail = "\n".join(self._stderr.read().strip().splitlines()[-5:])
+        raise SystemExit(f"fuzz_rate_baseline: the measurement in {self.tree} failed:\n{tail}")
+
+    def ready(self) -> None:
+        self._line("READY")
+
+    def measure(self) -> dict[str, Any]:
+        assert self._proc.stdin is not None
+        self._proc.stdin.write("go\n")
+        self._proc.stdin.flush()
+        figures: dict[str, Any] = json.loads(self._line("FIGURES"))
+        return figures
+
+    def close(self) -> None:
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            try:
+                self._proc.stdin.close()  # the process stops its ranks and ends
+            except OSError:
+                pass
+        try:
+            self._proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+        self._stderr.close()
 
 
 def side_by_side(ref: str, rounds: int, reps: int, device: str) -> dict[str, Any]:
     names = ("before", "after")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     with baseline.temporary() as tmp:
-        trees = baseline.before_and_after(ref, tmp)
-        for round_ in range(rounds):
-            for name in names if round_ % 2 == 0 else names[::-1]:
-                figures = measure(trees[name], device, reps, Path(tmp))
-                runs[name].append(figures)
-                print(f"  round {round_ + 1}, {name}: {_line(figures)}", flush=True)
+        trees = baseline.before_and_after(ref, tmp, copy_after=True)
+        # two halves, the sides started in opposite orders: the side started second
+        # measured faster raw rates in most rounds with the same code on both sides
+        for half, starts in enumerate((names, names[::-1])):
+            first = half * ((rounds + 1) // 2)
+            last = rounds if half else (rounds + 1) // 2
+            if first == last:
+                continue
+            with contextlib.ExitStack() as stack:
+                sides: dict[str, Side] = {}
+                for name in starts:  # one at a time: a start does not load the other
+                    side = sides[name] = Side(trees[name], device, reps, Path(tmp))
+                    stack.callback(side.close)
+                    side.ready()
+                for round_ in range(first, last):
+                    for name in names if round_ % 2 == 0 else names[::-1]:
+                        figures = sides[name].measure()
+                        runs[name].append(figures)
+                        print(f"  round {round_ + 1}, {name}: {_line(figures)}", flush=True)
     return {
         "baseline": baseline.short(ref),
         "device": device,
@@ -136,21 +199,22 @@ def _summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _per_round(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """after/before of each round's rate ratio, CPU per example, and the ranks' CPU per
-    example when they run alone."""
-    ratios, cpu, alone_cpu = [], [], []
+    """after/before of each round's rate ratio, CPU per example, fuzz rate, raw rate
+    and the ranks' CPU per example when they run alone."""
+    found: dict[str, list[float]] = {"marginal_over_raw": [], "cpu_per_example": []}
+    found.update(fuzz_per_s=[], raw_per_s=[], ranks_alone_cpu_per_example=[])
     for before, after in zip(runs["before"], runs["after"], strict=True):
-        if before["marginal_over_raw"] and after["marginal_over_raw"] is not None:
-            ratios.append(after["marginal_over_raw"] / before["marginal_over_raw"])
-        for read, into in ((_cpu, cpu), (_alone_cpu, alone_cpu)):
-            value_before, value_after = read(before), read(after)
-            if value_before and value_after is not None:
-                into.append(value_after / value_before)
-    return {
-        "marginal_over_raw": spread(ratios) if ratios else None,
-        "cpu_per_example": spread(cpu) if cpu else None,
-        "ranks_alone_cpu_per_example": spread(alone_cpu) if alone_cpu else None,
-    }
+        for key, value in (
+            ("marginal_over_raw", lambda f: f["marginal_over_raw"]),
+            ("cpu_per_example", _cpu),
+            ("fuzz_per_s", _rate),
+            ("raw_per_s", lambda f: f["raw_broadcast"]["per_s"]["median"]),
+            ("ranks_alone_cpu_per_example", _alone_cpu),
+        ):
+            first, second = value(before), value(after)
+            if first and second is not None:
+                found[key].append(second / first)
+    return {key: spread(values) if values else None for key, values in found.items()}
 
 
 def describe(figures: dict[str, Any]) -> str:
@@ -181,6 +245,8 @@ def describe(figures: dict[str, Any]) -> str:
     for key, label in (
         ("marginal_over_raw", "rate ratio"),
         ("cpu_per_example", "CPU per example"),
+        ("fuzz_per_s", "fuzz rate"),
+        ("raw_per_s", "raw rate"),
         ("ranks_alone_cpu_per_example", "the ranks' CPU per example, alone"),
     ):
         value = per_round.get(key)

@@ -30,7 +30,7 @@ from hypothesis import errors as hypothesis_errors
 from runnercheck.config import Config
 from runnercheck.contract import is_driver_only_comment, is_driver_only_metadata
 from runnercheck.errors import UsageError
-from runnercheck.fuzz import strategies, transfer
+from runnercheck.fuzz import prng, strategies, transfer
 from runnercheck.fuzz.compare import describe
 from runnercheck.fuzz.compare import differences as compare
 from runnercheck.fuzz.group import GroupLost
@@ -421,8 +421,9 @@ def drive(
 
     strategies.last_construction_error.clear()
     # Hypothesis makes many objects that live to the end of the search: the cyclic
-    # collector would walk them again and again
-    with _fewer_collections():
+    # collector would walk them again and again; the global random generators are
+    # seeded for each example but saved and restored once (prng)
+    with _fewer_collections(), prng.seeded_once():
         try:
             if LOOKAHEAD > 0:
                 ahead_then_in_step()
