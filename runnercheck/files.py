@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import operator
 import os
 import stat
 from collections.abc import Iterable, Sequence
@@ -219,7 +220,22 @@ def check_arguments(paths: Iterable[str | os.PathLike[str]]) -> None:
             pass  # reported by the walk (e.g. a parent directory that cannot be searched)
 
 
+def _join(directory: str, name: str) -> str:
+    """``str(Path(directory) / name)`` for ``directory`` as ``str(Path(...))`` writes it
+    and a name listed in it (never ``/``, ``.`` or ``..``), without making a ``Path``."""
+    if directory == ".":
+        return name
+    return directory + name if directory.endswith("/") else f"{directory}/{name}"
+
+
+_NAME = operator.attrgetter("name")
+
+
 class _Walker:
+    """The walk works on ``str`` paths (as ``str(Path(...))`` writes them) and makes a
+    ``Path`` only for what it hands out: most entries of a tree are not read, and
+    pathlib's joins cost more than the system calls of the walk."""
+
     def __init__(
         self,
         suffixes: tuple[str, ...],
@@ -234,29 +250,29 @@ class _Walker:
         self.links = links
         self.skip_hidden = skip_hidden
         self.walk = Walk(())
-        self.seen: set[Path] = set()
-        self._real_dirs: dict[Path, Path] = {}
+        #: Resolved paths of the files taken, as ``os.path.realpath`` writes them.
+        self.seen: set[str] = set()
 
-    def relative(self, path: Path, display: str) -> str:
+    def relative(self, path: str | Path, display: str) -> str:
         try:
             return Path(os.path.abspath(path)).relative_to(self.root).as_posix()
         except ValueError:
             return display
 
-    def is_excluded(self, path: Path, display: str) -> bool:
+    def is_excluded(self, path: str | Path, display: str) -> bool:
         return bool(self.exclude) and excluded(display, self.relative(path, display), self.exclude)
 
     def problem(
-        self, path: Path, display: str, kind: ProblemKind, message: str, hides: bool
+        self, path: str | Path, display: str, kind: ProblemKind, message: str, hides: bool
     ) -> None:
         if not self.is_excluded(path, display):
-            self.walk.problems.append(Problem(path, display, kind, message, hides))
+            self.walk.problems.append(Problem(Path(path), display, kind, message, hides))
 
-    def add(self, path: Path, display: str, real: Path) -> None:
+    def add(self, path: str | Path, display: str, real: str) -> None:
         if real in self.seen or self.is_excluded(path, display):
             return
         self.seen.add(real)
-        self.walk.files.append(Source(path, display, real))
+        self.walk.files.append(Source(Path(path), display, Path(real)))
 
     # -- one argument
 
@@ -273,25 +289,29 @@ class _Walker:
                 kind = "broken-link"
             self.problem(path, display, kind, _stat_reason(exc), True)
             return None
-        real = Path(os.path.realpath(path))
+        real = os.path.realpath(path)
         if stat.S_ISDIR(info.st_mode):
-            self.directory(path, display)
+            self.directory(str(path), display, real)
         elif stat.S_ISREG(info.st_mode):
             self.add(path, display, real)
         else:
             message = f"{kind_of(info.st_mode)}, not a regular file: not read"
             self.problem(path, display, "special", message, True)
-        return real
+        return Path(real)
 
     # -- a directory tree, iteratively (pre-order, sorted, like os.walk)
 
-    def directory(self, top: Path, top_display: str) -> None:
-        stack: list[tuple[Path, str]] = [(top, top_display)]
+    def directory(self, top: str, top_display: str, top_real: str) -> None:
+        """``top`` and every directory below it that is not a link; each directory's
+        resolved path is its parent's joined with its name (a directory that is not a
+        link adds nothing to resolve), so ``realpath`` runs once per tree, not once per
+        directory. Below ``top`` a path is shown as walked."""
+        stack: list[tuple[str, str, str]] = [(top, top_display, top_real)]
         while stack:
-            here, display = stack.pop()
+            here, display, real = stack.pop()
             try:
                 with os.scandir(here) as listing:
-                    entries = sorted(listing, key=lambda e: e.name)
+                    entries = sorted(listing, key=_NAME)
             except OSError as exc:
                 reason = exc.strerror or type(exc).__name__
                 self.problem(
@@ -302,13 +322,13 @@ class _Walker:
                     True,
                 )
                 continue
-            below: list[tuple[Path, str]] = []
+            below: list[tuple[str, str, str]] = []
             for entry in entries:
-                child = here / entry.name
-                child_display = str(child)
-                if entry.name == JOURNAL_NAME or entry.name.startswith(JOURNAL_NAME + "."):
-                    if entry.name == JOURNAL_NAME:
-                        self.walk.journals.append(child)
+                name = entry.name
+                child = _join(here, name)
+                if name == JOURNAL_NAME or name.startswith(JOURNAL_NAME + "."):
+                    if name == JOURNAL_NAME:
+                        self.walk.journals.append(Path(child))
                     continue
                 try:
                     is_link = entry.is_symlink()
@@ -316,12 +336,12 @@ class _Walker:
                 except OSError:
                     continue
                 if is_link:
-                    self.link(entry, child, child_display)
+                    self.link(entry, child)
                 elif is_dir:
-                    if self.keep_dir(entry.name):
-                        below.append((child, child_display))
-                elif entry.name.endswith(self.suffixes):
-                    self.entry_file(entry, child, child_display)
+                    if self.keep_dir(name):
+                        below.append((child, child, _join(real, name)))
+                elif name.endswith(self.suffixes):
+                    self.entry_file(entry, child, _join(real, name))
             stack.extend(reversed(below))
 
     def keep_dir(self, name: str) -> bool:
@@ -329,24 +349,28 @@ class _Walker:
             return False
         return not (self.skip_hidden and name.startswith("."))
 
-    def entry_file(self, entry: os.DirEntry[str], path: Path, display: str) -> None:
+    def entry_file(self, entry: os.DirEntry[str], path: str, real: str) -> None:
+        """A listed file that is not a link (``real``: its resolved path). The listing's
+        file type says whether it is a regular file, with no system call where the file
+        system gives types; the mode is read only to say what else it is."""
         try:
-            mode = entry.stat(follow_symlinks=False).st_mode
-        except OSError as exc:
-            self.problem(path, display, "unreadable", _stat_reason(exc), True)
-            return
-        if stat.S_ISREG(mode):
-            # not a link itself: its real path is its directory's, resolved once per
-            # directory (``realpath`` costs a system call per component of the path)
-            parent = self._real_dirs.get(path.parent)
-            if parent is None:
-                parent = self._real_dirs[path.parent] = Path(os.path.realpath(path.parent))
-            self.add(path, display, parent / path.name)
-        else:
-            message = f"{kind_of(mode)}, not a regular file: skipped"
-            self.problem(path, display, "special", message, False)
+            regular = entry.is_file(follow_symlinks=False)
+        except OSError:
+            regular = False
+        if not regular:
+            try:
+                mode = entry.stat(follow_symlinks=False).st_mode
+            except OSError as exc:
+                self.problem(path, path, "unreadable", _stat_reason(exc), True)
+                return
+            if not stat.S_ISREG(mode):
+                message = f"{kind_of(mode)}, not a regular file: skipped"
+                self.problem(path, path, "special", message, False)
+                return
+        self.add(path, path, real)
 
-    def link(self, entry: os.DirEntry[str], path: Path, display: str) -> None:
+    def link(self, entry: os.DirEntry[str], path: str) -> None:
+        display = path
         wanted = entry.name.endswith(self.suffixes)
         try:
             info = os.stat(path)
@@ -359,7 +383,8 @@ class _Walker:
         is_dir = stat.S_ISDIR(info.st_mode)
         if not wanted and not is_dir:
             return
-        real = Path(os.path.realpath(path))
+        resolved = os.path.realpath(path)
+        real = Path(resolved)
         if self.links == "inside":
             if not _inside(real, self.walk.roots):
                 self.problem(
@@ -373,7 +398,7 @@ class _Walker:
         if is_dir:
             return  # never descended into (a link may loop back)
         if stat.S_ISREG(info.st_mode):
-            self.add(path, display, real)
+            self.add(path, display, resolved)
         else:
             message = f"symbolic link to {real}, {kind_of(info.st_mode)}: skipped"
             self.problem(path, display, "special", message, False)
