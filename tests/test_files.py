@@ -149,3 +149,32 @@ def test_a_file_too_large_to_parse_is_one_line_in_check_and_migrate(
     out = capsys.readouterr().out
     found = [line for line in out.splitlines() if " MIG002 " in line]
     assert len(found) == 1 and found[0].startswith(f"{big}: MIG002 [parse] {reason}"), out
+
+
+def test_paths_are_pathlib_joins_and_real_paths_resolved(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk joins ``str`` paths and resolves a directory from its parent: what it
+    hands out is what ``Path(argument) / name`` and ``os.path.realpath`` give, whatever
+    the form of the argument (relative, ``./``, trailing ``/``, ``..``, through a link)."""
+    tree = tmp_path / "real" / "tree"
+    for name in ["a.py", "sub/b.py", "sub/deep/c.py", "sub/deep/deeper/d.py", "z/e.py"]:
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text("")
+    (tmp_path / "via").symlink_to(tmp_path / "real", target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    relative = ["a.py", "sub/b.py", "sub/deep/c.py", "sub/deep/deeper/d.py", "z/e.py"]
+    arguments = ["real/tree", "./real/tree/", "via/tree", "via//tree/../tree", str(tree)]
+    for argument in arguments:
+        found = walk([argument])
+        assert [s.path for s in found.files] == [Path(argument) / r for r in relative]
+        assert [s.display for s in found.files] == [str(Path(argument) / r) for r in relative]
+        assert [s.real for s in found.files] == [tree / r for r in relative]
+        assert all(s.real == Path(os.path.realpath(s.path)) for s in found.files)
+    monkeypatch.chdir(tree / "sub")
+    found = walk(["."])
+    assert [s.display for s in found.files] == ["b.py", "deep/c.py", "deep/deeper/d.py"]
+    assert [s.real for s in found.files] == [tree / r for r in relative[1:4]]
+    # a file given beside its directory is one file, listed once
+    again = walk([tree / "a.py", tree])
+    assert [s.real for s in again.files] == [tree / r for r in relative]
