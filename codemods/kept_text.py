@@ -104,7 +104,7 @@ class _Reader:
                 node = nodes[at]
                 at += 1
                 head = self._head(statement, node)
-                end = self._compound(statement, node, indents)
+                end = self._compound(statement, node, indents, head)
             else:
                 raise _Mismatch
             start = head - len(statement.leading_lines)
@@ -134,14 +134,14 @@ class _Reader:
         return line
 
     def _compound(
-        self, statement: cst.BaseStatement, node: ast.stmt, indents: tuple[str, ...]
+        self, statement: cst.BaseStatement, node: ast.stmt, indents: tuple[str, ...], head: int
     ) -> int:
-        """Read the blocks of a compound statement; its last line."""
+        """Read the blocks of a compound statement whose first token is on line
+        ``head``; its last line."""
         blocks = _blocks(statement, node)
         if blocks is None:
             raise _Mismatch
         end = _end_line(node)
-        head = self._head(statement, node)
         for suite, nodes in blocks:  # the last one decides
             if isinstance(suite, cst.IndentedBlock):
                 inner = (
