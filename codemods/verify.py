@@ -145,7 +145,9 @@ def rewritten_facts(
         if id(stmt) in lazy:
             del kept[id(stmt)]
             lazy.discard(id(stmt))
-    facts = extract_tree(after, str(path), text, contract, True, False, known=kept, readers=readers)
+    facts = extract_tree(
+        after, str(path), text, contract, names=True, loaded=False, known=kept, readers=readers
+    )
     if lazy:  # the kept definitions after the last one read again import lazily
         facts.imports = _with_lazy_imports(facts.imports, read.imports, renamed)
     for name, fields in marked.items():
