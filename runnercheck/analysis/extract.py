@@ -406,7 +406,14 @@ def extract_tree(
                 found
                 if isinstance(found, ClassFacts)
                 else _class_facts(
-                    stmt, path, facts.imports, contract, tree, lines, with_shapes, readers
+                    stmt,
+                    path,
+                    facts.imports,
+                    contract,
+                    tree,
+                    lines,
+                    shapes=with_shapes,
+                    readers=readers,
                 )
             )
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
