@@ -15,6 +15,8 @@ import libcst as cst
 from codemods import cstutil, node_index
 
 DriverPath = Literal["both", "driver", "non-driver"]
+#: (block statements, index of the next link) from a function's body down to a statement
+Chain = tuple[tuple[tuple[cst.BaseStatement, ...], int], ...]
 
 
 @dataclass(frozen=True)
@@ -23,8 +25,7 @@ class Located:
 
     statement: cst.CSTNode
     path: DriverPath
-    #: (block statements, index of the next link) from the function body down
-    chain: tuple[tuple[tuple[cst.BaseStatement, ...], int], ...]
+    chain: Chain
 
 
 def _other(path: DriverPath) -> DriverPath:
@@ -44,47 +45,49 @@ def _function_path(func: cst.FunctionDef, flag: str) -> DriverPath:
 def locate(func: cst.FunctionDef, flag: str) -> list[Located]:
     """Every statement (simple and compound) under ``func`` with its path."""
     out: list[Located] = []
-
-    def walk(
-        block: tuple[cst.BaseStatement, ...],
-        path: DriverPath,
-        chain: tuple[tuple[tuple[cst.BaseStatement, ...], int], ...],
-    ) -> None:
-        current = path
-        for index, statement in enumerate(block):
-            here = (*chain, (block, index))
-            out.append(Located(statement, current, here))
-            if isinstance(statement, cst.If):
-                test = cstutil.flag_test(statement.test, flag)
-                if test is None:
-                    walk(tuple(cstutil.body_of(statement.body)), current, here)
-                    _walk_else(statement.orelse, current, here)
-                    continue
-                when_true: DriverPath = "driver" if test else "non-driver"
-                if current in ("both", when_true):
-                    walk(tuple(cstutil.body_of(statement.body)), when_true, here)
-                if current in ("both", _other(when_true)) and statement.orelse is not None:
-                    _walk_else(statement.orelse, _other(when_true), here)
-                if statement.orelse is None and cstutil.ends_with_exit(statement.body):
-                    current = _other(when_true) if current == "both" else current
-            elif isinstance(statement, cst.BaseCompoundStatement):
-                for child in _child_blocks(statement):
-                    walk(tuple(cstutil.body_of(child)), current, here)
-
-    def _walk_else(
-        orelse: cst.If | cst.Else | None,
-        path: DriverPath,
-        chain: tuple[tuple[tuple[cst.BaseStatement, ...], int], ...],
-    ) -> None:
-        if orelse is None:
-            return
-        if isinstance(orelse, cst.Else):
-            walk(tuple(cstutil.body_of(orelse.body)), path, chain)
-        else:
-            walk((orelse,), path, chain)
-
-    walk(tuple(cstutil.body_of(func.body)), _function_path(func, flag), ())
+    _locate(tuple(cstutil.body_of(func.body)), _function_path(func, flag), (), flag, out)
     return out
+
+
+def _locate(
+    block: tuple[cst.BaseStatement, ...],
+    path: DriverPath,
+    chain: Chain,
+    flag: str,
+    out: list[Located],
+) -> None:
+    """:func:`locate` of ``block`` (on ``path``, reached through ``chain``), into ``out``."""
+    current = path
+    for index, statement in enumerate(block):
+        here = (*chain, (block, index))
+        out.append(Located(statement, current, here))
+        if isinstance(statement, cst.If):
+            test = cstutil.flag_test(statement.test, flag)
+            if test is None:
+                _locate(tuple(cstutil.body_of(statement.body)), current, here, flag, out)
+                _locate_else(statement.orelse, current, here, flag, out)
+                continue
+            when_true: DriverPath = "driver" if test else "non-driver"
+            if current in ("both", when_true):
+                _locate(tuple(cstutil.body_of(statement.body)), when_true, here, flag, out)
+            if current in ("both", _other(when_true)) and statement.orelse is not None:
+                _locate_else(statement.orelse, _other(when_true), here, flag, out)
+            if statement.orelse is None and cstutil.ends_with_exit(statement.body):
+                current = _other(when_true) if current == "both" else current
+        elif isinstance(statement, cst.BaseCompoundStatement):
+            for child in _child_blocks(statement):
+                _locate(tuple(cstutil.body_of(child)), current, here, flag, out)
+
+
+def _locate_else(
+    orelse: cst.If | cst.Else | None, path: DriverPath, chain: Chain, flag: str, out: list[Located]
+) -> None:
+    if orelse is None:
+        return
+    if isinstance(orelse, cst.Else):
+        _locate(tuple(cstutil.body_of(orelse.body)), path, chain, flag, out)
+    else:
+        _locate((orelse,), path, chain, flag, out)
 
 
 def _child_blocks(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:

@@ -29,6 +29,7 @@ from runnercheck.analysis.model import CallSite, ClassFacts
 from runnercheck.analysis.stepwalk import reachable_calls
 
 if TYPE_CHECKING:
+    from runnercheck.analysis.constants import Bindings
     from runnercheck.analysis.project import Project
 
 #: What a keyword holds when the constructor call leaves it out.
@@ -123,47 +124,56 @@ class NonDriverValues:
     def _constructions(
         self, cls: ClassFacts, ref: MethodRef, runner: ClassFacts | None
     ) -> list[CallSite]:
-        p = self.p
         found: list[CallSite] = []
-        seen: set[int] = set()
-        bindings = p.constants.self_bindings(cls)
-
-        def visit(owner_cls: ClassFacts, current: MethodRef) -> None:
-            if id(current.func) in seen:
-                return
-            seen.add(id(current.func))
-            for call in current.func.calls:
-                if call.nested or call.role == "driver" or self._driver_only(call):
-                    continue
-                head, _, name = call.callee.rpartition(".")
-                if name[:1].isupper() and "(" not in call.callee:
-                    found.append(call)
-                    continue
-                if head and head not in ("self", "cls", "super()") and "(" not in head:
-                    klass = p.resolve_class(head, current.func.path)
-                    target = p.resolve_method(klass, name) if klass is not None else None
-                    if klass is not None and target is not None:
-                        visit(klass, target)
-                    elif head.rsplit(".", 1)[-1][:1].isupper():
-                        found.append(call)  # a factory of a class not read: ``C.prepare()``
-                    continue
-                if not head:
-                    helper = p.resolve_function(call.callee, current.func.path)
-                    if helper is not None:
-                        visit(owner_cls, MethodRef(current.owner, helper))
-            roles = {(c.line, c.col): c.role for c in current.func.calls}
-            for step, side in reachable_calls(current.func.steps, bindings):
-                role = side or roles.get((step.line, step.col))
-                if role == "driver" or step.collective is not None:
-                    continue
-                dispatched = p.steps._dispatch(
-                    owner_cls, current.owner, current.func, step.callee, runner
-                )
-                if dispatched is not None:
-                    visit(dispatched[0], dispatched[1])
-
-        visit(cls, ref)
+        bindings = self.p.constants.self_bindings(cls)
+        self._construct(cls, ref, runner, bindings, found, set())
         return found
+
+    def _construct(
+        self,
+        owner_cls: ClassFacts,
+        current: MethodRef,
+        runner: ClassFacts | None,
+        bindings: Bindings,
+        found: list[CallSite],
+        seen: set[int],
+    ) -> None:
+        """:meth:`_constructions` from ``current`` (a method of ``owner_cls``), into
+        ``found``; ``seen``: the functions visited (by ``id``)."""
+        p = self.p
+        if id(current.func) in seen:
+            return
+        seen.add(id(current.func))
+        for call in current.func.calls:
+            if call.nested or call.role == "driver" or self._driver_only(call):
+                continue
+            head, _, name = call.callee.rpartition(".")
+            if name[:1].isupper() and "(" not in call.callee:
+                found.append(call)
+                continue
+            if head and head not in ("self", "cls", "super()") and "(" not in head:
+                klass = p.resolve_class(head, current.func.path)
+                target = p.resolve_method(klass, name) if klass is not None else None
+                if klass is not None and target is not None:
+                    self._construct(klass, target, runner, bindings, found, seen)
+                elif head.rsplit(".", 1)[-1][:1].isupper():
+                    found.append(call)  # a factory of a class not read: ``C.prepare()``
+                continue
+            if not head:
+                helper = p.resolve_function(call.callee, current.func.path)
+                if helper is not None:
+                    inner = MethodRef(current.owner, helper)
+                    self._construct(owner_cls, inner, runner, bindings, found, seen)
+        roles = {(c.line, c.col): c.role for c in current.func.calls}
+        for step, side in reachable_calls(current.func.steps, bindings):
+            role = side or roles.get((step.line, step.col))
+            if role == "driver" or step.collective is not None:
+                continue
+            dispatched = p.steps._dispatch(
+                owner_cls, current.owner, current.func, step.callee, runner
+            )
+            if dispatched is not None:
+                self._construct(dispatched[0], dispatched[1], runner, bindings, found, seen)
 
     def _non_driver(self, text: str) -> str:
         """What an argument holds on a non-driver rank: the driver flag is False there

@@ -117,24 +117,29 @@ def non_driver_reads(func: ast.FunctionDef, flag: str) -> dict[str, int]:
     with the first line of each: statements under ``if self.<flag>:`` or after
     ``if not self.<flag>: return`` are the driver's alone."""
     found: dict[str, int] = {}
-
-    def note(node: ast.AST, line: int) -> None:
-        for name in sorted(loaded(node)):
-            found.setdefault(name, line)
-
-    def walk(body: list[ast.stmt], driver_only: bool) -> None:
-        for stmt in body:
-            if isinstance(stmt, ast.If):
-                then_role, else_role = role_of(stmt.test, flag)
-                if not driver_only:
-                    note(stmt.test, stmt.lineno)
-                walk(stmt.body, driver_only or then_role == "driver")
-                walk(stmt.orelse, driver_only or else_role == "driver")
-                if then_role == "non-driver" and _exits(stmt.body) and not stmt.orelse:
-                    driver_only = True
-                continue
-            if not driver_only:
-                note(stmt, stmt.lineno)
-
-    walk(list(func.body), False)
+    _non_driver_reads(list(func.body), False, flag, found)
     return found
+
+
+def _non_driver_reads(
+    body: list[ast.stmt], driver_only: bool, flag: str, found: dict[str, int]
+) -> None:
+    """:func:`non_driver_reads` of a block (``driver_only``: only the driver runs it)."""
+    for stmt in body:
+        if isinstance(stmt, ast.If):
+            then_role, else_role = role_of(stmt.test, flag)
+            if not driver_only:
+                _note(stmt.test, stmt.lineno, found)
+            _non_driver_reads(stmt.body, driver_only or then_role == "driver", flag, found)
+            _non_driver_reads(stmt.orelse, driver_only or else_role == "driver", flag, found)
+            if then_role == "non-driver" and _exits(stmt.body) and not stmt.orelse:
+                driver_only = True
+            continue
+        if not driver_only:
+            _note(stmt, stmt.lineno, found)
+
+
+def _note(node: ast.AST, line: int, found: dict[str, int]) -> None:
+    """The names ``node`` reads, at ``line`` unless ``found`` has them already."""
+    for name in sorted(loaded(node)):
+        found.setdefault(name, line)

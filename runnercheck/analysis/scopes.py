@@ -34,49 +34,54 @@ def _inner_bound(node: ast.AST) -> set[str]:
 def bound(node: ast.AST) -> set[str]:
     """Names ``node`` binds in the enclosing function (not inside nested scopes)."""
     found: set[str] = set()
-
-    def visit(sub: ast.AST) -> None:
-        if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            found.add(sub.name)
-            return
-        if isinstance(sub, (ast.Lambda, *_COMPREHENSIONS)):
-            for child in walk(sub):
-                if isinstance(child, ast.NamedExpr) and isinstance(child.target, ast.Name):
-                    found.add(child.target.id)  # := leaks out of a comprehension
-            return
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
-            found.add(sub.id)
-        elif isinstance(sub, (ast.Import, ast.ImportFrom)):
-            for alias in sub.names:
-                found.add((alias.asname or alias.name).split(".")[0])
-        elif isinstance(sub, ast.ExceptHandler) and sub.name:
-            found.add(sub.name)
-        for child in ast.iter_child_nodes(sub):
-            visit(child)
-
-    visit(node)
+    _bound(node, found)
     return found
+
+
+def _bound(sub: ast.AST, found: set[str]) -> None:
+    """:func:`bound` of ``sub``, into ``found`` (a function of its own, not a closure that
+    calls itself: such a closure is a reference cycle, and keeps what it holds alive
+    until the garbage collector runs)."""
+    if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        found.add(sub.name)
+        return
+    if isinstance(sub, (ast.Lambda, *_COMPREHENSIONS)):
+        for child in walk(sub):
+            if isinstance(child, ast.NamedExpr) and isinstance(child.target, ast.Name):
+                found.add(child.target.id)  # := leaks out of a comprehension
+        return
+    if isinstance(sub, ast.Name) and isinstance(sub.ctx, (ast.Store, ast.Del)):
+        found.add(sub.id)
+    elif isinstance(sub, (ast.Import, ast.ImportFrom)):
+        for alias in sub.names:
+            found.add((alias.asname or alias.name).split(".")[0])
+    elif isinstance(sub, ast.ExceptHandler) and sub.name:
+        found.add(sub.name)
+    for child in ast.iter_child_nodes(sub):
+        _bound(child, found)
 
 
 def loaded(node: ast.AST) -> set[str]:
     """Names ``node`` reads from the enclosing function's scope (nested scopes
     included, less the names they bind themselves)."""
     found: set[str] = set()
-
-    def visit(sub: ast.AST, hidden: frozenset[str]) -> None:
-        if isinstance(sub, (*_COMPREHENSIONS, ast.Lambda)):
-            hidden = hidden | _inner_bound(sub)
-        elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            args = sub.args
-            params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
-            hidden = hidden | params | bound_in(sub.body)
-        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id not in hidden:
-            found.add(sub.id)
-        for child in ast.iter_child_nodes(sub):
-            visit(child, hidden)
-
-    visit(node, frozenset())
+    _loaded(node, frozenset(), found)
     return found
+
+
+def _loaded(sub: ast.AST, hidden: frozenset[str], found: set[str]) -> None:
+    """:func:`loaded` of ``sub`` with ``hidden`` bound by the scopes around it, into
+    ``found``."""
+    if isinstance(sub, (*_COMPREHENSIONS, ast.Lambda)):
+        hidden = hidden | _inner_bound(sub)
+    elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        args = sub.args
+        params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+        hidden = hidden | params | bound_in(sub.body)
+    if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id not in hidden:
+        found.add(sub.id)
+    for child in ast.iter_child_nodes(sub):
+        _loaded(child, hidden, found)
 
 
 def bound_in(statements: Iterable[ast.AST]) -> set[str]:

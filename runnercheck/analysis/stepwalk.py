@@ -324,67 +324,76 @@ class StepWalk:
         if ref is None:
             return []
         found: dict[tuple[str, int, int], Reached] = {}
-        seen: set[tuple[int, frozenset[tuple[str, str]], bool]] = set()
-        constants = self.constants
-
-        def visit(
-            current: MethodRef, chain: tuple[str, ...], bindings: dict[str, str], driver: bool
-        ) -> None:
-            key = (id(current.func), frozenset(bindings.items()), driver)
-            if key in seen:
-                return
-            seen.add(key)
-            bound = {**constants.self_bindings(cls), **bindings}
-            collectives = {
-                (s.line, s.col) for s in flatten_calls(current.func.steps) if s.collective
-            }
-            for call in current.func.calls:
-                if call.nested or (call.line, call.col) in collectives:
-                    continue
-                if "." in call.callee.split("(", 1)[0].replace("?", ""):
-                    continue  # module-level helpers called by their bare name
-                if not conditions_hold(call.conditions, bound):
-                    continue
-                helper = self.hierarchy.resolve_function(call.callee, current.func.path)
-                if helper is not None:
-                    inner = MethodRef(current.owner, helper)
-                    visit(
-                        inner,
-                        (*chain, helper.qualname),
-                        call_bindings(call, inner, bound, self_bound=False),
-                        driver or self._driver_condition(call.conditions),
-                    )
-            for step, side in reachable_calls(current.func.steps, bound):
-                if step.collective is not None:
-                    site = BroadcastSite(
-                        current.func.path,
-                        step.line,
-                        step.col,
-                        current.func.qualname,
-                        step.callee,
-                    )
-                    found.setdefault(
-                        (site.path, site.line, site.col),
-                        Reached(site, chain, side == "non-driver", driver or side == "driver"),
-                    )
-                    continue
-                parts = step.callee.split(".")
-                if len(parts) != 2 or parts[0] not in ("self", "cls", "super()"):
-                    continue
-                target = self._dispatch(cls, current.owner, current.func, step.callee, None)
-                if target is not None:
-                    callee = target[1]
-                    visit(
-                        callee,
-                        (*chain, callee.func.qualname),
-                        call_bindings(
-                            step, callee, bound, self_bound=not callee.func.is_staticmethod
-                        ),
-                        driver or side == "driver",
-                    )
-
-        visit(ref, (ref.func.qualname,), {}, False)
+        self._reach(cls, ref, (ref.func.qualname,), {}, False, found, set())
         return list(found.values())
+
+    def _reach(
+        self,
+        cls: ClassFacts,
+        current: MethodRef,
+        chain: tuple[str, ...],
+        bindings: dict[str, str],
+        driver: bool,
+        found: dict[tuple[str, int, int], Reached],
+        seen: set[tuple[int, frozenset[tuple[str, str]], bool]],
+    ) -> None:
+        """:meth:`collectives_reachable` from ``current`` (reached through ``chain``,
+        with ``bindings``; ``driver``: on the driver's path only), into ``found``;
+        ``seen``: what was visited with which bindings and path."""
+        key = (id(current.func), frozenset(bindings.items()), driver)
+        if key in seen:
+            return
+        seen.add(key)
+        bound = {**self.constants.self_bindings(cls), **bindings}
+        collectives = {(s.line, s.col) for s in flatten_calls(current.func.steps) if s.collective}
+        for call in current.func.calls:
+            if call.nested or (call.line, call.col) in collectives:
+                continue
+            if "." in call.callee.split("(", 1)[0].replace("?", ""):
+                continue  # module-level helpers called by their bare name
+            if not conditions_hold(call.conditions, bound):
+                continue
+            helper = self.hierarchy.resolve_function(call.callee, current.func.path)
+            if helper is not None:
+                inner = MethodRef(current.owner, helper)
+                self._reach(
+                    cls,
+                    inner,
+                    (*chain, helper.qualname),
+                    call_bindings(call, inner, bound, self_bound=False),
+                    driver or self._driver_condition(call.conditions),
+                    found,
+                    seen,
+                )
+        for step, side in reachable_calls(current.func.steps, bound):
+            if step.collective is not None:
+                site = BroadcastSite(
+                    current.func.path,
+                    step.line,
+                    step.col,
+                    current.func.qualname,
+                    step.callee,
+                )
+                found.setdefault(
+                    (site.path, site.line, site.col),
+                    Reached(site, chain, side == "non-driver", driver or side == "driver"),
+                )
+                continue
+            parts = step.callee.split(".")
+            if len(parts) != 2 or parts[0] not in ("self", "cls", "super()"):
+                continue
+            target = self._dispatch(cls, current.owner, current.func, step.callee, None)
+            if target is not None:
+                callee = target[1]
+                self._reach(
+                    cls,
+                    callee,
+                    (*chain, callee.func.qualname),
+                    call_bindings(step, callee, bound, self_bound=not callee.func.is_staticmethod),
+                    driver or side == "driver",
+                    found,
+                    seen,
+                )
 
 
 def reachable_calls(
