@@ -39,18 +39,31 @@ def call_site(
     conditions: tuple[Condition, ...] = (),
     role: Role | None = None,
 ) -> CallSite:
+    keywords: tuple[str, ...] = ()
+    kwargs: tuple[tuple[str, str], ...] = ()
+    star_kwargs = False
+    if node.keywords:  # (one pass over them: most calls have none)
+        names: list[str] = []
+        texts: list[tuple[str, str]] = []
+        for kw in node.keywords:
+            if kw.arg is None:
+                star_kwargs = True
+            else:
+                names.append(kw.arg)
+                texts.append((kw.arg, arg_text(kw.value)))
+        keywords, kwargs = tuple(names), tuple(texts)
     return CallSite(
-        line=node.lineno,
-        col=node.col_offset + 1,
-        callee=dotted(node.func),
-        nargs=len(node.args),
-        keywords=tuple(kw.arg for kw in node.keywords if kw.arg),
-        star_kwargs=any(kw.arg is None for kw in node.keywords),
-        nested=nested,
-        conditions=conditions,
-        role=role,
-        args=tuple(arg_text(a) for a in node.args),
-        kwargs=tuple((kw.arg, arg_text(kw.value)) for kw in node.keywords if kw.arg is not None),
+        node.lineno,
+        node.col_offset + 1,
+        dotted(node.func),
+        len(node.args),
+        keywords,
+        star_kwargs,
+        nested,
+        conditions,
+        role,
+        tuple([arg_text(a) for a in node.args]) if node.args else (),
+        kwargs,
     )
 
 

@@ -47,6 +47,10 @@ from runnercheck.contract import VLLM, Contract, is_driver_only_comment
 from runnercheck.deep import parse_failure
 
 _DICT_ANNOTATION = re.compile(r"\b(Dict|dict|Mapping|MutableMapping)\b")
+#: The words :data:`_DICT_ANNOTATION` finds: an ASCII identifier holds one as a word
+#: only by being it (every character of it is a word character).
+_DICT_WORDS = frozenset({"Dict", "dict", "Mapping", "MutableMapping"})
+_IDENTIFIERS = (ast.keyword, ast.arg)
 
 
 def _names_dict(annotation: ast.expr) -> bool:
@@ -55,17 +59,20 @@ def _names_dict(annotation: ast.expr) -> bool:
     keyword's or a parameter's name, or lies in a constant, so those are searched
     (as fast as reading the text back, without building it)."""
     for node in walk(annotation):
-        if isinstance(node, ast.Name):
-            text = node.id
-        elif isinstance(node, ast.Attribute):
-            text = node.attr
-        elif isinstance(node, ast.Constant):
-            text = repr(node.value)
-        elif isinstance(node, (ast.keyword, ast.arg)):
-            text = node.arg or ""
+        kind = node.__class__
+        if kind is ast.Name:
+            text = node.id  # type: ignore[attr-defined]
+        elif kind is ast.Attribute:
+            text = node.attr  # type: ignore[attr-defined]
+        elif kind is ast.Constant:
+            if _DICT_ANNOTATION.search(repr(node.value)):  # type: ignore[attr-defined]
+                return True
+            continue
+        elif kind in _IDENTIFIERS:
+            text = node.arg or ""  # type: ignore[attr-defined]
         else:
             continue
-        if _DICT_ANNOTATION.search(text):
+        if text in _DICT_WORDS if text.isascii() else _DICT_ANNOTATION.search(text):
             return True
     return False
 

@@ -27,9 +27,20 @@ from runnercheck.analysis.recognise import (
 from runnercheck.analysis.syntax import arg_text, dotted, last_name, literal_text
 from runnercheck.contract import Contract
 
-#: Nodes with nothing to record below them.
+#: Nodes with nothing to record below them: names, constants, operators, contexts.
 _LEAVES = frozenset(
-    {ast.Name, ast.Constant, ast.Load, ast.Store, ast.Del, ast.Pass, ast.Break, ast.Continue}
+    {
+        ast.Name,
+        ast.Constant,
+        ast.Pass,
+        ast.Break,
+        ast.Continue,
+        *(
+            kind
+            for base in (ast.expr_context, ast.operator, ast.unaryop, ast.cmpop, ast.boolop)
+            for kind in base.__subclasses__()
+        ),
+    }
 )
 #: Nodes whose bodies do not run where they stand.
 _NOT_EXECUTED = frozenset({ast.Lambda, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
@@ -129,11 +140,14 @@ class StepReader:
                 self.call_conditions[where] = self.conditions
                 if self.role is not None:
                     self.call_roles[where] = self.role
-            self._call_steps(node.func, out)
+            if node.func.__class__ not in _LEAVES:
+                self._call_steps(node.func, out)
             for arg in node.args:
-                self._call_steps(arg, out)
+                if arg.__class__ not in _LEAVES:
+                    self._call_steps(arg, out)
             for kw in node.keywords:
-                self._call_steps(kw.value, out)
+                if kw.value.__class__ not in _LEAVES:
+                    self._call_steps(kw.value, out)
             callee = dotted(node.func)
             collective = classify_collective(callee, self.imports, self.contract)
             head = callee.split(".", 1)[0]

@@ -16,11 +16,69 @@ _DOTTED = "_runnercheck_dotted"
 
 
 def unparse(node: ast.AST) -> str:
-    """``ast.unparse(node)``, written here for the shapes most annotations take (names,
-    dotted names, subscripts of them with one or more such items, ``None``), where it is
-    many times cheaper than the general unparser."""
-    text = _plain_text(node)
+    """``ast.unparse(node)``, written here for the shapes most annotations and arguments
+    take (names, dotted names, subscripts of them with one or more such items, ``None``,
+    arithmetic on them and on integers), where it is many times cheaper than the general
+    unparser."""
+    if node.__class__ is ast.BinOp:
+        text = _binop_text(node, _TOP)  # type: ignore[arg-type]
+    else:
+        text = _plain_text(node)
     return text if text is not None else ast.unparse(node)
+
+
+#: The binary operators as :func:`ast.unparse` writes them, and how tightly each binds
+#: (its ``_Precedence``: ``|`` loosest, ``**`` tightest; unary ``+``/``-``/``~`` between
+#: ``*`` and ``**``).
+_BINOPS: dict[type[ast.operator], tuple[str, int]] = {
+    ast.BitOr: ("|", 1),
+    ast.BitXor: ("^", 2),
+    ast.BitAnd: ("&", 3),
+    ast.LShift: ("<<", 4),
+    ast.RShift: (">>", 4),
+    ast.Add: ("+", 5),
+    ast.Sub: ("-", 5),
+    ast.Mult: ("*", 6),
+    ast.MatMult: ("@", 6),
+    ast.Div: ("/", 6),
+    ast.Mod: ("%", 6),
+    ast.FloorDiv: ("//", 6),
+    ast.Pow: ("**", 8),
+}
+#: The precedence around an expression unparsed on its own (below every operator's).
+_TOP = 0
+
+
+def _binop_text(node: ast.BinOp, around: int) -> str | None:
+    """What :func:`ast.unparse` writes for arithmetic whose operands are plain (see
+    :func:`_plain_text`), non-negative integers or such arithmetic, where the operators
+    around it bind with precedence ``around``; None for anything else. An operand
+    binds one step tighter on the side the operator does not group from (the right,
+    but the left of ``**``), and is put in parentheses where it binds more loosely than
+    that."""
+    op, precedence = _BINOPS[node.op.__class__]
+    if op == "**":
+        left, right = precedence + 1, precedence
+    else:
+        left, right = precedence, precedence + 1
+    left_text = _operand_text(node.left, left)
+    if left_text is None:
+        return None
+    right_text = _operand_text(node.right, right)
+    if right_text is None:
+        return None
+    text = f"{left_text} {op} {right_text}"
+    return f"({text})" if around > precedence else text
+
+
+def _operand_text(node: ast.expr, around: int) -> str | None:
+    kind = node.__class__
+    if kind is ast.BinOp:
+        return _binop_text(node, around)  # type: ignore[arg-type]
+    if kind is ast.Constant:
+        value = node.value  # type: ignore[attr-defined]
+        return repr(value) if value.__class__ is int and value >= 0 else _plain_text(node)
+    return _plain_text(node)
 
 
 _PLAIN_HEADS = (ast.Name, ast.Attribute)
@@ -343,5 +401,5 @@ def arg_text(node: ast.expr) -> str:
     if literal is not None:
         return literal
     if isinstance(node, ast.BinOp):
-        return f"({ast.unparse(node)})"
+        return f"({unparse(node)})"
     return ""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runnercheck.analysis import syntax
+from runnercheck.analysis import extract, syntax
 from runnercheck.demo.engine import engine_source_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,6 +39,17 @@ l: X[a, (b, c)]
 m: A | None
 n: X[None]
 o: Optional[torch.Tensor]
+p = count - 1
+q = a - b - c
+r = a - (b - c)
+s = a ** b ** c
+t = (a ** b) ** c
+u = a * (b + c) @ d // e % f / g
+v = (a | b) & c ^ d << 1 >> 2
+w = x[1] + y.z[a, b] * 10
+x = -1 + a
+y = a + 1.5 + "s" + True
+z = (a + b)[c]
 """
 
 
@@ -69,3 +80,80 @@ def test_unparse_writes_the_plain_shapes_itself() -> None:
     others = ["X[a,]", "X[()]", "(1).real", "x()[a]", "X[1]", "X['a']", "A | None"]
     for text in others:
         assert syntax._plain_text(ast.parse(text, mode="eval").body) is None, text
+
+
+def test_unparse_writes_arithmetic_on_plain_operands_itself() -> None:
+    plain = [
+        "count - 1",
+        "a - b - c",
+        "a - (b - c)",
+        "a ** b ** c",
+        "(a ** b) ** c",
+        "a * (b + c)",
+        "(a | b) & c ^ d << 1 >> 2",
+        "x[i] + y.z[a, b] * 10",
+        "A | None",
+    ]
+    for text in plain:
+        node = ast.parse(text, mode="eval").body
+        assert isinstance(node, ast.BinOp)
+        assert syntax._binop_text(node, syntax._TOP) == ast.unparse(node) == text
+    # an operand the plain path does not write: the general unparser writes the whole
+    for text in ["-1 + a", "a + 1.5", "a + 's'", "a + True", "f(a) + b", "(a + b)[c] * 2"]:
+        node = ast.parse(text, mode="eval").body
+        assert isinstance(node, ast.BinOp)
+        assert syntax._binop_text(node, syntax._TOP) is None, text
+
+
+def _names_dict_by_pattern(annotation: ast.expr) -> bool:
+    """The definition: a dict type's name as a word of a name, an attribute, a
+    keyword's or parameter's name, or a constant's ``repr``."""
+    texts = []
+    for node in ast.walk(annotation):
+        if isinstance(node, ast.Name):
+            texts.append(node.id)
+        elif isinstance(node, ast.Attribute):
+            texts.append(node.attr)
+        elif isinstance(node, ast.Constant):
+            texts.append(repr(node.value))
+        elif isinstance(node, (ast.keyword, ast.arg)):
+            texts.append(node.arg or "")
+    return any(extract._DICT_ANNOTATION.search(text) for text in texts)
+
+
+def test_an_annotation_names_a_dict_as_the_pattern_finds_it() -> None:
+    edges = [
+        "Dict[str, int]",
+        "typing.Mapping",
+        "'MutableMapping[str, Any]'",
+        "my_dict",
+        "Dictionary",
+        "dict_of_tensors",
+        "a·Dict",  # a word boundary inside a non-ASCII name
+        "a·dictionary",
+        "Optional['dict']",
+        "Callable[..., dict]",
+        "f(dict=1)",
+        "List[int]",
+    ]
+    annotations = [ast.parse(text, mode="eval").body for text in edges]
+    for tree in _trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.arg) and node.annotation is not None:
+                annotations.append(node.annotation)
+    found = [extract._names_dict(a) for a in annotations]
+    assert found == [_names_dict_by_pattern(a) for a in annotations]
+    assert found[:12] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+        False,
+        True,
+        False,
+        True,
+        True,
+        True,
+        False,
+    ]
