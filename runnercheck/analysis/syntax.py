@@ -21,7 +21,7 @@ def unparse(node: ast.AST) -> str:
     arithmetic on them and on integers), where it is many times cheaper than the general
     unparser."""
     if node.__class__ is ast.BinOp:
-        text = _binop_text(node, _TOP)  # type: ignore[arg-type]
+        text = _binop_text(node, _TOP)
     else:
         text = _plain_text(node)
     return text if text is not None else ast.unparse(node)
