@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from runnercheck.analysis.recognise import role_of
 from runnercheck.analysis.scopes import loaded
 from runnercheck.analysis.shapes import ShapeProblem
-from runnercheck.analysis.syntax import dotted, walk
+from runnercheck.analysis.syntax import dotted, unparse, walk
 
 REQUEST_AFTER_PREPARE = "request used after preparing"
 
@@ -62,7 +62,7 @@ def request_reads(func: ast.FunctionDef, source_lines: list[str]) -> RequestUses
         return None
     param = params[1]
     request = param.arg
-    annotation = ast.unparse(param.annotation) if param.annotation is not None else ""
+    annotation = unparse(param.annotation) if param.annotation is not None else ""
     passed: dict[int, str] = {}
     for node in walk(func):
         if not isinstance(node, ast.Call):

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from runnercheck.analysis.recognise import broadcast_sends, is_step_broadcast, role_of
 from runnercheck.analysis.scopes import bound, bound_in, loaded, ordered_loads, self_reads
-from runnercheck.analysis.syntax import dotted, str_const, walk
+from runnercheck.analysis.syntax import dotted, str_const, unparse, walk
 from runnercheck.contract import Contract
 
 AFTER_SPLIT = "statements after the driver split"
@@ -443,8 +443,8 @@ def _extras(
             return (), ShapeProblem(
                 recv_if.lineno,
                 EXTRA_BROADCAST,
-                f"the driver sends under `{ast.unparse(send_if.test)}` but the other ranks "
-                f"receive under `{ast.unparse(recv_if.test)}`",
+                f"the driver sends under `{unparse(send_if.test)}` but the other ranks "
+                f"receive under `{unparse(recv_if.test)}`",
                 "test the same condition on both sides",
             )
         unknown = sorted(n for n in loaded(send_if.test) if n in everything and n not in fields)
@@ -496,7 +496,7 @@ def _extras(
             ExtraBroadcast(
                 send_if.lineno,
                 recv_if.lineno,
-                ast.unparse(send_if.test),
+                unparse(send_if.test),
                 f"{base}.",
                 received,
                 into,
@@ -557,7 +557,7 @@ def tuple_elements(annotation: ast.expr) -> list[str] | None:
     elements = inner.elts if isinstance(inner, ast.Tuple) else [inner]
     if any(isinstance(e, ast.Constant) and e.value is Ellipsis for e in elements):
         return None
-    return [ast.unparse(e) for e in elements]
+    return [unparse(e) for e in elements]
 
 
 def _element_types(annotation: ast.expr, tree: ast.Module) -> list[str] | None:
@@ -569,7 +569,7 @@ def _element_types(annotation: ast.expr, tree: ast.Module) -> list[str] | None:
         cls = _class_named(tree, annotation.id)
         if cls is not None and any(dotted(b).endswith("NamedTuple") for b in cls.bases):
             return [
-                ast.unparse(item.annotation)
+                unparse(item.annotation)
                 for item in cls.body
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
             ]
@@ -625,7 +625,7 @@ def local_types(func: ast.FunctionDef, tree: ast.Module) -> dict[str, str]:
 
     for node in walk(func):
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            note(node.target.id, ast.unparse(node.annotation))
+            note(node.target.id, unparse(node.annotation))
         elif isinstance(node, ast.Assign) and len(node.targets) == 1:
             target = node.targets[0]
             if isinstance(target, ast.Name):

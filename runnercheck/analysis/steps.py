@@ -24,7 +24,7 @@ from runnercheck.analysis.recognise import (
     guards_of,
     role_of,
 )
-from runnercheck.analysis.syntax import arg_text, dotted, last_name, literal_text
+from runnercheck.analysis.syntax import arg_text, dotted, last_name, literal_text, unparse
 from runnercheck.contract import Contract
 
 #: Nodes with nothing to record below them: names, constants, operators, contexts.
@@ -403,7 +403,7 @@ def range_count(node: ast.expr) -> str | None:
         and len(node.args) == 1
         and not node.keywords
     ):
-        return ast.unparse(node.args[0])
+        return unparse(node.args[0])
     return None
 
 

@@ -42,7 +42,7 @@ from runnercheck.analysis.model import (
 )
 from runnercheck.analysis.roles import Roles
 from runnercheck.analysis.stepwalk import ROLES, BroadcastSite, StepWalk
-from runnercheck.analysis.syntax import last_name
+from runnercheck.analysis.syntax import last_name, unparse
 
 #: The value every symbolic loop count takes when paths are compared.
 PROBE = 4
@@ -162,7 +162,7 @@ def _eval(node: ast.expr, values: Mapping[str, int], text: str) -> int:
         return int(node.value)
     if isinstance(node, ast.Name | ast.Attribute):
         # a dotted name (``self._num_spec_prefill_steps``) is a value like a plain one
-        name = ast.unparse(node)
+        name = unparse(node)
         if not _DOTTED.fullmatch(name):
             raise ValueError(f"not a count: {text!r}")
         try:
