@@ -294,16 +294,22 @@ def top_level_names(body: list[ast.stmt]) -> frozenset[str]:
 
 def loaded_names(tree: ast.AST) -> frozenset[str]:
     """Every bare name that appears in ``tree`` (the ``ast.Name`` nodes of ``ast.walk``,
-    found by a walk of its own: about three times cheaper)."""
+    found by a walk of its own: about three times cheaper, as it reads only the fields
+    that can hold a name)."""
     names: set[str] = set()
     stack = [tree]
     push, pop = stack.append, stack.pop
+    fields_of = _NAME_FIELDS
     while stack:
         node = pop()
-        if node.__class__ is ast.Name:
-            names.add(node.id)
+        kind = node.__class__
+        if kind is ast.Name:
+            names.add(node.id)  # type: ignore[attr-defined]
             continue
-        for field in node._fields:
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(f for f in kind._fields if f not in _NAMELESS)
+        for field in fields:
             value = getattr(node, field, None)
             if isinstance(value, list):
                 for item in value:
@@ -312,6 +318,12 @@ def loaded_names(tree: ast.AST) -> frozenset[str]:
             elif isinstance(value, ast.AST):
                 push(value)
     return frozenset(names)
+
+
+#: Fields that hold only an operator or an expression context, never a name.
+_NAMELESS = frozenset({"ctx", "op", "ops"})
+#: Per node class, its fields but :data:`_NAMELESS` (filled as classes are met).
+_NAME_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def suppressions(source: str) -> dict[int, frozenset[str] | None]:

@@ -1,6 +1,7 @@
 """The analysis's own cheap readings of ``ast`` trees give what the standard library's
 give: :func:`syntax.walk` the nodes of ``ast.walk`` in its order, :func:`syntax.unparse`
-the text of ``ast.unparse``."""
+the text of ``ast.unparse``, :func:`syntax.loaded_names` the names of ``ast.walk``'s
+``Name`` nodes; an annotation names a dict type where the pattern finds one."""
 
 from __future__ import annotations
 
@@ -157,3 +158,9 @@ def test_an_annotation_names_a_dict_as_the_pattern_finds_it() -> None:
         True,
         False,
     ]
+
+
+@pytest.mark.parametrize("tree", _trees(), ids=[*(p.name for p in FILES), "edges"])
+def test_loaded_names_are_the_names_of_ast_walk(tree: ast.Module) -> None:
+    expected = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+    assert syntax.loaded_names(tree) == expected
