@@ -359,9 +359,21 @@ class DictReader:
 
     def _read_dicts(self) -> None:
         returns: list[str] = []
-        for node in self.nodes:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                read_import(node, self.imports)  # lazy imports count for callee resolution
+        for node in self.nodes:  # (calls first: the most of them)
+            if isinstance(node, ast.Call):
+                where = (node.lineno, node.col_offset + 1)
+                self.calls.append(
+                    call_site(
+                        node,
+                        conditions=self.call_conditions.get(where, ()),
+                        role=self.call_roles.get(where),
+                    )
+                )
+                mutated = _mutated_param_attr(node.func, self.params)
+                if mutated is not None:
+                    self._note_write(*mutated)
+                if id(node) not in self.noted:
+                    self._note_call(node)
             elif isinstance(node, ast.Assign):
                 for target in node.targets:
                     self._read_assign(target, node.value)
@@ -388,20 +400,8 @@ class DictReader:
                         facts = self._dict(name)
                         facts.reads.add(key)
                         self._require(facts, key, node)
-            elif isinstance(node, ast.Call):
-                where = (node.lineno, node.col_offset + 1)
-                self.calls.append(
-                    call_site(
-                        node,
-                        conditions=self.call_conditions.get(where, ()),
-                        role=self.call_roles.get(where),
-                    )
-                )
-                mutated = _mutated_param_attr(node.func, self.params)
-                if mutated is not None:
-                    self._note_write(*mutated)
-                if id(node) not in self.noted:
-                    self._note_call(node)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                read_import(node, self.imports)  # lazy imports count for callee resolution
             elif isinstance(node, ast.Return) and node.value is not None:
                 value = node.value
                 if isinstance(value, ast.Name):
