@@ -32,7 +32,12 @@ class BindingReader:
             if arg.annotation is not None:
                 types[arg.arg] = names_in(arg.annotation)
         self.facts.param_types = types
-        calls = [n for n in self.nodes if type(n) is ast.Call]
+        # the calls that may construct a class with arguments (the others hold nothing)
+        calls = [
+            n
+            for n in self.nodes
+            if type(n) is ast.Call and (n.args or n.keywords) and _may_construct(dotted(n.func))
+        ]
         if not calls:
             return
         env: dict[str, tuple[str, ...]] = dict(types)
@@ -48,11 +53,7 @@ class BindingReader:
         out: list[ConstructionFacts] = []
         for call in calls:
             assert isinstance(call, ast.Call)
-            if not call.args and not call.keywords:
-                continue
             callee = dotted(call.func)
-            if not _may_construct(callee):
-                continue
             positional = tuple(_held(a, env) for a in call.args)
             keywords = tuple(
                 (kw.arg, _held(kw.value, env)) for kw in call.keywords if kw.arg is not None

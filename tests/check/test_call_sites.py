@@ -1,6 +1,7 @@
 """A call's :class:`CallSite` holds what its definition says, on every call of real
 files: its callee, its positional arguments' count and texts, the names and texts of
-its keywords, and whether it passes ``**mapping``."""
+its keywords, and whether it passes ``**mapping``; a function's constructions are the
+calls that may build a class from values of known classes."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from runnercheck.analysis import syntax
 from runnercheck.analysis.dicts import call_site
+from runnercheck.analysis.extract import extract_source
 from runnercheck.demo.engine import engine_source_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -54,3 +56,22 @@ def test_a_call_site_holds_what_its_call_says(nested: bool) -> None:
         )
         assert site.star_kwargs == any(kw.arg is None for kw in call.keywords)
         assert site.nested is nested
+
+
+def test_constructions_are_the_calls_that_may_build_a_class_from_known_values() -> None:
+    text = (
+        "class W:\n"
+        "    def f(self, worker: Worker, other):\n"
+        "        inner = Proposer(worker)\n"
+        "        self.helper(worker)\n"  # a method: builds nothing
+        "        log(worker)\n"  # a lower-case callee: not a class
+        '        raise ValueError("x")\n'  # a class, but nothing known passed
+        "        built = cls(inner, self.scorer)\n"
+        "        return Wrapper(inner=inner, plain=other)\n"
+    )
+    method = extract_source(text, "w.py").classes["W"].methods["f"]
+    assert [(c.callee, c.line, c.args, c.kwargs) for c in method.constructions] == [
+        ("Proposer", 3, (("Worker",),), ()),
+        ("cls", 7, (("Proposer",), ("self.scorer",)), ()),
+        ("Wrapper", 8, (), (("inner", ("Proposer",)), ("plain", ()))),
+    ]
