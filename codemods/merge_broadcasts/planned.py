@@ -130,7 +130,8 @@ class Planned:
     def lines(self, path: Path) -> Lines:
         """The line index of the file's module (resolved once, on first use)."""
         if path not in self._lines:
-            self._lines[path] = Lines(self.modules([path])[path])
+            module = self.modules([path])[path]
+            self._lines[path] = Lines(module, lambda: self.kept_text(path))
         return self._lines[path]
 
     def plans(self, group: Group, project: Project, contract: Contract) -> Plans:
