@@ -77,8 +77,8 @@ def _from_ini(path: Path, sections: Sequence[str], keys: Sequence[str]) -> int |
 
 def line_limit(start: Path) -> int:
     """The line length the code at ``start`` (a file or directory) is held to."""
-    here = start if start.is_dir() else start.parent
-    for directory in [here.resolve(), *here.resolve().parents]:
+    here = (start if start.is_dir() else start.parent).resolve()
+    for directory in [here, *here.parents]:
         found = False
         for name in ("ruff.toml", ".ruff.toml"):
             if (directory / name).is_file():

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods import cstutil, layout
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.kept_text import Kept, kept_text
 from codemods.merge_broadcasts.groups import plan_group
@@ -69,6 +69,7 @@ class Planned:
         #: directories whose shared step did not verify: their workers keep their own
         self.no_hoist: set[Path] = set()
         self._workers: dict[tuple[int, str, tuple[str, ...]], tuple[WorkerPlan, Worker]] = {}
+        self._limits: dict[Path, int] = {}
 
     def worker(
         self,
@@ -86,6 +87,15 @@ class Planned:
             found = (plan, make(plan, runner_plans, contract, asserted))
             self._workers[key] = found
         return found[1]
+
+    def line_limit(self, start: Path) -> int:
+        """:func:`layout.line_limit`, read once per directory for the run (every group
+        and shared module of a directory asks it; each read looks for configuration
+        files in every directory above)."""
+        here = start if start.is_dir() else start.parent
+        if here not in self._limits:
+            self._limits[here] = layout.line_limit(start)
+        return self._limits[here]
 
     def module(self, path: Path) -> cst.Module:
         """The file's module, parsed on first use."""

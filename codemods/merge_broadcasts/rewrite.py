@@ -165,7 +165,10 @@ def rewrite_group(
     ``unshared`` workers (their groups were refused), and the helpers of their base
     module."""
     result = GroupResult(group.label)
-    limit = layout.line_limit(group.files[0]) if group.files else layout.DEFAULT_LIMIT
+    limit = layout.DEFAULT_LIMIT
+    if group.files:
+        first = group.files[0]
+        limit = planned.line_limit(first) if planned is not None else layout.line_limit(first)
     bases = _find_bases(project, contract)
     input_base, runner_base = contract.input_bases[0], contract.runner_bases[0]
     needs_bases = [p for p in runner_plans if p.method is not None or p.add_base]
@@ -412,7 +415,7 @@ def _shared_worker_inputs(
     found: dict[ClassRef, SharedInput] = {}
     groups = planned.groups(project)
     for directory in sorted({p.path.parent for p in worker_plans}):
-        limit = layout.line_limit(directory / f"{templates.WORKER_INPUT_MODULE_NAME}.py")
+        limit = planned.line_limit(directory / f"{templates.WORKER_INPUT_MODULE_NAME}.py")
         key = (directory, limit, unshared)
         if key not in planned.worker_inputs:  # the same for every group of the directory
             planned.worker_inputs[key] = shared_inputs(
