@@ -167,8 +167,8 @@ def rewrite_group(
     result = GroupResult(group.label)
     limit = layout.DEFAULT_LIMIT
     if group.files:
-        first = group.files[0]
-        limit = planned.line_limit(first) if planned is not None else layout.line_limit(first)
+        where = group.files[0]
+        limit = planned.line_limit(where) if planned is not None else layout.line_limit(where)
     bases = _find_bases(project, contract)
     input_base, runner_base = contract.input_bases[0], contract.runner_bases[0]
     needs_bases = [p for p in runner_plans if p.method is not None or p.add_base]
