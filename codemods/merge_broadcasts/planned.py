@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -41,6 +42,16 @@ if TYPE_CHECKING:
 Plans = tuple[list[RunnerPlan], list[WorkerPlan]]
 #: a rewritten worker class, the generic runner parents it names, whether it uses ``Type``
 Worker = tuple[cst.ClassDef, list[tuple[Path, str]], bool]
+
+
+@dataclass
+class ImportSites:
+    """What :func:`.rewrite.import_path` finds, kept for a run: per directory, its
+    modules in the project (sorted); per module, the modules it imports from, in order,
+    each with the file it resolves to."""
+
+    modules: dict[Path, list[Path]] = field(default_factory=dict)
+    imports: dict[Path, list[tuple[str, int, Path]]] = field(default_factory=dict)
 
 
 class Planned:
@@ -70,6 +81,7 @@ class Planned:
         self.no_hoist: set[Path] = set()
         self._workers: dict[tuple[int, str, tuple[str, ...]], tuple[WorkerPlan, Worker]] = {}
         self._limits: dict[Path, int] = {}
+        self._sites: tuple[Project, ImportSites] | None = None
 
     def worker(
         self,
@@ -96,6 +108,13 @@ class Planned:
         if here not in self._limits:
             self._limits[here] = layout.line_limit(start)
         return self._limits[here]
+
+    def import_sites(self, project: Project) -> ImportSites:
+        """How each module of the run names its siblings of a directory, as far as
+        :func:`.rewrite.import_path` has asked (it fills this; for ``project`` only)."""
+        if self._sites is None or self._sites[0] is not project:
+            self._sites = (project, ImportSites())
+        return self._sites[1]
 
     def module(self, path: Path) -> cst.Module:
         """The file's module, parsed on first use."""
