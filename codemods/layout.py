@@ -506,13 +506,13 @@ class _LongStatements:
                     self.measured.module.default_indent if indent is None else indent,
                 )
             line = start
-            for child in node.children:  # lines, then statements, one after the other
+            for child in cstutil.children(node):  # lines, then statements, in turn
                 size = self._size(child)
                 found = self._child(child, line, size, indents, True) or found
                 line += size
         else:  # a compound statement: its header, then its blocks up to its end
             line = start + self._size(node)
-            for child in reversed(node.children):
+            for child in reversed(cstutil.children(node)):
                 if not isinstance(child, _TAIL):
                     break
                 size = self._size(child)
