@@ -157,10 +157,16 @@ class Planned:
         return self._kept[path]
 
     def lines(self, path: Path) -> Lines:
-        """The line index of the file's module (resolved once, on first use)."""
+        """The line index of the file's module (resolved once, on first use), counting
+        from the statements' kept text where that needs no ``ast`` parse of its own (the
+        run's ``ast`` of the file, or a kept text read already)."""
         if path not in self._lines:
             module = self.modules([path])[path]
-            self._lines[path] = Lines(module, lambda: self.kept_text(path))
+
+            def kept() -> Kept | None:
+                return self.kept_text(path) if path in self.trees or path in self._kept else None
+
+            self._lines[path] = Lines(module, kept)
         return self._lines[path]
 
     def plans(self, group: Group, project: Project, contract: Contract) -> Plans:
