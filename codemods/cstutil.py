@@ -409,6 +409,19 @@ def replace_nodes(root: N, mapping: dict[int, cst.CSTNode]) -> N:
     return cast(N, root.visit(_ReplaceNodes(mapping, holding(root, mapping))))
 
 
+#: The nodes that hold blocks of statements: compound statements, their blocks and the
+#: clauses that hold blocks (``else``, ``except``, ``finally``, ``case``).
+BLOCK_HOLDERS = (
+    cst.BaseCompoundStatement,
+    cst.IndentedBlock,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+)
+
+
 def body_of(node: cst.BaseSuite) -> Sequence[cst.BaseStatement]:
     if isinstance(node, cst.IndentedBlock):
         return node.body

@@ -426,15 +426,7 @@ def _spliced(
 
 
 #: Nodes that hold statements (searched for long lines, block by block).
-_CONTAINERS = (
-    cst.BaseCompoundStatement,
-    cst.IndentedBlock,
-    cst.Else,
-    cst.ExceptHandler,
-    cst.ExceptStarHandler,
-    cst.Finally,
-    cst.MatchCase,
-)
+_CONTAINERS = cstutil.BLOCK_HOLDERS
 #: What ends a compound statement after its header: blocks, and the lines between them.
 _TAIL = (*_CONTAINERS, cst.EmptyLine, cst.TrailingWhitespace)
 

@@ -142,18 +142,6 @@ def _dereferences(node: cst.CSTNode, value: str, params: ValueParams | None = No
     return False
 
 
-#: The nodes that hold blocks of statements: all that :class:`_Narrow` enters.
-_HOLDING_BLOCKS = (
-    cst.BaseCompoundStatement,
-    cst.IndentedBlock,
-    cst.Else,
-    cst.ExceptHandler,
-    cst.ExceptStarHandler,
-    cst.Finally,
-    cst.MatchCase,
-)
-
-
 class _Narrow(cst.CSTTransformer):
     """Per block, an assert before the first unguarded dereference of each value. It
     enters only what holds blocks: every other node (a simple statement, an expression
@@ -165,10 +153,10 @@ class _Narrow(cst.CSTTransformer):
         self.settled: list[set[str]] = [set()]
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        return isinstance(node, _HOLDING_BLOCKS) and super().on_visit(node)
+        return isinstance(node, cstutil.BLOCK_HOLDERS) and super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
-        if not isinstance(original_node, _HOLDING_BLOCKS):
+        if not isinstance(original_node, cstutil.BLOCK_HOLDERS):
             return updated_node
         return super().on_leave(original_node, updated_node)
 
