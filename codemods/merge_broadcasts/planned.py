@@ -16,6 +16,7 @@ between the groups of a run gives each the result that planning it alone would g
 from __future__ import annotations
 
 import ast
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,9 +163,13 @@ class Planned:
         run's ``ast`` of the file, or a kept text read already)."""
         if path not in self._lines:
             module = self.modules([path])[path]
+            owner = weakref.ref(self)  # (the lines are kept here: no cycle through them)
 
             def kept() -> Kept | None:
-                return self.kept_text(path) if path in self.trees or path in self._kept else None
+                planned = owner()
+                if planned is None or (path not in planned.trees and path not in planned._kept):
+                    return None
+                return planned.kept_text(path)
 
             self._lines[path] = Lines(module, kept)
         return self._lines[path]
