@@ -138,7 +138,7 @@ def find_all(
 ) -> list[cst.CSTNode]:
     """The nodes under ``root`` (itself included) that ``match`` keeps and ``where``
     (when given) accepts, in the order a visit meets them (read from the subtree's
-    index, :mod:`.node_index`). Give the node classes a search wants as ``match``
+    index, :mod:`.node_index`: whitespace, comments and punctuation are not searched). Give the node classes a search wants as ``match``
     rather than a predicate that tests them: kinds are told by the node's class alone,
     without a call per node."""
     nodes = node_index.nodes(root)
@@ -375,7 +375,8 @@ def attr_of(base: str, name: str) -> cst.Attribute:
 def holding(root: cst.CSTNode, targets: Iterable[int]) -> set[int]:
     """The ids of the nodes under ``root`` that are, or hold, a node whose id is in
     ``targets``: all that a transformer replacing those nodes needs to visit (it
-    leaves the other subtrees as they are instead of copying them)."""
+    leaves the other subtrees as they are instead of copying them). A target is never
+    whitespace, a comment or punctuation (:data:`.node_index.TRIVIA`: not indexed)."""
     wanted = set(targets)
     held: set[int] = set()
     order, ends, start, end = node_index.span(root)
@@ -406,6 +407,19 @@ def replace_nodes(root: N, mapping: dict[int, cst.CSTNode]) -> N:
     if not mapping:
         return root
     return cast(N, root.visit(_ReplaceNodes(mapping, holding(root, mapping))))
+
+
+#: The nodes that hold blocks of statements: compound statements, their blocks and the
+#: clauses that hold blocks (``else``, ``except``, ``finally``, ``case``).
+BLOCK_HOLDERS = (
+    cst.BaseCompoundStatement,
+    cst.IndentedBlock,
+    cst.Else,
+    cst.ExceptHandler,
+    cst.ExceptStarHandler,
+    cst.Finally,
+    cst.MatchCase,
+)
 
 
 def body_of(node: cst.BaseSuite) -> Sequence[cst.BaseStatement]:

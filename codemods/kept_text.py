@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -34,10 +34,12 @@ _NEWLINE = re.compile(r"\r\n?|\n")
 @dataclass(frozen=True)
 class Kept:
     """Per statement of ``module`` (by ``id``; the module is held, so the ids stay its
-    statements'), its text and the indents of the blocks around it."""
+    statements'), its text and the indents of the blocks around it, and the line its
+    text starts on (1-based: its first leading line, else its own first line)."""
 
     module: cst.Module
     texts: dict[int, tuple[str, tuple[str, ...]]]
+    lines: dict[int, int] = field(default_factory=dict)
 
     def matches(self, module: cst.Module) -> bool:
         """Whether ``module`` prints a kept statement as ``self.module`` did: the same
@@ -71,7 +73,7 @@ def kept_text(module: cst.Module, tree: ast.Module, text: str) -> Kept | None:
             raise _Mismatch
     except (_Mismatch, IndexError):
         return None
-    return Kept(module, reader.texts)
+    return Kept(module, reader.texts, reader.lines)
 
 
 class _Reader:
@@ -80,6 +82,7 @@ class _Reader:
         self.text = text
         self.starts = starts
         self.texts: dict[int, tuple[str, tuple[str, ...]]] = {}
+        self.lines: dict[int, int] = {}
 
     def block(
         self,
@@ -116,6 +119,7 @@ class _Reader:
             last = end
             text = self.text[self.starts[start - 1] : self.starts[end]]
             self.texts[id(statement)] = (text, indents)
+            self.lines[id(statement)] = start
         if at != len(nodes):
             raise _Mismatch
         return first, last

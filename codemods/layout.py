@@ -77,8 +77,8 @@ def _from_ini(path: Path, sections: Sequence[str], keys: Sequence[str]) -> int |
 
 def line_limit(start: Path) -> int:
     """The line length the code at ``start`` (a file or directory) is held to."""
-    here = start if start.is_dir() else start.parent
-    for directory in [here.resolve(), *here.resolve().parents]:
+    here = (start if start.is_dir() else start.parent).resolve()
+    for directory in [here, *here.parents]:
         found = False
         for name in ("ruff.toml", ".ruff.toml"):
             if (directory / name).is_file():
@@ -426,15 +426,7 @@ def _spliced(
 
 
 #: Nodes that hold statements (searched for long lines, block by block).
-_CONTAINERS = (
-    cst.BaseCompoundStatement,
-    cst.IndentedBlock,
-    cst.Else,
-    cst.ExceptHandler,
-    cst.ExceptStarHandler,
-    cst.Finally,
-    cst.MatchCase,
-)
+_CONTAINERS = cstutil.BLOCK_HOLDERS
 #: What ends a compound statement after its header: blocks, and the lines between them.
 _TAIL = (*_CONTAINERS, cst.EmptyLine, cst.TrailingWhitespace)
 
@@ -506,13 +498,13 @@ class _LongStatements:
                     self.measured.module.default_indent if indent is None else indent,
                 )
             line = start
-            for child in node.children:  # lines, then statements, one after the other
+            for child in cstutil.children(node):  # lines, then statements, in turn
                 size = self._size(child)
                 found = self._child(child, line, size, indents, True) or found
                 line += size
         else:  # a compound statement: its header, then its blocks up to its end
             line = start + self._size(node)
-            for child in reversed(node.children):
+            for child in reversed(cstutil.children(node)):
                 if not isinstance(child, _TAIL):
                     break
                 size = self._size(child)

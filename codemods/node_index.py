@@ -10,6 +10,11 @@ a slice of that list.
 A walk reads each node's children from its fields (:func:`children`): LibCST's
 ``node.children`` builds a copy of the node to list them.
 
+An index leaves out whitespace, comments and punctuation (:data:`TRIVIA`): about two
+thirds of a parsed module's nodes, which no question of the codemods asks about (a
+search for one of them, or a replacement of one, would find nothing); :func:`within`
+still answers for them, by a walk.
+
 The index is kept by node identity for the process (it holds the nodes it lists, so an
 identity is never another node's while it is kept), up to :data:`KEPT_NODES` nodes;
 :func:`forget` drops it (``migrate`` does at the end of a run).
@@ -102,11 +107,36 @@ def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return _gather(node, read)
 
 
+#: Whitespace, comments and punctuation: each holds nodes of these kinds only (its
+#: whitespace, comment and line break), and an index does not list them.
+TRIVIA: frozenset[type[cst.CSTNode]] = frozenset(
+    {
+        cst.SimpleWhitespace,
+        cst.ParenthesizedWhitespace,
+        cst.TrailingWhitespace,
+        cst.EmptyLine,
+        cst.Newline,
+        cst.Comment,
+        cst.Comma,
+        cst.Dot,
+        cst.Colon,
+        cst.Semicolon,
+        cst.AssignEqual,
+        cst.LeftParen,
+        cst.RightParen,
+        cst.LeftSquareBracket,
+        cst.RightSquareBracket,
+        cst.LeftCurlyBrace,
+        cst.RightCurlyBrace,
+    }
+)
+
+
 class SubtreeIndex:
-    """The nodes under a root (itself first) in the order a visit meets them: the
-    nodes under the node at position ``i`` are ``order[i:ends[i]]``; ``where`` gives a
-    node's position (its first, where one node object is met at two places of a tree
-    built from shared parts: then ``repeats``)."""
+    """The nodes under a root (itself first) in the order a visit meets them, but for
+    :data:`TRIVIA` under it: the nodes under the node at position ``i`` are
+    ``order[i:ends[i]]``; ``where`` gives a node's position (its first, where one node
+    object is met at two places of a tree built from shared parts: then ``repeats``)."""
 
     __slots__ = ("ends", "order", "repeats", "where")
     order: list[cst.CSTNode]
@@ -117,7 +147,7 @@ class SubtreeIndex:
     def __init__(self, root: cst.CSTNode) -> None:
         order: list[cst.CSTNode] = []
         ends: list[int] = []
-        known, readers = _WHERE, _READERS
+        known, readers, trivia = _WHERE, _READERS, TRIVIA
         stack: list[cst.CSTNode | int] = [root]
         pop, push, extend = stack.pop, stack.append, stack.extend
         listed, opened = order.append, ends.append
@@ -138,11 +168,10 @@ class SubtreeIndex:
             opened(0)
             push(len(order))
             listed(item)
-            # its children (what :func:`children` gives), pushed last first
+            # its children (what :func:`children` gives) but trivia, pushed last first
             read = readers.get(type(item))
-            found = list(children(item)) if read is None else _gather(item, read)
-            found.reverse()
-            extend(found)
+            found = children(item) if read is None else _gather(item, read)
+            extend([child for child in reversed(found) if child.__class__ not in trivia])
         count = len(order)
         self.order = order
         self.ends = ends
@@ -178,7 +207,8 @@ def _located(root: cst.CSTNode) -> tuple[SubtreeIndex, int]:
 
 
 def nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
-    """The nodes under ``root`` (itself included) in the order a visit meets them."""
+    """The nodes under ``root`` (itself included) in the order a visit meets them, but
+    for :data:`TRIVIA` under it."""
     index, start = _located(root)
     return index.order[start : index.ends[start]]
 
@@ -197,6 +227,14 @@ def indexed(node: cst.CSTNode) -> bool:
 
 def within(root: cst.CSTNode, node: cst.CSTNode) -> bool:
     """Whether ``node`` is ``root`` or lies under it."""
+    if node.__class__ in TRIVIA and node is not root:  # (not listed: looked for by a walk)
+        stack = [root]
+        while stack:
+            item = stack.pop()
+            if item is node:
+                return True
+            stack.extend(children(item))
+        return False
     index, start = _located(root)
     return index.holds(start, node)
 

@@ -78,12 +78,17 @@ def _measure_with_metadata(module: cst.Module) -> Measured:
 
 
 class Lines:
-    """The first line of every node of one module (measured once, on first use)."""
+    """The first line of every node of one module (measured once, on first use).
 
-    def __init__(self, module: cst.Module) -> None:
+    ``kept`` gives, when asked, the kept text of the module (:mod:`codemods.kept_text`),
+    which says on what line each statement of its blocks starts: a node under a
+    statement is then counted in a print of that statement alone."""
+
+    def __init__(self, module: cst.Module, kept: Callable[[], Kept | None] | None = None) -> None:
         self.module = module
         self._measured: Measured | None = None
         self._scopes: dict[int, dict[int, tuple[int, int]] | None] = {}
+        self._kept = kept
 
     def _starts(self) -> dict[int, tuple[int, int]]:
         if self._measured is None:
@@ -97,16 +102,51 @@ class Lines:
     def line_in(self, scope: cst.CSTNode, scope_line: int, node: cst.CSTNode) -> int:
         """``line(node)`` for a node under ``scope``, a statement whose syntax starts on
         ``scope_line`` (as ``ast`` gives it: the line of ``def`` or ``class``): only
-        ``scope`` is printed, unless the whole module was measured already."""
+        ``scope`` is printed, unless the whole module was measured already; with kept
+        text, only the innermost statement of its blocks that holds ``node``."""
         if self._measured is None:
-            if id(scope) not in self._scopes:
-                self._scopes[id(scope)] = _starts_within(scope, self.module)
-            starts = self._scopes[id(scope)]
+            if node is scope and isinstance(scope, (cst.FunctionDef, cst.ClassDef)):
+                return scope_line  # (its own start: what a print of it counts from)
+            found = self._in_statement(scope, node)
+            if found is not None:
+                return found
+            starts = self._printed(scope)
             if starts is not None:
                 here, top = starts.get(id(node)), starts.get(id(scope))
                 if here is not None and top is not None:
                     return scope_line + here[0] - top[0]
         return self.line(node)
+
+    def _printed(self, node: cst.CSTNode) -> dict[int, tuple[int, int]] | None:
+        """The starts of the nodes under ``node`` in a print of ``node`` alone (once)."""
+        if id(node) not in self._scopes:
+            self._scopes[id(node)] = _starts_within(node, self.module)
+        return self._scopes[id(node)]
+
+    def _in_statement(self, scope: cst.CSTNode, node: cst.CSTNode) -> int | None:
+        """``line(node)`` counted in a print of the innermost statement of ``scope``'s
+        blocks that holds ``node``, from the line its kept text starts on; None without
+        kept text, or for a node of ``scope``'s own header."""
+        kept = self._kept() if self._kept is not None else None
+        if kept is None or kept.module is not self.module or not cstutil.within(scope, node):
+            return None
+        holder: cst.CSTNode | None = None
+        statements = _block_statements(scope)
+        while statements:  # (``scope`` is indexed: each ``within`` is a look-up)
+            inner = next(
+                (s for s in statements if id(s) in kept.lines and cstutil.within(s, node)), None
+            )
+            if inner is None:
+                break
+            holder = inner
+            statements = _block_statements(inner)
+        if holder is None:
+            return None
+        starts = self._printed(holder)
+        here = starts.get(id(node)) if starts is not None else None
+        if here is None:
+            return None
+        return kept.lines[id(holder)] + here[0] - 1
 
     def name_at(self, root: cst.CSTNode, line: int, col: int) -> cst.Name | None:
         """The ``Name`` under ``root`` that starts at ``line``/``col`` (0-based)."""
@@ -123,6 +163,24 @@ class Lines:
             if self.line(statement) == line:
                 return statement
         return None
+
+
+def _block_statements(node: cst.CSTNode) -> list[cst.BaseStatement]:
+    """The statements of the indented blocks of a compound statement (``elif`` and
+    ``else`` blocks, handlers and ``finally`` included); none for any other node."""
+    body = getattr(node, "body", None)
+    if not isinstance(node, cst.BaseCompoundStatement) or not isinstance(body, cst.BaseSuite):
+        return []  # (a ``match`` has no block of its own)
+    suites: list[cst.BaseSuite] = [body]
+    orelse = getattr(node, "orelse", None)
+    while isinstance(orelse, (cst.If, cst.Else)):
+        suites.append(orelse.body)
+        orelse = orelse.orelse if isinstance(orelse, cst.If) else None
+    suites.extend(handler.body for handler in getattr(node, "handlers", ()))
+    final = getattr(node, "finalbody", None)
+    if isinstance(final, cst.Finally):
+        suites.append(final.body)
+    return [s for suite in suites if isinstance(suite, cst.IndentedBlock) for s in suite.body]
 
 
 def _starts_within(scope: cst.CSTNode, module: cst.Module) -> dict[int, tuple[int, int]] | None:

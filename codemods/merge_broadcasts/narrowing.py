@@ -143,12 +143,22 @@ def _dereferences(node: cst.CSTNode, value: str, params: ValueParams | None = No
 
 
 class _Narrow(cst.CSTTransformer):
-    """Per block, an assert before the first unguarded dereference of each value."""
+    """Per block, an assert before the first unguarded dereference of each value. It
+    enters only what holds blocks: every other node (a simple statement, an expression
+    of a header) is left as it is, not copied."""
 
     def __init__(self, values: Sequence[str], params: ValueParams | None = None) -> None:
         self.values = list(values)
         self.params = params
         self.settled: list[set[str]] = [set()]
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return isinstance(node, cstutil.BLOCK_HOLDERS) and super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[no-untyped-def]
+        if not isinstance(original_node, cstutil.BLOCK_HOLDERS):
+            return updated_node
+        return super().on_leave(original_node, updated_node)
 
     def _block(self, body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
         out: list[cst.BaseStatement] = []

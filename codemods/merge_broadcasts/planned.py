@@ -16,13 +16,15 @@ between the groups of a run gives each the result that planning it alone would g
 from __future__ import annotations
 
 import ast
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods import cstutil, layout
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.kept_text import Kept, kept_text
 from codemods.merge_broadcasts.groups import plan_group
@@ -41,6 +43,16 @@ if TYPE_CHECKING:
 Plans = tuple[list[RunnerPlan], list[WorkerPlan]]
 #: a rewritten worker class, the generic runner parents it names, whether it uses ``Type``
 Worker = tuple[cst.ClassDef, list[tuple[Path, str]], bool]
+
+
+@dataclass
+class ImportSites:
+    """What :func:`.rewrite.import_path` finds, kept for a run: per directory, its
+    modules in the project (sorted); per module, the modules it imports from, in order,
+    each with the file it resolves to."""
+
+    modules: dict[Path, list[Path]] = field(default_factory=dict)
+    imports: dict[Path, list[tuple[str, int, Path]]] = field(default_factory=dict)
 
 
 class Planned:
@@ -69,6 +81,8 @@ class Planned:
         #: directories whose shared step did not verify: their workers keep their own
         self.no_hoist: set[Path] = set()
         self._workers: dict[tuple[int, str, tuple[str, ...]], tuple[WorkerPlan, Worker]] = {}
+        self._limits: dict[Path, int] = {}
+        self._sites: tuple[Project, ImportSites] | None = None
 
     def worker(
         self,
@@ -86,6 +100,22 @@ class Planned:
             found = (plan, make(plan, runner_plans, contract, asserted))
             self._workers[key] = found
         return found[1]
+
+    def line_limit(self, start: Path) -> int:
+        """:func:`layout.line_limit`, read once per directory for the run (every group
+        and shared module of a directory asks it; each read looks for configuration
+        files in every directory above)."""
+        here = start if start.is_dir() else start.parent
+        if here not in self._limits:
+            self._limits[here] = layout.line_limit(start)
+        return self._limits[here]
+
+    def import_sites(self, project: Project) -> ImportSites:
+        """How each module of the run names its siblings of a directory, as far as
+        :func:`.rewrite.import_path` has asked (it fills this; for ``project`` only)."""
+        if self._sites is None or self._sites[0] is not project:
+            self._sites = (project, ImportSites())
+        return self._sites[1]
 
     def module(self, path: Path) -> cst.Module:
         """The file's module, parsed on first use."""
@@ -128,9 +158,20 @@ class Planned:
         return self._kept[path]
 
     def lines(self, path: Path) -> Lines:
-        """The line index of the file's module (resolved once, on first use)."""
+        """The line index of the file's module (resolved once, on first use), counting
+        from the statements' kept text where that needs no ``ast`` parse of its own (the
+        run's ``ast`` of the file, or a kept text read already)."""
         if path not in self._lines:
-            self._lines[path] = Lines(self.modules([path])[path])
+            module = self.modules([path])[path]
+            owner = weakref.ref(self)  # (the lines are kept here: no cycle through them)
+
+            def kept() -> Kept | None:
+                planned = owner()
+                if planned is None or (path not in planned.trees and path not in planned._kept):
+                    return None
+                return planned.kept_text(path)
+
+            self._lines[path] = Lines(module, kept)
         return self._lines[path]
 
     def plans(self, group: Group, project: Project, contract: Contract) -> Plans:

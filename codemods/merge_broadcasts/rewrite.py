@@ -21,7 +21,7 @@ from codemods.merge_broadcasts.generic_base import (
     split_generic,
 )
 from codemods.merge_broadcasts.groups import plan_group
-from codemods.merge_broadcasts.planned import Planned
+from codemods.merge_broadcasts.planned import ImportSites, Planned
 from codemods.merge_broadcasts.runner_model import RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import (
     input_class,
@@ -49,29 +49,60 @@ from runnercheck.analysis.syntax import loaded_names
 from runnercheck.contract import Contract
 
 
-def import_path(project: Project, origin: Path, target: Path) -> str:
+def import_path(
+    project: Project, origin: Path, target: Path, sites: ImportSites | None = None
+) -> str:
     """How ``origin`` should import the module at ``target``: the way ``origin``
     (or another module of its directory) imports its siblings, else relative
-    inside a package, else by bare name."""
-    paths = [Path(p) for p in project.modules]
-    neighbours = [origin, *sorted(p for p in paths if p.parent == origin.parent and p != origin)]
-    for source in neighbours:
-        facts = project.modules.get(str(source))
-        if facts is None:
+    inside a package, else by bare name. ``sites``: what earlier calls of the run
+    found (filled here)."""
+    sites = sites if sites is not None else ImportSites()
+    siblings = sites.modules.get(origin.parent)
+    if siblings is None:
+        paths = [Path(p) for p in project.modules]
+        siblings = sites.modules[origin.parent] = sorted(
+            p for p in paths if p.parent == origin.parent
+        )
+    for source in [origin, *(p for p in siblings if p != origin)]:
+        found = _sibling_import(_imports(project, source, sites), source, target.parent)
+        if found is None:
             continue
-        for module, _name, level in facts.import_sources.values():
-            found = project.module_file(str(source), module, level)
-            resolved = Path(found) if found is not None else None
-            if resolved is None or resolved.parent != target.parent or resolved == source:
-                continue
-            if level:
-                return "." * level + _relative_tail(origin.parent, level, target)
-            head = module.rpartition(".")[0]
-            if resolved.stem == module.rpartition(".")[2]:
-                return f"{head}.{target.stem}" if head else target.stem
+        module, level = found
+        if level:
+            return "." * level + _relative_tail(origin.parent, level, target)
+        head = module.rpartition(".")[0]
+        return f"{head}.{target.stem}" if head else target.stem
     if (origin.parent / "__init__.py").exists() and target.parent == origin.parent:
         return f".{target.stem}"
     return target.stem
+
+
+def _imports(project: Project, source: Path, sites: ImportSites) -> list[tuple[str, int, Path]]:
+    """The modules ``source`` imports from, in order, with the file each resolves to
+    (each resolved once: several names are often imported from one module)."""
+    found = sites.imports.get(source)
+    if found is None:
+        found = sites.imports[source] = []
+        facts = project.modules.get(str(source))
+        listed = facts.import_sources.values() if facts is not None else ()
+        for module, level in dict.fromkeys((m, lv) for m, _name, lv in listed):
+            resolved = project.module_file(str(source), module, level)
+            if resolved is not None:
+                found.append((module, level, Path(resolved)))
+    return found
+
+
+def _sibling_import(
+    imports: list[tuple[str, int, Path]], source: Path, directory: Path
+) -> tuple[str, int] | None:
+    """The first of ``source``'s imports that names another module of ``directory`` by
+    its own name (relative, or absolute ending with the module's name): (module, level)."""
+    for module, level, resolved in imports:
+        if resolved.parent != directory or resolved == source:
+            continue
+        if level or resolved.stem == module.rpartition(".")[2]:
+            return module, level
+    return None
 
 
 def _relative_tail(start: Path, level: int, target: Path) -> str:
@@ -165,7 +196,15 @@ def rewrite_group(
     ``unshared`` workers (their groups were refused), and the helpers of their base
     module."""
     result = GroupResult(group.label)
-    limit = layout.line_limit(group.files[0]) if group.files else layout.DEFAULT_LIMIT
+    sites = planned.import_sites(project) if planned is not None else None
+
+    def imported(origin: Path, target: Path) -> str:
+        return import_path(project, origin, target, sites)
+
+    limit = layout.DEFAULT_LIMIT
+    if group.files:
+        where = group.files[0]
+        limit = planned.line_limit(where) if planned is not None else layout.line_limit(where)
     bases = _find_bases(project, contract)
     input_base, runner_base = contract.input_bases[0], contract.runner_bases[0]
     needs_bases = [p for p in runner_plans if p.method is not None or p.add_base]
@@ -246,24 +285,20 @@ def rewrite_group(
                         owner_names.append(runner_base)
                     assert base_file is not None
                     if base_file != path:
-                        from_imports.append((import_path(project, path, base_file), owner_names))
+                        from_imports.append((imported(path, base_file), owner_names))
                 elif plan_any.owner is not None and plan_any.execute is not None:
                     owner = plan_any.owner
                     if owner.path != path:
-                        from_imports.append(
-                            (import_path(project, path, owner.path), [owner.input_name])
-                        )
+                        from_imports.append((imported(path, owner.path), [owner.input_name]))
                 if plan_any.add_base and plan_any.method is None:
                     assert base_file is not None
                     if base_file != path:
-                        from_imports.append((import_path(project, path, base_file), [runner_base]))
+                        from_imports.append((imported(path, base_file), [runner_base]))
                 parent = plan_any.rebase
                 if parent is not None:
                     new_cls = rebase(plan_any, new_cls)
                     if parent.path != path:
-                        from_imports.append(
-                            (import_path(project, path, parent.path), [parent.generic])
-                        )
+                        from_imports.append((imported(path, parent.path), [parent.generic]))
                 if plan_any.generic:
                     body.extend(split_generic(plan_any, new_cls, contract))
                 else:
@@ -274,7 +309,7 @@ def rewrite_group(
                 common = shared.get(ClassRef(plan_any.path, plan_any.name))
                 generated = [] if common is not None else worker_input_class(plan_any, contract)
                 if common is not None:
-                    from_imports.append((import_path(project, path, common.path), [common.name]))
+                    from_imports.append((imported(path, common.path), [common.name]))
                 asserted = common.asserted if common is not None else ()
                 new_w, generic, typed = (
                     planned.worker(plan_any, runner_plans, contract, asserted, final_worker)
@@ -290,7 +325,7 @@ def rewrite_group(
                 ]
                 for parent_path, name in generic:
                     if parent_path != path:
-                        from_imports.append((import_path(project, path, parent_path), [name]))
+                        from_imports.append((imported(path, parent_path), [name]))
                 ref = ClassRef(plan_any.path, plan_any.name)
                 for hoist in hoists:
                     split = hoist.members.get(ref)
@@ -298,9 +333,7 @@ def rewrite_group(
                         new_w = slim_worker(new_w, split, hoist.parent, hoist.attributes)
                         if path.parent not in result.hoisted:
                             result.hoisted.append(path.parent)
-                        from_imports.append(
-                            (import_path(project, path, hoist.path), [worker_hoist.BASE_NAME])
-                        )
+                        from_imports.append((imported(path, hoist.path), [worker_hoist.BASE_NAME]))
                         # the step, and what it carries over, is the base's now (said once)
                         first = ref == next(iter(hoist.members))
                         own, base = f"{plan_any.name}.", f"{worker_hoist.BASE_NAME}."
@@ -412,7 +445,7 @@ def _shared_worker_inputs(
     found: dict[ClassRef, SharedInput] = {}
     groups = planned.groups(project)
     for directory in sorted({p.path.parent for p in worker_plans}):
-        limit = layout.line_limit(directory / f"{templates.WORKER_INPUT_MODULE_NAME}.py")
+        limit = planned.line_limit(directory / f"{templates.WORKER_INPUT_MODULE_NAME}.py")
         key = (directory, limit, unshared)
         if key not in planned.worker_inputs:  # the same for every group of the directory
             planned.worker_inputs[key] = shared_inputs(
@@ -515,7 +548,7 @@ def _plan_directory(
         project,
         contract,
         planned.sources,
-        lambda origin, target: import_path(project, origin, target),
+        lambda origin, target: import_path(project, origin, target, planned.import_sites(project)),
         found.path,
         (runner_base, where if where is not None else generated),
     )

@@ -178,7 +178,11 @@ def _fill_from_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDe
         if any(statement is skip for skip in plan.from_dict_skip):
             continue
         moved = _renamed(statement, plan.receive_var)
-        statements.append(cast(cst.BaseStatement, moved.visit(_SelfAttnBackend())))
+        if any(statement is p for p in plan.prologue):
+            # (``prepare_model_input`` keeps the prologue too: this one is a copy of its own)
+            statements.append(cast(cst.BaseStatement, moved.visit(_SelfAttnBackend())))
+        else:  # the non-driver branch is written here only: nothing else is copied
+            statements.append(_backend_read_locally(moved))
     statements = [*_extractions(plan), *statements]
     body = list(cstutil.body_of(method.body))
     if statements:
@@ -196,6 +200,15 @@ def _fill_from_dict(plan: RunnerPlan, method: cst.FunctionDef) -> cst.FunctionDe
         )
         statements = [*guard, *statements]
     return method.with_changes(body=method.body.with_changes(body=[*statements, body[-1]]))
+
+
+def _backend_read_locally(statement: cst.BaseStatement) -> cst.BaseStatement:
+    """``self.<backend>`` read as the parameter ``<backend>`` (the nodes on the way to
+    each read are made anew, the rest kept)."""
+    reads = cstutil.find_all(
+        statement, cst.Attribute, lambda n: cstutil.is_self_attr(n, ATTN_BACKEND)
+    )
+    return cstutil.replace_nodes(statement, {id(read): cst.Name(ATTN_BACKEND) for read in reads})
 
 
 class _SelfAttnBackend(cst.CSTTransformer):

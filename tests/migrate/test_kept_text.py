@@ -255,3 +255,36 @@ def test_every_statement_of_a_real_release_has_its_printed_text() -> None:
         for statement in _statements_in_blocks(module):
             written, indents = kept.texts[id(statement)]
             assert written == printed_within(statement, module, indents), path
+
+
+def test_the_run_counts_lines_from_kept_text_only_where_it_has_the_ast() -> None:
+    """``Planned.lines`` counts a node's line in a print of its statement alone when the
+    run holds the file's ``ast`` (or read its kept text already); with facts from the
+    cache and no kept text yet, it prints the method, as it did, rather than parse the
+    file with ``ast`` for it."""
+    from codemods.merge_broadcasts.planned import Planned
+
+    path = FIXTURES / "engine" / "before" / "model_runner.py"
+    data = path.read_bytes()
+    for trees in ({path: ast.parse(data)}, None):
+        planned = Planned({path: data}, trees)
+        module = planned.module(path)
+        cdef = next(s for s in module.body if isinstance(s, cst.ClassDef))
+        method = next(s for s in cstutil.body_of(cdef.body) if isinstance(s, cst.FunctionDef))
+        statement = cstutil.body_of(method.body)[-1]
+        node = cstutil.find_all(statement, cst.Name)[0]
+        lines = planned.lines(path)
+        expected = positions.Lines(module).line(node)
+        def_line = next(
+            n.lineno
+            for n in ast.walk(ast.parse(data))
+            if isinstance(n, ast.FunctionDef) and n.name == method.name.value
+        )
+        assert lines.line_in(method, def_line, node) == expected
+        if trees is not None:
+            assert id(method) not in lines._scopes and id(statement) in lines._scopes
+        else:
+            assert id(method) in lines._scopes and path not in planned._kept
+            planned.kept_text(path)  # read for the layout pass: then it is used
+            assert planned.lines(path).line_in(method, def_line, statement) == lines.line(statement)
+            assert id(statement) in lines._scopes

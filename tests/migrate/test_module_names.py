@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from codemods.pipeline import MERGE, migrate
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
@@ -86,3 +88,53 @@ def test_migrate_imports_the_new_base_from_its_own_package(tmp_path: Path) -> No
         result.changes[work / "cpu_model_runner.py"].new
         == (AFTER / "cpu_model_runner.py").read_bytes()
     )
+
+
+def test_import_paths_found_for_a_run_are_those_found_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``import_path`` with the run's ``ImportSites`` gives what it gives alone, for
+    every origin and target in any order, and resolves each import of a module (a
+    module several names are imported from included) at most once in the run."""
+    from collections import Counter
+
+    from codemods.merge_broadcasts.planned import ImportSites
+    from codemods.merge_broadcasts.rewrite import import_path
+
+    texts = {
+        "pkg/__init__.py": "",
+        "pkg/a.py": "import os\nfrom pkg.b import X, Y\nfrom pkg import c\n",
+        "pkg/b.py": "X = Y = 1\n",
+        "pkg/c.py": "from .b import X\nfrom .d import Z, W\n",
+        "pkg/d.py": "Z = W = 2\n",
+        "other/__init__.py": "",
+        "other/e.py": "from pkg.a import X\n",
+        "other/f.py": "",
+        "other/g.py": "from other.f import thing\n",
+    }
+    for name, text in texts.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    files = [tmp_path / name for name in texts]
+    project = _project(tmp_path, files)
+    targets = [*files, tmp_path / "pkg" / "new_base.py", tmp_path / "other" / "new_input.py"]
+    pairs = [(o, t) for o in files for t in targets if o != t]
+    alone = {pair: import_path(project, *pair) for pair in pairs}
+    assert alone[(tmp_path / "pkg/c.py", tmp_path / "pkg/new_base.py")] == ".new_base"
+    assert alone[(tmp_path / "pkg/d.py", tmp_path / "pkg/new_base.py")] == "pkg.new_base"
+    assert alone[(tmp_path / "other/e.py", tmp_path / "other/new_input.py")] == "other.new_input"
+    assert alone[(tmp_path / "pkg/a.py", tmp_path / "pkg/new_base.py")] == "pkg.new_base"
+    assert alone[(tmp_path / "other/f.py", tmp_path / "pkg/b.py")] == "pkg.b"
+    resolved: Counter[tuple[str, str, int]] = Counter()
+    real = project.module_file
+
+    def counting(source: str, module: str, level: int) -> str | None:
+        resolved[(source, module, level)] += 1
+        return real(source, module, level)
+
+    monkeypatch.setattr(project, "module_file", counting)
+    for order in (pairs, pairs[::-1]):
+        sites = ImportSites()
+        resolved.clear()
+        assert {pair: import_path(project, *pair, sites) for pair in order} == alone
+        assert resolved and max(resolved.values()) == 1, resolved

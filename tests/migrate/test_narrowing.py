@@ -7,6 +7,7 @@ import textwrap
 
 import libcst as cst
 
+from codemods import cstutil
 from codemods.merge_broadcasts.narrowing import (
     narrow_reads,
     optional_attributes,
@@ -110,3 +111,58 @@ def test_an_optional_passed_where_a_method_takes_a_value_is_asserted_there() -> 
     )
     # without the method's parameters nothing is asserted
     assert narrowed(source, "model_input.lora_mapping") == source
+
+
+def test_only_what_holds_blocks_is_rebuilt() -> None:
+    """The asserts go into nested blocks of every kind (``elif``, ``for``, ``try`` and
+    its handlers inside ``while`` and ``with``, a nested ``def``), and everything else
+    stays the object it was: the headers' expressions, and the simple statements no
+    assert was put above."""
+    source = textwrap.dedent(
+        """\
+        def execute_model(self, model_input, kv_caches):
+            n = compute(model_input, kv_caches)
+            if self.a:
+                pass
+            elif self.b(kv_caches):
+                y = model_input.attn_metadata.slot_mapping
+            else:
+                for item in kv_caches:
+                    z = model_input.attn_metadata.block_tables
+                while self.c:
+                    with self.lock(kv_caches) as held:
+                        try:
+                            w = model_input.attn_metadata.seq_lens
+                        except ValueError:
+                            v = model_input.attn_metadata.context_lens
+                        finally:
+                            def inner():
+                                return model_input.attn_metadata.prefill_metadata
+            return n
+        """
+    )
+    module = cst.parse_module(source)
+    func = module.body[0]
+    assert isinstance(func, cst.FunctionDef)
+    new = narrow_reads(func, ["model_input.attn_metadata"])
+    lines = module.with_changes(body=[new]).code.splitlines()
+    asserted = [n for n, text in enumerate(lines) if "assert model_input.attn_metadata" in text]
+    heads = ("elif", "for item", "try:", "except", "def inner")
+    assert [lines[n - 1].strip().split(" ")[0] for n in asserted] == [
+        h.split(" ")[0] for h in heads
+    ], lines
+    old = {id(n) for n in cstutil.find_all(func, cst.CSTNode)}
+    in_asserts = {
+        id(n) for a in cstutil.find_all(new, cst.Assert) for n in cstutil.find_all(a, cst.CSTNode)
+    }
+    expressions = [n for n in cstutil.find_all(new, cst.BaseExpression) if id(n) not in in_asserts]
+    assert len(expressions) > 30 and all(id(n) in old for n in expressions)
+    statements = [
+        s
+        for block in cstutil.find_all(new, cst.IndentedBlock)
+        for before, s in zip([None, *block.body], block.body, strict=False)  # type: ignore[attr-defined]
+        if isinstance(s, cst.SimpleStatementLine)
+        and not isinstance(cstutil.single_small(before or s), cst.Assert)
+        and not isinstance(cstutil.single_small(s), cst.Assert)
+    ]
+    assert len(statements) == 3 and all(id(s) in old for s in statements)

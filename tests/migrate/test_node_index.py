@@ -47,13 +47,15 @@ def _sources() -> list[tuple[str, str]]:
     return [("tricky", TRICKY), *((p.name, p.read_text()) for p in engine if p.stat().st_size)]
 
 
-def _visited(root: cst.CSTNode) -> list[cst.CSTNode]:
-    """The nodes a LibCST visit of ``root`` meets, in its order."""
+def _visited(root: cst.CSTNode, trivia: bool = False) -> list[cst.CSTNode]:
+    """The nodes a LibCST visit of ``root`` meets, in its order (whitespace, comments
+    and punctuation under it only with ``trivia``: an index does not list them)."""
     met: list[cst.CSTNode] = []
 
     class Recorder(cst.CSTVisitor):
         def on_visit(self, node: cst.CSTNode) -> bool:
-            met.append(node)
+            if trivia or node is root or type(node) not in node_index.TRIVIA:
+                met.append(node)
             return True
 
     root.visit(Recorder())
@@ -209,12 +211,12 @@ def test_substitution_changes_the_names_alone_and_keeps_the_rest(name: str, text
                 else:
                     new = cstutil.substitute_loads(statement, {value: lambda: cst.Name("zz")})
                 assert module.code_for_node(new) == module.code_for_node(expected)
-                kept = {id(n) for n in node_index.nodes(new)}
+                kept = {id(n) for n in _visited(new, trivia=True)}
                 on_way = cstutil.holding(statement, targets)
                 replaced = [n for n in names if id(n) in targets]
                 untouched = [  # (what was under a replaced name went with it)
                     n
-                    for n in node_index.nodes(statement)
+                    for n in _visited(statement, trivia=True)
                     if id(n) not in on_way and not any(cstutil.within(r, n) for r in replaced)
                 ]
                 assert untouched and all(id(n) in kept for n in untouched)
@@ -233,7 +235,7 @@ def test_owners_are_the_innermost_located_statements_a_visit_meets(name: str, te
         def on_visit(self, node: cst.CSTNode) -> bool:
             if id(node) in self.by_id:
                 self.stack.append(self.by_id[id(node)])
-            if self.stack:
+            if self.stack and type(node) not in node_index.TRIVIA:  # (not indexed)
                 self.owner[id(node)] = self.stack[-1]
             return True
 
@@ -297,3 +299,22 @@ def test_a_node_class_defined_after_the_first_search_is_told_by_isinstance() -> 
     found = cstutil.find_all(changed, cst.Name)
     assert odd in found and len(found) == 2
     assert cstutil.find_all(changed, cst.Attribute) == []
+
+
+@pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
+def test_trivia_holds_trivia_only_and_within_still_finds_it(name: str, text: str) -> None:
+    """What an index leaves out (whitespace, comments, punctuation) holds nothing else,
+    so no other node is lost with it; ``within`` answers for it by a walk."""
+    module = cst.parse_module(text)
+    everything = _visited(module, trivia=True)
+    trivia = [n for n in everything if type(n) in node_index.TRIVIA]
+    assert len(trivia) > len(everything) / 3
+    for node in trivia:
+        assert all(type(n) in node_index.TRIVIA for n in _visited(node, trivia=True)[1:]), node
+    statements = [n for n in everything if isinstance(n, cst.SimpleStatementLine)]
+    for statement in statements[:20]:
+        mine = [n for n in _visited(statement, trivia=True) if type(n) in node_index.TRIVIA]
+        assert mine and all(cstutil.within(statement, n) for n in mine)
+        others = [n for n in statements if n is not statement]
+        assert not any(cstutil.within(other, mine[0]) for other in others[:5])
+    assert statements or name == "__init__.py"

@@ -210,3 +210,33 @@ def test_a_text_edited_at_its_top_is_parsed_only_there(monkeypatch: pytest.Monke
     assert parsed == [new[: new.index("from typing")]]  # the lines before those kept
     dump = ast.dump(tree, include_attributes=True)
     assert dump == ast.dump(ast.parse(new), include_attributes=True)
+
+
+def test_the_line_limit_is_read_once_per_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The engine fixture's directory holds two groups: each group's rewrite and its
+    shared worker input ask for the directory's line limit, which is read (a search for
+    configuration files in every directory above) once per run, and is the one the
+    nearest configuration sets."""
+    from codemods import layout
+    from tests.migrate.conftest import FIXTURES
+
+    tree = tmp_path / "engine"
+    shutil.copytree(FIXTURES / "engine" / "before", tree)
+    (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 100\n")
+    reads: Counter[Path] = Counter()
+    limits: list[int] = []
+    real_limit = layout.line_limit
+
+    def counting_limit(start: Path) -> int:
+        here = start if start.is_dir() else start.parent
+        reads[here] += 1
+        limits.append(real_limit(start))
+        return limits[-1]
+
+    monkeypatch.setattr(layout, "line_limit", counting_limit)
+    result = migrate([tree])
+    assert len(result.groups) == 2 and not result.refusals
+    assert reads and max(reads.values()) == 1, reads
+    assert set(limits) == {100}

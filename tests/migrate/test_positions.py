@@ -1,7 +1,8 @@
 """``codemods.positions.measure``: one print of a module gives what LibCST's position
 metadata and ``code_for_node`` give, node by node; ``cstutil.module_code`` gives
-``module.code`` without printing again; ``cstutil.children``, ``find_all``, ``walk``
-and ``name_uses`` meet the nodes LibCST's visit meets, in its order."""
+``module.code`` without printing again; ``cstutil.children``, ``find_all`` (whitespace,
+comments and punctuation aside), ``walk`` and ``name_uses`` meet the nodes LibCST's
+visit meets, in its order."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from libcst._nodes.base import CSTCodegenError
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from codemods import cstutil
+from codemods import cstutil, node_index
 from codemods.positions import Lines, measure, measure_sizes
 from runnercheck.demo.engine import engine_source_dir
 
@@ -146,7 +147,8 @@ def test_children_and_walks_meet_the_nodes_a_visit_meets(name: str, text: str) -
             return True
 
     module.visit(Recorder())
-    assert [id(n) for n in cstutil.find_all(module, lambda n: True)] == [id(n) for n in visited]
+    searched = [n for n in visited if n is module or type(n) not in node_index.TRIVIA]
+    assert [id(n) for n in cstutil.find_all(module, lambda n: True)] == [id(n) for n in searched]
     for node in visited:
         assert [id(c) for c in cstutil.children(node)] == [id(c) for c in node.children]
     walked: list[cst.CSTNode] = []
@@ -230,4 +232,48 @@ def test_a_line_counted_within_a_statement_is_the_line_in_the_module(name: str, 
                 assert within.line_in(scope, facts.lineno, node) == expected, (name, node)
                 checked += 1
         assert within._measured is None, "only the statement was printed"
+    assert checked > 10
+
+
+@pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
+def test_a_line_counted_within_a_kept_statement_is_the_line_in_the_module(
+    name: str, text: str
+) -> None:
+    """With the module's kept text, ``Lines.line_in`` prints only the innermost
+    statement of the scope's blocks that holds the node, and counts from the line the
+    kept text says it starts on: every node gets the line a measure of the whole module
+    gives; the scope itself is printed only for the nodes of its own header."""
+    import ast
+
+    from codemods.kept_text import kept_text
+
+    text = text if text.endswith("\n") else text + "\n"  # (a kept text needs a final line break)
+    tree = ast.parse(text)
+    kinds = (ast.ClassDef, ast.FunctionDef)
+    scopes = [n for n in ast.walk(tree) if isinstance(n, kinds)]
+    scopes.sort(key=lambda n: (n.lineno, n.col_offset))
+    module = cst.parse_module(text)
+    kept = kept_text(module, tree, text)
+    assert kept is not None
+    whole = Lines(module)
+    defs = cstutil.find_all(module, lambda n: isinstance(n, (cst.ClassDef, cst.FunctionDef)))
+    assert [d.name.value for d in defs] == [s.name for s in scopes]  # type: ignore[attr-defined]
+    checked = 0
+    for scope, facts in zip(defs, scopes, strict=True):
+        assert isinstance(scope, (cst.ClassDef, cst.FunctionDef))
+        within = Lines(module, lambda: kept)
+        body = scope.body.body if isinstance(scope.body, cst.IndentedBlock) else []
+        inner = [n for statement in body for n in cstutil.find_all(statement, lambda n: True)]
+        for node in inner:
+            expected = whole.line(node)
+            if expected:
+                assert within.line_in(scope, facts.lineno, node) == expected, (name, node)
+                checked += 1
+        assert id(scope) not in within._scopes, "the scope was printed for a statement's node"
+        header = [n for n in cstutil.find_all(scope, lambda n: True) if n not in inner]
+        for node in header:
+            expected = whole.line(node)
+            if expected:
+                assert within.line_in(scope, facts.lineno, node) == expected, (name, node)
+        assert within._measured is None, "the whole module was measured"
     assert checked > 10
