@@ -10,9 +10,10 @@ walks the whole tree first and builds a range object per node."""
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -202,8 +203,7 @@ def line_map(old: str, new: str) -> Callable[[int], int]:
     stretch's first line. The texts are compared on the first line asked for."""
     old_lines, new_lines = old.splitlines(), new.splitlines()
     ops: list[tuple[str, int, int, int, int]] = []
-    stripped: list[str] = []
-    heads: list[str] = []
+    texts: dict[bool, list[str]] = {}  # the new lines stripped (True) or their heads
     compared = False
 
     def head(text: str) -> str:
@@ -212,10 +212,16 @@ def line_map(old: str, new: str) -> Callable[[int], int]:
     def compare() -> None:
         nonlocal compared
         compared = True
-        matcher = difflib.SequenceMatcher(None, old_lines, new_lines, autojunk=False)
+        matcher = LongMatches(None, old_lines, new_lines, autojunk=False)
         ops.extend(matcher.get_opcodes())
-        stripped.extend(line.strip() for line in new_lines)
-        heads.extend(head(line) for line in new_lines)
+
+    def lines(stripped: bool) -> list[str]:
+        """The new lines stripped, or their heads (each made on first use)."""
+        found = texts.get(stripped)
+        if found is None:
+            made = (line.strip() if stripped else head(line) for line in new_lines)
+            found = texts[stripped] = list(made)
+        return found
 
     def find(values: list[str], wanted: str, stretch: range) -> int | None:
         if not wanted:
@@ -238,10 +244,80 @@ def line_map(old: str, new: str) -> Callable[[int], int]:
             text = old_lines[i].strip()
             stretch = range(j1, j2)
             return (
-                find(stripped, text, stretch)
-                or find(heads, head(text), stretch)
+                find(lines(True), text, stretch)
+                or find(lines(False), head(text), stretch)
                 or min(j1, max(len(new_lines) - 1, 0)) + 1
             )
         return line
 
     return to_new
+
+
+#: Every this many elements of ``a``, :class:`LongMatches` looks for the matches through it.
+_SAMPLE = 32
+
+
+class LongMatches(difflib.SequenceMatcher[str]):
+    """:class:`difflib.SequenceMatcher` with no junk (``isjunk=None``,
+    ``autojunk=False``), whose answers are difflib's own, found faster where the
+    sequences share long stretches (a rewrite that keeps most lines).
+
+    Without junk, ``find_longest_match`` answers the longest block of equal elements in
+    its ranges, the one that starts first in ``a`` among those, then first in ``b``.
+    Every block of at least ``_SAMPLE`` elements covers an element of ``a`` whose
+    offset from ``alo`` is a multiple of ``_SAMPLE``, so extending the matches through
+    those elements alone finds every such block (each as a whole: a longest block
+    cannot be extended). When the longest block found is that long, it is the answer
+    (ties broken as difflib breaks them); else difflib's own search answers."""
+
+    # (set by difflib: the sequences, and each element of ``b`` -> where it stands, ascending)
+    a: Sequence[str]
+    b: Sequence[str]
+    b2j: dict[str, list[int]]
+
+    def __init__(self, isjunk: None, a: Sequence[str], b: Sequence[str], autojunk: bool) -> None:
+        if isjunk is not None or autojunk:
+            raise ValueError("LongMatches takes no junk")
+        super().__init__(None, a, b, autojunk=False)
+
+    def find_longest_match(
+        self, alo: int = 0, ahi: int | None = None, blo: int = 0, bhi: int | None = None
+    ) -> difflib.Match:
+        ahi = len(self.a) if ahi is None else ahi
+        bhi = len(self.b) if bhi is None else bhi
+        size, i, j = self._longest(alo, ahi, blo, bhi, _SAMPLE)
+        if size < _SAMPLE:  # every block as long as the one found covers an element read
+            size, i, j = self._longest(alo, ahi, blo, bhi, max(size, 1))
+        return difflib.Match(i, j, size)
+
+    def _longest(self, alo: int, ahi: int, blo: int, bhi: int, step: int) -> tuple[int, int, int]:
+        """The longest block through the elements ``alo``, ``alo + step``, ... of ``a``
+        (the first in ``a``, then in ``b``, of the longest): its size and start."""
+        a, b, b2j = self.a, self.b, self.b2j
+        size, besti, bestj = 0, alo, blo
+        ends: dict[int, int] = {}  # per diagonal ``j - i``: where the last block found ends
+        for i in range(alo, ahi, step):
+            found = b2j.get(a[i], ())
+            for k in range(bisect.bisect_left(found, blo), len(found)):
+                j = found[k]
+                if j >= bhi:
+                    break
+                diagonal = j - i
+                if ends.get(diagonal, alo) > i:
+                    continue  # on a block found from an earlier element
+                start = i
+                while (
+                    start > alo
+                    and start + diagonal > blo
+                    and a[start - 1] == b[start - 1 + diagonal]
+                ):
+                    start -= 1
+                end = i + 1
+                while end < ahi and end + diagonal < bhi and a[end] == b[end + diagonal]:
+                    end += 1
+                ends[diagonal] = end
+                if end - start > size or (
+                    end - start == size and (start, start + diagonal) < (besti, bestj)
+                ):
+                    size, besti, bestj = end - start, start, start + diagonal
+        return size, besti, bestj
