@@ -277,14 +277,17 @@ def find_callers(
     skip: Iterable[Path] = (),
     known: Mapping[Path, bytes] | None = None,
     walked: Iterable[Path] = (),
+    trees: Mapping[Path, ast.Module] | None = None,
 ) -> CallerEdits:
     """Calls of ``removed`` methods under the project directory of ``roots``.
 
     ``within``: the given paths (only files under them are rewritten);
     ``skip``: files already rewritten by the migration; ``known``: the contents of
     files the migration read, by their real paths, every ``*.py`` of the directories
-    ``walked`` among them (those are not walked again)."""
+    ``walked`` among them (those are not walked again); ``trees``: the ``ast`` of
+    files of ``known``, parsed from those contents."""
     known = known or {}
+    trees = trees or {}
     edits = CallerEdits()
     if not removed or not roots:
         return edits
@@ -313,7 +316,9 @@ def find_callers(
                     data = read_source(path, MAX_ANALYSED_SIZE, follow=False)
                 except ReadError:
                     continue
-            if not any(n in data for n in needles) or not _may_call(data, by_name):
+            if not any(n in data for n in needles):
+                continue
+            if not _may_call(data, by_name, trees.get(path) if path in known else None):
                 continue
             try:
                 module = cst.parse_module(data)
@@ -333,16 +338,21 @@ def find_callers(
     return edits
 
 
-def _may_call(data: bytes, methods: Mapping[str, object]) -> bool:
+def _may_call(data: bytes, methods: Mapping[str, object], tree: ast.Module | None = None) -> bool:
     """Whether the file may call one of ``methods`` as ``_Calls`` finds calls (``x.m(...)``,
     except ``self.m(...)`` in a class that defines ``m`` itself), read with ``ast``
-    before any LibCST parse; True when ``ast`` cannot tell."""
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return True
-
-    def search(node: ast.AST, own: frozenset[str] | None) -> bool:
+    (``tree``: the file's, when already parsed) before any LibCST parse; True when
+    ``ast`` cannot tell."""
+    if tree is None:
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return True
+    # every node, with the methods of the innermost class around it (no generator per
+    # node: the order does not matter)
+    stack: list[tuple[ast.AST, frozenset[str] | None]] = [(tree, None)]
+    while stack:
+        node, own = stack.pop()
         if isinstance(node, ast.ClassDef):
             own = frozenset(
                 item.name
@@ -354,9 +364,13 @@ def _may_call(data: bytes, methods: Mapping[str, object]) -> bool:
             mine = isinstance(receiver, ast.Name) and receiver.id == "self"
             if name in methods and not (mine and own is not None and name in own):
                 return True
-        return any(search(child, own) for child in ast.iter_child_nodes(node))
-
-    return search(tree, None)
+        for field_name in node._fields:
+            value = getattr(node, field_name, None)
+            if isinstance(value, list):
+                stack.extend((child, own) for child in value if isinstance(child, ast.AST))
+            elif isinstance(value, ast.AST):
+                stack.append((value, own))
+    return False
 
 
 def describe(removed: Removed, why: str) -> str:

@@ -919,7 +919,7 @@ def _migrate(
                 continue
             result.changes[path] = change
     if MERGE in select:
-        _update_callers(result, config, collected.roots, read)
+        _update_callers(result, config, collected.roots, read, trees)
     result.notes += _layout_notes(result.changes)
     if result.changes and plain_mypy:  # (the type checks load only then)
         from codemods import typecheck
@@ -975,11 +975,16 @@ def _layout_notes(changes: dict[Path, Change]) -> list[Note]:
 
 
 def _update_callers(
-    result: MigrateResult, config: Config, roots: Sequence[Path], read: dict[Path, bytes]
+    result: MigrateResult,
+    config: Config,
+    roots: Sequence[Path],
+    read: dict[Path, bytes],
+    trees: dict[Path, ast.Module],
 ) -> None:
     """Calls of the legacy methods the groups removed, anywhere in the project:
     rewritten inside the given paths when the new method is a drop-in, else named.
-    ``read``: every file read under the given paths (not walked or read again)."""
+    ``read``: every file read under the given paths (not walked or read again);
+    ``trees``: the ``ast`` of those the run parsed (not parsed again)."""
     if not any(runner.removed_method for group in result.groups for runner in group.runners):
         return  # no method removed: no caller to look for (and no LibCST to import)
     from codemods import callers, formatting, verify
@@ -1000,7 +1005,7 @@ def _update_callers(
         if runner.removed_method
     ]
     found = callers.find_callers(
-        removed, roots, roots, skip=result.changes, known=read, walked=roots
+        removed, roots, roots, skip=result.changes, known=read, walked=roots, trees=trees
     )
     for path, (old, new) in found.rewritten.items():
         new = formatting.format_change(path, old, new)

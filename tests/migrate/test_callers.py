@@ -3,6 +3,7 @@ to the new method when it is a drop-in and the file was given, else named file:l
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,47 @@ def test_only_files_that_may_call_a_removed_method_are_parsed_with_libcst() -> N
     )
     assert _may_call(nested, methods)
     assert _may_call(b"x = (\n", methods)  # ast cannot tell: LibCST decides
+    inner_own = (
+        b"class W:\n    def f(self):\n        self.prepare_input_tensors()\n"
+        b"    class Inner:\n        def prepare_input_tensors(self): ...\n"
+        b"        def g(self):\n            return lambda: self.prepare_input_tensors()\n"
+    )
+    assert _may_call(inner_own, methods)  # W's own call: W does not define it
+    assert not _may_call(
+        inner_own.replace(b"self.prepare_input_tensors()\n    class", b"1\n    class"), methods
+    )
+    # the same answers from a tree already parsed
+    for source in (own, inherited, nested, inner_own, b"x.prepare_input_tensors\n"):
+        assert _may_call(b"", methods, ast.parse(source)) == _may_call(source, methods)
+
+
+def test_a_file_the_run_parsed_is_searched_in_its_tree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``ast`` pre-check reads the tree the run parsed of a file it read, and
+    finds what it finds parsing the file itself."""
+    from codemods import callers
+
+    root = _project(tmp_path)
+    caller = root / "tests" / "test_runner.py"
+    known = {caller: caller.read_bytes()}
+    removed = [
+        callers.Removed("Runner", "prepare_input_tensors", "prepare_model_input", "In", ("a", "b"))
+    ]
+    expected = callers.find_callers(removed, [root], [root], known=known)
+    assert expected.rewritten
+    parsed: list[object] = []
+    real = ast.parse
+
+    def parse(source: object, *args: Any, **kwargs: Any) -> ast.Module:
+        parsed.append(source)
+        return real(source, *args, **kwargs)  # type: ignore[arg-type]
+
+    trees = {caller: real(known[caller])}
+    monkeypatch.setattr(ast, "parse", parse)
+    found = callers.find_callers(removed, [root], [root], known=known, trees=trees)
+    assert found == expected
+    assert known[caller] not in parsed
 
 
 @pytest.mark.parametrize(
