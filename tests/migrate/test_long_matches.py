@@ -97,7 +97,9 @@ def _rewrites(tree: Path) -> list[tuple[list[str], list[str]]]:
 
 
 @pytest.mark.parametrize(
-    "source", [FIXTURES / "engine" / "before", engine_source_dir("legacy")], ids=str
+    "source",
+    [FIXTURES / "engine" / "before", engine_source_dir("legacy")],
+    ids=["engine-before", "legacy-engine"],
 )
 def test_the_rewrites_of_fixture_trees(source: Path, tmp_path: Path) -> None:
     pairs = _rewrites(copy_tree(source, tmp_path / "tree"))
