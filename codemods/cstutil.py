@@ -134,18 +134,23 @@ Match = type[cst.CSTNode] | tuple[type[cst.CSTNode], ...] | Callable[[cst.CSTNod
 
 
 def find_all(
-    root: cst.CSTNode, match: Match, where: Callable[[cst.CSTNode], bool] | None = None
+    root: cst.CSTNode,
+    match: Match,
+    where: Callable[[cst.CSTNode], bool] | None = None,
+    words: Sequence[str] = (),
 ) -> list[cst.CSTNode]:
     """The nodes under ``root`` (itself included) that ``match`` keeps and ``where``
     (when given) accepts, in the order a visit meets them (read from the subtree's
-    index, :mod:`.node_index`: whitespace, comments and punctuation are not searched). Give the node classes a search wants as ``match``
-    rather than a predicate that tests them: kinds are told by the node's class alone,
-    without a call per node."""
-    nodes = node_index.nodes(root)
+    index, :mod:`.node_index`: whitespace, comments and punctuation are not searched).
+    Give the node classes a search wants as ``match`` rather than a predicate that tests
+    them: kinds are told by the node's class alone, without a call per node, and a
+    function body the run left unparsed (:mod:`.unparsed`) is passed over where its
+    ``ast`` holds none. ``words``: names that the text of every node looked for names
+    one of (a body that names none is passed over too)."""
     if isinstance(match, (type, tuple)):
-        found = node_index.of_kind(nodes, match)
+        found = node_index.of_kind(node_index.searched(root, match, words), match)
     else:
-        found = [node for node in nodes if match(node)]
+        found = [node for node in node_index.nodes(root) if match(node)]
     return found if where is None else [node for node in found if where(node)]
 
 
@@ -153,10 +158,10 @@ def contains(
     root: cst.CSTNode, match: Match, where: Callable[[cst.CSTNode], bool] | None = None
 ) -> bool:
     """Whether a node under ``root`` (itself included) is one :func:`find_all` finds."""
-    nodes = node_index.nodes(root)
     if isinstance(match, (type, tuple)):
-        nodes = node_index.of_kind(nodes, match)
+        nodes = node_index.of_kind(node_index.searched(root, match), match)
         return any(where(node) for node in nodes) if where is not None else bool(nodes)
+    nodes = node_index.nodes(root)
     if where is None:
         return any(match(node) for node in nodes)
     return any(match(node) and where(node) for node in nodes)
@@ -379,7 +384,7 @@ def holding(root: cst.CSTNode, targets: Iterable[int]) -> set[int]:
     whitespace, a comment or punctuation (:data:`.node_index.TRIVIA`: not indexed)."""
     wanted = set(targets)
     held: set[int] = set()
-    order, ends, start, end = node_index.span(root)
+    order, ends, start, end = node_index.span(root, identities=True)
     following = end  # the first position at or after the current one with a target
     for position in range(end - 1, start - 1, -1):
         key = id(order[position])

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from codemods.unparsed import UnparsedBlock
+
 _NEWLINE = re.compile(r"\r\n?|\n")
 
 
@@ -147,7 +149,9 @@ class _Reader:
             raise _Mismatch
         end = _end_line(node)
         for suite, nodes in blocks:  # the last one decides
-            if isinstance(suite, cst.IndentedBlock):
+            if isinstance(suite, UnparsedBlock):  # its lines as read, not entered
+                end = suite.unread.last + len(suite.footer)
+            elif isinstance(suite, cst.IndentedBlock):
                 inner = (
                     *indents,
                     self.default_indent if suite.indent is None else suite.indent,

@@ -29,6 +29,9 @@ from typing import Any
 
 import libcst as cst
 
+from codemods import unparsed
+from codemods.unparsed import NeedsBody, UnparsedBlock
+
 #: Per node class, its fields that hold nodes, in the order LibCST visits them (read
 #: from the field names its ``_visit_and_replace_children`` passes to the visit).
 _CHILD_FIELDS: dict[type[cst.CSTNode], tuple[str, ...] | None] = {}
@@ -44,6 +47,11 @@ def _is_node(kind: type) -> bool:
     if found is None:
         found = _IS_NODE[kind] = issubclass(kind, cst.CSTNode)
     return found
+
+
+# An unparsed block is listed as a leaf (a hole in the index: see :func:`holes`).
+_CHILD_FIELDS[UnparsedBlock] = ()
+_READERS[UnparsedBlock] = lambda node: ()
 
 
 def _child_fields(node: cst.CSTNode) -> tuple[str, ...] | None:
@@ -138,11 +146,13 @@ class SubtreeIndex:
     ``order[i:ends[i]]``; ``where`` gives a node's position (its first, where one node
     object is met at two places of a tree built from shared parts: then ``repeats``)."""
 
-    __slots__ = ("ends", "order", "repeats", "where")
+    __slots__ = ("ends", "holes", "order", "repeats", "where")
     order: list[cst.CSTNode]
     ends: list[int]
     where: dict[int, int]
     repeats: bool
+    #: the positions of the unparsed blocks it lists
+    holes: list[int]
 
     def __init__(self, root: cst.CSTNode) -> None:
         order: list[cst.CSTNode] = []
@@ -178,7 +188,18 @@ class SubtreeIndex:
         # the first position of each node: the last one written
         self.where = dict(zip(map(id, reversed(order)), range(count - 1, -1, -1), strict=True))
         self.repeats = len(self.where) < count
+        self.holes = (
+            [i for i, node in enumerate(order) if node.__class__ is UnparsedBlock]
+            if unparsed.made()
+            else []
+        )
         known.update(dict.fromkeys(self.where, self))
+
+    def unparsed(self, start: int) -> list[UnparsedBlock]:
+        """The unparsed blocks in the subtree at ``start``."""
+        end = self.ends[start]
+        found = [self.order[i] for i in self.holes if start <= i < end]
+        return found  # type: ignore[return-value]  # (the order holds them at those places)
 
     def holds(self, start: int, node: cst.CSTNode) -> bool:
         """Whether ``node`` lies in the subtree at ``start``."""
@@ -208,15 +229,42 @@ def _located(root: cst.CSTNode) -> tuple[SubtreeIndex, int]:
 
 def nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
     """The nodes under ``root`` (itself included) in the order a visit meets them, but
-    for :data:`TRIVIA` under it."""
+    for :data:`TRIVIA` under it; raises :class:`.NeedsBody` where an unparsed block
+    lies under it."""
     index, start = _located(root)
+    if index.holes and index.unparsed(start):
+        raise NeedsBody
     return index.order[start : index.ends[start]]
 
 
-def span(root: cst.CSTNode) -> tuple[list[cst.CSTNode], list[int], int, int]:
-    """The index that lists ``root``'s subtree: its ``order`` and ``ends`` and the
-    positions ``[start, end)`` of the subtree (for walks that skip subtrees)."""
+def searched(
+    root: cst.CSTNode,
+    kinds: type[cst.CSTNode] | tuple[type[cst.CSTNode], ...],
+    words: Sequence[str] = (),
+) -> list[cst.CSTNode]:
+    """:func:`nodes` for a search of nodes of ``kinds`` (whose text names one of
+    ``words``, when given): an unparsed block under ``root`` that cannot hold one
+    (:func:`.unparsed.may_hold`) is passed over."""
     index, start = _located(root)
+    if index.holes:
+        wanted = kinds if isinstance(kinds, tuple) else (kinds,)
+        for block in index.unparsed(start):
+            if unparsed.may_hold(block, wanted, words):
+                raise NeedsBody
+    return index.order[start : index.ends[start]]
+
+
+def span(
+    root: cst.CSTNode, *, identities: bool = False
+) -> tuple[list[cst.CSTNode], list[int], int, int]:
+    """The index that lists ``root``'s subtree: its ``order`` and ``ends`` and the
+    positions ``[start, end)`` of the subtree (for walks that skip subtrees); raises
+    :class:`.NeedsBody` where an unparsed block lies under it, unless the walk reads
+    only which listed nodes hold which (``identities``: an unparsed block holds no
+    node anyone has)."""
+    index, start = _located(root)
+    if index.holes and not identities and index.unparsed(start):
+        raise NeedsBody
     return index.order, index.ends, start, index.ends[start]
 
 

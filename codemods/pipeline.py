@@ -131,6 +131,9 @@ class _State:
     before: dict[frozenset[Path], verify.Baseline] = field(default_factory=dict)
     #: workers no shared worker input is made for (their groups were refused)
     unshared: frozenset[ClassRef] = frozenset()
+    #: Whether function bodies that may not be asked about are left unparsed
+    #: (:mod:`codemods.unparsed`)
+    unparsed: bool = True
     project: Project = field(init=False)
     _planned: Planned | None = field(default=None, init=False)
     single: dict[str, set[str]] | None = field(default=None, init=False)
@@ -151,10 +154,20 @@ class _State:
         """The LibCST modules and plans of the groups, each made once (LibCST is
         imported on first use)."""
         if self._planned is None:
+            from codemods import unparsed
             from codemods.merge_broadcasts.planned import Planned
 
-            self._planned = Planned(self.sources, self.trees)
+            self._planned = planned = Planned(self.sources, self.trees)
+            if self.unparsed:
+                attributes = (a for g in planned.groups(self.project) for a in g.runner_attr.values())
+                planned.words = unparsed.contract_words(self.config.contract()) | set(attributes)
         return self._planned
+
+    def parse_whole(self) -> None:
+        """Parse every function body from now on: a group asked for one the run left
+        unparsed (:class:`codemods.unparsed.NeedsBody`)."""
+        self.unparsed = False
+        self._planned = None
 
     def single_targets(self) -> dict[str, set[str]]:
         """Per file, the single-class codemods that may change it."""
@@ -391,9 +404,16 @@ def run_group(group: Group) -> TaskResult:
         return TaskResult(refusals=[refused])
     import libcst as cst
 
+    from codemods.unparsed import NeedsBody
+
     path = group.files[0] if group.files else Path(".")
     try:
-        return _run_group(group)
+        try:
+            return _run_group(group)
+        except NeedsBody:
+            assert _STATE is not None
+            _STATE.parse_whole()
+            return _run_group(group)
     except cst.ParserSyntaxError as exc:
         message = f"{group.label}: LibCST cannot parse a file of the group: {exc.message}"
         return TaskResult(refusals=[Refused(MERGE, "MIG001", path, exc.raw_line, message)])

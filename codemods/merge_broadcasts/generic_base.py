@@ -263,6 +263,7 @@ def annotate_runner_attribute(
             and len(n.targets) == 1
             and cstutil.dotted(n.targets[0].target) == target
         ),
+        words=(attr,),
     )
     if not assigned:
         return worker, False, False

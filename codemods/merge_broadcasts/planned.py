@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from codemods import cstutil, layout
+from codemods import unparsed, cstutil, layout
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.kept_text import Kept, kept_text
 from codemods.merge_broadcasts.groups import plan_group
@@ -83,6 +83,9 @@ class Planned:
         self._workers: dict[tuple[int, str, tuple[str, ...]], tuple[WorkerPlan, Worker]] = {}
         self._limits: dict[Path, int] = {}
         self._sites: tuple[Project, ImportSites] | None = None
+        #: the words that make a function's body parsed (:func:`.unparsed.parse`);
+        #: None: every body is parsed
+        self.words: frozenset[str] | None = None
 
     def worker(
         self,
@@ -128,11 +131,21 @@ class Planned:
         return self._groups[1]
 
     def modules(self, files: Iterable[Path]) -> dict[Path, cst.Module]:
-        """Each file's module, parsed on first use (:func:`cstutil.parse_module`)."""
+        """Each file's module, parsed on first use (:func:`cstutil.parse_module`), but
+        for the function bodies that name none of :attr:`words`, where the run has the
+        file's ``ast`` (:mod:`codemods.unparsed`)."""
         out: dict[Path, cst.Module] = {}
         for path in files:
             if path not in self._modules:
-                self._modules[path] = cstutil.parse_module(self.sources[path])
+                data, tree = self.sources[path], self.trees.get(path)
+                module = None
+                if self.words is not None and tree is not None:
+                    module = unparsed.parse(data, tree, self.words)
+                if module is None:
+                    module = cstutil.parse_module(data)
+                else:
+                    cstutil.remember_code(module, data.decode("utf-8"))
+                self._modules[path] = module
             out[path] = self._modules[path]
         return out
 

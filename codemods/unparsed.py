@@ -1,0 +1,332 @@
+"""Function bodies a run does not parse with LibCST, and what stops a pass that needs one.
+
+Most of a rewritten module's text is in functions the rewrite leaves as they were:
+about 70% of the text of the five files a first ``migrate`` of vLLM 0.5.0 rewrites.
+LibCST's parse costs in proportion to the text it reads, so a run parses a function's
+body only where it may ask about it: a function whose text names none of the run's
+words (:func:`words`: the contract's names, each group's runner attribute, and the
+functions that name them) keeps its body as the lines it was read from, in an
+:class:`UnparsedBlock`.
+
+The guess decides the speed only, never the result. An unparsed block prints back the
+lines it was read from, and every way into its statements raises :class:`NeedsBody`:
+reading its ``body``, visiting it, listing its children, comparing it, and, in
+:mod:`codemods.node_index`, an index over it, unless the search says what it looks for
+and the block's ``ast`` holds none of it (:func:`may_hold`). A printing in other
+indents or line endings than the block was read with raises it too. The run then
+parses every file of the group whole and does the group again
+(:func:`codemods.pipeline.run_group`), so it gives what a run that parsed everything
+gives.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+if TYPE_CHECKING:
+    from runnercheck.contract import Contract
+
+_NEWLINE = re.compile(r"\r\n?|\n")
+_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+class NeedsBody(BaseException):  # noqa: N818  (a signal, like GeneratorExit, not an error)
+    """A pass asked for the statements of a function body the run did not parse.
+
+    A ``BaseException``: the planners' ``except Exception`` (a refusal, an error kept
+    for a group asked again) must not take it for an outcome of the group."""
+
+
+@dataclass(frozen=True)
+class _Span:
+    """Lines ``first..last`` (1-based) of a function's statements, their indent."""
+
+    first: int
+    last: int
+    indent: str
+    function: ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass(frozen=True)
+class Unread:
+    """What an unparsed block stands for: the lines of its statements as read, the
+    absolute indent and line ending they were read with, the last line they end on
+    (1-based) and the ``ast`` of the function."""
+
+    text: str
+    indent: str
+    newline: str
+    last: int
+    function: ast.FunctionDef | ast.AsyncFunctionDef
+
+    def kinds(self) -> frozenset[type[ast.AST]]:
+        """The ``ast`` node classes in the function's body."""
+        found: set[type[ast.AST]] = set()
+        for statement in self.function.body:
+            found.update(type(node) for node in ast.walk(statement))
+        return frozenset(found)
+
+
+class UnparsedBlock(cst.IndentedBlock):
+    """An indented block whose statements were not parsed: it prints the lines they
+    were read from; reading its statements raises :class:`NeedsBody`."""
+
+    __slots__ = ("leading", "unread")
+    leading: Sequence[cst.EmptyLine]
+    unread: Unread
+
+    #: how many were made in this process (an index looks for them only when any was)
+    count: ClassVar[list[int]] = [0]
+
+    @classmethod
+    def of(cls, block: cst.IndentedBlock, leading: Sequence[cst.EmptyLine], unread: Unread) -> UnparsedBlock:
+        made = cls(body=(), header=block.header, indent=block.indent, footer=block.footer)
+        object.__setattr__(made, "leading", tuple(leading))
+        object.__setattr__(made, "unread", unread)
+        cls.count[0] += 1
+        return made
+
+    def __getattribute__(self, name: str) -> Any:
+        if name == "body":
+            raise NeedsBody
+        return super().__getattribute__(name)
+
+    def _visit_and_replace_children(self, visitor: Any) -> UnparsedBlock:
+        raise NeedsBody
+
+    def _codegen_impl(self, state: CodegenState) -> None:
+        self.header._codegen(state)
+        indent = state.default_indent if self.indent is None else self.indent
+        state.increase_indent(indent)
+        unread = self.unread
+        if "".join(state.indent_tokens) != unread.indent or state.default_newline != unread.newline:
+            raise NeedsBody  # its lines would not be what printing its statements gives
+        for line in self.leading:
+            line._codegen(state)
+        state.add_token(unread.text)
+        for line in self.footer:
+            line._codegen(state)
+        state.decrease_indent()
+
+    def deep_equals(self, other: cst.CSTNode) -> bool:
+        raise NeedsBody
+
+
+def made() -> bool:
+    """Whether any unparsed block was made in this process."""
+    return UnparsedBlock.count[0] > 0
+
+
+#: LibCST node classes whose nodes in a function body the ``ast`` tells exactly: a
+#: search for one of them can skip an unparsed block whose ``ast`` has none.
+_AST_KINDS: dict[type[cst.CSTNode], tuple[type[ast.AST], ...]] = {
+    cst.Assign: (ast.Assign,),
+    cst.AnnAssign: (ast.AnnAssign,),
+    cst.AugAssign: (ast.AugAssign,),
+    cst.Return: (ast.Return,),
+    cst.Raise: (ast.Raise,),
+    cst.Assert: (ast.Assert,),
+    cst.Del: (ast.Delete,),
+    cst.Global: (ast.Global,),
+    cst.Nonlocal: (ast.Nonlocal,),
+    cst.Import: (ast.Import,),
+    cst.ImportFrom: (ast.ImportFrom,),
+    cst.Call: (ast.Call,),
+    cst.Await: (ast.Await,),
+    cst.Lambda: (ast.Lambda,),
+    cst.FunctionDef: (ast.FunctionDef, ast.AsyncFunctionDef),
+    cst.ClassDef: (ast.ClassDef,),
+    cst.If: (ast.If,),
+    cst.For: (ast.For, ast.AsyncFor),
+    cst.While: (ast.While,),
+    cst.With: (ast.With, ast.AsyncWith),
+}
+
+
+def may_hold(
+    block: UnparsedBlock, kinds: Iterable[type[cst.CSTNode]], words: Collection[str] = ()
+) -> bool:
+    """Whether the block's statements may hold a node of ``kinds`` whose text names one
+    of ``words`` (when given): False only where its ``ast`` or its text rules it out."""
+    wanted: list[type[ast.AST]] = []
+    for kind in kinds:
+        found = _AST_KINDS.get(kind)
+        if found is None:
+            return True
+        wanted.extend(found)
+    unread = block.unread
+    if words and not set(_WORD.findall(unread.text)) & set(words):
+        return False
+    return bool(unread.kinds() & set(wanted))
+
+
+# ------------------------------------------------------------------ the guess and the parse
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def contract_words(contract: Contract) -> frozenset[str]:
+    """The names of the contract: its classes, methods, function and flag."""
+    found: set[str] = set()
+    for value in dataclasses.astuple(contract):
+        found.update(value if isinstance(value, tuple) else (value,))
+    return frozenset(word for word in found if isinstance(word, str) and word.isidentifier())
+
+
+def parse(data: bytes, tree: ast.Module, base: frozenset[str]) -> cst.Module | None:
+    """``data`` (whose ``ast`` is ``tree``) parsed with LibCST but for the statements of
+    its functions and methods that name none of ``base``, nor a function of the module
+    that names one; None where no body is left unparsed or the text is not one read
+    here (not UTF-8, a byte-order mark, line endings other than the file's one kind)."""
+    if data.startswith(b"\xef\xbb\xbf"):
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    starts = [0, *(found.end() for found in _NEWLINE.finditer(text))]
+    spans = _spans(text, starts, tree, base)
+    if not spans:
+        return None
+    pieces: list[str] = []
+    at = 0
+    for span in spans:
+        end = starts[span.last]
+        pieces += [text[at : starts[span.first - 1]], span.indent, "pass", text[_break(text, end) : end]]
+        at = end
+    pieces.append(text[at:])
+    module = cst.parse_module("".join(pieces).encode("utf-8"))
+    newlines = {text[_break(text, starts[span.last]) : starts[span.last]] for span in spans}
+    if newlines != {module.default_newline} or len(set(_NEWLINE.findall(text))) != 1:
+        return None
+    return _fill(module, tree, {id(span.function): span for span in spans}, text, starts)
+
+
+def _break(text: str, end: int) -> int:
+    """Where the line break that ends at ``end`` starts."""
+    return end - 2 if text.startswith("\r\n", end - 2) else end - 1
+
+
+def _spans(text: str, starts: list[int], tree: ast.Module, base: frozenset[str]) -> list[_Span]:
+    functions = _functions(tree)
+    named: dict[int, set[str]] = {}
+    wanted = set(base)
+    for function in functions:
+        first = min([d.lineno for d in function.decorator_list] + [function.lineno])
+        end = function.end_lineno or 0
+        if end >= len(starts):
+            continue
+        named[id(function)] = words = set(_WORD.findall(text, starts[first - 1], starts[end]))
+        if function.name in base or words & base:
+            wanted.add(function.name)
+    spans = []
+    for function in functions:
+        words = named.get(id(function))
+        if words is None or function.name in wanted or words & wanted:
+            continue
+        span = _span(text, starts, function)
+        if span is not None:
+            spans.append(span)
+    return spans
+
+
+def _span(text: str, starts: list[int], function: Function) -> _Span | None:
+    """The lines of the function's statements, where they form an indented block whose
+    first statement starts its line."""
+    head, last = function.body[0], function.body[-1].end_lineno
+    decorators = getattr(head, "decorator_list", [])
+    first = min([d.lineno for d in decorators] + [head.lineno])
+    if last is None or first <= function.lineno or last >= len(starts):
+        return None
+    line = text[starts[first - 1] : starts[first]]
+    indent = line[: len(line) - len(line.lstrip(" \t\f"))]
+    if decorators:
+        if not line.lstrip(" \t\f").startswith("@"):
+            return None
+    elif head.col_offset != len(indent.encode("utf-8")):
+        return None
+    if not indent or "\f" in indent:
+        return None
+    return _Span(first, last, indent, function)
+
+
+def _functions(tree: ast.Module) -> list[Function]:
+    """The module's functions and the methods of its classes."""
+    out: list[Function] = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.append(node)
+        elif isinstance(node, ast.ClassDef):
+            out.extend(n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    return out
+
+
+def _fill(
+    module: cst.Module, tree: ast.Module, spans: dict[int, _Span], text: str, starts: list[int]
+) -> cst.Module | None:
+    """The module with each placeholder body replaced by its unparsed block (it prints
+    ``text``)."""
+    body = _filled(module.body, tree.body, spans, text, starts, module.default_newline)
+    if body is None:
+        return None
+    return module.with_changes(body=body)
+
+
+def _filled(
+    statements: Sequence[cst.BaseStatement],
+    nodes: list[ast.stmt],
+    spans: dict[int, _Span],
+    text: str,
+    starts: list[int],
+    newline: str,
+) -> list[cst.BaseStatement] | None:
+    defined = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    found = iter(defined)
+    out: list[cst.BaseStatement] = []
+    changed = False
+    for statement in statements:
+        if not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            out.append(statement)
+            continue
+        node = next(found, None)
+        if node is None or node.name != statement.name.value:
+            return None
+        if isinstance(statement, cst.ClassDef) and isinstance(node, ast.ClassDef):
+            if isinstance(statement.body, cst.IndentedBlock) and any(id(n) in spans for n in node.body):
+                inner = _filled(statement.body.body, node.body, spans, text, starts, newline)
+                if inner is None:
+                    return None
+                statement = statement.with_changes(body=statement.body.with_changes(body=inner))
+                changed = True
+        elif isinstance(statement, cst.FunctionDef) and id(node) in spans:
+            span = spans[id(node)]
+            block = statement.body
+            if not (
+                isinstance(block, cst.IndentedBlock)
+                and len(block.body) == 1
+                and isinstance(block.body[0], cst.SimpleStatementLine)
+                and len(block.body[0].body) == 1
+                and isinstance(block.body[0].body[0], cst.Pass)
+            ):
+                return None
+            assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            lines = text[starts[span.first - 1] : starts[span.last]]
+            unread = Unread(lines, span.indent, newline, span.last, node)
+            statement = statement.with_changes(
+                body=UnparsedBlock.of(block, block.body[0].leading_lines, unread)
+            )
+            changed = True
+        elif isinstance(statement, cst.ClassDef) != isinstance(node, ast.ClassDef):
+            return None
+        out.append(statement)
+    if next(found, None) is not None:
+        return None
+    return out if changed else list(statements)
