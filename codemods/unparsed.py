@@ -156,15 +156,15 @@ def may_hold(
 ) -> bool:
     """Whether the block's statements may hold a node of ``kinds`` whose text names one
     of ``words`` (when given): False only where its ``ast`` or its text rules it out."""
+    unread = block.unread
+    if words and not set(_WORD.findall(unread.text)) & set(words):
+        return False
     wanted: list[type[ast.AST]] = []
     for kind in kinds:
         found = _AST_KINDS.get(kind)
         if found is None:
             return True
         wanted.extend(found)
-    unread = block.unread
-    if words and not set(_WORD.findall(unread.text)) & set(words):
-        return False
     return bool(unread.kinds() & set(wanted))
 
 

@@ -272,7 +272,9 @@ def annotate_runner_attribute(
     assert isinstance(new, cst.ClassDef)
     if visitor.class_locals:
         names = {name for _, name in visitor.class_locals}
-        lines = cstutil.find_all(new, cst.SimpleStatementLine, lambda n: _assigns_one_of(n, names))
+        lines = cstutil.find_all(
+            new, cst.SimpleStatementLine, lambda n: _assigns_one_of(n, names), words=sorted(names)
+        )
         to_visit = cstutil.holding(new, map(id, lines))
         new = new.visit(_AnnotateClassLocal(visitor.class_locals, generic, to_visit))
         assert isinstance(new, cst.ClassDef)
