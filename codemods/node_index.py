@@ -232,8 +232,8 @@ def nodes(root: cst.CSTNode) -> list[cst.CSTNode]:
     for :data:`TRIVIA` under it; raises :class:`.NeedsBody` where an unparsed block
     lies under it."""
     index, start = _located(root)
-    if index.holes and index.unparsed(start):
-        raise NeedsBody
+    if index.holes and (blocks := index.unparsed(start)):
+        raise NeedsBody.of(blocks)
     return index.order[start : index.ends[start]]
 
 
@@ -248,9 +248,9 @@ def searched(
     index, start = _located(root)
     if index.holes:
         wanted = kinds if isinstance(kinds, tuple) else (kinds,)
-        for block in index.unparsed(start):
-            if unparsed.may_hold(block, wanted, words):
-                raise NeedsBody
+        blocks = [b for b in index.unparsed(start) if unparsed.may_hold(b, wanted, words)]
+        if blocks:
+            raise NeedsBody.of(blocks)
     return index.order[start : index.ends[start]]
 
 
@@ -263,8 +263,8 @@ def span(
     only which listed nodes hold which (``identities``: an unparsed block holds no
     node anyone has)."""
     index, start = _located(root)
-    if index.holes and not identities and index.unparsed(start):
-        raise NeedsBody
+    if index.holes and not identities and (blocks := index.unparsed(start)):
+        raise NeedsBody.of(blocks)
     return index.order, index.ends, start, index.ends[start]
 
 

@@ -134,6 +134,8 @@ class _State:
     #: Whether function bodies that may not be asked about are left unparsed
     #: (:mod:`codemods.unparsed`)
     unparsed: bool = True
+    #: functions whose bodies a group asked for (parsed from then on)
+    asked: set[str] = field(default_factory=set)
     project: Project = field(init=False)
     _planned: Planned | None = field(default=None, init=False)
     single: dict[str, set[str]] | None = field(default=None, init=False)
@@ -160,14 +162,25 @@ class _State:
             self._planned = planned = Planned(self.sources, self.trees)
             if self.unparsed:
                 attributes = (a for g in planned.groups(self.project) for a in g.runner_attr.values())
-                planned.words = unparsed.contract_words(self.config.contract()) | set(attributes)
+                planned.words = unparsed.contract_words(self.config.contract()) | {
+                    *attributes,
+                    *self.asked,
+                }
         return self._planned
 
-    def parse_whole(self) -> None:
-        """Parse every function body from now on: a group asked for one the run left
-        unparsed (:class:`codemods.unparsed.NeedsBody`)."""
-        self.unparsed = False
-        self._planned = None
+    def parse_more(self, names: Iterable[str] | None) -> None:
+        """Parse, from now on, the bodies of the functions ``names`` and of those that
+        name them (None: every body): a group asked for one the run left unparsed
+        (:class:`codemods.unparsed.NeedsBody`). The modules of files that name none of
+        them are kept."""
+        old, self._planned = self._planned, None
+        if names is None:
+            self.unparsed = False
+            return
+        self.asked |= set(names)
+        if old is not None:
+            words = [name.encode() for name in names]
+            self.planned.carry(old, lambda path: not any(w in self.sources[path] for w in words))
 
     def single_targets(self) -> dict[str, set[str]]:
         """Per file, the single-class codemods that may change it."""
@@ -410,10 +423,14 @@ def run_group(group: Group) -> TaskResult:
     try:
         try:
             return _run_group(group)
-        except NeedsBody:
+        except NeedsBody as asked:  # the group again, with the bodies it asked for
             assert _STATE is not None
-            _STATE.parse_whole()
+            _STATE.parse_more(asked.names)
+        try:
             return _run_group(group)
+        except NeedsBody:
+            _STATE.parse_more(None)
+        return _run_group(group)
     except cst.ParserSyntaxError as exc:
         message = f"{group.label}: LibCST cannot parse a file of the group: {exc.message}"
         return TaskResult(refusals=[Refused(MERGE, "MIG001", path, exc.raw_line, message)])

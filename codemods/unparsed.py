@@ -42,7 +42,16 @@ class NeedsBody(BaseException):  # noqa: N818  (a signal, like GeneratorExit, no
     """A pass asked for the statements of a function body the run did not parse.
 
     A ``BaseException``: the planners' ``except Exception`` (a refusal, an error kept
-    for a group asked again) must not take it for an outcome of the group."""
+    for a group asked again) must not take it for an outcome of the group. ``names``:
+    the functions whose bodies were asked for."""
+
+    def __init__(self, *names: str) -> None:
+        super().__init__(*names)
+        self.names = frozenset(names)
+
+    @classmethod
+    def of(cls, blocks: Iterable[UnparsedBlock]) -> NeedsBody:
+        return cls(*(block.unread.function.name for block in blocks))
 
 
 @dataclass(frozen=True)
@@ -96,11 +105,11 @@ class UnparsedBlock(cst.IndentedBlock):
 
     def __getattribute__(self, name: str) -> Any:
         if name == "body":
-            raise NeedsBody
+            raise NeedsBody.of([self])
         return super().__getattribute__(name)
 
     def _visit_and_replace_children(self, visitor: Any) -> UnparsedBlock:
-        raise NeedsBody
+        raise NeedsBody.of([self])
 
     def _codegen_impl(self, state: CodegenState) -> None:
         self.header._codegen(state)
@@ -108,7 +117,7 @@ class UnparsedBlock(cst.IndentedBlock):
         state.increase_indent(indent)
         unread = self.unread
         if "".join(state.indent_tokens) != unread.indent or state.default_newline != unread.newline:
-            raise NeedsBody  # its lines would not be what printing its statements gives
+            raise NeedsBody.of([self])  # its lines are not what printing it here gives
         for line in self.leading:
             line._codegen(state)
         state.add_token(unread.text)
@@ -117,7 +126,7 @@ class UnparsedBlock(cst.IndentedBlock):
         state.decrease_indent()
 
     def deep_equals(self, other: cst.CSTNode) -> bool:
-        raise NeedsBody
+        raise NeedsBody.of([self])
 
 
 def made() -> bool:

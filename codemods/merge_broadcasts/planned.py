@@ -149,6 +149,12 @@ class Planned:
             out[path] = self._modules[path]
         return out
 
+    def carry(self, old: Planned, keep: Callable[[Path], bool]) -> None:
+        """Take the modules ``old`` parsed of the files ``keep`` accepts."""
+        for path, module in old._modules.items():
+            if keep(path):
+                self._modules[path] = module
+
     def kept_text(self, path: Path) -> Kept | None:
         """The text of the statements of the file's module (:mod:`codemods.kept_text`),
         read once; None for a file whose module does not print back its bytes as UTF-8.
