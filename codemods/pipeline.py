@@ -161,7 +161,9 @@ class _State:
 
             self._planned = planned = Planned(self.sources, self.trees)
             if self.unparsed:
-                attributes = (a for g in planned.groups(self.project) for a in g.runner_attr.values())
+                attributes = (
+                    a for g in planned.groups(self.project) for a in g.runner_attr.values()
+                )
                 planned.words = unparsed.contract_words(self.config.contract()) | {
                     *attributes,
                     *self.asked,
@@ -176,11 +178,13 @@ class _State:
         old, self._planned = self._planned, None
         if names is None:
             self.unparsed = False
-            return
-        self.asked |= set(names)
+        else:
+            self.asked |= set(names)
         if old is not None:
-            words = [name.encode() for name in names]
-            self.planned.carry(old, lambda path: not any(w in self.sources[path] for w in words))
+            words = [name.encode() for name in names or ()]
+            self.planned.carry(
+                old, lambda path: bool(words) and not any(w in self.sources[path] for w in words)
+            )
 
     def single_targets(self) -> dict[str, set[str]]:
         """Per file, the single-class codemods that may change it."""

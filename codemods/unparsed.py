@@ -3,10 +3,11 @@
 Most of a rewritten module's text is in functions the rewrite leaves as they were:
 about 70% of the text of the five files a first ``migrate`` of vLLM 0.5.0 rewrites.
 LibCST's parse costs in proportion to the text it reads, so a run parses a function's
-body only where it may ask about it: a function whose text names none of the run's
-words (:func:`words`: the contract's names, each group's runner attribute, and the
-functions that name them) keeps its body as the lines it was read from, in an
-:class:`UnparsedBlock`.
+body only where it may ask about it (:func:`parse`): a function of the module (or a
+method of one of its classes) whose text names none of the run's words (the
+contract's names, each group's runner attribute, the functions a group asked for
+before) nor a function of the module that names one keeps its statements as the lines
+they were read from, in an :class:`UnparsedBlock`.
 
 The guess decides the speed only, never the result. An unparsed block prints back the
 lines it was read from, and every way into its statements raises :class:`NeedsBody`:
@@ -14,9 +15,9 @@ reading its ``body``, visiting it, listing its children, comparing it, and, in
 :mod:`codemods.node_index`, an index over it, unless the search says what it looks for
 and the block's ``ast`` holds none of it (:func:`may_hold`). A printing in other
 indents or line endings than the block was read with raises it too. The run then
-parses every file of the group whole and does the group again
-(:func:`codemods.pipeline.run_group`), so it gives what a run that parsed everything
-gives.
+does the group again with those bodies parsed, and, should it ask again, with every
+body parsed (:func:`codemods.pipeline.run_group`): the result is what a run that
+parsed everything gives.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import dataclasses
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -38,7 +39,7 @@ _NEWLINE = re.compile(r"\r\n?|\n")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 
-class NeedsBody(BaseException):  # noqa: N818  (a signal, like GeneratorExit, not an error)
+class NeedsBody(BaseException):
     """A pass asked for the statements of a function body the run did not parse.
 
     A ``BaseException``: the planners' ``except Exception`` (a refusal, an error kept
@@ -88,19 +89,17 @@ class UnparsedBlock(cst.IndentedBlock):
     """An indented block whose statements were not parsed: it prints the lines they
     were read from; reading its statements raises :class:`NeedsBody`."""
 
-    __slots__ = ("leading", "unread")
     leading: Sequence[cst.EmptyLine]
     unread: Unread
 
-    #: how many were made in this process (an index looks for them only when any was)
-    count: ClassVar[list[int]] = [0]
-
     @classmethod
-    def of(cls, block: cst.IndentedBlock, leading: Sequence[cst.EmptyLine], unread: Unread) -> UnparsedBlock:
+    def of(
+        cls, block: cst.IndentedBlock, leading: Sequence[cst.EmptyLine], unread: Unread
+    ) -> UnparsedBlock:
         made = cls(body=(), header=block.header, indent=block.indent, footer=block.footer)
         object.__setattr__(made, "leading", tuple(leading))
         object.__setattr__(made, "unread", unread)
-        cls.count[0] += 1
+        _MADE[0] += 1
         return made
 
     def __getattribute__(self, name: str) -> Any:
@@ -129,9 +128,14 @@ class UnparsedBlock(cst.IndentedBlock):
         raise NeedsBody.of([self])
 
 
+#: how many unparsed blocks were made in this process
+_MADE = [0]
+
+
 def made() -> bool:
-    """Whether any unparsed block was made in this process."""
-    return UnparsedBlock.count[0] > 0
+    """Whether any unparsed block was made in this process (an index looks for them
+    only then)."""
+    return _MADE[0] > 0
 
 
 #: LibCST node classes whose nodes in a function body the ``ast`` tells exactly: a
@@ -209,7 +213,12 @@ def parse(data: bytes, tree: ast.Module, base: frozenset[str]) -> cst.Module | N
     at = 0
     for span in spans:
         end = starts[span.last]
-        pieces += [text[at : starts[span.first - 1]], span.indent, "pass", text[_break(text, end) : end]]
+        pieces += [
+            text[at : starts[span.first - 1]],
+            span.indent,
+            "pass",
+            text[_break(text, end) : end],
+        ]
         at = end
     pieces.append(text[at:])
     module = cst.parse_module("".join(pieces).encode("utf-8"))
@@ -233,13 +242,14 @@ def _spans(text: str, starts: list[int], tree: ast.Module, base: frozenset[str])
         end = function.end_lineno or 0
         if end >= len(starts):
             continue
-        named[id(function)] = words = set(_WORD.findall(text, starts[first - 1], starts[end]))
-        if function.name in base or words & base:
+        names = set(_WORD.findall(text, starts[first - 1], starts[end]))
+        named[id(function)] = names
+        if function.name in base or names & base:
             wanted.add(function.name)
     spans = []
     for function in functions:
-        words = named.get(id(function))
-        if words is None or function.name in wanted or words & wanted:
+        found = named.get(id(function))
+        if found is None or function.name in wanted or found & wanted:
             continue
         span = _span(text, starts, function)
         if span is not None:
@@ -274,7 +284,9 @@ def _functions(tree: ast.Module) -> list[Function]:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             out.append(node)
         elif isinstance(node, ast.ClassDef):
-            out.extend(n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+            out.extend(
+                n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+            )
     return out
 
 
@@ -297,7 +309,9 @@ def _filled(
     starts: list[int],
     newline: str,
 ) -> list[cst.BaseStatement] | None:
-    defined = [n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    defined = [
+        n for n in nodes if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    ]
     found = iter(defined)
     out: list[cst.BaseStatement] = []
     changed = False
@@ -309,7 +323,9 @@ def _filled(
         if node is None or node.name != statement.name.value:
             return None
         if isinstance(statement, cst.ClassDef) and isinstance(node, ast.ClassDef):
-            if isinstance(statement.body, cst.IndentedBlock) and any(id(n) in spans for n in node.body):
+            if isinstance(statement.body, cst.IndentedBlock) and any(
+                id(n) in spans for n in node.body
+            ):
                 inner = _filled(statement.body.body, node.body, spans, text, starts, newline)
                 if inner is None:
                     return None

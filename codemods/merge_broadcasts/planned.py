@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from codemods import unparsed, cstutil, layout
+from codemods import cstutil, layout, unparsed
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.kept_text import Kept, kept_text
 from codemods.merge_broadcasts.groups import plan_group
@@ -86,6 +86,7 @@ class Planned:
         #: the words that make a function's body parsed (:func:`.unparsed.parse`);
         #: None: every body is parsed
         self.words: frozenset[str] | None = None
+        self._own_trees: dict[Path, ast.Module | None] = {}
 
     def worker(
         self,
@@ -137,10 +138,11 @@ class Planned:
         out: dict[Path, cst.Module] = {}
         for path in files:
             if path not in self._modules:
-                data, tree = self.sources[path], self.trees.get(path)
-                module = None
-                if self.words is not None and tree is not None:
-                    module = unparsed.parse(data, tree, self.words)
+                data, module = self.sources[path], None
+                if self.words is not None:
+                    tree = self._tree(path)
+                    if tree is not None:
+                        module = unparsed.parse(data, tree, self.words)
                 if module is None:
                     module = cstutil.parse_module(data)
                 else:
@@ -150,7 +152,9 @@ class Planned:
         return out
 
     def carry(self, old: Planned, keep: Callable[[Path], bool]) -> None:
-        """Take the modules ``old`` parsed of the files ``keep`` accepts."""
+        """Take over what the run told ``old`` (:attr:`no_hoist`) and the modules it
+        parsed of the files ``keep`` accepts."""
+        self.no_hoist |= old.no_hoist
         for path, module in old._modules.items():
             if keep(path):
                 self._modules[path] = module
@@ -165,16 +169,22 @@ class Planned:
             text = cstutil.module_code(module)
             found = None
             if text.encode("utf-8", "surrogatepass") == data:
-                tree = self.trees.get(path)
-                if tree is None:
-                    try:
-                        tree = ast.parse(data, filename=str(path))
-                    except (SyntaxError, ValueError, RecursionError, MemoryError):
-                        tree = None
+                tree = self._tree(path)
                 if tree is not None:
                     found = kept_text(module, tree, text)
             self._kept[path] = found
         return self._kept[path]
+
+    def _tree(self, path: Path) -> ast.Module | None:
+        """The file's ``ast``: the run's, or (facts from the cache) parsed here once."""
+        tree = self.trees.get(path)
+        if tree is None and path not in self._own_trees:
+            try:
+                tree = ast.parse(self.sources[path], filename=str(path))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                tree = None
+            self._own_trees[path] = tree
+        return tree if tree is not None else self._own_trees.get(path)
 
     def lines(self, path: Path) -> Lines:
         """The line index of the file's module (resolved once, on first use), counting

@@ -74,9 +74,11 @@ def test_each_group_file_is_parsed_with_libcst_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Two groups share one base module and its helpers: each group's files are still
-    parsed with LibCST once in the run, and each group planned once."""
+    parsed with LibCST once in the run (whole, or with the function bodies no question
+    asks about left out: :mod:`codemods.unparsed`), and each group planned once."""
     import libcst as cst
 
+    from codemods import unparsed
     from codemods.merge_broadcasts import planned
 
     tree = tmp_path / "engine"
@@ -86,17 +88,26 @@ def test_each_group_file_is_parsed_with_libcst_once(
     plans: Counter[str] = Counter()
     real_parse, real_plan = cst.parse_module, planned.plan_group
 
+    real_unparsed = unparsed.parse
+
     def counting_parse(source: Any, *args: Any, **kwargs: Any) -> cst.Module:
         data = source.encode() if isinstance(source, str) else source
         if data in originals:
             parses[originals[data]] += 1
         return real_parse(source, *args, **kwargs)
 
+    def counting_unparsed(data: bytes, *args: Any) -> cst.Module | None:
+        found = real_unparsed(data, *args)
+        if found is not None:
+            parses[originals[data]] += 1
+        return found
+
     def counting_plan(group: Any, *args: Any, **kwargs: Any) -> Any:
         plans[group.label] += 1
         return real_plan(group, *args, **kwargs)
 
     monkeypatch.setattr(cst, "parse_module", counting_parse)
+    monkeypatch.setattr(unparsed, "parse", counting_unparsed)
     monkeypatch.setattr(planned, "plan_group", counting_plan)
     result = migrate([tree])
     assert len(result.groups) >= 2, "the legacy engine has two groups"

@@ -1,0 +1,242 @@
+"""Function bodies a run leaves unparsed (:mod:`codemods.unparsed`): a module prints back
+what was read, every way into an unparsed body raises ``NeedsBody``, a search passes
+over the bodies that cannot hold what it looks for, and a run that asks for a body
+gives what a run that parsed every body gives."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import libcst as cst
+import pytest
+
+from codemods import cstutil, node_index, pipeline, unparsed
+from codemods.kept_text import kept_text
+from codemods.pipeline import migrate
+from codemods.unparsed import NeedsBody, UnparsedBlock
+from runnercheck.contract import VLLM
+from tests.vllm_wheels import vllm_package
+
+SOURCE = '''\
+import os
+
+
+class Runner:
+    # a comment before the first method
+    def step(self, x):
+        return broadcast_tensor_dict(x)
+
+    def calls_step(self):
+        return self.step(1)
+
+    def helper(self, y):
+        # a comment before the first statement
+        z = y + 1
+        if z:
+            return z
+            # the if block's last line
+        # the function block's last line
+
+    @property
+    def value(self) -> int:
+        """Docstring."""
+        self.x: Optional[int] = None
+        return 1
+
+    def one_line(self): return 2
+
+
+def free(a,
+         b):
+    total = a + b
+    return total
+'''
+
+WORDS = frozenset({"broadcast_tensor_dict"})
+
+
+def _parsed(source: str = SOURCE, words: frozenset[str] = WORDS) -> cst.Module:
+    module = unparsed.parse(source.encode(), ast.parse(source), words)
+    assert module is not None
+    return module
+
+
+def _functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
+    out: dict[str, cst.FunctionDef] = {}
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef):
+            out[statement.name.value] = statement
+        elif isinstance(statement, cst.ClassDef):
+            for item in cstutil.body_of(statement.body):
+                if isinstance(item, cst.FunctionDef):
+                    out[item.name.value] = item
+    return out
+
+
+def test_bodies_that_name_no_word_are_left_unparsed_and_the_module_prints_back() -> None:
+    module = _parsed()
+    assert module.code == SOURCE
+    left = {name for name, f in _functions(module).items() if type(f.body) is UnparsedBlock}
+    # step names a word, calls_step names step; a one-line suite is not an indented block
+    assert left == {"helper", "value", "free"}
+    assert (
+        unparsed.parse(SOURCE.encode(), ast.parse(SOURCE), frozenset({"os", "y", "a"})) is not None
+    )
+    none_left = unparsed.parse(SOURCE.encode(), ast.parse(SOURCE), frozenset({"self", "a"}))
+    assert none_left is None  # every body names a word
+
+
+def test_every_way_into_an_unparsed_body_raises() -> None:
+    module = _parsed()
+    block = _functions(module)["helper"].body
+    assert isinstance(block, UnparsedBlock)
+    ways: list[Any] = [
+        lambda: block.body,
+        lambda: block.children,
+        lambda: block.visit(cst.CSTVisitor()),
+        lambda: block.deep_equals(block),
+        lambda: block.with_changes(footer=()),
+        lambda: module.visit(cst.CSTTransformer()),
+        lambda: node_index.nodes(module),
+        lambda: node_index.span(module.body[1]),
+        lambda: cstutil.find_all(module, cst.Name),
+        lambda: cstutil.find_all(module, cst.Assign),
+        lambda: cstutil.contains(module, lambda node: False),
+    ]
+    for way in ways:
+        with pytest.raises(NeedsBody) as raised:
+            way()
+        assert "helper" in raised.value.names
+
+
+def test_a_search_passes_over_bodies_that_cannot_hold_its_kind_or_words() -> None:
+    module = _parsed()
+    runner = module.body[1]
+    with pytest.raises(NeedsBody) as raised:
+        cstutil.find_all(runner, cst.AnnAssign)
+    assert raised.value.names == {"value"}
+    assert cstutil.find_all(runner, cst.Await) == []
+    assert cstutil.find_all(runner, cst.Assign, words=("nothing_named_so",)) == []
+    with pytest.raises(NeedsBody):
+        cstutil.find_all(runner, cst.Assign, words=("z",))
+    calls = cstutil.find_all(runner, cst.Call, words=("broadcast_tensor_dict", "step"))
+    assert [cstutil.code(c) for c in calls] == ["broadcast_tensor_dict(x)", "self.step(1)"]
+    # what holds what is read without entering a body
+    step = _functions(module)["step"]
+    assert id(runner) in cstutil.holding(runner, [id(calls[0])])
+    assert id(step) in cstutil.holding(runner, [id(calls[0])])
+    assert cstutil.within(runner, calls[0])
+
+
+def test_printed_where_it_was_not_read_an_unparsed_body_asks_for_its_statements() -> None:
+    module = _parsed()
+    free = _functions(module)["free"]
+    assert cstutil.code(free) == "\n\n" + SOURCE[SOURCE.index("def free") :]
+    nested = cst.Module(
+        body=[cst.ClassDef(name=cst.Name("Other"), body=cst.IndentedBlock(body=[free]))]
+    )
+    with pytest.raises(NeedsBody):
+        cstutil.node_code(nested, nested)
+    crlf = module.with_changes(default_newline="\r\n")
+    with pytest.raises(NeedsBody):
+        cstutil.node_code(crlf, crlf)
+    two = module.with_changes(default_indent="  ")
+    with pytest.raises(NeedsBody):
+        cstutil.node_code(two, two)
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"\xef\xbb\xbf" + SOURCE.encode(), "a byte-order mark"),
+        (("# -*- coding: latin-1 -*-\n" + SOURCE + "x = 'é'\n").encode("latin-1"), "not UTF-8"),
+        (SOURCE.replace("z = y + 1\n", "z = y + 1\r\n").encode(), "line endings of two kinds"),
+    ],
+)
+def test_texts_it_does_not_read(data: bytes, why: str) -> None:
+    assert unparsed.parse(data, ast.parse(data), WORDS) is None, why
+
+
+def test_a_last_line_without_a_line_break_is_parsed() -> None:
+    source = SOURCE.rstrip("\n")
+    module = unparsed.parse(source.encode(), ast.parse(source), WORDS)
+    assert module is not None and module.code == source
+    assert type(_functions(module)["free"].body) is not UnparsedBlock
+
+
+@pytest.mark.parametrize("version", ["0.3.3", "0.5.0"])
+def test_real_files_print_back_and_keep_the_text_of_their_statements(version: str) -> None:
+    """Every ``worker/`` file of a release with every body it can leave unparsed: the
+    module prints the file, and each top-level statement keeps the text a whole parse
+    gives it."""
+    files = sorted((vllm_package(version) / "worker").glob("*.py"))
+    left = 0
+    for path in files:
+        text = path.read_text("utf-8")
+        tree = ast.parse(text)
+        module = unparsed.parse(text.encode(), tree, frozenset())
+        if module is None:
+            continue
+        assert module.code == text, path
+        whole = cst.parse_module(text.encode())
+        found, expected = kept_text(module, tree, text), kept_text(whole, tree, text)
+        assert found is not None and expected is not None, path
+        for mine, theirs in zip(module.body, whole.body, strict=True):
+            assert found.texts[id(mine)] == expected.texts[id(theirs)], path
+        left += sum(1 for f in _functions(module).values() if type(f.body) is UnparsedBlock)
+    assert left > 20
+
+
+def _whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(unparsed, "parse", lambda *args: None)
+
+
+def _output(result: Any) -> dict[Path, bytes]:
+    return {path: change.new for path, change in result.changes.items()}
+
+
+def test_a_run_on_vllm_0_5_0_leaves_bodies_unparsed_asks_for_none_and_gives_a_whole_runs_result(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[Any] = []
+    real = pipeline._State.parse_more
+    monkeypatch.setattr(
+        pipeline._State, "parse_more", lambda self, names: (asked.append(names), real(self, names))
+    )
+    before = unparsed._MADE[0]
+    root = vllm_package("0.5.0")
+    result = migrate([root])
+    assert unparsed._MADE[0] - before > 40 and asked == []
+    _whole(monkeypatch)
+    whole = migrate([root])
+    assert _output(result) == _output(whole) and result.changes
+    assert [str(r) for r in result.refusals] == [str(r) for r in whole.refusals]
+    assert [str(n) for n in result.notes] == [str(n) for n in whole.notes]
+
+
+def test_a_group_that_asks_for_an_unparsed_body_is_done_again_with_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """vLLM 0.3.3's runner step calls a helper that builds the sampling metadata with a
+    literal driver flag; its body names no word, so it is left unparsed, and the
+    planner that rewrites it asks for it."""
+    asked: list[Any] = []
+    real = pipeline._State.parse_more
+    monkeypatch.setattr(
+        pipeline._State, "parse_more", lambda self, names: (asked.append(names), real(self, names))
+    )
+    root = vllm_package("0.3.3")
+    result = migrate([root])
+    assert asked == [frozenset({"_prepare_sample"})]
+    _whole(monkeypatch)
+    whole = migrate([root])
+    assert _output(result) == _output(whole) and result.changes
+    assert [str(r) for r in result.refusals] == [str(r) for r in whole.refusals]
+
+
+def test_the_contract_words_are_its_names() -> None:
+    words = unparsed.contract_words(VLLM)
+    assert {"broadcast_tensor_dict", "execute_model", "is_driver_worker", "WorkerBase"} <= words
+    assert all(word.isidentifier() for word in words)
