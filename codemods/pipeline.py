@@ -161,13 +161,7 @@ class _State:
 
             self._planned = planned = Planned(self.sources, self.trees)
             if self.unparsed:
-                attributes = (
-                    a for g in planned.groups(self.project) for a in g.runner_attr.values()
-                )
-                planned.words = unparsed.contract_words(self.config.contract()) | {
-                    *attributes,
-                    *self.asked,
-                }
+                planned.words = unparsed.contract_words(self.config.contract()) | self.asked
         return self._planned
 
     def parse_more(self, names: Iterable[str] | None) -> None:

@@ -26,7 +26,7 @@ import ast
 import dataclasses
 import re
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
@@ -67,22 +67,39 @@ class _Span:
 
 @dataclass(frozen=True)
 class Unread:
-    """What an unparsed block stands for: the lines of its statements as read, the
-    absolute indent and line ending they were read with, the last line they end on
-    (1-based) and the ``ast`` of the function."""
+    """What an unparsed block stands for: the lines of its statements as read (lines
+    ``first`` to ``last``, 1-based), the absolute indent and line ending they were read
+    with, and the ``ast`` of the function."""
 
     text: str
     indent: str
     newline: str
+    first: int
     last: int
     function: ast.FunctionDef | ast.AsyncFunctionDef
+    #: the body's ``ast`` nodes by class, listed on first use
+    _nodes: dict[type[ast.AST], list[ast.AST]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    #: where each of its lines starts in ``text``, found on first use
+    _starts: list[int] = field(default_factory=list, compare=False, repr=False)
 
-    def kinds(self) -> frozenset[type[ast.AST]]:
-        """The ``ast`` node classes in the function's body."""
-        found: set[type[ast.AST]] = set()
-        for statement in self.function.body:
-            found.update(type(node) for node in ast.walk(statement))
-        return frozenset(found)
+    def nodes(self, kind: type[ast.AST]) -> list[ast.AST]:
+        """The nodes of the body of class ``kind``."""
+        if not self._nodes:
+            for statement in self.function.body:
+                for node in ast.walk(statement):
+                    self._nodes.setdefault(type(node), []).append(node)
+        return self._nodes.get(kind, [])
+
+    def names(self, node: ast.AST) -> set[str]:
+        """The words on the lines of a node of the body."""
+        starts = self._starts
+        if not starts:
+            starts += [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
+        first = getattr(node, "lineno", self.first) - self.first
+        last = (getattr(node, "end_lineno", None) or self.last) - self.first
+        return set(_WORD.findall(self.text, starts[first], starts[last + 1]))
 
 
 class UnparsedBlock(cst.IndentedBlock):
@@ -168,17 +185,20 @@ def may_hold(
     block: UnparsedBlock, kinds: Iterable[type[cst.CSTNode]], words: Collection[str] = ()
 ) -> bool:
     """Whether the block's statements may hold a node of ``kinds`` whose text names one
-    of ``words`` (when given): False only where its ``ast`` or its text rules it out."""
-    unread = block.unread
-    if words and not set(_WORD.findall(unread.text)) & set(words):
-        return False
-    wanted: list[type[ast.AST]] = []
+    of ``words`` (when given): False only where its ``ast`` rules it out (no node of a
+    class that stands for one of ``kinds``, none on lines that name a word), or, for a
+    kind the ``ast`` does not tell, its text names none of ``words``."""
+    unread, wanted = block.unread, set(words)
+    classes: list[type[ast.AST]] = []
     for kind in kinds:
         found = _AST_KINDS.get(kind)
         if found is None:
-            return True
-        wanted.extend(found)
-    return bool(unread.kinds() & set(wanted))
+            return not wanted or bool(set(_WORD.findall(unread.text)) & wanted)
+        classes.extend(found)
+    nodes = [node for kind in classes for node in unread.nodes(kind)]
+    if not wanted:
+        return bool(nodes)
+    return any(unread.names(node) & wanted for node in nodes)
 
 
 # ------------------------------------------------------------------ the guess and the parse
@@ -344,7 +364,7 @@ def _filled(
                 return None
             assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
             lines = text[starts[span.first - 1] : starts[span.last]]
-            unread = Unread(lines, span.indent, newline, span.last, node)
+            unread = Unread(lines, span.indent, newline, span.first, span.last, node)
             statement = statement.with_changes(
                 body=UnparsedBlock.of(block, block.body[0].leading_lines, unread)
             )
