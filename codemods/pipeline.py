@@ -395,17 +395,14 @@ def _verify(
     return None
 
 
-def _line_of(refusal: Refusal, modules: dict[Path, cst.Module]) -> int:
+def _line_of(refusal: Refusal, modules: dict[Path, cst.Module], planned: Planned) -> int:
+    """The line of the node a refusal cites, counted in a print of its module (which
+    writes a function body left unparsed as the lines it was read from)."""
     if refusal.line or refusal.node is None:
         return refusal.line
-    module = modules.get(refusal.path)
-    if module is None:
+    if refusal.path not in modules:
         return 0
-    from libcst.metadata import MetadataWrapper, PositionProvider
-
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    where = positions.get(refusal.node)
-    return where.start.line if where is not None else 0
+    return planned.lines(refusal.path).line(refusal.node)
 
 
 def run_group(group: Group) -> TaskResult:
@@ -450,7 +447,7 @@ def _run_group(group: Group) -> TaskResult:
     try:
         merged = merge(group, modules, state.project, contract, state.planned, state.unshared)
     except Refusal as refusal:
-        line = _line_of(refusal, modules)
+        line = _line_of(refusal, modules, state.planned)
         result.refusals.append(refusal.record(MERGE, line, group.label, _held_back(group)))
         return result
     changes: dict[Path, Change] = {}
