@@ -33,6 +33,7 @@ Exits 1 when a tree differs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import inspect
 import json
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,14 +164,21 @@ def against(ref: str, trees: list[Path]) -> int:
     return 1 if different else 0
 
 
-def compare(tree: Path) -> dict[str, Any]:
-    """The three runs on ``tree``; a fixture tree is copied out of this repository first
-    (under it, plain mypy would read this project's configuration, so no file of it is
+@contextlib.contextmanager
+def in_copy(tree: Path) -> Iterator[Path]:
+    """``tree``, or for a fixture tree a copy of it out of this repository (under it,
+    plain mypy would read this project's configuration, so no file of it would be
     settled without LibCST)."""
     if not tree.is_relative_to(REPO):
-        return _compare(tree)
+        yield tree
+        return
     with tempfile.TemporaryDirectory() as tmp:
-        copy = shutil.copytree(tree, Path(tmp) / tree.name, ignore=_PYCACHE)
+        yield shutil.copytree(tree, Path(tmp) / tree.name, ignore=_PYCACHE)
+
+
+def compare(tree: Path) -> dict[str, Any]:
+    """The three runs on ``tree`` (:func:`in_copy`)."""
+    with in_copy(tree) as copy:
         row = _compare(copy)
     row["tree"] = str(tree)
     return row

@@ -201,6 +201,19 @@ def may_hold(
     return any(unread.names(node) & wanted for node in nodes)
 
 
+def left_out(module: cst.Module) -> int:
+    """How many characters of the module's functions and methods are left unparsed."""
+    total = 0
+    for statement in module.body:
+        items: Sequence[cst.BaseStatement] = (statement,)
+        if isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+            items = statement.body.body
+        for item in items:
+            if isinstance(item, cst.FunctionDef) and type(item.body) is UnparsedBlock:
+                total += len(item.body.unread.text)
+    return total
+
+
 # ------------------------------------------------------------------ the guess and the parse
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
