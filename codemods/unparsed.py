@@ -267,9 +267,11 @@ def _break(text: str, end: int) -> int:
 
 
 def _spans(text: str, starts: list[int], tree: ast.Module, base: frozenset[str]) -> list[_Span]:
+    """The functions left unparsed: each that is not named in ``base`` and names none of
+    ``base`` nor a function that does (a caller may change with what it calls)."""
     functions = _functions(tree)
     named: dict[int, set[str]] = {}
-    wanted = set(base)
+    callees: set[str] = set()
     for function in functions:
         first = min([d.lineno for d in function.decorator_list] + [function.lineno])
         end = function.end_lineno or 0
@@ -278,11 +280,13 @@ def _spans(text: str, starts: list[int], tree: ast.Module, base: frozenset[str])
         names = set(_WORD.findall(text, starts[first - 1], starts[end]))
         named[id(function)] = names
         if function.name in base or names & base:
-            wanted.add(function.name)
+            callees.add(function.name)
     spans = []
     for function in functions:
         found = named.get(id(function))
-        if found is None or function.name in wanted or found & wanted:
+        if found is None or function.name in base or found & base:
+            continue
+        if (found - {function.name}) & callees:
             continue
         span = _span(text, starts, function)
         if span is not None:

@@ -48,6 +48,11 @@ class Runner:
     def one_line(self): return 2
 
 
+class Other:
+    def step(self):
+        return 3
+
+
 def free(a,
          b):
     total = a + b
@@ -64,6 +69,7 @@ def _parsed(source: str = SOURCE, words: frozenset[str] = WORDS) -> cst.Module:
 
 
 def _functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
+    """The module's functions and methods, by qualified name."""
     out: dict[str, cst.FunctionDef] = {}
     for statement in module.body:
         if isinstance(statement, cst.FunctionDef):
@@ -71,7 +77,7 @@ def _functions(module: cst.Module) -> dict[str, cst.FunctionDef]:
         elif isinstance(statement, cst.ClassDef):
             for item in cstutil.body_of(statement.body):
                 if isinstance(item, cst.FunctionDef):
-                    out[item.name.value] = item
+                    out[f"{statement.name.value}.{item.name.value}"] = item
     return out
 
 
@@ -79,8 +85,9 @@ def test_bodies_that_name_no_word_are_left_unparsed_and_the_module_prints_back()
     module = _parsed()
     assert module.code == SOURCE
     left = {name for name, f in _functions(module).items() if type(f.body) is UnparsedBlock}
-    # step names a word, calls_step names step; a one-line suite is not an indented block
-    assert left == {"helper", "value", "free"}
+    # step names a word, calls_step names step; a one-line suite is not an indented block;
+    # another class's step shares a name with Runner.step but names nothing
+    assert left == {"Runner.helper", "Runner.value", "Other.step", "free"}
     assert (
         unparsed.parse(SOURCE.encode(), ast.parse(SOURCE), frozenset({"os", "y", "a"})) is not None
     )
@@ -90,7 +97,7 @@ def test_bodies_that_name_no_word_are_left_unparsed_and_the_module_prints_back()
 
 def test_every_way_into_an_unparsed_body_raises() -> None:
     module = _parsed()
-    block = _functions(module)["helper"].body
+    block = _functions(module)["Runner.helper"].body
     assert isinstance(block, UnparsedBlock)
     ways: list[Any] = [
         lambda: block.body,
@@ -124,7 +131,7 @@ def test_a_search_passes_over_bodies_that_cannot_hold_its_kind_or_words() -> Non
     calls = cstutil.find_all(runner, cst.Call, words=("broadcast_tensor_dict", "step"))
     assert [cstutil.code(c) for c in calls] == ["broadcast_tensor_dict(x)", "self.step(1)"]
     # what holds what is read without entering a body
-    step = _functions(module)["step"]
+    step = _functions(module)["Runner.step"]
     assert id(runner) in cstutil.holding(runner, [id(calls[0])])
     assert id(step) in cstutil.holding(runner, [id(calls[0])])
     assert cstutil.within(runner, calls[0])
