@@ -49,9 +49,14 @@ def _is_node(kind: type) -> bool:
     return found
 
 
-# An unparsed block is listed as a leaf (a hole in the index: see :func:`holes`).
+def _unparsed(node: cst.CSTNode) -> tuple[()]:
+    """An unparsed block's children as an index lists them: none (it is a hole in the
+    index: :attr:`SubtreeIndex.holes`)."""
+    return ()
+
+
 _CHILD_FIELDS[UnparsedBlock] = ()
-_READERS[UnparsedBlock] = lambda node: ()
+_READERS[UnparsedBlock] = _unparsed
 
 
 def _child_fields(node: cst.CSTNode) -> tuple[str, ...] | None:
@@ -161,6 +166,7 @@ class SubtreeIndex:
         stack: list[cst.CSTNode | int] = [root]
         pop, push, extend = stack.pop, stack.append, stack.extend
         listed, opened = order.append, ends.append
+        holes: list[int] = []
         while stack:
             item = pop()
             if type(item) is int:  # every node under the one at this position is listed
@@ -174,12 +180,16 @@ class SubtreeIndex:
                 shift = len(order) - start
                 order.extend(other.order[start:stop])
                 ends.extend([end + shift for end in other.ends[start:stop]])
+                if other.holes:
+                    holes += [hole + shift for hole in other.holes if start <= hole < stop]
                 continue
             opened(0)
             push(len(order))
             listed(item)
             # its children (what :func:`children` gives) but trivia, pushed last first
             read = readers.get(type(item))
+            if read is _unparsed:
+                holes.append(len(order) - 1)
             found = children(item) if read is None else _gather(item, read)
             extend([child for child in reversed(found) if child.__class__ not in trivia])
         count = len(order)
@@ -188,11 +198,7 @@ class SubtreeIndex:
         # the first position of each node: the last one written
         self.where = dict(zip(map(id, reversed(order)), range(count - 1, -1, -1), strict=True))
         self.repeats = len(self.where) < count
-        self.holes = (
-            [i for i, node in enumerate(order) if node.__class__ is UnparsedBlock]
-            if unparsed.made()
-            else []
-        )
+        self.holes = holes
         known.update(dict.fromkeys(self.where, self))
 
     def unparsed(self, start: int) -> list[UnparsedBlock]:

@@ -116,7 +116,6 @@ class UnparsedBlock(cst.IndentedBlock):
         made = cls(body=(), header=block.header, indent=block.indent, footer=block.footer)
         object.__setattr__(made, "leading", tuple(leading))
         object.__setattr__(made, "unread", unread)
-        _MADE[0] += 1
         return made
 
     def __getattribute__(self, name: str) -> Any:
@@ -143,16 +142,6 @@ class UnparsedBlock(cst.IndentedBlock):
 
     def deep_equals(self, other: cst.CSTNode) -> bool:
         raise NeedsBody.of([self])
-
-
-#: how many unparsed blocks were made in this process
-_MADE = [0]
-
-
-def made() -> bool:
-    """Whether any unparsed block was made in this process (an index looks for them
-    only then)."""
-    return _MADE[0] > 0
 
 
 #: LibCST node classes whose nodes in a function body the ``ast`` tells exactly: a

@@ -118,6 +118,19 @@ def test_every_way_into_an_unparsed_body_raises() -> None:
         assert "helper" in raised.value.names
 
 
+def test_an_index_that_copies_another_keeps_its_unparsed_blocks() -> None:
+    """An index over the class copies the listing of its method's index, made first."""
+    module = _parsed()
+    helper = _functions(module)["Runner.helper"]
+    with pytest.raises(NeedsBody):
+        node_index.nodes(helper)
+    assert node_index.indexed(helper)
+    with pytest.raises(NeedsBody) as raised:
+        node_index.nodes(module.body[1])
+    assert raised.value.names == {"helper", "value"}
+    assert cstutil.find_all(module.body[1], cst.Await) == []
+
+
 def test_a_search_passes_over_bodies_that_cannot_hold_its_kind_or_words() -> None:
     module = _parsed()
     runner = module.body[1]
@@ -212,10 +225,18 @@ def test_a_run_on_vllm_0_5_0_leaves_bodies_unparsed_asks_for_none_and_gives_a_wh
     monkeypatch.setattr(
         pipeline._State, "parse_more", lambda self, names: (asked.append(names), real(self, names))
     )
-    before = unparsed._MADE[0]
+    left: list[int] = []
+    real_parse = unparsed.parse
+
+    def parse(*args: Any) -> cst.Module | None:
+        found = real_parse(*args)
+        left.append(unparsed.left_out(found) if found is not None else 0)
+        return found
+
+    monkeypatch.setattr(unparsed, "parse", parse)
     root = vllm_package("0.5.0")
     result = migrate([root])
-    assert unparsed._MADE[0] - before > 40 and asked == []
+    assert len(left) == 5 and sum(left) > 40_000 and asked == []
     _whole(monkeypatch)
     whole = migrate([root])
     assert _output(result) == _output(whole) and result.changes
