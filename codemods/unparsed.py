@@ -247,6 +247,8 @@ def parse(data: bytes, tree: ast.Module, base: frozenset[str]) -> cst.Module | N
     newlines = {text[_break(text, starts[span.last]) : starts[span.last]] for span in spans}
     if newlines != {module.default_newline} or len(set(_NEWLINE.findall(text))) != 1:
         return None
+    if module.encoding != "utf-8":  # (a coding cookie: its bytes read as another text)
+        return None
     return _fill(module, tree, {id(span.function): span for span in spans}, text, starts)
 
 

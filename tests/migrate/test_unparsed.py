@@ -173,6 +173,10 @@ def test_printed_where_it_was_not_read_an_unparsed_body_asks_for_its_statements(
         (b"\xef\xbb\xbf" + SOURCE.encode(), "a byte-order mark"),
         (("# -*- coding: latin-1 -*-\n" + SOURCE + "x = 'é'\n").encode("latin-1"), "not UTF-8"),
         (SOURCE.replace("z = y + 1\n", "z = y + 1\r\n").encode(), "line endings of two kinds"),
+        (
+            ("# -*- coding: latin-1 -*-\n" + SOURCE + "x = 'é'\n").encode("utf-8"),
+            "bytes that read as UTF-8 in a file that says it is Latin-1",
+        ),
     ],
 )
 def test_texts_it_does_not_read(data: bytes, why: str) -> None:
