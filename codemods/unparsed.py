@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from runnercheck.contract import Contract
 
 _NEWLINE = re.compile(r"\r\n?|\n")
-_WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_WORD = re.compile(r"[^\W\d]\w*")  # (identifiers, Unicode ones too)
 
 
 class NeedsBody(BaseException):

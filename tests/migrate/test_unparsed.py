@@ -150,6 +150,14 @@ def test_a_search_passes_over_bodies_that_cannot_hold_its_kind_or_words() -> Non
     assert cstutil.within(runner, calls[0])
 
 
+def test_words_are_identifiers_of_any_script() -> None:
+    source = "class C:\n    def f(self):\n        self.modèle = 1\n"
+    module = _parsed(source, frozenset({"broadcast_tensor_dict"}))
+    with pytest.raises(NeedsBody):
+        cstutil.find_all(module.body[0], cst.Assign, words=("modèle",))
+    assert cstutil.find_all(module.body[0], cst.Assign, words=("modè",)) == []
+
+
 def test_printed_where_it_was_not_read_an_unparsed_body_asks_for_its_statements() -> None:
     module = _parsed()
     free = _functions(module)["free"]
