@@ -110,8 +110,11 @@ def _gather(node: cst.CSTNode, read: Callable[[cst.CSTNode], tuple[Any, ...]]) -
 
 def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     """``node.children`` (in lexical order), read from its fields: LibCST's property
-    builds a copy of the node to list them."""
+    builds a copy of the node to list them. An unparsed block's raise
+    :class:`.NeedsBody`."""
     read = _READERS.get(type(node))
+    if read is _unparsed:
+        raise NeedsBody.of([node])  # type: ignore[list-item]  # (only its class reads so)
     if read is None:
         if _child_fields(node) is None:
             return node.children
@@ -287,7 +290,10 @@ def within(root: cst.CSTNode, node: cst.CSTNode) -> bool:
             item = stack.pop()
             if item is node:
                 return True
-            stack.extend(children(item))
+            if isinstance(item, UnparsedBlock):  # (what it holds is read by no one)
+                stack += [item.header, *item.leading, *item.footer]
+            else:
+                stack.extend(children(item))
         return False
     index, start = _located(root)
     return index.holds(start, node)

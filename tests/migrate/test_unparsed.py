@@ -111,6 +111,8 @@ def test_every_way_into_an_unparsed_body_raises() -> None:
         lambda: cstutil.find_all(module, cst.Name),
         lambda: cstutil.find_all(module, cst.Assign),
         lambda: cstutil.contains(module, lambda node: False),
+        lambda: node_index.children(block),
+        lambda: cstutil.walk(module, cst.CSTVisitor()),
     ]
     for way in ways:
         with pytest.raises(NeedsBody) as raised:
@@ -148,6 +150,9 @@ def test_a_search_passes_over_bodies_that_cannot_hold_its_kind_or_words() -> Non
     assert id(runner) in cstutil.holding(runner, [id(calls[0])])
     assert id(step) in cstutil.holding(runner, [id(calls[0])])
     assert cstutil.within(runner, calls[0])
+    helper = _functions(module)["Runner.helper"].body
+    assert isinstance(helper, UnparsedBlock)
+    assert cstutil.within(runner, helper.footer[0]) and cstutil.within(runner, helper.header)
 
 
 def test_words_are_identifiers_of_any_script() -> None:
