@@ -5,9 +5,9 @@ about 70% of the text of the five files a first ``migrate`` of vLLM 0.5.0 rewrit
 LibCST's parse costs in proportion to the text it reads, so a run parses a function's
 body only where it may ask about it (:func:`parse`): a function of the module (or a
 method of one of its classes) whose text names none of the run's words (the
-contract's names, each group's runner attribute, the functions a group asked for
-before) nor a function of the module that names one keeps its statements as the lines
-they were read from, in an :class:`UnparsedBlock`.
+contract's names, the functions a group asked for before) nor a function of the
+module that names one keeps its statements as the lines they were read from, in an
+:class:`UnparsedBlock`.
 
 The guess decides the speed only, never the result. An unparsed block prints back the
 lines it was read from, and every way into its statements raises :class:`NeedsBody`:
@@ -34,6 +34,8 @@ from libcst._nodes.internal import CodegenState
 
 if TYPE_CHECKING:
     from runnercheck.contract import Contract
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 _WORD = re.compile(r"[^\W\d]\w*")  # (identifiers, Unicode ones too)
@@ -62,7 +64,7 @@ class _Span:
     first: int
     last: int
     indent: str
-    function: ast.FunctionDef | ast.AsyncFunctionDef
+    function: Function
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class Unread:
     newline: str
     first: int
     last: int
-    function: ast.FunctionDef | ast.AsyncFunctionDef
+    function: Function
     #: the body's ``ast`` nodes by class, listed on first use
     _nodes: dict[type[ast.AST], list[ast.AST]] = field(
         default_factory=dict, compare=False, repr=False
@@ -204,8 +206,6 @@ def left_out(module: cst.Module) -> int:
 
 
 # ------------------------------------------------------------------ the guess and the parse
-
-Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 def contract_words(contract: Contract) -> frozenset[str]:
