@@ -227,6 +227,9 @@ def parse(data: bytes, tree: ast.Module, base: frozenset[str]) -> cst.Module | N
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
+    breaks = _NEWLINE.findall(text)
+    if len(set(breaks)) != 1:
+        return None  # (lines of two kinds of ending: parsed whole)
     starts = [0, *(found.end() for found in _NEWLINE.finditer(text))]
     spans = _spans(text, starts, tree, base)
     if not spans:
@@ -244,8 +247,7 @@ def parse(data: bytes, tree: ast.Module, base: frozenset[str]) -> cst.Module | N
         at = end
     pieces.append(text[at:])
     module = cst.parse_module("".join(pieces).encode("utf-8"))
-    newlines = {text[_break(text, starts[span.last]) : starts[span.last]] for span in spans}
-    if newlines != {module.default_newline} or len(set(_NEWLINE.findall(text))) != 1:
+    if module.default_newline != breaks[0]:
         return None
     if module.encoding != "utf-8":  # (a coding cookie: its bytes read as another text)
         return None
