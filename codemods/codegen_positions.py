@@ -25,6 +25,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from codemods.kept_text import Kept
+from codemods.unparsed import UnparsedBlock
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 
@@ -260,7 +261,7 @@ def _with_kept(node: cst.CSTNode, texts: _Texts, made: dict[int, cst.CSTNode]) -
             items = [_kept_item(item, texts, made) for item in value]
             if any(a is not b for a, b in zip(items, value, strict=True)):
                 changes[name] = items
-        elif isinstance(value, _HOLDERS):
+        elif isinstance(value, _HOLDERS) and type(value) is not UnparsedBlock:
             new = _with_kept(value, texts, made)
             if new is not value:
                 changes[name] = new
@@ -275,7 +276,7 @@ def _kept_item(item: cst.CSTNode, texts: _Texts, made: dict[int, cst.CSTNode]) -
     found = texts.get(id(item))
     if found is not None and isinstance(item, cst.BaseStatement):
         return _Verbatim(item, found[0], found[1])
-    if isinstance(item, _HOLDERS):
+    if isinstance(item, _HOLDERS) and type(item) is not UnparsedBlock:
         return _with_kept(item, texts, made)
     return item
 

@@ -154,6 +154,15 @@ def find_all(
     return found if where is None else [node for node in found if where(node)]
 
 
+def find_read(
+    root: cst.CSTNode, kinds: type[cst.CSTNode] | tuple[type[cst.CSTNode], ...]
+) -> list[cst.CSTNode]:
+    """:func:`find_all` of small statements for a search that reads what it finds and
+    replaces none of it: in a function body the run left unparsed, they are parsed one
+    statement at a time (copies, which are not nodes of ``root``'s tree)."""
+    return node_index.read(root, kinds)
+
+
 def contains(
     root: cst.CSTNode, match: Match, where: Callable[[cst.CSTNode], bool] | None = None
 ) -> bool:

@@ -263,6 +263,29 @@ def searched(
     return index.order[start : index.ends[start]]
 
 
+def read(
+    root: cst.CSTNode, kinds: type[cst.CSTNode] | tuple[type[cst.CSTNode], ...]
+) -> list[cst.CSTNode]:
+    """The nodes of ``kinds`` under ``root`` for a search that only reads them: where
+    an unparsed block under ``root`` may hold one, its nodes are parsed one statement
+    at a time (:func:`.unparsed.copies`, nodes that are not in ``root``'s tree) and take
+    the block's place in the order."""
+    index, start = _located(root)
+    end = index.ends[start]
+    wanted = kinds if isinstance(kinds, tuple) else (kinds,)
+    holes = [hole for hole in index.holes if start <= hole < end]
+    out: list[cst.CSTNode] = []
+    at = start
+    for hole in holes:
+        block = index.order[hole]
+        assert isinstance(block, UnparsedBlock)
+        out += of_kind(index.order[at:hole], kinds)
+        if unparsed.may_hold(block, wanted):
+            out += unparsed.copies(block, wanted)
+        at = hole + 1
+    return out + of_kind(index.order[at:end], kinds)
+
+
 def span(
     root: cst.CSTNode, *, identities: bool = False
 ) -> tuple[list[cst.CSTNode], list[int], int, int]:

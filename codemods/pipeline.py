@@ -136,6 +136,8 @@ class _State:
     unparsed: bool = True
     #: functions whose bodies a group asked for (parsed from then on)
     asked: set[str] = field(default_factory=set)
+    #: the groups' runner attributes (the bodies that assign them are parsed)
+    bound: frozenset[str] = frozenset()
     project: Project = field(init=False)
     _planned: Planned | None = field(default=None, init=False)
     single: dict[str, set[str]] | None = field(default=None, init=False)
@@ -162,6 +164,7 @@ class _State:
             self._planned = planned = Planned(self.sources, self.trees)
             if self.unparsed:
                 planned.words = unparsed.contract_words(self.config.contract()) | self.asked
+                planned.bound = self.bound
         return self._planned
 
     def parse_more(self, names: Iterable[str] | None) -> None:
@@ -225,10 +228,11 @@ def _init_worker(
     roots: tuple[Path, ...],
     decide: bool,
     plain_mypy: bool,
+    bound: frozenset[str],
 ) -> None:
     global _STATE
     collector.rest(collector.LIBCST_THRESHOLD)  # a process of the run's own
-    _STATE = _State(sources, facts, config, select, roots, decide, plain_mypy)
+    _STATE = _State(sources, facts, config, select, roots, decide, plain_mypy, bound=bound)
 
 
 def _single_codemods(
@@ -865,6 +869,7 @@ def _migrate(
     shaped: set[Path] = set()
     if MERGE in select:
         groups, found = find_groups(state.project)
+        state.bound = frozenset(a for g in groups for a in g.runner_attr.values())
         shaped = _read_shapes(state, groups, set(trees) | hits)
         # only the groups of the given files; a group of context files alone is not ours
         groups = [g for g in groups if any(p in given for p in g.files)]
@@ -900,7 +905,16 @@ def _migrate(
         with ProcessPoolExecutor(
             max_workers=workers,
             initializer=_init_worker,
-            initargs=(sources, facts, config, select, collected.roots, decide, plain_mypy),
+            initargs=(
+                sources,
+                facts,
+                config,
+                select,
+                collected.roots,
+                decide,
+                plain_mypy,
+                state.bound,
+            ),
         ) as pool:
             futures = [pool.submit(deep.call, run_group, g) for g in groups]
             futures += [pool.submit(deep.call, run_file, p) for p in files]

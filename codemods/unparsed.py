@@ -7,7 +7,8 @@ body only where it may ask about it (:func:`parse`): a function of the module (o
 method of one of its classes) whose text names none of the run's words (the
 contract's names, the functions a group asked for before) nor a function of the
 module that names one keeps its statements as the lines they were read from, in an
-:class:`UnparsedBlock`.
+:class:`UnparsedBlock` (unless it assigns an attribute of ``bound``: a worker's runner
+attribute, which the merge annotates where it is assigned).
 
 The guess decides the speed only, never the result. An unparsed block prints back the
 lines it was read from, and every way into its statements raises :class:`NeedsBody`:
@@ -17,7 +18,8 @@ and the block's ``ast`` holds none of it (:func:`may_hold`). A printing in other
 indents or line endings than the block was read with raises it too. The run then
 does the group again with those bodies parsed, and, should it ask again, with every
 body parsed (:func:`codemods.pipeline.run_group`): the result is what a run that
-parsed everything gives.
+parsed everything gives. A search that only reads what it finds takes the small
+statements it looks for from the block's lines instead, one at a time (:func:`copies`).
 """
 
 from __future__ import annotations
@@ -96,12 +98,34 @@ class Unread:
 
     def names(self, node: ast.AST) -> set[str]:
         """The words on the lines of a node of the body."""
-        starts = self._starts
-        if not starts:
-            starts += [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
+        starts = self._line_starts()
         first = getattr(node, "lineno", self.first) - self.first
         last = (getattr(node, "end_lineno", None) or self.last) - self.first
         return set(_WORD.findall(self.text, starts[first], starts[last + 1]))
+
+    def own_lines(self, node: ast.stmt) -> str | None:
+        """The lines of a statement of the body that has them to itself; None where
+        another statement shares one."""
+        starts = self._line_starts()
+        first, last = node.lineno - self.first, (node.end_lineno or node.lineno) - self.first
+        if first < 0 or last + 1 >= len(starts):
+            return None
+        head = self.text[starts[first] : starts[first + 1]]
+        tail = self.text[starts[last] : starts[last + 1]]
+        indent = len(head) - len(head.lstrip(" \t"))
+        if len(head[:indent].encode("utf-8")) != node.col_offset:
+            return None  # (after another statement's text, or a header's)
+        end = node.end_col_offset
+        after = tail.encode("utf-8")[end:].decode("utf-8", "replace") if end is not None else ""
+        if after.strip() and not after.lstrip().startswith("#"):
+            return None  # (another statement follows it on its last line)
+        return self.text[starts[first] : starts[last + 1]]
+
+    def _line_starts(self) -> list[int]:
+        starts = self._starts
+        if not starts:
+            starts += [0, *(m.end() for m in _NEWLINE.finditer(self.text))]
+        return starts
 
 
 class UnparsedBlock(cst.IndentedBlock):
@@ -192,6 +216,54 @@ def may_hold(
     return any(unread.names(node) & wanted for node in nodes)
 
 
+#: Small statements a block's ``ast`` tells exactly, which a search that only reads
+#: what it finds can take from the block one statement at a time (:func:`copies`).
+_SMALL: dict[type[cst.CSTNode], type[ast.stmt]] = {
+    cst.Assign: ast.Assign,
+    cst.AnnAssign: ast.AnnAssign,
+    cst.AugAssign: ast.AugAssign,
+    cst.Return: ast.Return,
+    cst.Raise: ast.Raise,
+    cst.Assert: ast.Assert,
+}
+
+
+def copies(block: UnparsedBlock, kinds: Iterable[type[cst.CSTNode]]) -> list[cst.CSTNode]:
+    """The block's statements of ``kinds`` (small statements), each parsed on its own
+    from the lines it was read from, in the order of the text: copies, which are not in
+    the module's tree (for a search that reads what it finds and replaces none), each
+    parsed in a block indented as it was read, so that it prints as the node a whole
+    parse gives. Raises :class:`NeedsBody` for another kind, or a statement that does
+    not have its lines to itself (``a = 1; b = 2``, ``if a: b = 2``) or does not parse
+    so."""
+    unread = block.unread
+    classes = []
+    for kind in kinds:
+        found = _SMALL.get(kind)
+        if found is None:
+            raise NeedsBody.of([block])
+        classes.append(found)
+    statements = sorted(
+        (node for found in classes for node in unread.nodes(found) if isinstance(node, ast.stmt)),
+        key=lambda node: (node.lineno, node.col_offset),
+    )
+    out: list[cst.CSTNode] = []
+    for statement in statements:
+        text = unread.own_lines(statement)
+        if text is None:
+            raise NeedsBody.of([block])
+        try:
+            holder = cst.parse_statement("if 1:" + unread.newline + text)
+        except cst.ParserSyntaxError:
+            raise NeedsBody.of([block]) from None
+        lines = holder.body.body if isinstance(holder.body, cst.IndentedBlock) else ()
+        line = lines[0] if len(lines) == 1 else None
+        if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+            raise NeedsBody.of([block])
+        out.append(line.body[0])
+    return out
+
+
 def left_out(module: cst.Module) -> int:
     """How many characters of the module's functions and methods are left unparsed."""
     total = 0
@@ -209,18 +281,25 @@ def left_out(module: cst.Module) -> int:
 
 
 def contract_words(contract: Contract) -> frozenset[str]:
-    """The names of the contract: its classes, methods, function and flag."""
+    """The names of the contract: its classes, methods and function. Not its driver
+    flag: the functions that name it and none of the others (the constructors that
+    store it) are asked about by searches that only read (:func:`copies`) or that the
+    runner attributes they assign make parsed (``bound``, :func:`parse`)."""
     found: set[str] = set()
     for value in dataclasses.astuple(contract):
         found.update(value if isinstance(value, tuple) else (value,))
+    found.discard(contract.driver_flag)
     return frozenset(word for word in found if isinstance(word, str) and word.isidentifier())
 
 
-def parse(data: bytes, tree: ast.Module, base: frozenset[str]) -> cst.Module | None:
+def parse(
+    data: bytes, tree: ast.Module, base: frozenset[str], bound: frozenset[str] = frozenset()
+) -> cst.Module | None:
     """``data`` (whose ``ast`` is ``tree``) parsed with LibCST but for the statements of
     its functions and methods that name none of ``base``, nor a function of the module
-    that names one; None where no body is left unparsed or the text is not one read
-    here (not UTF-8, a byte-order mark, line endings other than the file's one kind)."""
+    that names one, and hold no assignment whose lines name one of ``bound``; None
+    where no body is left unparsed or the text is not one read here (not UTF-8, a
+    byte-order mark, line endings other than the file's one kind)."""
     if data.startswith(b"\xef\xbb\xbf"):
         return None
     try:
@@ -231,7 +310,7 @@ def parse(data: bytes, tree: ast.Module, base: frozenset[str]) -> cst.Module | N
     if len(set(breaks)) != 1:
         return None  # (lines of two kinds of ending: parsed whole)
     starts = [0, *(found.end() for found in _NEWLINE.finditer(text))]
-    spans = _spans(text, starts, tree, base)
+    spans = _spans(text, starts, tree, base, bound)
     if not spans:
         return None
     pieces: list[str] = []
@@ -259,9 +338,12 @@ def _break(text: str, end: int) -> int:
     return end - 2 if text.startswith("\r\n", end - 2) else end - 1
 
 
-def _spans(text: str, starts: list[int], tree: ast.Module, base: frozenset[str]) -> list[_Span]:
+def _spans(
+    text: str, starts: list[int], tree: ast.Module, base: frozenset[str], bound: frozenset[str]
+) -> list[_Span]:
     """The functions left unparsed: each that is not named in ``base`` and names none of
-    ``base`` nor a function that does (a caller may change with what it calls)."""
+    ``base`` nor a function that does (a caller may change with what it calls), nor
+    assigns on a line that names one of ``bound``."""
     functions = _functions(tree)
     named: dict[int, set[str]] = {}
     callees: set[str] = set()
@@ -281,10 +363,24 @@ def _spans(text: str, starts: list[int], tree: ast.Module, base: frozenset[str])
             continue
         if (found - {function.name}) & callees:
             continue
+        if found & bound and _assigns(function, text, starts, bound):
+            continue
         span = _span(text, starts, function)
         if span is not None:
             spans.append(span)
     return spans
+
+
+def _assigns(function: Function, text: str, starts: list[int], words: frozenset[str]) -> bool:
+    """Whether an assignment in the function's body is on lines that name one of
+    ``words``."""
+    for statement in function.body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Assign):
+                lines = text[starts[node.lineno - 1] : starts[node.end_lineno or node.lineno]]
+                if not words.isdisjoint(_WORD.findall(lines)):
+                    return True
+    return False
 
 
 def _span(text: str, starts: list[int], function: Function) -> _Span | None:

@@ -31,7 +31,7 @@ from codemods.cstutil import is_optional
 def optional_attributes(cdef: cst.ClassDef) -> set[str]:
     """``self.<name>`` attributes the class declares Optional (``self.x: Optional[T] = ...``)."""
     found: set[str] = set()
-    for node in cstutil.find_all(cdef, cst.AnnAssign):
+    for node in cstutil.find_read(cdef, cst.AnnAssign):
         assert isinstance(node, cst.AnnAssign)
         target = cstutil.dotted(node.target)
         if target is not None and target.startswith("self.") and target.count(".") == 1:

@@ -86,6 +86,9 @@ class Planned:
         #: the words that make a function's body parsed (:func:`.unparsed.parse`);
         #: None: every body is parsed
         self.words: frozenset[str] | None = None
+        #: the attributes whose assignments make a function's body parsed: the runner
+        #: attributes, which the merge annotates where a worker assigns them
+        self.bound: frozenset[str] = frozenset()
         self._own_trees: dict[Path, ast.Module | None] = {}
 
     def worker(
@@ -142,7 +145,7 @@ class Planned:
                 if self.words is not None:
                     tree = self._tree(path)
                     if tree is not None:
-                        module = unparsed.parse(data, tree, self.words)
+                        module = unparsed.parse(data, tree, self.words, self.bound)
                 if module is None:
                     module = cstutil.parse_module(data)
                 else:

@@ -281,7 +281,76 @@ def test_a_group_that_asks_for_an_unparsed_body_is_done_again_with_it(
     assert [str(r) for r in result.refusals] == [str(r) for r in whole.refusals]
 
 
-def test_the_contract_words_are_its_names() -> None:
+def test_the_contract_words_are_its_names_but_the_driver_flag() -> None:
     words = unparsed.contract_words(VLLM)
-    assert {"broadcast_tensor_dict", "execute_model", "is_driver_worker", "WorkerBase"} <= words
+    assert {"broadcast_tensor_dict", "execute_model", "WorkerBase"} <= words
+    assert VLLM.driver_flag not in words
     assert all(word.isidentifier() for word in words)
+
+
+ANNOTATED = """\
+class Runner:
+    def __init__(self, is_driver_worker: bool = False):
+        self.is_driver_worker = is_driver_worker
+        self.cache: Optional[
+            Dict[str, int]] = None  # a comment
+        if is_driver_worker:
+            self.lora: "LoRA | None" = None
+        self.count: int = 0
+        return None
+"""
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n"])
+def test_a_search_that_only_reads_takes_copies_of_the_statements_of_an_unparsed_body(
+    newline: str,
+) -> None:
+    source = ANNOTATED.replace("\n", newline)
+    module = _parsed(source)
+    runner = module.body[0]
+    assert type(_functions(module)["Runner.__init__"].body) is UnparsedBlock
+    whole = cst.parse_module(source)
+    for kinds in (cst.AnnAssign, (cst.Assign, cst.Return)):
+        found = cstutil.find_read(runner, kinds)
+        expected = cstutil.find_all(whole.body[0], kinds)
+        assert len(found) == len(expected) == (3 if kinds is cst.AnnAssign else 2)
+        for mine, theirs in zip(found, expected, strict=True):  # (whitespace included)
+            assert mine.deep_equals(theirs), cstutil.code(mine)
+    with pytest.raises(NeedsBody):  # a kind that is not a small statement
+        cstutil.find_read(runner, cst.If)
+    assert cstutil.find_read(runner, cst.AugAssign) == []  # (none in the body's ast)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "a = 1; self.x: int = 0",
+        "self.x: int = 0; a = 1",
+        "if a: self.x: int = 0",
+    ],
+)
+def test_a_statement_that_shares_its_line_is_not_copied(line: str) -> None:
+    source = f"class Runner:\n    def f(self, a):\n        {line}\n"
+    module = _parsed(source)
+    with pytest.raises(NeedsBody):
+        cstutil.find_read(module.body[0], cst.AnnAssign)
+
+
+def test_bodies_that_assign_a_bound_attribute_are_parsed() -> None:
+    source = """\
+class Worker:
+    def __init__(self):
+        self.model_runner = Runner()
+
+    def load(self):
+        self.model_runner.load()
+
+    def step(self):
+        out = self.model_runner.run()
+        return out
+"""
+    module = unparsed.parse(source.encode(), ast.parse(source), WORDS, frozenset({"model_runner"}))
+    assert module is not None
+    left = {n for n, f in _functions(module).items() if type(f.body) is UnparsedBlock}
+    assert left == {"Worker.load"}
+    assert unparsed.parse(source.encode(), ast.parse(source), WORDS) is not None
