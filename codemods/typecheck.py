@@ -140,8 +140,11 @@ def _errors(root: Path, config: str, files: list[Path]) -> list[MypyError]:
 def new_errors(changes: Mapping[Path, tuple[bytes | None, bytes]]) -> list[MypyError]:
     """The plain-mypy errors in the new texts that the old ones lack (paths as given)."""
     by_project: dict[Path, tuple[str, dict[Path, tuple[bytes | None, bytes]]]] = {}
+    configs: dict[Path, tuple[Path, str] | None] = {}  # (read once per directory)
     for path, texts in changes.items():
-        found = mypy_config(path)
+        if path.parent not in configs:
+            configs[path.parent] = mypy_config(path)
+        found = configs[path.parent]
         if found is None:
             continue
         directory, config = found
