@@ -253,7 +253,10 @@ _Texts = dict[int, tuple[str, tuple[str, ...]]]
 def _with_kept(node: cst.CSTNode, texts: _Texts, made: dict[int, cst.CSTNode]) -> cst.CSTNode:
     """``node`` with each statement of ``texts`` under it (in blocks, at any depth)
     standing as a :class:`_Verbatim` of it; only the nodes on the way are made anew
-    (``made``: each one's ``id`` -> the node it stands for)."""
+    (``made``: each one's ``id`` -> the node it stands for). An unparsed block is left
+    as it is: it writes the lines it was read from."""
+    if type(node) is UnparsedBlock:
+        return node
     changes: dict[str, object] = {}
     for name in _holder_fields(node):
         value = getattr(node, name)
@@ -261,7 +264,7 @@ def _with_kept(node: cst.CSTNode, texts: _Texts, made: dict[int, cst.CSTNode]) -
             items = [_kept_item(item, texts, made) for item in value]
             if any(a is not b for a, b in zip(items, value, strict=True)):
                 changes[name] = items
-        elif isinstance(value, _HOLDERS) and type(value) is not UnparsedBlock:
+        elif isinstance(value, _HOLDERS):
             new = _with_kept(value, texts, made)
             if new is not value:
                 changes[name] = new
@@ -276,7 +279,7 @@ def _kept_item(item: cst.CSTNode, texts: _Texts, made: dict[int, cst.CSTNode]) -
     found = texts.get(id(item))
     if found is not None and isinstance(item, cst.BaseStatement):
         return _Verbatim(item, found[0], found[1])
-    if isinstance(item, _HOLDERS) and type(item) is not UnparsedBlock:
+    if isinstance(item, _HOLDERS):
         return _with_kept(item, texts, made)
     return item
 
