@@ -204,10 +204,14 @@ class SubtreeIndex:
         self.holes = holes
         known.update(dict.fromkeys(self.where, self))
 
+    def holes_in(self, start: int) -> list[int]:
+        """The positions of the unparsed blocks in the subtree at ``start``."""
+        end = self.ends[start]
+        return [hole for hole in self.holes if start <= hole < end]
+
     def unparsed(self, start: int) -> list[UnparsedBlock]:
         """The unparsed blocks in the subtree at ``start``."""
-        end = self.ends[start]
-        found = [self.order[i] for i in self.holes if start <= i < end]
+        found = [self.order[i] for i in self.holes_in(start)]
         return found  # type: ignore[return-value]  # (the order holds them at those places)
 
     def holds(self, start: int, node: cst.CSTNode) -> bool:
@@ -271,19 +275,17 @@ def read(
     at a time (:func:`.unparsed.copies`, nodes that are not in ``root``'s tree) and take
     the block's place in the order."""
     index, start = _located(root)
-    end = index.ends[start]
     wanted = kinds if isinstance(kinds, tuple) else (kinds,)
-    holes = [hole for hole in index.holes if start <= hole < end]
     out: list[cst.CSTNode] = []
     at = start
-    for hole in holes:
+    for hole in index.holes_in(start):
         block = index.order[hole]
         assert isinstance(block, UnparsedBlock)
         out += of_kind(index.order[at:hole], kinds)
         if unparsed.may_hold(block, wanted):
             out += unparsed.copies(block, wanted)
         at = hole + 1
-    return out + of_kind(index.order[at:end], kinds)
+    return out + of_kind(index.order[at : index.ends[start]], kinds)
 
 
 def span(
