@@ -25,6 +25,7 @@ statements it looks for from the block's lines instead, one at a time (:func:`co
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
 import re
 from collections.abc import Collection, Iterable, Sequence
@@ -33,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
+
+from runnercheck.analysis.syntax import walk
 
 if TYPE_CHECKING:
     from runnercheck.contract import Contract
@@ -92,7 +95,7 @@ class Unread:
         """The nodes of the body of class ``kind``."""
         if not self._nodes:
             for statement in self.function.body:
-                for node in ast.walk(statement):
+                for node in walk(statement):
                     self._nodes.setdefault(type(node), []).append(node)
         return self._nodes.get(kind, [])
 
@@ -345,25 +348,25 @@ def _spans(
     ``base`` nor a function that does (a caller may change with what it calls), nor
     assigns on a line that names one of ``bound``."""
     functions = _functions(tree)
-    named: dict[int, set[str]] = {}
+    words = _Words(text)
+    where: dict[int, tuple[int, int]] = {}  # the text of each function left to decide
     callees: set[str] = set()
     for function in functions:
         first = min([d.lineno for d in function.decorator_list] + [function.lineno])
         end = function.end_lineno or 0
         if end >= len(starts):
             continue
-        names = set(_WORD.findall(text, starts[first - 1], starts[end]))
-        named[id(function)] = names
-        if function.name in base or names & base:
+        lines = (starts[first - 1], starts[end])
+        if function.name in base or words.named(base, lines):
             callees.add(function.name)
+        else:
+            where[id(function)] = lines
     spans = []
     for function in functions:
-        found = named.get(id(function))
-        if found is None or function.name in base or found & base:
+        found = where.get(id(function))
+        if found is None or words.named(callees, found, function.name):
             continue
-        if (found - {function.name}) & callees:
-            continue
-        if found & bound and _assigns(function, text, starts, bound):
+        if words.named(bound, found) and _assigns(function, text, starts, bound):
             continue
         span = _span(text, starts, function)
         if span is not None:
@@ -371,11 +374,60 @@ def _spans(
     return spans
 
 
+class _Words:
+    """Whether a stretch of a text names one of some words, as the words :data:`_WORD`
+    reads in the stretch: where each word occurs is searched for once in the whole
+    text, and only those places are read."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._found: dict[frozenset[str], list[tuple[int, str]]] = {}
+
+    def named(self, words: Collection[str], lines: tuple[int, int], but: str = "") -> bool:
+        """Whether ``text[start:end]`` names one of ``words`` other than ``but``."""
+        if not words:
+            return False
+        key = frozenset(words)
+        found = self._found.get(key)
+        if found is None:
+            found = self._found[key] = sorted(_occurrences(self.text, key))
+        text, (start, end) = self.text, lines
+        for at, word in found[bisect.bisect_left(found, (start, "")) :]:
+            if at >= end:
+                break
+            if word != but and _is_word(text, at, word, start, end):
+                return True
+        return False
+
+
+def _occurrences(text: str, words: Iterable[str]) -> Iterable[tuple[int, str]]:
+    """Where each of ``words`` starts in ``text``, as a substring."""
+    for word in words:
+        at = text.find(word)
+        while at != -1:
+            yield at, word
+            at = text.find(word, at + 1)
+
+
+def _is_word(text: str, at: int, word: str, start: int, end: int) -> bool:
+    """Whether ``word``, at ``at`` in ``text``, is one of the words :data:`_WORD` reads in
+    ``text[start:end]``: it ends where a run of word characters ends, and the run
+    holds only decimal digits before it (a word starts at the first character of a
+    run that is not one)."""
+    stop = at + len(word)
+    if stop > end or (stop < end and (text[stop].isalnum() or text[stop] == "_")):
+        return False
+    first = at
+    while first > start and (text[first - 1].isalnum() or text[first - 1] == "_"):
+        first -= 1
+    return first == at or text[first:at].isdecimal()
+
+
 def _assigns(function: Function, text: str, starts: list[int], words: frozenset[str]) -> bool:
     """Whether an assignment in the function's body is on lines that name one of
     ``words``."""
     for statement in function.body:
-        for node in ast.walk(statement):
+        for node in walk(statement):
             if isinstance(node, ast.Assign):
                 lines = text[starts[node.lineno - 1] : starts[node.end_lineno or node.lineno]]
                 if not words.isdisjoint(_WORD.findall(lines)):

@@ -11,6 +11,8 @@ from typing import Any
 
 import libcst as cst
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codemods import cstutil, node_index, pipeline, unparsed
 from codemods.kept_text import kept_text
@@ -161,6 +163,30 @@ def test_words_are_identifiers_of_any_script() -> None:
     with pytest.raises(NeedsBody):
         cstutil.find_all(module.body[0], cst.Assign, words=("modèle",))
     assert cstutil.find_all(module.body[0], cst.Assign, words=("modè",)) == []
+
+
+#: characters that make and break words: letters, digits of two kinds (``²`` is a digit
+#: but no decimal one, so it starts a word), an underscore, non-ASCII letters, others
+_WORD_TEXT = st.text(alphabet="ab_12²é٣ .\n(", max_size=14)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    _WORD_TEXT,
+    st.lists(st.sampled_from(["ab", "a", "b_", "é", "ab1", "_a", "b"]), max_size=3),
+    st.data(),
+)
+def test_a_stretch_names_a_word_as_the_words_of_its_text_say(
+    text: str, words: list[str], data: st.DataObject
+) -> None:
+    """The search for words (each found once in the whole text) answers what reading
+    every word of the stretch answers, ``but`` aside."""
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, len(text)))
+    but = data.draw(st.sampled_from(["", *words]))
+    read = set(unparsed._WORD.findall(text, start, end))
+    expected = any(w in read for w in words if w != but)
+    assert unparsed._Words(text).named(words, (start, end), but) is expected
 
 
 def test_printed_where_it_was_not_read_an_unparsed_body_asks_for_its_statements() -> None:
