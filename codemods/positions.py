@@ -195,6 +195,10 @@ def _starts_within(scope: cst.CSTNode, module: cst.Module) -> dict[int, tuple[in
         return None
 
 
+#: What ends the head of a line (``class X``, ``def f``, ``self.f``) in :func:`line_map`.
+_HEAD_END = re.compile(r"[(:=\[]")
+
+
 def line_map(old: str, new: str) -> Callable[[int], int]:
     """Old line number -> the line that holds it in ``new`` (1-based): the same line
     where it was kept; in a rewritten stretch, the line with the same text (in the
@@ -207,7 +211,7 @@ def line_map(old: str, new: str) -> Callable[[int], int]:
     compared = False
 
     def head(text: str) -> str:
-        return re.split(r"[(:=\[]", text.strip(), maxsplit=1)[0].strip()
+        return _HEAD_END.split(text.strip(), maxsplit=1)[0].strip()
 
     def compare() -> None:
         nonlocal compared
