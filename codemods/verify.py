@@ -351,21 +351,21 @@ class Baseline:
 
 
 def new_findings(
-    old: Mapping[Path, ModuleFacts],
+    old: Mapping[Path, ModuleFacts] | Baseline,
     new: Mapping[Path, ModuleFacts],
     config: Config,
-    before: list[Finding] | None = None,
 ) -> list[Finding]:
-    """Findings on ``new`` that ``old`` did not have, plus any RC106 still reported
-    in a file that changed (``new`` entries that are not ``old``'s)."""
-    before = before if before is not None else findings(old, config)
-    seen = {_key(f) for f in before}
-    changed = {str(p) for p, m in new.items() if old.get(p) is not m}
-    return [
-        f
-        for f in findings(new, config)
-        if _key(f) not in seen or (f.code == "RC106" and f.path in changed)
-    ]
+    """Findings on ``new`` that ``old`` (the files as read, or their :class:`Baseline`)
+    did not have, plus any RC106 still reported in a file that changed (``new``
+    entries that are not ``old``'s). The findings of ``old`` are made only when ``new``
+    has some (a rewrite that verifies mostly leaves none)."""
+    now = findings(new, config)
+    if not now:
+        return []
+    baseline = old if isinstance(old, Baseline) else Baseline(old, config, ValueFacts({}))
+    seen = {_key(f) for f in baseline.findings}
+    changed = {str(p) for p, m in new.items() if baseline.modules.get(p) is not m}
+    return [f for f in now if _key(f) not in seen or (f.code == "RC106" and f.path in changed)]
 
 
 def changed_values(
