@@ -60,15 +60,11 @@ class Split:
     request_annotation: str | None
     #: ``self.<attribute>`` the step methods read (not methods)
     attributes: list[str] = field(default_factory=list)
-    #: (:meth:`shape`, made on first use)
-    _shape: tuple[str, ...] | None = field(default=None, init=False, repr=False, compare=False)
 
     def shape(self) -> tuple[str, ...]:
         """The step methods as compared between workers: their ``ast`` without
         docstrings (comments and layout do not count)."""
-        if self._shape is None:
-            self._shape = tuple(_normal_dump(m) for m in self.step)
-        return self._shape
+        return tuple(_normal_dump(m) for m in self.step)
 
 
 def step_names(cdef: cst.ClassDef, plan: WorkerPlan, contract: Contract) -> list[str]:
