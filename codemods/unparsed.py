@@ -392,7 +392,8 @@ class _Words:
         if found is None:
             found = self._found[key] = sorted(_occurrences(self.text, key))
         text, (start, end) = self.text, lines
-        for at, word in found[bisect.bisect_left(found, (start, "")) :]:
+        for i in range(bisect.bisect_left(found, (start, "")), len(found)):
+            at, word = found[i]
             if at >= end:
                 break
             if word != but and _is_word(text, at, word, start, end):
