@@ -21,7 +21,7 @@ from runnercheck.analysis.holds import ChangedValue, Held, NonDriverValues
 from runnercheck.analysis.holds import changed_values as compare_values
 from runnercheck.analysis.model import ClassFacts, FunctionFacts, ModuleFacts
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.syntax import module_level, read_import
+from runnercheck.analysis.syntax import module_level, read_import, shift_lines
 from runnercheck.check.pipeline import FileOutcome, check_outcomes, parse_codes
 from runnercheck.config import Config
 from runnercheck.findings import Finding
@@ -61,7 +61,7 @@ def reparse(path: Path, tree: ast.Module, old: str, new: str) -> ast.Module:
     except (SyntaxError, ValueError):
         return parse(path, new)
     for statement in kept:
-        _move(statement, shift)
+        shift_lines(statement, shift)
     return ast.Module(body=[*edited.body, *kept], type_ignores=[*edited.type_ignores])
 
 
@@ -69,41 +69,6 @@ def _first_line(statement: ast.stmt) -> int:
     """The line a top-level statement starts on (its first decorator's, if any)."""
     decorators = getattr(statement, "decorator_list", ())
     return min([statement.lineno, *(d.lineno for d in decorators)])
-
-
-def _move(node: ast.AST, lines: int) -> None:
-    """``ast.increment_lineno`` without its generators, and without visiting the
-    operators and expression contexts (which have no position)."""
-    stack = [node]
-    push, pop = stack.append, stack.pop
-    kinds = _MOVED
-    while stack:
-        item = pop()
-        kind = item.__class__
-        found = kinds.get(kind)
-        if found is None:
-            fields = tuple(f for f in kind._fields if f not in _UNPLACED)
-            found = kinds[kind] = ("lineno" in kind._attributes, fields)
-        placed, fields = found
-        if placed:
-            item.lineno += lines  # type: ignore[attr-defined]
-            end = getattr(item, "end_lineno", None)
-            if end is not None:
-                item.end_lineno = end + lines  # type: ignore[attr-defined]
-        for field in fields:
-            value = getattr(item, field, None)
-            if value.__class__ is list:
-                for child in value:
-                    if isinstance(child, ast.AST):
-                        push(child)
-            elif isinstance(value, ast.AST):
-                push(value)
-
-
-#: Fields that hold only operators or expression contexts: no position in them.
-_UNPLACED = frozenset({"ctx", "op", "ops"})
-#: Per node class: whether it has a position, and its fields but :data:`_UNPLACED`.
-_MOVED: dict[type, tuple[bool, tuple[str, ...]]] = {}
 
 
 def facts(

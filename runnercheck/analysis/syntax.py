@@ -320,7 +320,35 @@ def loaded_names(tree: ast.AST) -> frozenset[str]:
     return frozenset(names)
 
 
-#: Fields that hold only an operator or an expression context, never a name.
+def shift_lines(tree: ast.AST, lines: int) -> None:
+    """``ast.increment_lineno(tree, lines)`` without its generators, walking only the
+    fields :func:`loaded_names` walks (an operator or an expression context has no
+    position)."""
+    stack = [tree]
+    push, pop = stack.append, stack.pop
+    fields_of = _NAME_FIELDS
+    while stack:
+        node = pop()
+        kind = node.__class__
+        if "lineno" in kind._attributes:
+            node.lineno += lines  # type: ignore[attr-defined]
+            end = getattr(node, "end_lineno", None)
+            if end is not None:
+                node.end_lineno = end + lines  # type: ignore[attr-defined]
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(f for f in kind._fields if f not in _NAMELESS)
+        for field in fields:
+            value = getattr(node, field, None)
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.AST):
+                        push(item)
+            elif isinstance(value, ast.AST):
+                push(value)
+
+
+#: Fields that hold only an operator or an expression context: never a name, no position.
 _NAMELESS = frozenset({"ctx", "op", "ops"})
 #: Per node class, its fields but :data:`_NAMELESS` (filled as classes are met).
 _NAME_FIELDS: dict[type, tuple[str, ...]] = {}
