@@ -371,7 +371,7 @@ def _verify(
     baseline = state.before.get(key)
     if baseline is None:
         baseline = state.before[key] = verify.Baseline(old, state.config, state.values)
-    added = verify.new_findings(baseline, new, state.config)
+    added = verify.new_findings(baseline, new)
     changed = []
     if not added:
         new_trees = {path: trees[path][0] for path in changes}

@@ -315,19 +315,14 @@ class Baseline:
         return ValueSources(self.project, self.values).reaches()
 
 
-def new_findings(
-    old: Mapping[Path, ModuleFacts] | Baseline,
-    new: Mapping[Path, ModuleFacts],
-    config: Config,
-) -> list[Finding]:
-    """Findings on ``new`` that ``old`` (the files as read, or their :class:`Baseline`)
-    did not have, plus any RC106 still reported in a file that changed (``new``
-    entries that are not ``old``'s). The findings of ``old`` are made only when ``new``
-    has some (a rewrite that verifies mostly leaves none)."""
-    now = findings(new, config)
+def new_findings(baseline: Baseline, new: Mapping[Path, ModuleFacts]) -> list[Finding]:
+    """Findings on ``new`` that the files of ``baseline`` did not have, plus any RC106
+    still reported in a file that changed (``new`` entries that are not the
+    baseline's). The baseline's findings are made only when ``new`` has some (a rewrite
+    that verifies mostly leaves none)."""
+    now = findings(new, baseline.config)
     if not now:
         return []
-    baseline = old if isinstance(old, Baseline) else Baseline(old, config, ValueFacts({}))
     seen = {_key(f) for f in baseline.findings}
     changed = {str(p) for p, m in new.items() if baseline.modules.get(p) is not m}
     return [f for f in now if _key(f) not in seen or (f.code == "RC106" and f.path in changed)]

@@ -32,7 +32,7 @@ def test_a_finding_the_files_as_read_had_is_not_new() -> None:
     read = _read(CHECK_FIXTURES / "unsent-broadcast-key" / "bad")
     baseline = _baseline(read)
     assert {f.code for f in baseline.findings} == {"RC111"}
-    assert verify.new_findings(baseline, read, Config()) == []
+    assert verify.new_findings(baseline, read) == []
 
 
 def test_a_finding_the_files_as_read_did_not_have_is_new() -> None:
@@ -40,7 +40,7 @@ def test_a_finding_the_files_as_read_did_not_have_is_new() -> None:
     bad = _read(CHECK_FIXTURES / "unsent-broadcast-key" / "bad")
     baseline = _baseline(good)
     assert baseline.findings == []
-    added = verify.new_findings(baseline, bad, Config())
+    added = verify.new_findings(baseline, bad)
     assert sorted(f.code for f in added) == ["RC111", "RC111"]
 
 
@@ -48,14 +48,14 @@ def test_an_rc106_left_in_a_changed_file_is_new_even_where_it_was_read() -> None
     read = _read(CHECK_FIXTURES / "paired-broadcast" / "bad")
     baseline = _baseline(read)
     assert {f.code for f in baseline.findings} == {"RC106"}
-    assert verify.new_findings(baseline, dict(read), Config()) == []  # (no file changed)
+    assert verify.new_findings(baseline, dict(read)) == []  # (no file changed)
     changed = {path: ModuleFacts(**vars(facts)) for path, facts in read.items()}
-    assert {f.code for f in verify.new_findings(baseline, changed, Config())} == {"RC106"}
+    assert {f.code for f in verify.new_findings(baseline, changed)} == {"RC106"}
 
 
 def test_the_findings_as_read_are_made_only_when_the_rewrite_reports_some() -> None:
     bad = _read(CHECK_FIXTURES / "unsent-broadcast-key" / "bad")
     good = _read(CHECK_FIXTURES / "unsent-broadcast-key" / "good")
     baseline = _baseline(bad)
-    assert verify.new_findings(baseline, good, Config()) == []
+    assert verify.new_findings(baseline, good) == []
     assert "findings" not in vars(baseline)  # (a cached property, never asked for)
