@@ -40,6 +40,7 @@ def apply(
     *,
     mode: Mode = "write",
     force: bool = False,
+    replace_links: bool = False,
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
     decide: bool = True,
@@ -48,7 +49,8 @@ def apply(
 ) -> MigrateResult:
     """Plan, verify and (``mode="write"``) commit the migration of ``paths``.
 
-    ``force``: also write read-only files. ``decide=False``: without the analysis's
+    ``force``: also write read-only files. ``replace_links``: write a file with other
+    hard links as a new file (refused otherwise). ``decide=False``: without the analysis's
     decision of which files a codemod may change (:mod:`codemods.decision`; the same
     result, slower). ``cache_root``: where the facts cache lives (none by default; see
     :func:`codemods.pipeline.migrate`). ``exact=False``: ``--check`` parses with LibCST
@@ -87,7 +89,11 @@ def apply(
             from runnercheck.writes import transaction
 
             outcome = transaction.commit(
-                list(result.changes.values()), result.roots, force=force, met=result.journals
+                list(result.changes.values()),
+                result.roots,
+                force=force,
+                met=result.journals,
+                replace_links=replace_links,
             )
             recovered += outcome.recovered
             result.written = outcome.written

@@ -102,6 +102,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force", action="store_true", help="also rewrite read-only files (their mode is kept)"
     )
+    parser.add_argument(
+        "--replace-hard-links",
+        action="store_true",
+        help=(
+            "write a file that has other hard links as a new file (the other names keep "
+            "the old contents); without it such a file is refused (MIG003)"
+        ),
+    )
     mode.add_argument(
         "--recover",
         action="store_true",
@@ -151,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
             config,
             mode=mode,
             force=args.force,
+            replace_links=args.replace_hard_links,
             jobs=jobs,
             progress=progress,
             cache_root=None if args.no_cache else root,

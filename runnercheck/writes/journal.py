@@ -130,6 +130,8 @@ MANIFEST_LIMIT = 16 * 1024 * 1024
 PROGRESS_LIMIT = 4 * 1024 * 1024
 #: The most bytes of one blob: what ``migrate`` reads (``max_file_size``) and more.
 BLOB_LIMIT = 2 * DEFAULT_MAX_FILE_SIZE
+#: The most bytes of all blobs together: a journal holds one run's old and new contents.
+JOURNAL_LIMIT = BLOB_LIMIT
 #: The most files one journal lists.
 MAX_ENTRIES = 100_000
 #: The deepest nesting of ``[`` and ``{`` a manifest has (it has 3).
@@ -271,6 +273,7 @@ def _load(root: Path, directory: Path, fd: int) -> Journal:
     old_fd = _open_dir(directory, fd, "old")
     new_fd = _open_dir(directory, fd, "new")
     try:
+        _within_budget(old_fd, new_fd, len(items))
         for index, item in enumerate(items):
             entry = _entry(root, index, item, old_fd, new_fd)
             if entry.path in seen:
@@ -282,6 +285,19 @@ def _load(root: Path, directory: Path, fd: int) -> Journal:
         os.close(new_fd)
     journal.steps = _steps(fd, len(journal.entries))
     return journal
+
+
+def _within_budget(old_fd: int, new_fd: int, count: int) -> None:
+    """Every blob is bounded when it is read; here their sum is, before any is read."""
+    total = 0
+    for directory in (old_fd, new_fd):
+        for index in range(count):
+            try:
+                total += os.lstat(str(index), dir_fd=directory).st_size
+            except OSError:
+                continue  # a missing blob is reported with its entry
+            if total > JOURNAL_LIMIT:
+                raise _Bad(f"its blobs hold more than {JOURNAL_LIMIT} bytes in all")
 
 
 def _entry(root: Path, index: int, item: object, old_fd: int, new_fd: int) -> Entry:

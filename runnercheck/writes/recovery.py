@@ -31,6 +31,7 @@ from pathlib import Path
 from runnercheck.errors import RunnerCheckError
 from runnercheck.files import JOURNAL_NAME, within_roots
 from runnercheck.writes import journal as jr
+from runnercheck.writes.beneath import READ, Escaped, Tree
 from runnercheck.writes.checkpoints import deferred_signals
 from runnercheck.writes.journal_files import Progress, remove_stale, retire
 from runnercheck.writes.treelock import TreeLock, tree_root
@@ -53,59 +54,34 @@ def _ours(entry: jr.Entry, wanted: tuple[str, ...]) -> Callable[[bytes], bool]:
     return accept
 
 
-def _still_inside(entry: jr.Entry, root: Path | None) -> None:
-    """Right before a write: the file is still inside the tree with no link on the way
-    (a directory of its path may have been swapped for a link since the journal was
-    read)."""
-    if root is None:
-        return
-    try:
-        jr.inside_tree(root, os.path.relpath(entry.path, root))
-    except ValueError as exc:
-        raise Conflict(str(exc)) from None
-
-
-def put_back(entry: jr.Entry, root: Path | None = None) -> None:
+def put_back(tree: Tree, entry: jr.Entry) -> None:
     """Give a file that holds the new contents (or a write cut short) its old ones."""
-    _still_inside(entry, root)
     if entry.old is None:
-        if not remove_created(entry.path, entry.new):
+        if not remove_created(tree, entry.path, entry.new):
             raise Conflict("was edited since")
         return
     limit = max(len(entry.old), len(entry.new)) + 1
-    replace_contents(
-        entry.path,
-        _ours(entry, ("new", "partial")),
-        entry.old,
-        limit,
-        force=True,
-    )
+    replace_contents(tree, entry.path, _ours(entry, ("new", "partial")), entry.old, limit, True)
 
 
-def _put_forward(entry: jr.Entry, root: Path) -> None:
+def _put_forward(tree: Tree, entry: jr.Entry) -> None:
     """Give a file that holds the old contents (or a write cut short) its new ones."""
-    _still_inside(entry, root)
-    if entry.old is None and not os.path.lexists(entry.path):
-        create(entry.path, entry.new)
+    if entry.old is None and not tree.exists(entry.path):
+        create(tree, entry.path, entry.new)
         return
     limit = max(len(entry.old or b""), len(entry.new)) + 1
-    replace_contents(
-        entry.path,
-        _ours(entry, ("old", "partial")),
-        entry.new,
-        limit,
-        force=True,
-    )
+    replace_contents(tree, entry.path, _ours(entry, ("old", "partial")), entry.new, limit, True)
 
 
-def _restore_mode(entry: jr.Entry) -> None:
+def _restore_mode(tree: Tree, entry: jr.Entry) -> None:
     """Take back the owner's write bit that ``--force`` added for the write, and nothing
     else: a journal can only ever remove that one bit, never add one."""
     if entry.mode is None:
         return
     try:
-        fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        with tree.parent(entry.path) as (directory, name):
+            fd = os.open(name, READ, dir_fd=directory)
+    except (OSError, Escaped):
         return
     try:
         now = os.fstat(fd)
@@ -116,6 +92,21 @@ def _restore_mode(entry: jr.Entry) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _tampered(tree: Tree, found: jr.Journal) -> str:
+    """Why recovery may not write the files ``found`` lists (``""`` when it may): a file
+    with other hard links, or a path through a link."""
+    for entry in found.entries:
+        try:
+            info = tree.lstat(entry.path)
+        except FileNotFoundError:
+            continue
+        except (OSError, Escaped) as exc:
+            return f"{shown(entry.path)}: {exc}"
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            return f"{shown(entry.path)} has {info.st_nlink} hard links, which migrate never writes"
+    return ""
 
 
 def recover_journal(found: jr.Journal) -> str:
@@ -133,10 +124,29 @@ def recover_journal(found: jr.Journal) -> str:
                 f"every version is in {where}/old and {where}/new ({jr.MANIFEST} says which "
                 "file is which); put the files right, then delete that directory"
             )
+    try:
+        tree = Tree(found.root)
+    except (OSError, Escaped) as exc:
+        raise Unrecoverable(f"{where}: cannot open its tree ({exc}): nothing was touched") from None
+    with tree:
+        return _recover_in(tree, found, decisions)
+
+
+def _recover_in(
+    tree: Tree, found: jr.Journal, decisions: dict[str, tuple[jr.Decision, str]]
+) -> str:
+    where = shown(found.directory)
+    run = f"an interrupted `runnercheck migrate` (pid {found.pid}, at {found.started})"
+    tampered = _tampered(tree, found)
+    if tampered:
+        raise Unrecoverable(
+            f"{where}: a journal that lists {tampered} is not trusted: nothing was touched; "
+            f"if it is not the journal of an interrupted run of yours, delete {where}"
+        )
     states = [jr.state(found, index) for index in range(len(found.entries))]
     mixed = [g for g in jr.groups(found) if g.mixed]
     try:
-        progress = Progress(found.directory)
+        progress = Progress(tree, found.directory)
     except OSError as exc:
         raise Unrecoverable(
             f"{where}: cannot log the recovery of {run} ({exc.strerror or exc}): nothing was "
@@ -148,21 +158,21 @@ def recover_journal(found: jr.Journal) -> str:
             try:
                 if decision == "back" and states[index] in ("new", "partial"):
                     progress.record("undo", index)
-                    put_back(entry, found.root)
+                    put_back(tree, entry)
                     progress.record("undone", index)
                 elif decision == "forward" and states[index] in ("old", "partial"):
                     progress.record("start", index)
-                    _put_forward(entry, found.root)
+                    _put_forward(tree, entry)
                     progress.record("done", index)
-            except (Conflict, OSError) as exc:
+            except (Conflict, Escaped, OSError) as exc:
                 raise Unrecoverable(
                     f"{shown(entry.path)}: cannot recover {run} ({exc}); every version is "
                     f"in {where}/old and {where}/new (see {jr.MANIFEST})"
                 ) from None
-            _restore_mode(entry)
+            _restore_mode(tree, entry)
     finally:
         progress.close()
-    retire(found.directory)
+    retire(tree, found.directory)
     if not mixed and all(s == "old" for s in states):
         return f"{where}: removed the journal of {run}; it had written nothing"
     done = []
@@ -176,8 +186,7 @@ def recover_all(tree: Path, roots: Sequence[Path], met: Iterable[Path]) -> list[
     """Under ``tree``'s lock: recover every journal in, below or above ``tree``.
 
     A journal above it is recovered only when its files lie inside ``roots``."""
-    lines: list[str] = []
-    remove_stale(tree)
+    lines = _remove_stale(tree)
     for directory in jr.find([tree], met):
         try:
             found = jr.load(directory)
@@ -195,9 +204,19 @@ def recover_all(tree: Path, roots: Sequence[Path], met: Iterable[Path]) -> list[
                     f"`runnercheck migrate` with files outside the given paths (e.g. "
                     f"{shown(outside[0])}): run `runnercheck migrate --recover {shown(owner)}`"
                 )
-        remove_stale(owner)
+        if owner != tree:
+            lines += _remove_stale(owner)
         lines.append(recover_journal(found))
     return lines
+
+
+def _remove_stale(root: Path) -> list[str]:
+    """What a ``kill -9`` left in ``root`` (see :func:`remove_stale`), removed."""
+    try:
+        with Tree(root) as tree:
+            return remove_stale(tree)
+    except (OSError, Escaped) as exc:
+        return [f"{shown(root)}: left as it is ({exc})"]
 
 
 def recover(

@@ -34,9 +34,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runnercheck.files import ReadError, read_source, within_roots
+from runnercheck.files import within_roots
 from runnercheck.records import Change, Refused
 from runnercheck.writes import journal as jr
+from runnercheck.writes.beneath import Escaped, Tree
 from runnercheck.writes.checkpoints import checkpoint, deferred_signals, stop_if_interrupted
 from runnercheck.writes.journal_files import Progress, retire, write_journal
 from runnercheck.writes.recovery import (
@@ -52,7 +53,7 @@ from runnercheck.writes.write import (
     Conflict,
     WriteError,
     create,
-    fsync_dir,
+    links_refused,
     replace_contents,
 )
 from runnercheck.writes.write import writable as is_writable
@@ -103,48 +104,52 @@ def unit_label(unit: Sequence[Change]) -> str:
     return " + ".join(labels)
 
 
-def _precheck(unit: Sequence[Change], roots: Sequence[Path], force: bool) -> Refused | None:
+def _precheck(
+    tree: Tree, unit: Sequence[Change], roots: Sequence[Path], force: bool, replace_links: bool
+) -> Refused | None:
     label = unit_label(unit)
     paths = tuple(c.path for c in unit)
+
+    def refused(code: str, path: Path, why: str) -> Refused:
+        return Refused("write", code, path, 0, f"{why}: {label} left alone", label, paths=paths)
+
     for change in unit:
         path = change.path
         if not within_roots(path, roots):
-            message = f"outside the given paths or a symbolic link: {label} left alone"
-            return Refused("write", "MIG003", path, 0, message, label, paths=paths)
+            return refused("MIG003", path, "outside the given paths or a symbolic link")
+        try:
+            info = tree.lstat(path)
+        except FileNotFoundError:
+            info = None
+        except Escaped as exc:
+            return refused("MIG003", path, f"{exc}")
+        except OSError as exc:
+            return refused("MIG005", path, f"cannot read: {exc.strerror or exc}")
         if change.old is None:
-            if os.path.lexists(path):
-                message = f"created by someone else since it was planned: {label} left alone"
-                return Refused("write", "MIG005", path, 0, message, label, paths=paths)
+            if info is not None:
+                return refused("MIG005", path, "created by someone else since it was planned")
             cannot = _directory_not_writable(path.parent)
             if cannot:
-                return Refused(
-                    "write", "MIG004", path, 0, f"{cannot}: {label} left alone", label, paths=paths
-                )
+                return refused("MIG004", path, cannot)
             continue
-        try:
-            info = os.lstat(path)
-        except OSError as exc:
-            message = f"cannot read: {exc.strerror or exc}: {label} left alone"
-            return Refused("write", "MIG005", path, 0, message, label, paths=paths)
+        if info is None:
+            return refused("MIG005", path, "cannot read: No such file or directory")
         if not stat.S_ISREG(info.st_mode):
-            message = f"no longer a regular file: {label} left alone"
-            return Refused("write", "MIG005", path, 0, message, label, paths=paths)
-        if not jr.valid_mode(stat.S_IMODE(info.st_mode) & 0o777):
-            mode = stat.S_IMODE(info.st_mode)
-            message = f"its owner cannot read it (mode {mode:04o}): {label} left alone"
-            return Refused("write", "MIG004", path, 0, message, label, paths=paths)
+            return refused("MIG005", path, "no longer a regular file")
+        if info.st_nlink > 1 and not replace_links:
+            return refused("MIG003", path, links_refused(path, info.st_nlink))
+        mode = stat.S_IMODE(info.st_mode)
+        if not jr.valid_mode(mode & 0o777):
+            return refused("MIG004", path, f"its owner cannot read it (mode {mode:04o})")
         cannot = _not_writable(path, info, force)
         if cannot:
-            return Refused(
-                "write", "MIG004", path, 0, f"{cannot}: {label} left alone", label, paths=paths
-            )
+            return refused("MIG004", path, cannot)
         try:
-            current = read_source(path, max(len(change.old), 1) + 1)
-        except ReadError:
+            current: bytes | None = tree.read(path, max(len(change.old), 1) + 1)
+        except (OSError, Escaped):
             current = None
         if current != change.old:
-            message = f"changed on disk since it was planned: {label} left alone"
-            return Refused("write", "MIG005", path, 0, message, label, paths=paths)
+            return refused("MIG005", path, "changed on disk since it was planned")
     return None
 
 
@@ -210,14 +215,14 @@ def _directory_not_writable(directory: Path) -> str:
 # ------------------------------------------------------------------ commit
 
 
-def _entries(ready: list[list[Change]]) -> list[jr.Entry]:
+def _entries(tree: Tree, ready: list[list[Change]]) -> list[jr.Entry]:
     entries = []
     for unit in ready:
         label = unit_label(unit)
         for change in unit:
             mode = None
             if change.old is not None:
-                mode = stat.S_IMODE(os.lstat(change.path).st_mode) & 0o777
+                mode = stat.S_IMODE(tree.lstat(change.path).st_mode) & 0o777
             entries.append(jr.Entry(change.path, label, change.old, change.new, mode))
     return entries
 
@@ -225,14 +230,19 @@ def _entries(ready: list[list[Change]]) -> list[jr.Entry]:
 class _Failed(Exception):
     """A unit's write failed at ``path`` (its files have their old contents again)."""
 
-    def __init__(self, path: Path, cause: Conflict | OSError) -> None:
+    def __init__(self, path: Path, cause: Conflict | Escaped | OSError) -> None:
         super().__init__(str(cause))
         self.path = path
         self.cause = cause
 
 
 def _write_unit(
-    unit: Sequence[Change], force: bool, index: dict[Path, int], progress: Progress
+    tree: Tree,
+    unit: Sequence[Change],
+    force: bool,
+    replace_links: bool,
+    index: dict[Path, int],
+    progress: Progress,
 ) -> None:
     """Write one unit; on any failure put back what was written (the file whose write
     failed part-way too) and re-raise."""
@@ -247,7 +257,7 @@ def _write_unit(
             if change.old is None:
                 progress.record("start", number)
                 begun[:] = [change]
-                create(change.path, change.new, checkpoint)
+                create(tree, change.path, change.new, checkpoint)
                 progress.record("done", number)
             else:
                 expected = change.old
@@ -261,24 +271,30 @@ def _write_unit(
                         begun[:] = [change]
 
                 replace_contents(
+                    tree,
                     change.path,
                     lambda current, expected=expected: current == expected,  # type: ignore[misc]
                     change.new,
                     len(expected) + 1,
                     force,
                     verified,
+                    replace_links,
                 )
             begun.clear()
             done.append(change)
     except BaseException as exc:
-        _undo(done + begun, unit, index, progress)
-        if isinstance(exc, (Conflict, OSError)):
+        _undo(tree, done + begun, unit, index, progress)
+        if isinstance(exc, (Conflict, Escaped, OSError)):
             raise _Failed(change.path, exc) from None
         raise
 
 
 def _undo(
-    done: list[Change], unit: Sequence[Change], index: dict[Path, int], progress: Progress
+    tree: Tree,
+    done: list[Change],
+    unit: Sequence[Change],
+    index: dict[Path, int],
+    progress: Progress,
 ) -> None:
     """Put back every file of ``done`` (the last one may hold a write cut short)."""
     label = unit_label(unit)
@@ -286,9 +302,9 @@ def _undo(
         number = index[change.path]
         try:
             _record(progress, "undo", number)
-            put_back(jr.Entry(change.path, label, change.old, change.new))
+            put_back(tree, jr.Entry(change.path, label, change.old, change.new))
             _record(progress, "undone", number)
-        except (Conflict, OSError) as exc:
+        except (Conflict, Escaped, OSError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
             raise Unrecoverable(
                 f"{shown(change.path)}: cannot put back its old contents ({reason}); "
@@ -317,66 +333,95 @@ def commit(
     force: bool = False,
     met: Iterable[Path] = (),
     lock_timeout: float = 30.0,
+    replace_links: bool = False,
 ) -> Outcome:
     """Write ``changes`` (see the module docstring); a unit's problem refuses that unit,
-    only a state a person must sort out raises (:class:`Unrecoverable`)."""
+    only a state a person must sort out raises (:class:`Unrecoverable`).
+    ``replace_links``: a file with other hard links is written as a new file instead of
+    being refused (MIG003)."""
     outcome = Outcome()
     planned = units(changes)
     if not planned:
         return outcome
-    tree = tree_root(roots)
-    with deferred_signals(), TreeLock(tree, lock_timeout):
-        outcome.recovered = recover_all(tree, roots, met)
-        ready: list[list[Change]] = []
-        for unit in planned:
-            refused = _precheck(unit, roots, force)
-            if refused is not None:
-                outcome.refused.append(refused)
-            else:
-                ready.append(unit)
-        if not ready:
-            return outcome
-        entries = _entries(ready)
-        index = {entry.path: number for number, entry in enumerate(entries)}
-        cannot = _directory_not_writable(tree)
-        if cannot:
-            raise WriteError(
-                f"{cannot}; migrate writes its journal there first: nothing was changed"
-            )
-        directory = None
+    root = tree_root(roots)
+    with deferred_signals(), TreeLock(root, lock_timeout):
+        outcome.recovered = recover_all(root, roots, met)
         try:
-            directory = write_journal(tree, entries)
-            progress = Progress(directory)
-        except OSError as exc:
-            if directory is not None:
-                retire(directory)  # published, but nothing was written under it
+            tree = Tree(root)
+        except (OSError, Escaped) as exc:
             raise WriteError(
-                f"{shown(tree)}: cannot write the migrate journal ({exc.strerror or exc}): "
-                "nothing was changed"
+                f"{shown(root)}: cannot open the tree ({exc}): nothing was changed"
             ) from None
-        try:
-            for unit in ready:
-                try:
-                    _write_unit(unit, force, index, progress)
-                except _Failed as failed:
-                    cause = failed.cause
-                    if isinstance(cause, Conflict):
-                        refusal = _refusal(unit, failed.path, "MIG005", str(cause))
-                    else:
-                        reason = f"cannot write: {cause.strerror or cause}"
-                        refusal = _refusal(unit, failed.path, "MIG006", reason)
-                    outcome.refused.append(refusal)
-                    continue
-                outcome.written += [c.path for c in unit]
-            for parent in sorted({c.path.parent for u in ready for c in u}):
-                fsync_dir(parent)
-        except Unrecoverable:
-            progress.close()
-            raise  # the journal stays: the next run (or --recover) finishes the job
-        except BaseException:
-            progress.close()  # interrupted between units: what is written stays
-            retire(directory)
-            raise
-        progress.close()
-        retire(directory)
+        with tree:
+            _commit_in(tree, planned, roots, force, replace_links, outcome)
     return outcome
+
+
+def _commit_in(
+    tree: Tree,
+    planned: list[list[Change]],
+    roots: Sequence[Path],
+    force: bool,
+    replace_links: bool,
+    outcome: Outcome,
+) -> None:
+    """Steps 2 to 5 of the module docstring, every path reached through ``tree``."""
+    ready: list[list[Change]] = []
+    for unit in planned:
+        refused = _precheck(tree, unit, roots, force, replace_links)
+        if refused is not None:
+            outcome.refused.append(refused)
+        else:
+            ready.append(unit)
+    if not ready:
+        return
+    entries = _entries(tree, ready)
+    size = sum(len(e.old or b"") + len(e.new) for e in entries)
+    if size > jr.JOURNAL_LIMIT:
+        raise WriteError(
+            f"{shown(tree.root)}: the changes hold {size} bytes, more than one journal takes "
+            f"({jr.JOURNAL_LIMIT}); migrate fewer paths at a time: nothing was changed"
+        )
+    index = {entry.path: number for number, entry in enumerate(entries)}
+    cannot = _directory_not_writable(tree.root)
+    if cannot:
+        raise WriteError(f"{cannot}; migrate writes its journal there first: nothing was changed")
+    directory = None
+    try:
+        directory = write_journal(tree, entries)
+        progress = Progress(tree, directory)
+    except OSError as exc:
+        if directory is not None:
+            retire(tree, directory)  # published, but nothing was written under it
+        raise WriteError(
+            f"{shown(tree.root)}: cannot write the migrate journal ({exc.strerror or exc}): "
+            "nothing was changed"
+        ) from None
+    try:
+        for unit in ready:
+            try:
+                _write_unit(tree, unit, force, replace_links, index, progress)
+            except _Failed as failed:
+                outcome.refused.append(_failed_refusal(unit, failed))
+                continue
+            outcome.written += [c.path for c in unit]
+        for parent in sorted({c.path.parent for u in ready for c in u}):
+            tree.fsync(parent)
+    except Unrecoverable:
+        progress.close()
+        raise  # the journal stays: the next run (or --recover) finishes the job
+    except BaseException:
+        progress.close()  # interrupted between units: what is written stays
+        retire(tree, directory)
+        raise
+    progress.close()
+    retire(tree, directory)
+
+
+def _failed_refusal(unit: Sequence[Change], failed: _Failed) -> Refused:
+    cause = failed.cause
+    if isinstance(cause, Escaped):  # a link on the way, or a file with other hard links
+        return _refusal(unit, failed.path, "MIG003", str(cause))
+    if isinstance(cause, Conflict):
+        return _refusal(unit, failed.path, "MIG005", str(cause))
+    return _refusal(unit, failed.path, "MIG006", f"cannot write: {cause.strerror or cause}")

@@ -2,9 +2,12 @@
 
 Files are rewritten **in place** (the same inode), not replaced by a renamed
 temporary file. That keeps, with no extra work and no privileges, everything the
-inode carries: owner, group, permission bits, ACLs and extended attributes, and every
-hard link to it; a rename would give the file the owner of whoever runs ``migrate``,
-drop ACLs and split hard links, and restoring ownership afterwards needs root. What
+inode carries: owner, group, permission bits, ACLs and extended attributes; a rename
+would give the file the owner of whoever runs ``migrate`` and drop ACLs, and
+restoring ownership afterwards needs root. Every path is reached through the tree's
+descriptor (:mod:`runnercheck.writes.beneath`), never through a link. A file with
+other hard links is not written in place, since its other names may lie outside the
+tree: it is refused, or, when the user asks for it, replaced by a new file. What
 an in-place write loses is atomicity, and the journal of
 :mod:`runnercheck.writes.transaction` gives it back: the old contents are on disk before the
 first byte is written, and a write cut short is recognised (a prefix of the new
@@ -33,6 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from runnercheck.errors import RunnerCheckError
+from runnercheck.writes import beneath
+from runnercheck.writes.beneath import Linked, Tree, identity
 
 F_SETLEASE = getattr(fcntl, "F_SETLEASE", 1024)
 #: How long to wait for other programs to close a file before writing without a lease.
@@ -97,67 +102,160 @@ def _write_all(fd: int, data: bytes) -> None:
     os.fsync(fd)
 
 
+def links_refused(path: Path, count: int) -> str:
+    return (
+        f"{path.name} has {count} hard links: writing it in place would change the other "
+        "names of the file too (--replace-hard-links writes it as a new file)"
+    )
+
+
 def replace_contents(
+    tree: Tree,
     path: Path,
     accept: Callable[[bytes], bool],
     new: bytes,
     limit: int,
     force: bool = False,
     checkpoint: Callable[[str], None] = lambda name: None,
+    replace_links: bool = False,
 ) -> None:
-    """Rewrite ``path`` in place with ``new`` if ``accept(current contents)``.
+    """Rewrite ``path`` (below ``tree``) in place with ``new`` if ``accept(current
+    contents)``.
 
     Raises :class:`Conflict` when the contents right before the write are not accepted
-    (or the file was replaced meanwhile), ``OSError`` when it cannot be written.
-    ``limit``: the most bytes the accepted contents can have. ``force`` makes a
-    read-only file writable for the write and restores its mode after."""
-    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-    info = os.lstat(path)
-    if not stat.S_ISREG(info.st_mode):
-        raise Conflict("is no longer a regular file")
-    mode = stat.S_IMODE(info.st_mode)
-    raised = force and not writable(mode)
-    if raised:
-        os.chmod(path, mode | stat.S_IWUSR, follow_symlinks=False)
+    (or the file was replaced meanwhile), :class:`Escaped` when the path leads through
+    a link, :class:`Linked` for a file with other hard links (unless
+    ``replace_links``: it is then written as a new file, renamed over its name),
+    ``OSError`` when it cannot be written. ``limit``: the most bytes the accepted
+    contents can have. ``force`` makes a read-only file writable for the write and
+    restores its mode after."""
+    with tree.parent(path) as (directory, name):
+        info, raised = _prepare(directory, name, path, force, replace_links)
+        mode = stat.S_IMODE(info.st_mode)
+        try:
+            fd = os.open(name, _RDWR, dir_fd=directory)
+        except BaseException:
+            if raised:
+                _chmod(directory, name, mode)
+            raise
+        try:
+            opened = os.fstat(fd)
+            if identity(opened) != identity(info):
+                raise Conflict("was replaced by another file during the migration")
+            _rewrite(directory, name, fd, opened, accept, new, limit, checkpoint)
+        finally:
+            if raised:
+                os.fchmod(fd, mode)
+            os.close(fd)
+
+
+def _prepare(
+    directory: int, name: str, path: Path, force: bool, replace_links: bool
+) -> tuple[os.stat_result, bool]:
+    """The file's status before the write, and whether its owner's write bit was added
+    for it (``force`` on a read-only file); the descriptor used is closed again, so
+    that the write can take a lease."""
     try:
-        fd = os.open(path, flags)
-    except OSError:
-        if raised:
-            os.chmod(path, mode, follow_symlinks=False)
+        probe = os.open(name, beneath.READ, dir_fd=directory)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Conflict("is no longer a regular file") from None
         raise
-    leased = False
     try:
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode):
+        info = os.fstat(probe)
+        if not stat.S_ISREG(info.st_mode):
             raise Conflict("is no longer a regular file")
-        leased = _lease(fd)
+        if info.st_nlink > 1 and not replace_links:
+            raise Linked(links_refused(path, info.st_nlink))
+        mode = stat.S_IMODE(info.st_mode)
+        raised = force and not writable(mode)
+        if raised:
+            os.fchmod(probe, mode | stat.S_IWUSR)
+        return info, raised
+    finally:
+        os.close(probe)
+
+
+def _chmod(directory: int, name: str, mode: int) -> None:
+    try:
+        fd = os.open(name, beneath.READ, dir_fd=directory)
+    except OSError:
+        return
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+_RDWR = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def _rewrite(
+    directory: int,
+    name: str,
+    fd: int,
+    opened: os.stat_result,
+    accept: Callable[[bytes], bool],
+    new: bytes,
+    limit: int,
+    checkpoint: Callable[[str], None],
+) -> None:
+    """The write itself, on ``fd`` (``name`` in ``directory``), under a lease."""
+    leased = _lease(fd)
+    try:
         current = _read_all(fd, limit)
         if not accept(current):
             raise Conflict("changed on disk during the migration")
         checkpoint("verified")
-        _write_all(fd, new)
+        if opened.st_nlink > 1:
+            opened = _replace_file(directory, name, stat.S_IMODE(opened.st_mode), new)
+        else:
+            _write_all(fd, new)
         checkpoint("written")
         try:
-            now = os.stat(path, follow_symlinks=False)
+            now = os.stat(name, dir_fd=directory, follow_symlinks=False)
         except OSError:
             now = None
-        if now is None or (now.st_ino, now.st_dev) != (opened.st_ino, opened.st_dev):
+        if now is None or identity(now) != identity(opened):
             raise Conflict("was replaced by another file during the migration")
     finally:
         if leased:
             _unlease(fd)
-        if raised:
-            os.fchmod(fd, mode)
-        os.close(fd)
 
 
-def create(path: Path, new: bytes, checkpoint: Callable[[str], None] = lambda n: None) -> None:
-    """Create ``path`` with ``new``; :class:`Conflict` if it exists."""
+def _replace_file(directory: int, name: str, mode: int, new: bytes) -> os.stat_result:
+    """Write ``new`` into a new file and rename it over ``name`` (the other hard links
+    of the old file keep its contents); the new file's status."""
+    temporary = f".{name}.{os.getpid()}.new"
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(temporary, flags, 0o600, dir_fd=directory)
     try:
-        fd = os.open(path, flags, 0o666)
-    except FileExistsError:
-        raise Conflict("was created by someone else during the migration") from None
+        try:
+            os.fchmod(fd, mode)
+            _write_all(fd, new)
+            made = os.fstat(fd)
+        finally:
+            os.close(fd)
+        os.rename(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+        return made
+    except BaseException:
+        try:
+            os.unlink(temporary, dir_fd=directory)
+        except OSError:
+            pass
+        raise
+
+
+def create(
+    tree: Tree, path: Path, new: bytes, checkpoint: Callable[[str], None] = lambda n: None
+) -> None:
+    """Create ``path`` (below ``tree``) with ``new``; :class:`Conflict` if it exists."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    with tree.parent(path) as (directory, name):
+        try:
+            fd = os.open(name, flags, 0o666, dir_fd=directory)
+        except FileExistsError:
+            raise Conflict("was created by someone else during the migration") from None
     try:
         checkpoint("created")
         _write_all(fd, new)
@@ -165,35 +263,27 @@ def create(path: Path, new: bytes, checkpoint: Callable[[str], None] = lambda n:
         os.close(fd)
 
 
-def remove_created(path: Path, new: bytes) -> bool:
+def remove_created(tree: Tree, path: Path, new: bytes) -> bool:
     """Remove a file this run created, if it still holds (a prefix of) ``new``."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return True
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
+    with tree.parent(path) as (directory, name):
+        try:
+            fd = os.open(name, beneath.READ, dir_fd=directory)
+        except FileNotFoundError:
+            return True
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return False
+            raise
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+                return False
+            current = _read_all(fd, len(new) + 1)
+        except Conflict:
             return False
-        current = _read_all(fd, len(new) + 1)
-    except Conflict:
-        return False
-    finally:
-        os.close(fd)
-    if not new.startswith(current):
-        return False
-    os.unlink(path)
+        finally:
+            os.close(fd)
+        if not new.startswith(current):
+            return False
+        os.unlink(name, dir_fd=directory)
     return True
-
-
-def fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
