@@ -808,6 +808,8 @@ def _migrate(
     sources: dict[Path, bytes] = {}
     facts: dict[Path, ModuleFacts] = {}
     cache = _facts_cache(cache_root, contract)
+    if cache is not None and cache.unused:
+        result.notes.append(Note("path", cache.directory, 0, cache.unused))
     trees: dict[Path, ast.Module] = {}  # (a file whose facts come from the cache has none)
     readers: dict[int, FunctionReader] = {}
     hits: set[Path] = set()

@@ -393,6 +393,8 @@ def _check_paths(
         )
     result = check_outcomes(outcomes, contract, select_codes, ignore_codes, partners)
     found, result.walk_notes = walk_findings(walked, paths, result.findings)
+    if cache is not None and cache.unused:
+        result.walk_notes.append(cache.unused)
     found = [f for f in found if _selected(f.code, select_codes, ignore_codes)]
     result.findings = sorted(set(found))
     return result
