@@ -15,7 +15,12 @@ transaction). Run kinds:
 * ``sigint`` (``--sigint``): ``runnercheck migrate`` gets Ctrl-C one to three times;
 * ``concurrent`` (``--concurrent``): two ``runnercheck migrate`` at once on the tree;
 * ``hostile`` (``--hostile``): a crafted journal in the tree that would write outside it
-  if it were trusted (a directory link, a foreign journal, a blob link, mode 6777).
+  if it were trusted (a directory link, a foreign journal, a blob link, mode 6777);
+* ``race`` (``--race``): once the journal exists, a racing thread swaps the tree's
+  ``worker/`` for a link to an outside copy, or for a copy moved in;
+* ``links`` (``--links``): a linked facts cache (or facts directory), planted
+  ``.runnercheck-migrate.<pid>.done`` links, or a file hard-linked to one outside
+  (:mod:`tests.stress.attacks`; these two run on ``ROOT/worker/``).
 
 Half the runs (``--edit-chance``) also append a line to a random file at a random
 moment. After each run, ``runnercheck migrate --recover`` and the checks: no lost
@@ -26,14 +31,16 @@ in one line). The CI part of the same harness is ``tests/stress``.
 
 It also measures, in the same run, what the transaction costs: a whole commit
 (lock, journal, verified in-place writes, journal removed) against plain in-place
-writes of the same contents (open, write, fsync each file), median of ``--reps``;
-and the peak memory of ``runnercheck check`` on a 30 MB file against an empty one.
+writes of the same contents (open, write, fsync each file), median of ``--reps``; with
+``--baseline REF``, the same commit by the code of ``REF`` (run from a copy of its
+packages, interleaved with this tree's, one process each); and the peak memory of
+``runnercheck check`` on a 30 MB file against an empty one.
 
 Usage::
 
     python benchmarks/soak_migrate.py [--version 0.5.0] [--killed 105] [--diskfull 20]
-        [--sigint 20] [--concurrent 10] [--hostile 12] [--seed 1] [--edit-chance 0.5]
-        [--json out.json]
+        [--sigint 20] [--concurrent 10] [--hostile 12] [--race 20] [--links 20]
+        [--seed 1] [--edit-chance 0.5] [--baseline REF] [--json out.json]
 """
 
 from __future__ import annotations
@@ -54,6 +61,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from runnercheck.writes.transaction import commit  # noqa: E402
+from tests.stress.attacks import KINDS as ATTACKS  # noqa: E402
+from tests.stress.attacks import make_nested_plan  # noqa: E402
 from tests.stress.harness import CLI_KINDS, Plan, make_plan, reset, runs  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
@@ -87,6 +96,39 @@ def costs(plan: Plan, reps: int) -> dict[str, float]:
         "plain_writes_s": statistics.median(plain),
         "ratio": statistics.median(transaction) / statistics.median(plain),
     }
+
+
+def _cost_in_process(source: Path, reps: int) -> None:
+    """``--cost-only``: print this tree's commit cost as JSON (run by
+    :func:`versus_baseline` from either tree)."""
+    with tempfile.TemporaryDirectory(prefix="runnercheck-cost-") as tmp:
+        plan = make_plan(source, Path(tmp).resolve() / "tree")
+        print(json.dumps(costs(plan, reps)))
+
+
+def versus_baseline(source: Path, ref: str, rounds: int, reps: int) -> dict[str, float]:
+    """The commit's median time by this tree and by ``ref``, in alternating processes."""
+    from benchmarks.baseline import baseline_tree
+
+    times: dict[str, list[float]] = {"this": [], "baseline": []}
+    with tempfile.TemporaryDirectory(prefix="runnercheck-baseline-") as tmp:
+        old = baseline_tree(ref, Path(tmp))
+        for _ in range(rounds):
+            for name, first in (("this", REPO), ("baseline", old)):
+                env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(first), str(REPO)])}
+                command = [sys.executable, __file__, "--cost-only", "--tree", str(source)]
+                done = subprocess.run(
+                    [*command, "--reps", str(reps)],
+                    cwd=first,
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                    timeout=600,
+                )
+                times[name].append(json.loads(done.stdout.splitlines()[-1])["commit_s"])
+    this, before = statistics.median(times["this"]), statistics.median(times["baseline"])
+    return {"commit_s": this, "baseline_commit_s": before, "ratio": this / before}
 
 
 def cli_seconds(plan: Plan) -> float:
@@ -146,6 +188,11 @@ def main() -> int:
     parser.add_argument("--sigint", type=int, default=20)
     parser.add_argument("--concurrent", type=int, default=10)
     parser.add_argument("--hostile", type=int, default=12)
+    parser.add_argument("--race", type=int, default=20)
+    parser.add_argument("--links", type=int, default=20)
+    parser.add_argument("--baseline", metavar="REF", help="also time REF's commit")
+    parser.add_argument("--rounds", type=int, default=5, help="processes per tree (--baseline)")
+    parser.add_argument("--cost-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--kinds", default="checkpoint,timed,cli", help="the killed kinds")
     parser.add_argument("--edit-chance", type=float, default=0.5)
@@ -153,9 +200,12 @@ def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     source = args.tree or vllm_package(args.version) / "worker"
+    if args.cost_only:
+        _cost_in_process(source, args.reps)
+        return 0
     killed = [k for k in args.kinds.split(",") if k]
     schedule = [killed[n % len(killed)] for n in range(args.killed)]
-    for kind in ("diskfull", "sigint", "concurrent", "hostile"):
+    for kind in ("diskfull", "sigint", "concurrent", "hostile", *ATTACKS):
         schedule += [kind] * getattr(args, kind)
     random.Random(args.seed).shuffle(schedule)
     kinds = tuple(schedule)
@@ -171,11 +221,23 @@ def main() -> int:
             f"commit {cost['commit_s'] * 1e3:.1f} ms vs plain in-place writes "
             f"{cost['plain_writes_s'] * 1e3:.1f} ms (x{cost['ratio']:.1f}, median of {args.reps})"
         )
+        versus: dict[str, float] = {}
+        if args.baseline:
+            versus = versus_baseline(source, args.baseline, args.rounds, args.reps)
+            print(
+                f"commit {versus['commit_s'] * 1e3:.1f} ms vs {args.baseline}'s "
+                f"{versus['baseline_commit_s'] * 1e3:.1f} ms (x{versus['ratio']:.2f}, median of "
+                f"{args.rounds} processes each, alternating)"
+            )
         if set(kinds) & set(CLI_KINDS):
             plan.cli_seconds = cli_seconds(plan)
             print(f"one `runnercheck migrate` run: {plan.cli_seconds:.1f} s")
+        nested = None
+        if set(kinds) & set(ATTACKS):
+            nested = make_nested_plan(source, Path(tmp).resolve() / "nested")
+            nested.cli_seconds = cli_seconds(nested)
         started = time.perf_counter()
-        tally = runs(plan, len(kinds), args.seed, kinds, args.edit_chance)
+        tally = runs(plan, len(kinds), args.seed, kinds, args.edit_chance, nested)
         memory = peak_memory(Path(tmp))
         print(
             f"runnercheck check, peak RSS: a 30 MB file {memory['big_kb'] / 1024:.0f} MiB, an "
@@ -206,6 +268,7 @@ def main() -> int:
             "aborts": tally.aborts,
             "wrong_answers": tally.wrong,
             "cost": cost,
+            "versus_baseline": versus,
             "memory": memory,
         }
         args.json.write_text(json.dumps(report, indent=2))

@@ -47,6 +47,7 @@ SKIP_DIRS = frozenset(
         ".tox",
         ".nox",
         ".mypy_cache",
+        ".runnercheck_cache",
         "node_modules",
     }
 )
@@ -370,6 +371,8 @@ class _Walker:
         self.add(path, path, real)
 
     def link(self, entry: os.DirEntry[str], path: str) -> None:
+        if entry.name in SKIP_DIRS:
+            return  # never a source, whatever it points to
         display = path
         wanted = entry.name.endswith(self.suffixes)
         try:

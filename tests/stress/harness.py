@@ -76,24 +76,36 @@ def snapshot(root: Path) -> dict[str, bytes]:
 
 def reset(plan: Plan) -> None:
     """Put the tree back to its old shape, byte for byte, with nothing else in it."""
-    for entry in os.listdir(plan.root):
-        path = plan.root / entry
-        if path.is_symlink():
-            path.unlink()
-        elif entry.startswith(JOURNAL_NAME) or entry == "__pycache__":
-            shutil.rmtree(path)
-        elif str(entry) not in plan.before and path.is_file():
-            path.unlink()
+    _clear(plan.root, plan.root, plan.before)
     for name, data in plan.before.items():
+        (plan.root / name).parent.mkdir(parents=True, exist_ok=True)
         (plan.root / name).write_bytes(data)
 
 
-def make_plan(source: Path, work: Path) -> Plan:
-    """Copy ``source`` to ``work`` and plan its migration (one real commit is timed and
-    its checkpoints counted, then the tree is reset)."""
+def _clear(root: Path, directory: Path, before: dict[str, bytes]) -> None:
+    """Remove what ``before`` does not hold under ``directory``; break hard links."""
+    for entry in os.listdir(directory):
+        path = directory / entry
+        relative = str(path.relative_to(root))
+        if path.is_symlink():
+            path.unlink()
+        elif path.is_dir():
+            if entry != "__pycache__" and any(n.startswith(relative + "/") for n in before):
+                _clear(root, path, before)
+            else:
+                shutil.rmtree(path)
+        elif relative not in before or path.stat().st_nlink > 1:
+            path.unlink()
+
+
+def make_plan(source: Path, work: Path, copy: bool = True) -> Plan:
+    """Copy ``source`` to ``work`` (unless ``copy`` is false: ``work`` is ``source``) and
+    plan its migration (one real commit is timed and its checkpoints counted, then the
+    tree is reset)."""
     from codemods.pipeline import migrate
 
-    shutil.copytree(source, work, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    if copy:
+        shutil.copytree(source, work, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     result = migrate([str(work)])
     changes = list(result.changes.values())
     plan = Plan(work, changes, [[c.path for c in u] for u in units(changes)], snapshot(work))
@@ -206,18 +218,23 @@ def _stderr(proc: subprocess.Popen[bytes]) -> str:
 CLI_KINDS = ("cli", "sigint", "concurrent", "hostile")
 
 
+def recover_cli(plan: Plan) -> tuple[int, str]:
+    """``runnercheck migrate --recover`` on the tree: its status and output."""
+    done = subprocess.run(
+        [sys.executable, "-m", "runnercheck", "migrate", "--recover", str(plan.root)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return done.returncode, (done.stdout + done.stderr).strip()
+
+
 def _recover(plan: Plan, cli: bool) -> tuple[int, str]:
     """``runnercheck migrate --recover`` on the tree: the command itself (``cli``), or
     the function behind it in this process (the same code, without a start-up)."""
     if cli:
-        done = subprocess.run(
-            [sys.executable, "-m", "runnercheck", "migrate", "--recover", str(plan.root)],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-        return done.returncode, (done.stdout + done.stderr).strip()
+        return recover_cli(plan)
     try:
         return 0, "\n".join(recover([plan.root], collect([plan.root]).journals))
     except Unrecoverable as exc:
@@ -226,7 +243,7 @@ def _recover(plan: Plan, cli: bool) -> tuple[int, str]:
         return 3, f"Traceback (in process): {type(exc).__name__}: {exc}"
 
 
-def _outside(plan: Plan) -> Path:
+def outside_of(plan: Plan) -> Path:
     """A directory beside the tree that no run may touch (hashed around every run)."""
     outside = plan.root.parent / "outside"
     if not outside.exists():
@@ -235,7 +252,7 @@ def _outside(plan: Plan) -> Path:
     return outside
 
 
-def _fingerprint(top: Path) -> dict[str, tuple[int, str]]:
+def fingerprint(top: Path) -> dict[str, tuple[int, str]]:
     out: dict[str, tuple[int, str]] = {}
     for path in sorted(top.rglob("*")):
         info = path.lstat()
@@ -250,7 +267,7 @@ def _fingerprint(top: Path) -> dict[str, tuple[int, str]]:
 
 def _plant(plan: Plan, rng: random.Random) -> str:
     """A crafted journal that would write outside the tree if it were trusted."""
-    outside = _outside(plan)
+    outside = outside_of(plan)
     victim = (outside / "victim.py").read_bytes()
     case = rng.choice(["directory link", "foreign journal", "blob link", "mode"])
     directory = plan.root / JOURNAL_NAME
@@ -303,9 +320,9 @@ def one_run(
     (Ctrl-C, once or more), ``concurrent`` (two runs at once), ``hostile`` (a crafted
     journal in the tree)."""
     reset(plan)
-    outside = _outside(plan)
+    outside = outside_of(plan)
     planted = _plant(plan, rng) if kind == "hostile" else ""
-    before_outside = _fingerprint(outside)
+    before_outside = fingerprint(outside)
     fault = ""
     if kind == "checkpoint":
         fault = f"kill:{rng.randint(1, plan.checkpoints)}"
@@ -355,7 +372,7 @@ def one_run(
     if kind == "hostile":
         left_alone = [line for line in texts[0].splitlines() if "journal left alone" in line]
         result.wrong = int(proc.returncode != 2 or len(left_alone) != 1)
-        result.outside_writes = int(_fingerprint(outside) != before_outside)
+        result.outside_writes = int(fingerprint(outside) != before_outside)
         result.detail = f"{planted}: {texts[0].strip()[-300:]}"
         reset(plan)
         shutil.rmtree(outside / "elsewhere", ignore_errors=True)
@@ -366,8 +383,8 @@ def one_run(
     result.recovered = "recovered" in text
     result.person = code == 2 and "put the files right" in text
     result.detail = text or " | ".join(t.strip()[-300:] for t in texts)
-    result.outside_writes = int(_fingerprint(outside) != before_outside)
-    _judge(plan, edit, result)
+    result.outside_writes = int(fingerprint(outside) != before_outside)
+    judge(plan, edit, result)
     return result
 
 
@@ -386,7 +403,7 @@ def _half_applied(plan: Plan, edit: Edit | None) -> bool:
     return False
 
 
-def _judge(plan: Plan, edit: Edit | None, result: RunResult) -> None:
+def judge(plan: Plan, edit: Edit | None, result: RunResult) -> None:
     by_path = {c.path: c for c in plan.changes}
     for unit in plan.units:
         kinds = set()
@@ -478,13 +495,27 @@ def write_with_fault(plan: Plan, fault: str) -> int:
 
 
 def runs(
-    plan: Plan, count: int, seed: int, kinds: tuple[str, ...], edit_chance: float = 0.5
+    plan: Plan,
+    count: int,
+    seed: int,
+    kinds: tuple[str, ...],
+    edit_chance: float = 0.5,
+    nested: Plan | None = None,
 ) -> Tally:
+    """``count`` runs of ``kinds`` in turn (``race`` and ``links`` run on ``nested``,
+    see :mod:`tests.stress.attacks`)."""
     rng = random.Random(seed)
     tally = Tally()
     spool = plan.root.parent / "plan.pickle"
     for number in range(count):
-        tally.add(one_run(plan, rng, kinds[number % len(kinds)], spool, edit_chance))
+        kind = kinds[number % len(kinds)]
+        if kind in ("race", "links"):
+            from tests.stress.attacks import one_attack
+
+            assert nested is not None, f"{kind} runs need a nested plan"
+            tally.add(one_attack(nested, rng, kind))
+        else:
+            tally.add(one_run(plan, rng, kind, spool, edit_chance))
     reset(plan)
     return tally
 

@@ -23,7 +23,8 @@ from runnercheck.files import JOURNAL_NAME
 from runnercheck.writes import checkpoints
 from runnercheck.writes import journal as jr
 from tests.migrate.conftest import FIXTURES, snapshot
-from tests.stress.harness import ROOT
+from tests.stress.attacks import make_nested_plan
+from tests.stress.harness import ROOT, Plan, runs
 
 BEFORE = FIXTURES / "engine" / "before"
 AFTER = FIXTURES / "engine" / "after"
@@ -272,3 +273,16 @@ def test_a_journal_of_huge_sparse_blobs_is_refused_without_reading_them(project:
     assert "Traceback" not in text
     assert f"more than {jr.JOURNAL_LIMIT} bytes in all" in text
     assert usage.ru_maxrss < 400 * 1024, f"check reached {usage.ru_maxrss} KiB"
+
+
+@pytest.fixture(scope="module")
+def nested(tmp_path_factory: pytest.TempPathFactory) -> Plan:
+    return make_nested_plan(BEFORE, tmp_path_factory.mktemp("attacks").resolve() / "tree")
+
+
+def test_racing_swaps_and_planted_links_in_turn(nested: Plan) -> None:
+    """The soak's ``race`` and ``links`` kinds, a few runs of each (the soak runs more)."""
+    tally = runs(nested, 8, seed=7, kinds=("race", "links"), nested=nested)
+    assert tally.runs == 8 and tally.kinds == {"race": 4, "links": 4}
+    assert tally.failures == [], tally.failures
+    assert (tally.outside_writes, tally.tracebacks, tally.lost_edits) == (0, 0, 0)
