@@ -88,3 +88,46 @@ def test_a_stopped_trace_names_what_it_could_not_end() -> None:
     assert "every process of it ended" not in " ".join(lines)
     assert lines[-1] == "processes of the run that could not be ended, still running: 4242"
     assert not report.ok
+
+
+# A command's process with a watchdog, stopped by its own child: the watchdog ends its
+# other child and raises Overrun in it once the deadline (or the timeout) has passed.
+STOPPED_BY_ITS_CHILD = """
+import os, signal, subprocess, sys, time
+from runnercheck.processes import Overrun, Watchdog
+
+watchdog = Watchdog({stall}, {timeout}, interrupt=True)
+sleeper = subprocess.Popen(["sleep", "600"])
+subprocess.Popen([sys.executable, "-c", "import os, signal; os.kill(os.getppid(), signal.SIGSTOP)"])
+started = time.monotonic()
+try:
+    time.sleep(60)
+    print("slept")
+except Overrun as overrun:
+    print(overrun.limit, overrun.seconds, round(time.monotonic() - started, 1))
+finally:
+    watchdog.close()
+print(sleeper.wait(timeout=5))
+"""
+
+
+@pytest.mark.parametrize(
+    ("stall", "timeout", "limit"),
+    [(1.0, None, "deadline 1.0"), (60.0, 1.0, "timeout 1.0")],
+    ids=["deadline", "timeout"],
+)
+def test_a_watchdog_ends_the_run_of_a_process_stopped_past_its_limit(
+    stall: float, timeout: float | None, limit: str
+) -> None:
+    script = STOPPED_BY_ITS_CHILD.format(stall=stall, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.stderr == ""
+    said, ended = done.stdout.splitlines()
+    assert said.startswith(limit + " ") and 0.9 < float(said.split()[-1]) < 4.0
+    assert ended == str(-signal.SIGKILL)  # the other child: killed

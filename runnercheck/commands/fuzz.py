@@ -16,7 +16,9 @@ set) every process runs the same command, rank 0 reports, and the run may span n
 Each target's module is first imported in a child held to --deadline: one that exits,
 kills itself or hangs while imported is one line naming it. Every process the targets
 or the ranks start, also one that left its group or session, is ended when the run
-ends; stderr names what was ended, and any process that could not be.
+ends; stderr names what was ended, and any process that could not be. The deadline
+holds even when the code under test stops this process (SIGSTOP to its parent): a
+watchdog process ends the run then, with one line.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from typing import Any
 
 from runnercheck.commands.options import check_number
 from runnercheck.errors import EXIT_CLEAN, EXIT_FINDINGS, ConfigError, UsageError
-from runnercheck.processes import Sweep
+from runnercheck.processes import Overrun, Sweep, Watchdog
 
 HELP = "round-trip input classes through a real multi-process broadcast (Hypothesis)"
 
@@ -178,24 +180,38 @@ def run(args: argparse.Namespace) -> int:
 
     require_fuzz_extra("runnercheck fuzz")
     _check_numbers(args)
+    # the deadline, kept where the code under test cannot stop it with this process
+    watchdog = Watchdog(
+        args.deadline, interrupt=True, last_resort=getattr(args, "_command_line", False)
+    )
     # every process the targets or the ranks start, however it leaves, is ended at the end
     sweep = Sweep()
     group = None
     try:
-        if not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):  # not under torchrun
-            group = _launch_ranks(args)
-        code = _run(args, group)
-    except BaseException:
-        if group is not None:
-            group.close(force=True)
-        raise
-    finally:
-        from runnercheck.fuzz.group import helper_pids
+        try:
+            if not ("RANK" in os.environ and "WORLD_SIZE" in os.environ):  # not torchrun
+                group = _launch_ranks(args)
+            code = _run(args, group)
+        except BaseException:
+            if group is not None:
+                group.close(force=True)
+            raise
+        finally:
+            from runnercheck.fuzz.group import helper_pids
 
-        if group is not None:
-            group.close()
-        sweep.spare(helper_pids())
-        _say_ended(sweep)
+            if group is not None:
+                group.close()
+            sweep.spare(helper_pids())
+            _say_ended(sweep)
+    except Overrun as overrun:  # the watchdog has ended every process of the run
+        sweep.end()  # reaps them (unless the sweep above did)
+        print(
+            f"runnercheck: RC306 {overrun.describe('the code under test')}: the run was ended",
+            file=sys.stderr,
+        )
+        code = EXIT_FINDINGS
+    finally:
+        watchdog.close()
     return code
 
 

@@ -13,7 +13,9 @@ the ranks' sequences of collectives differ, it names the first mismatch with eac
 rank's call site and stops the run at once; a rank stuck at a collective its peers
 have not reached stops the run after --deadline seconds. Whatever the command leaves
 running when it ends (in its session or escaped from it) is ended and named; a process
-that cannot be ended is reported with its pid, and fails the run.
+that cannot be ended is reported with its pid, and fails the run. --deadline and
+--timeout hold even when the command stops this process (kill -STOP $PPID): a watchdog
+process ends the run then.
 """
 
 from __future__ import annotations
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
         keep=args.keep,
     )
     try:
-        report = trace_command(command, options)
+        report = trace_command(command, options, last_resort=getattr(args, "_command_line", False))
     except FileNotFoundError as exc:
         raise UsageError(f"cannot run {command[0]!r}: {exc.strerror}") from None
     except PermissionError as exc:

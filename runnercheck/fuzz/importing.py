@@ -2,10 +2,13 @@
 when asked.
 
 ``fuzz`` has to import the classes it fuzzes, and a module can do anything while it is
-imported: exit (``os._exit(7)``), kill itself, or never finish. Under :func:`guard` an
-import is first tried in a forked child held to the deadline, so that each of those is
-one line naming the module instead of a silent exit or a hang; only a module whose
-trial import finished is then imported here.
+imported: exit (``os._exit(7)``), kill or stop itself, stop its parent, or never
+finish. Under :func:`guard` an import is first tried in a forked child held to the
+deadline, so that each of those is one line naming the module instead of a silent exit
+or a hang; only a module whose trial import finished is then imported here. (A child
+that stops this process, its parent, holds no clock: the command's
+:class:`~runnercheck.processes.Watchdog` ends the run at the deadline, and the trial
+says what happened.)
 
 With ``stubs`` (top-level package names, or ``"*"`` for every missing one imported by
 the targets' own packages), a meta path finder placed after every other one serves a
@@ -30,6 +33,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import FrameType, ModuleType
 from typing import Any
+
+from runnercheck.processes import Overrun
 
 #: Seconds between two looks at a trial import.
 _POLL = 0.02
@@ -99,16 +104,32 @@ def _trial(name: str, deadline: float) -> str | None:
         os._exit(code)
     end = time.monotonic() + deadline
     status = None
-    while status is None:
-        done, raw = os.waitpid(pid, os.WNOHANG)
-        if done:
-            status = raw
-        elif time.monotonic() > end:
-            _kill_group(pid)
-            os.waitpid(pid, 0)
-            return f"it did not finish importing within the deadline of {deadline:g} s"
-        else:
-            time.sleep(_POLL)
+    try:
+        while status is None:
+            done, raw = os.waitpid(pid, os.WNOHANG | os.WUNTRACED)
+            if done and os.WIFSTOPPED(raw):  # it stopped itself: it would never finish
+                _kill_group(pid)
+                _reap(pid)
+                number = os.WSTOPSIG(raw)
+                return (
+                    f"it was stopped by signal {number} ({_signal_name(number)}) while being "
+                    "imported"
+                )
+            if done:
+                status = raw
+            elif time.monotonic() > end:
+                _kill_group(pid)
+                os.waitpid(pid, 0)
+                return f"it did not finish importing within the deadline of {deadline:g} s"
+            else:
+                time.sleep(_POLL)
+    except Overrun as overrun:  # it stopped this process (its parent): the watchdog ended it
+        _kill_group(pid)
+        _reap(pid)
+        return (
+            f"it stopped runnercheck's own process (SIGSTOP) while being imported, and the "
+            f"{overrun.limit} of {overrun.seconds:g} s passed"
+        )
     _kill_group(pid)  # what the trial started in its group
     if os.WIFSIGNALED(status):
         number = os.WTERMSIG(status)
@@ -117,6 +138,13 @@ def _trial(name: str, deadline: float) -> str | None:
     if code != 0:
         return f"it exited with status {code} while being imported"
     return None
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:  # reaped already
+        pass
 
 
 def _kill_group(pid: int) -> None:

@@ -9,7 +9,9 @@ whole run. Stopping kills the run's processes (a command's whole session; a bloc
 traced processes) and waits until they are gone. After a command, every process it
 started and left running, in its session or escaped from it (``setsid``, a double
 fork), is ended too (:class:`~runnercheck.processes.Sweep`); the report names those and
-any that could not be ended.
+any that could not be ended. A command that stops this process (``kill -STOP $PPID``)
+cannot hold it past its deadline or timeout: a
+:class:`~runnercheck.processes.Watchdog` ends the run then.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from runnercheck.processes import Survivor, Sweep
+from runnercheck.processes import Survivor, Sweep, Watchdog, stopped_past
 from runnercheck.trace.bootstrap import ENV_DIR, ENV_OPTIONS, write_sitecustomize
 from runnercheck.trace.monitor import Hang, Monitor, alive, belongs_to_run
 from runnercheck.trace.recorder import RecorderOptions
@@ -139,16 +141,24 @@ class _Run:
             shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def trace_command(command: list[str], options: TraceOptions | None = None) -> TraceReport:
+def trace_command(
+    command: list[str], options: TraceOptions | None = None, *, last_resort: bool = False
+) -> TraceReport:
     """Run ``command`` (any program: ``python ...``, ``torchrun ...``) with every Python
     process in it traced; its output goes to this process's stdout and stderr.
 
     Ctrl-C or SIGTERM stops the command (it runs in a session of its own, so nothing
-    else would) and then raises :class:`KeyboardInterrupt`."""
+    else would) and then raises :class:`KeyboardInterrupt`. When the command stops this
+    process past the deadline or the timeout, a watchdog process ends the run, and the
+    report says so; with ``last_resort`` (the command line's own process), it kills this
+    process too if that does not end the run (see :class:`Watchdog`)."""
     options = options if options is not None else TraceOptions()
     run = _Run(options)
     interrupted = threading.Event()
     previous = _catch_interrupts(interrupted)
+    watchdog = Watchdog(
+        options.deadline, options.timeout, since=run.started, last_resort=last_resort
+    )
     sweep = Sweep()  # what the command starts stays below this process, however it leaves
     try:
         process = subprocess.Popen(
@@ -156,13 +166,18 @@ def trace_command(command: list[str], options: TraceOptions | None = None) -> Tr
         )
         try:
             while process.poll() is None and not interrupted.is_set():
+                if watchdog.fired() is not None:
+                    break
                 reason = run.step()
                 if reason is not None:
                     run.stop(reason)
                     break
                 time.sleep(POLL)
+            overrun = watchdog.overrun()
             if interrupted.is_set():
                 run.stop("interrupted")
+            elif overrun is not None:  # the watchdog has ended every process of the run
+                run.stop(stopped_past(overrun.limit, overrun.seconds, "the command"))
         finally:
             if process.poll() is None or run.stopped is not None:
                 _kill_session(process)
@@ -183,6 +198,7 @@ def trace_command(command: list[str], options: TraceOptions | None = None) -> Tr
         return report
     finally:
         sweep.close()
+        watchdog.close()
         for signum, handler in previous.items():
             if handler is not None:
                 signal.signal(signum, handler)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import sys
 import textwrap
 import time
@@ -121,11 +122,15 @@ def _parent(pid: int) -> int:
             "it was killed by signal 9 (SIGKILL) while being imported",
         ),
         (
+            "import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\n",
+            f"it was stopped by signal {int(signal.SIGSTOP)} (SIGSTOP) while being imported",
+        ),
+        (
             "import time\ntime.sleep(600)\n",
             "it did not finish importing within the deadline of 1 s",
         ),
     ],
-    ids=["os._exit", "SIGKILL", "hang"],
+    ids=["os._exit", "SIGKILL", "SIGSTOP", "hang"],
 )
 def test_a_target_that_ends_or_hangs_while_imported_is_one_line_within_the_deadline(
     tmp_path: Path, body: str, reason: str, capsys: pytest.CaptureFixture[str]
@@ -187,3 +192,72 @@ def test_every_process_the_target_started_is_ended_after_the_run(
     assert [pid for pid in started if _state(pid) not in (None, "Z")] == []
     assert err.startswith("runnercheck fuzz: ended what the run left running: ")
     assert "could not be ended" not in err
+
+
+# Stops the process that imports it, or that rebuilds an example: runnercheck's own
+# process (the trial import and the ranks are its children), after noting when.
+STOPS_ITS_PARENT_AT_IMPORT = """
+import os, signal, time
+with open({stamp!r}, "w") as handle:
+    handle.write(repr(time.time()))
+os.kill(os.getppid(), signal.SIGSTOP)
+"""
+
+STOPS_ITS_PARENT_ON_A_RANK = """
+import os, signal, time
+from dataclasses import dataclass
+from typing import Any, Dict
+from tests.fuzz.fixtures.good import ModelInput
+
+@dataclass(frozen=True)
+class StopsItsParent(ModelInput):
+    @classmethod
+    def from_broadcasted_tensor_dict(
+        cls, tensor_dict: Dict[str, Any], attn_backend: Any = None
+    ) -> "StopsItsParent":
+        with open({stamp!r}, "w") as handle:
+            handle.write(repr(time.time()))
+        os.kill(os.getppid(), signal.SIGSTOP)
+        time.sleep(600)
+        return super().from_broadcasted_tensor_dict(tensor_dict, attn_backend)
+"""
+
+#: Seconds a run may take to end beyond its deadline (the load of a shared machine).
+MARGIN = 6.0
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="looks processes up in /proc")
+@pytest.mark.parametrize(
+    ("source", "code", "line"),
+    [
+        (
+            STOPS_ITS_PARENT_AT_IMPORT,
+            2,
+            "runnercheck: error: cannot import module 'stops_its_parent': it stopped "
+            "runnercheck's own process (SIGSTOP) while being imported, and the deadline "
+            "of 2 s passed",
+        ),
+        (
+            STOPS_ITS_PARENT_ON_A_RANK,
+            1,
+            "runnercheck: RC306 runnercheck's own process was stopped (SIGSTOP; does the code "
+            "under test signal its parent?) and the deadline of 2 s passed: the run was ended",
+        ),
+    ],
+    ids=["at-import", "on-a-rank"],
+)
+def test_a_target_that_stops_runnercheck_is_ended_at_the_deadline(
+    tmp_path: Path, source: str, code: int, line: str
+) -> None:
+    from tests.cli_runs import run_cli
+
+    stamp = tmp_path / "stopped_at"
+    module = tmp_path / "stops_its_parent.py"
+    module.write_text(source.format(stamp=str(stamp)))
+    ran = run_cli(
+        ["fuzz", "--deadline", "2", "--examples", "5", "--seed", "1", str(module)], tmp_path
+    )
+    assert ran.returncode is not None, "runnercheck fuzz hung, stopped by its target"
+    assert ran.ended - float(stamp.read_text()) < 2 + MARGIN
+    assert (ran.returncode, ran.stderr, ran.stdout) == (code, line + "\n", "")
+    assert ran.left == []

@@ -156,3 +156,69 @@ def test_processes_the_command_leaves_behind_are_ended_and_named(
     assert [pid for pid in started if alive(pid)] == []
     ended = next(line for line in out.splitlines() if line.startswith("ended what the command"))
     assert all(f" {pid} (" in ended for pid in started)  # (bash) before it execs sleep
+
+
+STOPS_ITS_PARENT = "date +%s.%N > {stamp}; kill -STOP $PPID; exec sleep 60"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="looks processes up in /proc")
+@pytest.mark.parametrize(
+    ("limits", "reason"),
+    [
+        (
+            ["--deadline", "2"],
+            "runnercheck's own process was stopped (SIGSTOP; does the command signal its "
+            "parent?) and the deadline of 2 s passed",
+        ),
+        (
+            ["--deadline", "600", "--timeout", "2"],
+            "runnercheck's own process was stopped (SIGSTOP; does the command signal its "
+            "parent?) and the timeout of 2 s passed",
+        ),
+    ],
+    ids=["deadline", "timeout"],
+)
+def test_a_command_that_stops_trace_is_ended_at_its_limit(
+    tmp_path: Path, limits: list[str], reason: str
+) -> None:
+    from tests.cli_runs import run_cli
+
+    stamp = tmp_path / "stopped_at"
+    script = STOPS_ITS_PARENT.format(stamp=stamp)
+    ran = run_cli(["trace", *limits, "--", "sh", "-c", script], tmp_path)
+    assert ran.returncode is not None, "runnercheck trace hung, stopped by its command"
+    assert ran.ended - float(stamp.read_text()) < 2 + 6.0
+    assert ran.returncode == 1
+    assert "Traceback" not in ran.stdout + ran.stderr
+    said = [line for line in ran.stdout.splitlines() if "runnercheck's own process" in line]
+    assert len(said) == 1 and said[0].startswith(f"stopped the run: {reason}; "), ran.stdout
+    assert ran.left == []
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="looks processes up in /proc")
+def test_a_trace_suspended_from_its_terminal_past_the_deadline_goes_on(tmp_path: Path) -> None:
+    """Ctrl-Z (SIGTSTP) is the user's: the run is not ended however long it lasts."""
+    started = tmp_path / "started"
+    command = ["sh", "-c", f"touch {started}; sleep 4"]
+    trace = subprocess.Popen(
+        [sys.executable, "-m", "runnercheck", "trace", "--deadline", "1", "--", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        process_group=0,  # a group of this session: a job, which SIGTSTP stops
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists():
+            assert time.monotonic() < deadline and trace.poll() is None
+            time.sleep(0.05)
+        trace.send_signal(signal.SIGTSTP)
+        time.sleep(3)
+        state = Path(f"/proc/{trace.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        trace.send_signal(signal.SIGCONT)
+        out, err = trace.communicate(timeout=60)
+    finally:
+        trace.kill()
+        trace.wait()
+    assert state == "T"
+    assert (trace.returncode, err.decode()) == (0, "")
+    assert "runnercheck's own process" not in out.decode()
