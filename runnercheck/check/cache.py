@@ -32,7 +32,6 @@ import hashlib
 import io
 import os
 import pickle
-import secrets
 import stat
 import sys
 from pathlib import Path
@@ -43,7 +42,7 @@ from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.contract import Contract
 from runnercheck.files import kind_of
-from runnercheck.writes.beneath import DIRECTORY, READ, read_all
+from runnercheck.writes.beneath import DIRECTORY, READ, read_all, replace_file
 
 #: The cache directory, under the project root (add it to ``.gitignore``).
 CACHE_DIR = ".runnercheck_cache"
@@ -270,7 +269,7 @@ class FactsCache:
         except Exception:  # facts that cannot be pickled are simply not cached
             return
         try:
-            _replace(fd, key, blob)
+            replace_file(fd, key, blob, 0o644, sync=False)
         except OSError:  # a read-only tree, a full disk: only the speed is lost
             pass
 
@@ -293,25 +292,6 @@ def _create(directory: int, name: str, blob: bytes) -> None:
         _write(fd, blob)
     finally:
         os.close(fd)
-
-
-def _replace(directory: int, name: str, blob: bytes) -> None:
-    """Write ``name`` in ``directory`` as a new temporary file renamed over it, so that
-    a reader sees a whole entry or none; never through a link."""
-    temporary = f".tmp-{secrets.token_hex(8)}"
-    fd = os.open(temporary, _NEW_FILE, 0o666, dir_fd=directory)
-    try:
-        try:
-            _write(fd, blob)
-        finally:
-            os.close(fd)
-        os.replace(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
-    except BaseException:
-        try:
-            os.unlink(temporary, dir_fd=directory)
-        except OSError:
-            pass
-        raise
 
 
 def _write(fd: int, blob: bytes) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 import weakref
 from collections.abc import Iterator
@@ -231,3 +232,35 @@ def remove_tree(directory: int, name: str, depth: int = 0) -> None:
     finally:
         os.close(fd)
     os.rmdir(name, dir_fd=directory)
+
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC
+
+
+def replace_file(directory: int, name: str, data: bytes, mode: int, sync: bool) -> os.stat_result:
+    """Write ``data`` into a new file of ``directory`` and rename it over ``name``, so
+    that a reader sees the old file or the whole new one (``sync``: flushed first); the
+    new file's status. Never through a link; the other hard links of the old file keep
+    its contents."""
+    temporary = f".{name}.{secrets.token_hex(6)}.tmp"
+    fd = os.open(temporary, _NEW_FILE, 0o600, dir_fd=directory)
+    try:
+        try:
+            os.fchmod(fd, mode)
+            view = memoryview(data)
+            offset = 0
+            while offset < len(data):
+                offset += os.write(fd, view[offset:])
+            if sync:
+                os.fsync(fd)
+            made = os.fstat(fd)
+        finally:
+            os.close(fd)
+        os.rename(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+        return made
+    except BaseException:
+        try:
+            os.unlink(temporary, dir_fd=directory)
+        except OSError:
+            pass
+        raise

@@ -42,6 +42,7 @@ from runnercheck.files import (
     kind_of,
     read_source,
 )
+from runnercheck.writes.beneath import read_all
 from runnercheck.writes.treelock import locked
 
 FORMAT = "runnercheck-migrate-journal"
@@ -207,17 +208,10 @@ def _read_in(dir_fd: int, name: str, limit: int, missing_ok: bool = False) -> by
             raise _Bad(f"{name} is {kind_of(info.st_mode)}, not a regular file")
         if info.st_size > limit:
             raise _Bad(f"{name} has {info.st_size} bytes, more than {limit}")
-        chunks: list[bytes] = []
-        total = 0
-        while True:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
-            total += len(chunk)
-            if total > limit:
-                raise _Bad(f"{name} has more than {limit} bytes")
+        return read_all(fd, limit)
     except OSError as exc:
+        if exc.errno == errno.EFBIG:
+            raise _Bad(f"{name} has more than {limit} bytes") from None
         raise _Bad(f"{name}: {exc.strerror or exc}") from None
     finally:
         os.close(fd)

@@ -208,7 +208,8 @@ def _rewrite(
             raise Conflict("changed on disk during the migration")
         checkpoint("verified")
         if opened.st_nlink > 1:
-            opened = _replace_file(directory, name, stat.S_IMODE(opened.st_mode), new)
+            mode = stat.S_IMODE(opened.st_mode)
+            opened = beneath.replace_file(directory, name, new, mode, sync=True)
         else:
             _write_all(fd, new)
         checkpoint("written")
@@ -221,29 +222,6 @@ def _rewrite(
     finally:
         if leased:
             _unlease(fd)
-
-
-def _replace_file(directory: int, name: str, mode: int, new: bytes) -> os.stat_result:
-    """Write ``new`` into a new file and rename it over ``name`` (the other hard links
-    of the old file keep its contents); the new file's status."""
-    temporary = f".{name}.{os.getpid()}.new"
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(temporary, flags, 0o600, dir_fd=directory)
-    try:
-        try:
-            os.fchmod(fd, mode)
-            _write_all(fd, new)
-            made = os.fstat(fd)
-        finally:
-            os.close(fd)
-        os.rename(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
-        return made
-    except BaseException:
-        try:
-            os.unlink(temporary, dir_fd=directory)
-        except OSError:
-            pass
-        raise
 
 
 def create(
