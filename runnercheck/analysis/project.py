@@ -13,6 +13,8 @@ The API (stable)
 ``Project.resolve_method(cls, name, after=None)`` -> :class:`MethodRef` | None
 ``Project.resolve_function(callee, from_path)`` -> FunctionFacts | None (module-level helpers)
 ``Project.is_worker(cls)`` / ``is_runner(cls)`` / ``is_abstract(cls)``
+``Project.uses_contract(cls)`` / ``on_contract(cls)`` -> the class (or the worker or runner
+it is paired with) shows the V0 broadcast contract; a V1 worker and runner do not
 ``Project.workers()`` / ``runners()`` -> list[ClassFacts]
 ``Project.runner_candidates(worker)`` -> dict attr -> list[ClassFacts] (``self.model_runner = ...``)
 ``Project.worker_runner_pairs()`` -> list[(worker ClassFacts, runner ClassFacts)]
@@ -138,6 +140,8 @@ class Project:
         self.runner_candidates = roles.runner_candidates
         self.paired_runners = roles.paired_runners
         self.worker_runner_pairs = roles.worker_runner_pairs
+        self.uses_contract = roles.uses_contract
+        self.on_contract = roles.on_contract
         # KeyFlow's
         self.produced = keys.produced
         self.produced_by = keys.produced_by

@@ -1,5 +1,14 @@
 """Roles of classes in the contract: workers, model runners, which runners a worker
-drives (``self.model_runner = ...``), and which classes are abstract."""
+drives (``self.model_runner = ...``), which classes are abstract, and which are on the
+V0 broadcast contract at all.
+
+A class is a worker or a runner by its shape (a contract base, or a name and an
+``execute_model``); whether it is *on the contract* is read from what its code does,
+never from a file's name. A V1 worker and runner (``execute_model(scheduler_output)``,
+the runner building its own input on every rank) share the names ``execute_model`` and
+often ``prepare_model_input``, but broadcast no step metadata and rebuild nothing from a
+broadcast dict: they are off it, and no contract rule applies to them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +16,7 @@ from runnercheck.analysis.hierarchy import Hierarchy
 from runnercheck.analysis.model import (
     ClassFacts,
 )
-from runnercheck.analysis.syntax import last_name
+from runnercheck.analysis.syntax import last_name, receiver
 
 
 class Roles:
@@ -17,6 +26,8 @@ class Roles:
         self.hierarchy = hierarchy
         self.contract = hierarchy.contract
         self._paired: list[ClassFacts] | None = None
+        self._uses: dict[int, tuple[ClassFacts, bool]] = {}
+        self._on_contract: set[int] | None = None
         self._candidates: dict[int, tuple[ClassFacts, dict[str, list[ClassFacts]]]] = {}
 
     # -------------------------------------------------------------- roles
@@ -122,3 +133,96 @@ class Roles:
                     if (worker, runner) not in pairs:
                         pairs.append((worker, runner))
         return pairs
+
+    # -------------------------------------------------------- the V0 contract
+    def _contract_names(self) -> tuple[frozenset[str], frozenset[str]]:
+        """(names that show the broadcast when called or defined, base names that stand
+        for it when a base is outside the analysed files)."""
+        c = self.contract
+        used = frozenset(
+            {c.broadcast_function, c.as_dict_method, c.from_dict_method, c.make_input_method}
+        )
+        # the most derived configured worker base is the step worker
+        # (LocalOrDistributedWorkerBase); a base named like the others (``WorkerBase``)
+        # is a V1 worker's base too
+        step_worker = c.worker_bases[-1:] if c.worker_bases else ()
+        bases = frozenset({*c.runner_bases, *c.input_bases, *step_worker, c.worker_input})
+        return used, bases
+
+    def _own_use(self, cls: ClassFacts, used: frozenset[str], bases: frozenset[str]) -> bool:
+        if cls.name in bases or not used.isdisjoint(cls.methods):
+            return True
+        prepare = self.contract.prepare_input_method
+        for func in cls.methods.values():
+            for call in func.calls:
+                name = last_name(call.callee)
+                if name in used:
+                    return True
+                # a worker's step that asks its runner to prepare (the merged worker);
+                # a runner preparing its own input (``self.prepare_model_input``) is not
+                if name == prepare and receiver(call.callee) not in ("", "self", "cls", "super()"):
+                    return True
+        return False
+
+    def uses_contract(self, cls: ClassFacts) -> bool:
+        """``cls`` or a class of its MRO uses the V0 contract: it calls the step
+        broadcast, defines or calls a conversion to or from the broadcast dict
+        (``as_broadcastable_tensor_dict``, ``from_broadcasted_tensor_dict``,
+        ``make_model_input_from_broadcasted_tensor_dict``), asks another object's
+        ``prepare_model_input`` (a merged worker's step), is or derives from a base that
+        stands for the contract (a runner or input base, the step worker base, the worker
+        input) found or not. A base outside the analysed files with any other name
+        shows nothing."""
+        found = self._uses.get(id(cls))
+        if found is None or found[0] is not cls:
+            used, bases = self._contract_names()
+            uses = any(self._own_use(k, used, bases) for k in self.hierarchy.mro(cls)) or not (
+                bases.isdisjoint(self.hierarchy.unresolved_bases(cls))
+            )
+            found = self._uses[id(cls)] = (cls, uses)
+        return found[1]
+
+    def builds_own_input(self, cls: ClassFacts) -> bool:
+        """``cls``'s ``execute_model`` calls its own ``prepare_model_input`` (directly or
+        through other methods of ``self``): every rank that executes the model prepares
+        its input from what it was given, as a V1 runner does with the scheduler output.
+        On the V0 contract the worker asks the driver's runner to prepare, once, and the
+        other ranks rebuild the input from the broadcast."""
+        contract = self.contract
+        prepare = f"self.{contract.prepare_input_method}"
+        todo = [contract.execute_method]
+        seen: set[str] = set()
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            ref = self.hierarchy.resolve_method(cls, name)
+            if ref is None:
+                continue
+            for call in ref.func.calls:
+                if call.callee == prepare:
+                    return True
+                if call.callee.startswith("self.") and call.callee.count(".") == 1:
+                    todo.append(call.callee[5:])
+        return False
+
+    def on_contract(self, cls: ClassFacts) -> bool:
+        """Whether the V0 contract's rules apply to ``cls``: it uses the contract
+        (:meth:`uses_contract`), or is paired with a worker or runner that does; else
+        whether nothing shows it is off the contract. It is off when it is a runner that
+        builds its own input (:meth:`builds_own_input`), or a worker whose runners all
+        are, and nothing of the pair uses the contract: a V1 worker and runner."""
+        if self.uses_contract(cls):
+            return True
+        if self._on_contract is None:
+            self._on_contract = set()
+            for worker, runner in self.worker_runner_pairs():
+                if self.uses_contract(worker) or self.uses_contract(runner):
+                    self._on_contract.update((id(worker), id(runner)))
+        if id(cls) in self._on_contract:
+            return True
+        if self.builds_own_input(cls):
+            return False
+        runners = [r for rs in self.runner_candidates(cls).values() for r in rs]
+        return not (runners and all(self.builds_own_input(r) for r in runners))

@@ -19,7 +19,11 @@ The stage of each side is read from what it does, never from a file's name:
   *legacy* when neither name resolves at all but ``execute_model`` does.
 
 Anything else (a base class outside the analysed files, say) is no stage, and no pair
-with an unknown side is reported.
+with an unknown side is reported. Nor is a pair off the V0 contract
+(:meth:`~runnercheck.analysis.roles.Roles.on_contract`): a V1 worker calls
+``execute_model(scheduler_output)`` on a runner whose ``execute_model`` prepares its own
+input, and neither side broadcasts nor rebuilds an input from a broadcast; that is
+neither stage of this migration.
 """
 
 from __future__ import annotations
@@ -112,6 +116,8 @@ def mixed_pairs(project: Project, worker: ClassFacts) -> list[MixedPair]:
         if stage is None:
             continue
         for runner in runners:
+            if not project.on_contract(runner):
+                continue  # a V1 pair: the runner prepares what it is given on every rank
             other = runner_stage(project, runner)
             if other is not None and other != stage[0]:
                 out.append(MixedPair(worker, runner, attr, stage[0], other, stage[1], stage[2]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -70,3 +71,68 @@ def test_a_context_that_is_not_a_directory_is_a_usage_error(
     assert result.code == 2
     assert result.err.strip().endswith("--context no/such/dir: not a directory")
     assert "Traceback" not in result.err
+
+
+_ENGINE_BASE = """\
+from abc import ABC, abstractmethod
+
+from engine.distributed import broadcast_tensor_dict
+
+
+class WorkerBase(ABC):
+    @abstractmethod
+    def execute_model(self, execute_model_req=None): ...
+
+
+class LocalOrDistributedWorkerBase(WorkerBase):
+    def execute_model(self, execute_model_req=None):
+        if self.is_driver_worker:
+            model_input = self.model_runner.prepare_model_input(execute_model_req)
+            broadcast_tensor_dict(model_input.as_broadcastable_tensor_dict(), src=0)
+        else:
+            data = broadcast_tensor_dict(src=0)
+            model_input = self.model_runner.make_model_input_from_broadcasted_tensor_dict(data)
+        return self.model_runner.execute_model(model_input, None)
+"""
+
+_PLUGIN_V1 = """\
+from engine.worker.worker_base import WorkerBase
+
+
+class NPUModelRunner:
+    def prepare_model_input(self, scheduler_output):
+        return scheduler_output
+
+    def execute_model(self, scheduler_output):
+        return self.model(self.prepare_model_input(scheduler_output))
+
+
+class NPUWorker(WorkerBase):
+    def __init__(self):
+        self.model_runner = NPUModelRunner()
+
+    def execute_model(self, scheduler_output=None):
+        return self.model_runner.execute_model(scheduler_output)
+"""
+
+
+def test_a_v1_worker_is_off_the_contract_once_context_resolves_its_base(
+    tmp_path: Path, run: Callable[..., CliResult]
+) -> None:
+    """A plugin's V1 worker derives from the engine's ``WorkerBase``: once ``--context``
+    resolves that base, the worker calls its runner's ``execute_model`` with the
+    scheduler output and the runner prepares its own input on every rank. Neither
+    broadcasts: no RC003 half-applied migration, without the engine or with it."""
+    engine = tmp_path / "engine_src"
+    (engine / "engine" / "worker").mkdir(parents=True)
+    for package in (engine / "engine", engine / "engine" / "worker"):
+        (package / "__init__.py").write_text("")
+    (engine / "engine" / "worker" / "worker_base.py").write_text(_ENGINE_BASE)
+    plugin = tmp_path / "plugin" / "npu_plugin"
+    plugin.mkdir(parents=True)
+    (plugin / "__init__.py").write_text("")
+    (plugin / "worker_v1.py").write_text(_PLUGIN_V1)
+    for context in ((), ("--context", str(engine))):
+        result = run("--show-notes", "--no-cache", *context, str(plugin))
+        assert result.finding_lines == [], context
+        assert result.code == 0

@@ -17,7 +17,7 @@ RULE = Rule(
     name="collective-in-prepare",
     tool="check",
     summary="`prepare_model_input` (or a method it calls) runs a collective.",
-    why="Only the driver prepares inputs; a collective there is matched by nothing on the other ranks, so they deadlock or pair it with the wrong broadcast. Branches that literal arguments rule out are not followed (a helper reached only with `align=False`). A collective other than the step broadcast that runs only under the driver flag is a note: it can only work among the drivers (a data-parallel group), as its author meant.",
+    why="Only the driver prepares inputs; a collective there is matched by nothing on the other ranks, so they deadlock or pair it with the wrong broadcast. Branches that literal arguments rule out are not followed (a helper reached only with `align=False`). A collective other than the step broadcast that runs only under the driver flag is a note: it can only work among the drivers (a data-parallel group), as its author meant. A runner off the V0 contract (its `execute_model` prepares its own input on every rank, and nothing of it or its worker broadcasts step metadata: a V1 runner) is not checked.",
     bad="""\
 from vllm.distributed import broadcast_tensor_dict
 
@@ -51,8 +51,8 @@ def _hits(project: Project, cls: ClassFacts) -> Iterator[_Hit]:
     as a reported send is the other half of that one mistake: it goes into the send's
     message instead of a finding of its own."""
     prepare = project.contract.prepare_input_method
-    if prepare not in cls.methods:
-        return
+    if prepare not in cls.methods or not project.on_contract(cls):
+        return  # a V1 runner prepares its input on every rank
     reached = project.collectives_reachable(cls, prepare)
     paired: dict[tuple[str, str], list[int]] = {}
     for key in {(r.site.path, r.site.where) for r in reached}:
