@@ -74,14 +74,12 @@ def _declared(directory: Path) -> Formatter | None:
     pyproject = directory / "pyproject.toml"
     tool: dict[str, object] = {}
     if pyproject.is_file():
-        if sys.version_info >= (3, 11):
-            import tomllib
-        else:  # pragma: no cover
-            import tomli as tomllib
+        from runnercheck.errors import ConfigError
+        from runnercheck.tomlfile import load_toml
 
         try:
-            data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+            data = load_toml(pyproject)
+        except ConfigError:  # unreadable, not TOML, nested too deep: declares nothing
             data = {}
         found = data.get("tool", {})
         tool = found if isinstance(found, dict) else {}

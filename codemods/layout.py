@@ -16,7 +16,6 @@ are never touched, even when they are too long.
 from __future__ import annotations
 
 import configparser
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,11 +26,8 @@ import libcst as cst
 from codemods import cstutil
 from codemods.kept_text import Kept
 from codemods.positions import Measured, measure_sizes
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from runnercheck.errors import ConfigError
+from runnercheck.tomlfile import load_toml
 
 DEFAULT_LIMIT = 80
 _INI_FILES = (("setup.cfg", "flake8"), ("tox.ini", "flake8"), (".flake8", "flake8"))
@@ -39,15 +35,14 @@ _INI_FILES = (("setup.cfg", "flake8"), ("tox.ini", "flake8"), (".flake8", "flake
 
 def _from_pyproject(path: Path) -> int | None:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        data = load_toml(path)
+    except ConfigError:  # unreadable, not TOML, nested too deep: says no limit
         return None
-    tool = data.get("tool", {})
-    for value in (
-        tool.get("ruff", {}).get("line-length"),
-        tool.get("black", {}).get("line-length"),
-        tool.get("yapf", {}).get("column_limit"),
-    ):
+    tool = data.get("tool")
+    tables = tool if isinstance(tool, dict) else {}
+    for name, key in (("ruff", "line-length"), ("black", "line-length"), ("yapf", "column_limit")):
+        table = tables.get(name)
+        value = table.get(key) if isinstance(table, dict) else None
         if isinstance(value, int) and value > 0:
             return value
     return None
@@ -55,8 +50,8 @@ def _from_pyproject(path: Path) -> int | None:
 
 def _from_ruff_toml(path: Path) -> int | None:
     try:
-        value = tomllib.loads(path.read_text(encoding="utf-8")).get("line-length")
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        value = load_toml(path).get("line-length")
+    except ConfigError:
         return None
     return value if isinstance(value, int) and value > 0 else None
 

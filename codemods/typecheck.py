@@ -16,18 +16,14 @@ from __future__ import annotations
 
 import configparser
 import re
-import sys
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from codemods.formatting import project_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from runnercheck.errors import ConfigError
+from runnercheck.tomlfile import load_toml
 
 _ERROR = re.compile(
     r"^(?P<path>[^:\n]+):(?P<line>\d+): error: (?P<message>.*?)(?:  \[(?P<code>[\w-]+)\])?$"
@@ -81,8 +77,8 @@ def mypy_config(start: Path) -> tuple[Path, str] | None:
     if not pyproject.is_file():
         return None
     try:
-        tool = tomllib.loads(pyproject.read_text(encoding="utf-8")).get("tool", {})
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        tool = load_toml(pyproject).get("tool", {})
+    except ConfigError:  # unreadable, not TOML, nested too deep: no mypy settings
         return None
     table = tool.get("mypy") if isinstance(tool, dict) else None
     if not isinstance(table, dict):

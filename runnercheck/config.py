@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -24,7 +23,8 @@ from typing import Any
 from runnercheck import catalog
 from runnercheck.contract import Contract
 from runnercheck.errors import ConfigError
-from runnercheck.files import DEFAULT_MAX_FILE_SIZE, read_source
+from runnercheck.files import DEFAULT_MAX_FILE_SIZE
+from runnercheck.tomlfile import load_toml
 
 TABLE = ("tool", "runnercheck")
 
@@ -270,20 +270,7 @@ def _checked(table: Mapping[str, Any], config: Config, source: str, section: str
 
 def load_config_file(path: Path) -> Config:
     """Read ``[tool.runnercheck]`` from one TOML file (missing table: defaults)."""
-    try:
-        text = read_source(path).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = str(exc).removeprefix("cannot read: ")
-        raise ConfigError(f"{path}: cannot read configuration: {reason}") from None
-    if sys.version_info >= (3, 11):  # imported here: no pyproject.toml, no TOML parser
-        import tomllib
-    else:  # pragma: no cover - exercised on 3.10 only
-        import tomli as tomllib
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    table: Any = data
+    table: Any = load_toml(path)
     for key in TABLE:
         table = table.get(key, {}) if isinstance(table, dict) else {}
     if not isinstance(table, dict):
@@ -304,9 +291,9 @@ def load_config(start: Path | None = None, config_file: Path | None = None) -> C
     """The configuration for a run: ``config_file`` if given, else the nearest
     ``pyproject.toml`` above ``start`` (default: the current directory), else defaults."""
     if config_file is not None:
-        if not config_file.is_file():
+        if not os.path.exists(config_file):
             raise ConfigError(f"{config_file}: configuration file not found")
-        return load_config_file(config_file)
+        return load_config_file(config_file)  # a FIFO or device: "not a regular file"
     found = find_pyproject(start if start is not None else Path.cwd())
     if found is None:
         return Config()

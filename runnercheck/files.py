@@ -108,10 +108,12 @@ class Walk:
 class ReadError(OSError):
     """A source that was not read; ``str()`` is the reason, ``kind`` what went wrong."""
 
-    def __init__(self, reason: str, kind: ProblemKind) -> None:
+    def __init__(self, reason: str, kind: ProblemKind, what: str = "") -> None:
         super().__init__(reason)
         self.reason = reason
         self.kind = kind
+        #: What a file that is not a regular one is (``a FIFO``), for ``special``.
+        self.what = what
 
     def __str__(self) -> str:
         return self.reason
@@ -164,7 +166,8 @@ def read_source(
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ReadError(f"{kind_of(info.st_mode)}, not a regular file: not read", "special")
+            what = kind_of(info.st_mode)
+            raise ReadError(f"{what}, not a regular file: not read", "special", what)
         if info.st_size > limit:
             raise ReadError(too_large(info.st_size, limit), "too-large")
         chunks: list[bytes] = []

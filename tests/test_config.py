@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -310,3 +311,137 @@ def test_check_with_a_configuration_does_not_import_pydantic(tmp_path: Path) -> 
     modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()}
     assert "runnercheck.config" in modules and "tomllib" in modules
     assert "pydantic" not in modules
+
+
+#: Configuration files nested far beyond any real one: Python's TOML parser recurses
+#: once per array or inline table (a traceback ~1000 frames long at ~330 levels) and
+#: takes time and memory quadratic in the parts of a dotted key.
+DEEP = {
+    "arrays": ("[tool.other]\nx = " + "[" * 500 + "]" * 500 + "\n", 2),
+    "inline tables": (
+        "[tool.runnercheck]\nfuzz_strategies = " + "{a = " * 500 + "'m:f'" + "}" * 500 + "\n",
+        2,
+    ),
+    "arrays in a table array": ("[[tool.x]]\ny = 1\n\n[[tool.x]]\nz = " + "[" * 400, 5),
+    "dotted key": ("[tool.other]\n" + ".".join(["a"] * 5_000) + " = 1\n", 2),
+    "table header": ("[tool.runnercheck]\n[" + ".".join(["a"] * 5_000) + "]\n", 2),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(DEEP))
+@pytest.mark.parametrize("command", ["check", "config"])
+def test_deeply_nested_toml_is_one_line_exit_2(tmp_path: Path, shape: str, command: str) -> None:
+    body, line = DEEP[shape]
+    path = write(tmp_path, body).resolve()
+    (tmp_path / "mod.py").write_text("x = 1\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "runnercheck", command, str(tmp_path / "mod.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr == (
+        f"runnercheck: error: {path}: TOML nested more than 100 levels deep "
+        f"(arrays, inline tables, dotted keys) at line {line}: not read\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "x = " + "[" * 100 + "]" * 100 + "\n",
+        "x = " + "{a = " * 99 + "1" + "}" * 99 + "\n",
+        ".".join(["a"] * 100) + " = 1\n",
+        "[" + ".".join(["a"] * 99) + "]\nb = 1\n",
+        # brackets, braces and dots in strings and comments are not nesting
+        "x = '" + "[" * 500 + "'\n" + 'y = "' + "{" * 500 + '\\"[["\n# ' + "[" * 500 + "\n",
+        'x = """\n' + "[" * 300 + '\n"""\n' + "y = '''" + "{" * 300 + "'''\n",
+        'x = """a""""\n' + "y = [" + "1.5, " * 300 + "]\n" + "z = ''''b''''\n",
+        "x = [\n" + "  [1, 2], # ]]]]\n" * 300 + "]\n",
+    ],
+    ids=[
+        "arrays",
+        "inline tables",
+        "dotted key",
+        "header",
+        "strings",
+        "multi-line",
+        "quotes",
+        "wide",
+    ],
+)
+def test_toml_nested_up_to_the_bound_is_read(tmp_path: Path, body: str) -> None:
+    from runnercheck.tomlfile import load_toml
+
+    path = write(tmp_path, body)
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    assert load_toml(path) == tomllib.loads(body)
+
+
+def test_the_bound_also_holds_where_the_parser_itself_would_fail(tmp_path: Path) -> None:
+    """With the scan's bound lifted past the parser's own depth, its recursion is still
+    one line (the scan is the bound; this is the net below it)."""
+    from runnercheck.tomlfile import load_toml
+
+    path = write(tmp_path, "x = " + "[" * 5_000 + "]" * 5_000 + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_toml(path, max_nesting=10_000)
+    assert str(info.value) == f"{path}: TOML nested too deeply to read: not read"
+
+
+def test_migrate_s_other_toml_readers_are_bounded_too(tmp_path: Path) -> None:
+    """``migrate`` reads the target's line length, formatter and mypy settings from its
+    TOML files: a deeply nested one is passed over as an unreadable one is, never a
+    traceback."""
+    from codemods.formatting import find_formatter
+    from codemods.layout import DEFAULT_LIMIT, line_limit
+    from codemods.typecheck import mypy_config
+
+    deep = "x = " + "[" * 500 + "]" * 500 + "\n"
+    write(tmp_path, "[tool.mypy]\nstrict = true\n[tool.black]\nline-length = 99\n" + deep)
+    assert line_limit(tmp_path) == DEFAULT_LIMIT
+    assert find_formatter(tmp_path) is None
+    assert mypy_config(tmp_path) is None
+    (tmp_path / "ruff.toml").write_text("line-length = 99\n" + deep)
+    assert line_limit(tmp_path) == DEFAULT_LIMIT
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+@pytest.mark.parametrize("command", ["check", "config"])
+def test_a_config_that_is_not_a_regular_file_is_one_line(
+    tmp_path: Path, kind: str, command: str
+) -> None:
+    (tmp_path / "mod.py").write_text("x = 1\n")
+    if kind == "fifo":
+        path = tmp_path / "fifo.toml"
+        os.mkfifo(path)
+        what = "a FIFO"
+    elif kind == "device":
+        path = Path("/dev/zero")
+        what = "a character device"
+    else:
+        path = tmp_path / "dir.toml"
+        path.mkdir()
+        what = "a directory"
+    proc = subprocess.run(
+        [sys.executable, "-m", "runnercheck", command, "--config", str(path), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr == f"runnercheck: error: {path}: not a regular file ({what})\n"
+
+
+def test_a_config_larger_than_the_bound_is_one_line(tmp_path: Path) -> None:
+    from runnercheck.tomlfile import load_toml
+
+    path = write(tmp_path, "# " + "x" * 100 + "\n")
+    with pytest.raises(ConfigError) as info:
+        load_toml(path, max_size=50)
+    assert str(info.value) == f"{path}: more than 50 bytes: not read as a configuration file"
+
