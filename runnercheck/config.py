@@ -23,6 +23,7 @@ from typing import Any
 from runnercheck import catalog
 from runnercheck.contract import Contract
 from runnercheck.errors import ConfigError
+from runnercheck.excludes import MAX_EXCLUDE_PATTERNS
 from runnercheck.files import DEFAULT_MAX_FILE_SIZE
 from runnercheck.tomlfile import load_toml
 
@@ -166,7 +167,13 @@ def unknown_rule(entry: str) -> str | None:
 def _value_errors(table: Mapping[str, Any], config: Config) -> Iterator[str]:
     """What the types alone do not say, as ``key 'K': why`` texts: values that would
     silently turn checking off (an empty or non-identifier name, a driver-only entry
-    that is not ``Class.field``, an unknown rule) and ``max_file_size`` out of range."""
+    that is not ``Class.field``, an unknown rule), ``max_file_size`` out of range and an
+    ``exclude`` list longer than :data:`~runnercheck.excludes.MAX_EXCLUDE_PATTERNS`."""
+    if len(config.exclude) > MAX_EXCLUDE_PATTERNS:
+        yield (
+            f"key 'exclude': {len(config.exclude)} patterns, more than runnercheck takes "
+            f"({MAX_EXCLUDE_PATTERNS})"
+        )
     size = table.get("max_file_size", config.max_file_size)
     if isinstance(size, bool) or not isinstance(size, int) or size < 1:
         yield f"key 'max_file_size': expected a positive integer (bytes), got {size!r}"

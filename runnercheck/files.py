@@ -24,7 +24,6 @@ symbolic link loop, met while walking).
 from __future__ import annotations
 
 import errno
-import fnmatch
 import operator
 import os
 import stat
@@ -34,6 +33,7 @@ from pathlib import Path
 from typing import Literal
 
 from runnercheck.errors import UsageError
+from runnercheck.excludes import Excludes
 
 #: Directories never descended into.
 SKIP_DIRS = frozenset(
@@ -200,17 +200,9 @@ def _reason(exc: OSError) -> str:
 
 
 def excluded(display: str, relative: str, patterns: Sequence[str]) -> bool:
-    """True when a path matches one of the ``exclude`` globs (see the README)."""
-    parts = Path(display).parts
-    for pattern in patterns:
-        pattern = pattern.rstrip("/")
-        if fnmatch.fnmatch(display, pattern) or fnmatch.fnmatch(relative, pattern):
-            return True
-        if "/" not in pattern and any(fnmatch.fnmatch(part, pattern) for part in parts):
-            return True
-        if fnmatch.fnmatch(display, f"{pattern}/*") or fnmatch.fnmatch(relative, f"{pattern}/*"):
-            return True
-    return False
+    """True when a path matches one of the ``exclude`` globs (see
+    :mod:`runnercheck.excludes`; a walk compiles its globs once)."""
+    return Excludes(patterns)(display, relative)
 
 
 def check_arguments(paths: Iterable[str | os.PathLike[str]]) -> None:
@@ -249,7 +241,7 @@ class _Walker:
         skip_hidden: bool,
     ) -> None:
         self.suffixes = suffixes
-        self.exclude = exclude
+        self.exclude = Excludes(exclude)
         self.root = root
         self.links = links
         self.skip_hidden = skip_hidden
@@ -264,7 +256,7 @@ class _Walker:
             return display
 
     def is_excluded(self, path: str | Path, display: str) -> bool:
-        return bool(self.exclude) and excluded(display, self.relative(path, display), self.exclude)
+        return bool(self.exclude) and self.exclude(display, self.relative(path, display))
 
     def problem(
         self, path: str | Path, display: str, kind: ProblemKind, message: str, hides: bool

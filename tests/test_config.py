@@ -445,3 +445,17 @@ def test_a_config_larger_than_the_bound_is_one_line(tmp_path: Path) -> None:
         load_toml(path, max_size=50)
     assert str(info.value) == f"{path}: more than 50 bytes: not read as a configuration file"
 
+
+def test_an_absurd_exclude_list_is_one_line() -> None:
+    from runnercheck.config import config_from_mapping
+    from runnercheck.excludes import MAX_EXCLUDE_PATTERNS
+
+    assert MAX_EXCLUDE_PATTERNS == 1_000_000
+    many = [f"d{i}/*" for i in range(MAX_EXCLUDE_PATTERNS)]
+    assert len(config_from_mapping({"exclude": many}, "p.toml").exclude) == len(many)
+    with pytest.raises(ConfigError) as info:
+        config_from_mapping({"exclude": [*many, "x"]}, "p.toml")
+    assert str(info.value) == (
+        "p.toml: [tool.runnercheck] key 'exclude': 1000001 patterns, more than "
+        "runnercheck takes (1000000)"
+    )
