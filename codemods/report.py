@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from codemods.pipeline import MERGE, MigrateResult
 from runnercheck import catalog
+from runnercheck.console import printable
 from runnercheck.records import Refused
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ def display(path: Path) -> str:
 def unified_diff(result: MigrateResult) -> str:
     chunks: list[str] = []
     for path, change in result.changes.items():
-        name = display(path)
+        name = printable(display(path), newlines=False)  # the text itself is left as it is
         old = change.old.decode("utf-8", "replace") if change.old is not None else ""
         new = change.new.decode("utf-8", "replace")
         chunks.extend(

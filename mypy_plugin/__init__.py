@@ -34,7 +34,9 @@ MESSAGE_PREFIX = "runnercheck mypy plugin: error: "
 
 def fatal(message: str) -> NoReturn:
     """Print one line and end mypy with exit status 2 (a usage error, never a traceback)."""
-    print(MESSAGE_PREFIX + message, file=sys.stderr, flush=True)
+    from runnercheck.console import printable
+
+    print(MESSAGE_PREFIX + printable(message, newlines=False), file=sys.stderr, flush=True)
     raise SystemExit(2)
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runnercheck import catalog
+from runnercheck.console import echo
 
 PLUGIN = "mypy_plugin"
 PROG = "runnercheck mypy"
@@ -238,17 +239,17 @@ def _gate(options: argparse.Namespace, mypy_args: Sequence[str]) -> int:
     lines, stopped = run_mypy(mypy_args)
     if stopped:
         for line in lines:
-            print(line, file=sys.stderr)
+            echo(line, stderr=True)
         return 2
     errors = parse(lines)
     if options.write_baseline:
         write_baseline(options.baseline, errors)
-        print(f"{PROG}: {len(errors)} errors recorded in {options.baseline}")
+        echo(f"{PROG}: {len(errors)} errors recorded in {options.baseline}")
         return 0
     gated = gating(errors, contract_codes() | frozenset(options.code), baseline)
     for error in errors if options.all else gated:
-        print("\n".join(error.text))
-    print(f"{PROG}: {summary(errors, gated, baseline is not None)}")
+        echo("\n".join(error.text))
+    echo(f"{PROG}: {summary(errors, gated, baseline is not None)}")
     return 1 if gated else 0
 
 
@@ -258,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return gate(options, mypy_args, fast_exit=argv is None)
     except GateError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        echo(f"{PROG}: error: {exc}", stderr=True, newlines=False)
         return 2
     except SystemExit as exc:  # mypy's own usage errors (it printed them)
         return exc.code if isinstance(exc.code, int) else 2

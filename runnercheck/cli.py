@@ -58,8 +58,10 @@ def _named_command(argv: Sequence[str]) -> str | None:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
+        from runnercheck.console import printable
+
         self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {printable(message, newlines=False)}\n")
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -105,7 +107,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args))
     except RunnerCheckError as exc:
-        print(f"runnercheck: error: {exc}", file=sys.stderr)
+        from runnercheck.console import echo
+
+        echo(f"runnercheck: error: {exc}", stderr=True, newlines=False)
         return exc.exit_code
     except KeyboardInterrupt:
         print("runnercheck: interrupted", file=sys.stderr)

@@ -15,6 +15,7 @@ from urllib.parse import quote
 from runnercheck import __version__, catalog
 from runnercheck.check.pipeline import CheckResult
 from runnercheck.check.rules import RULES
+from runnercheck.console import echo, printable
 from runnercheck.findings import Finding
 
 if TYPE_CHECKING:
@@ -57,18 +58,19 @@ def print_text(result: CheckResult, console: Console | None, show_notes: bool = 
     if console is None or not console.is_terminal:
         out = console.file if console is not None else sys.stdout
         for finding in shown:
-            out.write(finding.as_text() + "\n")
+            out.write(printable(finding.as_text(), newlines=False) + "\n")
         out.write(summary_line(result, show_notes) + "\n")
         return
     from rich.text import Text
 
     for finding in shown:
         line = Text()
-        line.append(f"{finding.path}:{finding.line}:{finding.col}:", style="bold")
+        where = printable(f"{finding.path}:{finding.line}:{finding.col}:", newlines=False)
+        line.append(where, style="bold")
         line.append(" note: " if finding.is_note else " ")
         style = "cyan" if finding.is_note else "bold red" if finding.code < "RC100" else "red"
         line.append(finding.code, style=style)
-        line.append(f" {finding.message}")
+        line.append(f" {printable(finding.message, newlines=False)}")
         console.print(line)
     style = "bold green" if not result.findings else "bold"
     console.print(Text(summary_line(result, show_notes), style=style))
@@ -173,7 +175,7 @@ def render(
     base: Path | None = None,
 ) -> None:
     for note in result.walk_notes:  # on stderr: the findings on stdout stay machine-readable
-        print(note, file=sys.stderr)
+        echo(note, stderr=True, newlines=False)
     if fmt == "json":
         print(json.dumps(as_json(result), indent=2))
     elif fmt == "sarif":

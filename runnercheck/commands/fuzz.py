@@ -29,7 +29,6 @@ import gc
 import importlib
 import json
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -204,10 +203,12 @@ def run(args: argparse.Namespace) -> int:
             sweep.spare(helper_pids())
             _say_ended(sweep)
     except Overrun as overrun:  # the watchdog has ended every process of the run
+        from runnercheck.console import echo
+
         sweep.end()  # reaps them (unless the sweep above did)
-        print(
+        echo(
             f"runnercheck: RC306 {overrun.describe('the code under test')}: the run was ended",
-            file=sys.stderr,
+            stderr=True,
         )
         code = EXIT_FINDINGS
     finally:
@@ -240,26 +241,26 @@ def _launch_ranks(args: argparse.Namespace) -> Any:
 
 
 def _say_ended(sweep: Sweep) -> None:
+    from runnercheck.console import echo
+
     leftovers = sweep.living()
     survivors = {survivor.pid for survivor in sweep.end()}
     ended = [
         f"{pid} ({stat[0]})" for pid, stat in sorted(leftovers.items()) if pid not in survivors
     ]
     if ended:
-        print(
-            f"runnercheck fuzz: ended what the run left running: {', '.join(ended)}",
-            file=sys.stderr,
-        )
+        echo(f"runnercheck fuzz: ended what the run left running: {', '.join(ended)}", stderr=True)
     for pid in sorted(survivors):
         name = leftovers.get(pid, ("?",))[0]
-        print(
+        echo(
             f"runnercheck fuzz: process {pid} ({name}) that the run started could not be ended",
-            file=sys.stderr,
+            stderr=True,
         )
 
 
 def _run(args: argparse.Namespace, group: Any) -> int:
     from runnercheck.config import find_pyproject, load_config
+    from runnercheck.console import echo
     from runnercheck.fuzz import FuzzOptions, fuzz
     from runnercheck.fuzz.group import GroupLost, run_receiver, torchrun_rank
     from runnercheck.fuzz.importing import guard
@@ -292,10 +293,10 @@ def _run(args: argparse.Namespace, group: Any) -> int:
         with _naming_the_file(source):
             report = fuzz(targets, options, config, group)
     except GroupLost as lost:  # the ranks could not even start
-        print(f"runnercheck: RC306 the ranks could not start: {lost.message}", file=sys.stderr)
+        echo(f"runnercheck: RC306 the ranks could not start: {lost.message}", stderr=True)
         return EXIT_FINDINGS
     if args.format == "json":
         print(json.dumps(report.as_json(), indent=2))
     else:
-        print(report.text())
+        echo(report.text())
     return EXIT_CLEAN if report.passed else EXIT_FINDINGS

@@ -192,10 +192,12 @@ def _console(stderr: bool = False) -> Console | None:
 
 
 def _say(console: Console | None, line: str, stderr: bool = False) -> None:
-    if console is not None:
+    if console is not None:  # made printable by the console
         console.print(line, markup=False, highlight=False)
     else:
-        print(line, file=sys.stderr if stderr else sys.stdout)
+        from runnercheck.console import echo
+
+        echo(line, stderr=stderr)
 
 
 def exit_status(result: MigrateResult, mode: str) -> int:
