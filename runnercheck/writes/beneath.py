@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 import weakref
 from collections.abc import Iterator
@@ -242,7 +241,7 @@ def replace_file(directory: int, name: str, data: bytes, mode: int, sync: bool) 
     that a reader sees the old file or the whole new one (``sync``: flushed first); the
     new file's status. Never through a link; the other hard links of the old file keep
     its contents."""
-    temporary = f".{name}.{secrets.token_hex(6)}.tmp"
+    temporary = f".{name}.{os.urandom(6).hex()}.tmp"
     fd = os.open(temporary, _NEW_FILE, 0o600, dir_fd=directory)
     try:
         try:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import secrets
 import stat
 from pathlib import Path
 
@@ -45,7 +44,7 @@ def _aside(tree: Tree, suffix: str) -> str:
     """A name for a journal on its way in or out: this run's alone (a name planted
     beside the tree's journal is never reused)."""
     while True:
-        name = f"{JOURNAL_NAME}.{os.getpid()}.{secrets.token_hex(4)}.{suffix}"
+        name = f"{JOURNAL_NAME}.{os.getpid()}.{os.urandom(4).hex()}.{suffix}"
         try:
             os.lstat(name, dir_fd=tree.fd)
         except FileNotFoundError:
