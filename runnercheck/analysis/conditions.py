@@ -33,3 +33,41 @@ class Condition:
     then: bool
     #: The guards are the whole test (else the ``else`` may run while they all hold).
     complete: bool = True
+
+
+# ------------------------------------------------------- what decides a test
+@dataclass(frozen=True)
+class Atom:
+    """One comparison of a test, as the collective schedule reads it
+    (:mod:`runnercheck.analysis.schedule`): ``subject`` is the tested value as written
+    (``"no_spec"``, ``"data['no_spec']"``, ``"self.do_metadata_broadcast"``,
+    ``"len(seqs)"``), ``op`` is ``"truthy"``, ``"=="``, ``"!="``, ``"is"``, ``"is not"``,
+    ``"<"``, ``"<="``, ``">"`` or ``">="``, ``value`` the literal's ``repr`` ("" for a
+    truth test). A test the reader cannot name is an atom of its own: ``subject`` is
+    ``"?LINE:COL"`` (nothing else decides it). ``role`` is set for a test of the rank:
+    the atom holds exactly on that role's ranks (``self.is_driver_worker``,
+    ``self.rank == self._driver_rank``)."""
+
+    subject: str
+    op: str = "truthy"
+    value: str = ""
+    role: Role | None = None
+
+
+@dataclass(frozen=True)
+class AllOf:
+    parts: tuple[Test, ...]
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    parts: tuple[Test, ...]
+
+
+@dataclass(frozen=True)
+class Not:
+    part: Test
+
+
+#: A branch's test as a formula over :class:`Atom`.
+Test = Atom | AllOf | AnyOf | Not

@@ -62,7 +62,9 @@ Steps: the control-flow skeleton of a function body
     :class:`BranchStep` (``then_role``/``else_role``: ``"driver"``, ``"non-driver"`` or
     None when the condition tests the driver flag, e.g. ``if self.is_driver_worker``),
     :class:`LoopStep`, :class:`TryStep`, :class:`ExitStep` (``"return"``/``"raise"``) and
-    :class:`RoleAssertStep` (``assert not self.is_driver_worker``). Walking it with a
+    :class:`RoleAssertStep` (``assert not self.is_driver_worker``), :class:`AssertStep`
+    (any other ``assert`` that names a value) and :class:`BindStep` (what a local name
+    holds, for the collective schedule). Walking it with a
     role gives the broadcasts on the driver and non-driver path
     (:meth:`runnercheck.analysis.project.Project.broadcasts_per_step`).
 
@@ -87,13 +89,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, TypeAlias
 
-from runnercheck.analysis.conditions import Condition, Guard, Role
+from runnercheck.analysis.conditions import Condition, Guard, Role, Test
 
 if TYPE_CHECKING:
     from runnercheck.analysis.requests import RequestUses
     from runnercheck.analysis.shapes import SplitShape
 
-__all__ = ["Condition", "Guard", "Role"]
+__all__ = ["Condition", "Guard", "Role", "Test"]
 
 
 # --------------------------------------------------------------------------- data
@@ -148,6 +150,14 @@ class CallStep:
     #: ``"3"``, ``"'x'"``), else ``""``; and ``(keyword, text)``.
     args: tuple[str, ...] = ()
     kwargs: tuple[tuple[str, str], ...] = ()
+    #: For a collective: its ``src`` and group as written (the group is a ``group=``
+    #: argument or the object it is called on: ``"get_tp_group()"``), "" when not given;
+    #: the payload as written (``"broadcast_dict"``), and the keys of a literal payload
+    #: with each value as written (``(("no_spec", "no_spec"),)``; None: not a literal).
+    src: str = ""
+    group: str = ""
+    payload: str = ""
+    carries: tuple[tuple[str, str], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -161,6 +171,9 @@ class BranchStep:
     #: and whether they are the whole test.
     guards: tuple[Guard, ...] = ()
     complete: bool = False
+    #: The whole test as a formula (what decides it: the role, a received value, local
+    #: state); None for the cases of a ``match``.
+    test: Test | None = None
 
 
 @dataclass(frozen=True)
@@ -198,7 +211,35 @@ class RoleAssertStep:
     role: Role
 
 
-Step: TypeAlias = CallStep | BranchStep | LoopStep | TryStep | ExitStep | RoleAssertStep
+@dataclass(frozen=True)
+class AssertStep:
+    """``assert <test>`` that names something (not only the driver flag, which is a
+    :class:`RoleAssertStep`): what follows runs only where the test holds."""
+
+    line: int
+    test: Test
+
+
+@dataclass(frozen=True)
+class BindStep:
+    """``name = <value>``: what a local name holds from here on, as the collective
+    schedule follows it. ``value`` is a subject as written (``"data['no_spec']"``,
+    ``"execute_model_req.num_lookahead_slots"``, ``"other"``), ``"=<repr>"`` for a
+    literal, ``"@LINE:COL"`` for the result of the call there (``"@LINE:COL['k']"``: a
+    key of it), ``"{}"`` for a literal dict (its keys and their values as written in
+    ``keys``), or "" for anything else."""
+
+    line: int
+    name: str
+    value: str = ""
+    keys: tuple[tuple[str, str], ...] = ()
+    #: A truth value computed in place (``no_spec = k == 0 or disable``): its formula.
+    test: Test | None = None
+
+
+Step: TypeAlias = (
+    CallStep | BranchStep | LoopStep | TryStep | ExitStep | RoleAssertStep | AssertStep | BindStep
+)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,16 @@ from __future__ import annotations
 
 import ast
 
+from runnercheck.analysis.decides import (
+    dict_items,
+    names_something,
+    read_test,
+    subject_of,
+    value_text,
+)
 from runnercheck.analysis.model import (
+    AssertStep,
+    BindStep,
     BranchStep,
     CallStep,
     Condition,
@@ -160,7 +169,6 @@ class StepReader:
                     callee = "self" + callee[len(head) :]
                 step_broadcast = collective == self.contract.broadcast_function
                 sends = step_broadcast and broadcast_sends(node)
-                payload = node.args[0] if node.args else None
                 args: tuple[str, ...] = ()
                 kwargs: tuple[tuple[str, str], ...] = ()
                 if collective is None:
@@ -168,19 +176,17 @@ class StepReader:
                     kwargs = tuple(
                         (kw.arg, arg_text(kw.value)) for kw in node.keywords if kw.arg is not None
                     )
-                out.append(
-                    CallStep(
-                        line=node.lineno,
-                        col=node.col_offset + 1,
-                        callee=callee,
-                        collective=collective,
-                        step_broadcast=step_broadcast,
-                        sends=sends,
-                        sends_empty=sends and isinstance(payload, ast.Dict) and not payload.keys,
-                        args=args,
-                        kwargs=kwargs,
+                    out.append(
+                        CallStep(
+                            line=node.lineno,
+                            col=node.col_offset + 1,
+                            callee=callee,
+                            args=args,
+                            kwargs=kwargs,
+                        )
                     )
-                )
+                    return
+                out.append(self._collective(node, callee, collective, step_broadcast, sends))
             return
         for name in node._fields:  # (a leaf is not visited: it records nothing)
             value = getattr(node, name, None)
@@ -190,6 +196,57 @@ class StepReader:
                         self._call_steps(item, out)
             elif isinstance(value, ast.AST) and value.__class__ not in _LEAVES:
                 self._call_steps(value, out)
+
+    def _collective(
+        self, node: ast.Call, callee: str, collective: str, step_broadcast: bool, sends: bool
+    ) -> CallStep:
+        """A collective's step: its source, group and payload as written."""
+        src = group = ""
+        payload: ast.expr | None = node.args[0] if node.args else None
+        if len(node.args) > 1:
+            src = value_text(node.args[1])
+        for kw in node.keywords:
+            if kw.arg == "src":
+                src = value_text(kw.value)
+            elif kw.arg == "group":
+                group = value_text(kw.value)
+            elif kw.arg == "tensor_dict":
+                payload = kw.value
+        if not group and "." in callee:
+            group = callee.rsplit(".", 1)[0]
+        return CallStep(
+            line=node.lineno,
+            col=node.col_offset + 1,
+            callee=callee,
+            collective=collective,
+            step_broadcast=step_broadcast,
+            sends=sends,
+            sends_empty=sends and isinstance(payload, ast.Dict) and not payload.keys,
+            src=src,
+            group=group,
+            payload=(subject_of(payload) or "") if payload is not None else "",
+            carries=dict_items(payload),
+        )
+
+    def _bind(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, out: list[Step]) -> None:
+        """What the local names a statement assigns hold from here on: a
+        :class:`BindStep` each (an unpacked or augmented name holds an unknown value)."""
+        value = stmt.value
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        text = ""
+        keys: tuple[tuple[str, str], ...] = ()
+        test = None
+        if value is not None and not isinstance(stmt, ast.AugAssign):
+            text, keys = _bound_value(value)
+            if isinstance(value, (ast.BoolOp, ast.Compare)) or (
+                isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Not)
+            ):
+                test = read_test(value, self.contract.driver_flag)
+        for target in targets:
+            if isinstance(target, ast.Name):
+                out.append(BindStep(stmt.lineno, target.id, text, keys, test))
+            else:
+                out.extend(BindStep(stmt.lineno, name) for name in _store_names(target))
 
     def _guarded_parts(self, node: ast.IfExp | ast.BoolOp, out: list[Step]) -> None:
         """The parts of ``a if t else b`` (``a`` and ``b`` under ``t``) and of ``a and b``
@@ -246,6 +303,7 @@ class StepReader:
                 self._call_steps(stmt.test, out)
                 then_role, else_role = role_of(stmt.test, flag)
                 guards, complete = guards_of(stmt.test)
+                test = read_test(stmt.test, flag)
                 here = self.role
                 around = self.conditions
                 tests = self.guard_tests
@@ -272,6 +330,7 @@ class StepReader:
                         else_steps,
                         guards,
                         complete,
+                        test,
                     )
                 )
                 if else_role is not None and _exits(stmt.body) and not stmt.orelse:
@@ -281,6 +340,9 @@ class StepReader:
             elif isinstance(stmt, (ast.For, ast.AsyncFor)):
                 self._call_steps(stmt.iter, out)
                 loop_body = self._steps(stmt.body)
+                targets = _store_names(stmt.target)
+                if targets:  # each pass binds the loop's names anew
+                    loop_body = (*(BindStep(stmt.lineno, name) for name in targets), *loop_body)
                 loop_else = self._steps(stmt.orelse)
                 out.append(
                     LoopStep(
@@ -343,10 +405,16 @@ class StepReader:
                 if role is not None:
                     out.append(RoleAssertStep(stmt.lineno, role))
                     self.role = role
+                else:
+                    test = read_test(stmt.test, flag)
+                    if names_something(test):
+                        out.append(AssertStep(stmt.lineno, test))
             elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.nested.append(stmt)
             else:
                 self._call_steps(stmt, out)
+                if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                    self._bind(stmt, out)
         self.role = outer
         self.guard_tests = outer_tests
         return tuple(out)
@@ -392,6 +460,35 @@ class StepReader:
                         if found:
                             merged = out.get(target.attr, ()) + found
                             out[target.attr] = tuple(dict.fromkeys(merged))
+
+
+def _bound_value(value: ast.expr) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """:attr:`BindStep.value` and :attr:`BindStep.keys` for a value assigned."""
+    if isinstance(value, ast.Call):
+        items = dict_items(value)
+        if items is not None:
+            return "{}", items
+        return f"@{value.lineno}:{value.col_offset + 1}", ()
+    if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Call):
+        key = literal_text(value.slice)
+        if key is not None:
+            call = value.value
+            return f"@{call.lineno}:{call.col_offset + 1}[{key}]", ()
+        return "", ()
+    if isinstance(value, ast.Dict):
+        return "{}", dict_items(value) or ()
+    return value_text(value), ()
+
+
+def _store_names(target: ast.expr) -> list[str]:
+    """The plain names an assignment target binds (``a, (b, *c)``)."""
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Starred):
+        return _store_names(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for elt in target.elts for name in _store_names(elt)]
+    return []
 
 
 def range_count(node: ast.expr) -> str | None:
