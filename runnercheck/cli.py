@@ -61,7 +61,28 @@ class _Parser(argparse.ArgumentParser):
         from runnercheck.console import printable
 
         self.print_usage(sys.stderr)
+        message += _did_you_mean(self, message)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {printable(message, newlines=False)}\n")
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """`` (did you mean ...?)`` for a mistyped subcommand or option, or ``""``."""
+    import difflib
+    import re
+
+    choice = re.match(r"argument COMMAND: invalid choice: '(.*?)'", message)
+    if choice:
+        wanted, known = [choice.group(1)], list(COMMANDS)
+    elif message.startswith("unrecognized arguments: "):
+        wanted = [w.split("=")[0] for w in message.split()[2:] if w.startswith("-")]
+        known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
+    else:
+        return ""
+    bare = {k.lstrip("-"): k for k in known}  # the dashes alone make any two options alike
+    guesses = [
+        bare[g] for w in wanted for g in difflib.get_close_matches(w.lstrip("-"), bare, 1, 0.7)
+    ]
+    return f" (did you mean {' or '.join(repr(g) for g in guesses)}?)" if guesses else ""
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -75,6 +96,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"runnercheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    parser.set_defaults(_parser=parser)
     for name, module in _command_modules(only).items():
         command_parser = sub.add_parser(
             name,
@@ -86,7 +108,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         module.configure(command_parser)
         command_parser.set_defaults(
-            _run=module.run, _pass_through=getattr(module, "PASS_THROUGH", "")
+            _run=module.run,
+            _pass_through=getattr(module, "PASS_THROUGH", ""),
+            _parser=command_parser,
         )
     return parser
 
@@ -96,8 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(_named_command(arguments))
     args, unknown = parser.parse_known_args(arguments)
     through = getattr(args, "_pass_through", "")
-    if unknown and not through:
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if unknown and not through:  # said with the usage of the command that got them
+        args._parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     if through:  # a command that hands the arguments it does not know to another tool
         setattr(args, through, [*unknown, *getattr(args, through)])
     args._command_line = argv is None  # this process runs the command line, not a caller

@@ -16,7 +16,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from runnercheck.config import config_as_dict, find_pyproject, load_config
+    from runnercheck.files import check_arguments
 
+    check_arguments([args.path])  # a missing path is a usage error, as in every command
     config = load_config(args.path, args.config)
     source = args.config or find_pyproject(args.path)
     print(
