@@ -166,6 +166,27 @@ def summary_lines(result: MigrateResult, mode: str) -> list[str]:
     return [title, *table, closing]
 
 
+def github_lines(result: MigrateResult, mode: str, written: list[Path]) -> list[str]:
+    """``--format github``: a workflow annotation per refusal (an error at its line) and
+    per file that would change (``--check``, ``--diff``: an error; written: a notice),
+    then the summary's closing line."""
+    from runnercheck.github import annotation
+
+    lines = [
+        annotation("error", r.message, display(r.path), r.line, 0, f"{r.code} [{r.kind}]")
+        for r in result.refusals
+    ]
+    for line in file_lines(result, mode, written):
+        verb, _, shown = line.partition(" ")
+        if mode != "write":
+            verb, _, shown = shown.partition(" ")
+            verb = f"would {verb}"
+        level = "notice" if mode == "write" else "error"
+        message = f"{verb}: run `runnercheck migrate` on it" if mode != "write" else verb
+        lines.append(annotation(level, message, shown, title="runnercheck migrate"))
+    return [*lines, _summary(result, mode)[2]]
+
+
 def as_json(
     result: MigrateResult, mode: str, written: list[Path], recovered: list[str] | None = None
 ) -> dict[str, Any]:

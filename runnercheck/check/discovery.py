@@ -25,6 +25,8 @@ class SourceFile:
     path: Path
     #: The path as findings show it (relative when the argument was relative).
     display: str
+    #: The contents to read instead of the file's (a buffer given on stdin).
+    data: bytes | None = None
 
 
 def discover_walk(

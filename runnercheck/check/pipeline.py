@@ -126,7 +126,7 @@ def analyse_file(
     """Read one file and extract its facts (or take them from ``cache``), or say why it
     was skipped or failed."""
     try:
-        data = read_source(source.path, limit)
+        data = source.data if source.data is not None else read_source(source.path, limit)
     except ReadError as exc:
         return FileOutcome(source.display, error=str(exc), error_code="RC001")
     try:
@@ -301,16 +301,22 @@ def check_paths(
     root: Path | None = None,
     context: Iterable[str] = (),
     cache_root: Path | None = None,
+    buffer: SourceFile | None = None,
 ) -> CheckResult:
     """``runnercheck check PATH...`` as a function (no output); reads under the shared
     tree lock (a ``migrate`` writing the tree is waited for). ``context``: directories
     of packages the checked files import (besides ``context`` in the config, relative to
-    ``root``), read before the installed packages.
+    ``root``), read before the installed packages. ``buffer``: a file checked with the
+    contents it carries instead of those on disk (``--stdin-filename``); its neighbours
+    are read from disk.
 
     With ``cache_root``, facts are read from and written to the facts cache under it
     (:mod:`runnercheck.check.cache`)."""
-    with reading(paths):
-        return _check_paths(paths, config, jobs, select, ignore, exclude, root, context, cache_root)
+    held = [*paths, buffer.path.parent] if buffer is not None else paths
+    with reading(held):
+        return _check_paths(
+            paths, config, jobs, select, ignore, exclude, root, context, cache_root, buffer
+        )
 
 
 def _check_paths(
@@ -323,6 +329,7 @@ def _check_paths(
     root: Path | None,
     context: Iterable[str],
     cache_root: Path | None,
+    buffer: SourceFile | None = None,
 ) -> CheckResult:
     config = config or Config()
     contract = config.contract()
@@ -334,6 +341,8 @@ def _check_paths(
     select_codes = parse_codes(select, "--select") or parse_codes(config.select, "select")
     ignore_codes = parse_codes(ignore, "--ignore") | parse_codes(config.ignore, "ignore")
     sources, walked = discover_walk(paths, (*config.exclude, *exclude), root)
+    if buffer is not None:  # in place of the file on disk, or as a file not saved yet
+        sources = [s for s in sources if s.path != buffer.path] + [buffer]
     limit = config.max_file_size
     outcomes = _analyse_all(sources, contract, jobs, limit=limit, cache=cache)
     # later rounds: skipped files defining a subclass of a class found so far

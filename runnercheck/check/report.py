@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
 from runnercheck import __version__, catalog
@@ -167,6 +167,23 @@ def as_sarif(result: CheckResult, base: Path | None = None) -> dict[str, Any]:
     }
 
 
+def print_github(result: CheckResult, show_notes: bool = False) -> None:
+    """One workflow annotation per finding (``error``) and, with ``show_notes``, per
+    note (``notice``), then the summary line as plain text."""
+    from runnercheck.github import annotation
+
+    shown = sorted([*result.findings, *result.notes]) if show_notes else result.findings
+    for finding in shown:
+        level: Literal["error", "notice"] = "notice" if finding.is_note else "error"
+        title = f"{finding.code} {_name(finding.code)}".rstrip()
+        print(annotation(level, finding.message, finding.path, finding.line, finding.col, title))
+    print(summary_line(result, show_notes))
+
+
+def _name(code: str) -> str:
+    return next((rule.name for rule in RULES if rule.code == code), "")
+
+
 def render(
     result: CheckResult,
     fmt: str,
@@ -178,6 +195,8 @@ def render(
         echo(note, stderr=True, newlines=False)
     if fmt == "json":
         print(json.dumps(as_json(result), indent=2))
+    elif fmt == "github":
+        print_github(result, show_notes)
     elif fmt == "sarif":
         print(json.dumps(as_sarif(result, base), indent=2))
     else:

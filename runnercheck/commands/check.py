@@ -11,8 +11,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runnercheck import collector
+
+if TYPE_CHECKING:
+    from runnercheck.check.discovery import SourceFile
 
 HELP = "check sources for broadcast-contract bugs (fast, syntactic)"
 EPILOG = (
@@ -22,9 +26,23 @@ EPILOG = (
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files or directories")
     parser.add_argument(
-        "--format", choices=("text", "json", "sarif"), default="text", help="output format"
+        "paths",
+        nargs="+",
+        metavar="PATH",
+        help="files or directories; `-` reads one file's source on stdin (--stdin-filename)",
+    )
+    parser.add_argument(
+        "--stdin-filename",
+        metavar="PATH",
+        help="the file the source on stdin stands for (an editor's unsaved buffer): findings "
+        "name it, and the files beside it are read from disk",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "sarif", "github"),
+        default="text",
+        help="output format (github: workflow annotations for GitHub Actions)",
     )
     parser.add_argument(
         "--select",
@@ -73,6 +91,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _stdin_buffer(args: argparse.Namespace) -> SourceFile | None:
+    """The source given on stdin (``-`` with ``--stdin-filename PATH``), as the file it
+    stands for; None without ``-``."""
+    from runnercheck.errors import UsageError
+    from runnercheck.files import DEFAULT_MAX_FILE_SIZE
+
+    if "-" not in args.paths:
+        if args.stdin_filename is not None:
+            raise UsageError("--stdin-filename: give `-` as the path to read the source on stdin")
+        return None
+    if args.paths != ["-"]:
+        raise UsageError("-: the source on stdin is checked alone; give no other path")
+    if args.stdin_filename is None:
+        raise UsageError("-: name the file the source on stdin stands for (--stdin-filename PATH)")
+    path = Path(args.stdin_filename)
+    if not path.parent.is_dir():
+        raise UsageError(f"--stdin-filename {path}: its directory does not exist")
+    data = sys.stdin.buffer.read(DEFAULT_MAX_FILE_SIZE + 1)
+    if len(data) > DEFAULT_MAX_FILE_SIZE:
+        raise UsageError(f"-: more than {DEFAULT_MAX_FILE_SIZE} bytes on stdin")
+    from runnercheck.check.discovery import SourceFile
+
+    return SourceFile(path, str(path), data)
+
+
 def run(args: argparse.Namespace) -> int:
     with collector.at_rest():
         return _run(args)
@@ -88,11 +131,14 @@ def _run(args: argparse.Namespace) -> int:
     from runnercheck.jobs import requested
 
     jobs = requested(args.jobs)
+    buffer = _stdin_buffer(args)
+    if buffer is not None:
+        args.paths = [str(buffer.path)] if buffer.path.exists() else []
     check_arguments(args.paths)
     for path in args.context:
         if not Path(path).is_dir():
             raise UsageError(f"--context {path}: not a directory")
-    first = Path(args.paths[0])
+    first = Path(args.paths[0]) if args.paths else buffer.path.parent if buffer else Path()
     config = load_config(first, args.config)
     source = args.config if args.config is not None else find_pyproject(first)
     root = source.resolve().parent if source is not None else Path.cwd()
@@ -106,6 +152,7 @@ def _run(args: argparse.Namespace) -> int:
         root=root,
         context=args.context,
         cache_root=None if args.no_cache else root,
+        buffer=buffer,
     )
     # rich only for colour on a terminal: plain text, JSON and SARIF never import it
     console = make_console() if args.format == "text" and is_color_terminal(sys.stdout) else None

@@ -115,7 +115,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only roll back what an interrupted run left half-written, then stop",
     )
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="output format")
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
+        help="output format (github: workflow annotations for GitHub Actions)",
+    )
     parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")
     parser.add_argument(
         "--no-cache",
@@ -167,6 +172,11 @@ def run(args: argparse.Namespace) -> int:
     written, recovered = result.written, result.recovered
     if args.format == "json":
         print(json.dumps(report.as_json(result, mode, written, recovered), indent=2))
+    elif args.format == "github":
+        for line in recovered:
+            _say(None, line, stderr=True)
+        for line in report.github_lines(result, mode, written):
+            print(line)
     else:
         if mode == "diff":
             sys.stdout.write(report.unified_diff(result))
