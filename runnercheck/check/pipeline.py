@@ -62,6 +62,8 @@ class CheckResult:
     files_skipped: int = 0
     #: Findings hidden by ``# runnercheck: ignore`` comments.
     suppressed: int = 0
+    #: Findings a baseline accepts (``--baseline``).
+    baselined: int = 0
     #: Files that could not be analysed (syntax errors, unreadable, internal errors).
     files_failed: int = 0
     #: Files outside the given paths read for context (modules the checked files import).
@@ -84,6 +86,7 @@ class CheckResult:
             "files_skipped": self.files_skipped,
             "files_failed": self.files_failed,
             "suppressed": self.suppressed,
+            "baselined": self.baselined,
             "partner_files": self.partner_files,
         }
 

@@ -34,6 +34,8 @@ def summary_line(result: CheckResult, show_notes: bool = False) -> str:
     )
     if result.suppressed:
         counts += f", {result.suppressed} suppressed"
+    if result.baselined:
+        counts += f", {result.baselined} in the baseline"
     if result.partner_files:
         noun = "file" if result.partner_files == 1 else "files"
         counts += f", {result.partner_files} imported {noun} read for context"

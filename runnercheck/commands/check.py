@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING
 from runnercheck import collector
 
 if TYPE_CHECKING:
+    from collections import Counter
+
     from runnercheck.check.discovery import SourceFile
+    from runnercheck.check.pipeline import CheckResult
 
 HELP = "check sources for broadcast-contract bugs (fast, syntactic)"
 EPILOG = (
@@ -31,6 +34,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="PATH",
         help="files or directories; `-` reads one file's source on stdin (--stdin-filename)",
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        metavar="FILE",
+        help="fail only on findings this file does not hold (line numbers aside)",
+    )
+    parser.add_argument(
+        "--write-baseline",
+        action="store_true",
+        help="record the current findings in --baseline FILE and exit 0",
     )
     parser.add_argument(
         "--stdin-filename",
@@ -91,6 +105,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _apply_baseline(result: CheckResult, path: Path, accepted: Counter[str] | None) -> None:
+    """Record the findings in ``path`` (``accepted`` None), or keep only those it does
+    not hold."""
+    from runnercheck import baseline
+
+    keys = [baseline.key(f.path, f.code, f.message) for f in result.findings]
+    if accepted is None:
+        baseline.write(path, keys, "runnercheck check")
+        print(f"{path}: recorded {len(keys)} finding{'' if len(keys) == 1 else 's'}")
+        return
+    fresh = baseline.new(keys, accepted)
+    result.baselined = len(keys) - len(fresh)
+    result.findings = [result.findings[i] for i in fresh]
+
+
 def _stdin_buffer(args: argparse.Namespace) -> SourceFile | None:
     """The source given on stdin (``-`` with ``--stdin-filename PATH``), as the file it
     stands for; None without ``-``."""
@@ -131,6 +160,13 @@ def _run(args: argparse.Namespace) -> int:
     from runnercheck.jobs import requested
 
     jobs = requested(args.jobs)
+    if args.write_baseline and args.baseline is None:
+        raise UsageError("--write-baseline needs --baseline FILE")
+    accepted = None
+    if args.baseline is not None and not args.write_baseline:
+        from runnercheck import baseline
+
+        accepted = baseline.read(args.baseline, "runnercheck check")
     buffer = _stdin_buffer(args)
     if buffer is not None:
         args.paths = [str(buffer.path)] if buffer.path.exists() else []
@@ -154,6 +190,10 @@ def _run(args: argparse.Namespace) -> int:
         cache_root=None if args.no_cache else root,
         buffer=buffer,
     )
+    if args.baseline is not None:
+        _apply_baseline(result, args.baseline, accepted)
+        if args.write_baseline:
+            return 0
     # rich only for colour on a terminal: plain text, JSON and SARIF never import it
     console = make_console() if args.format == "text" and is_color_terminal(sys.stdout) else None
     render(result, args.format, console, args.show_notes, base=Path.cwd())
