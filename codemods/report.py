@@ -134,8 +134,9 @@ def _summary(result: MigrateResult, mode: str) -> tuple[str, list[list[str]], st
             [name, str(counts["changed"]), str(counts["unchanged"]), str(counts["refused"])]
         )
     created = sum(1 for c in result.changes.values() if c.old is None)
+    seen = "file" if result.files_seen == 1 else "files"
     closing = (
-        f"{result.files_seen} files seen, {result.files_parsed} parsed, "
+        f"{result.files_seen} {seen} seen, {result.files_parsed} parsed, "
         f"{len(result.changes)} {changed_label} ({created} new), "
         f"{len(result.refusals)} refused or skipped"
     )

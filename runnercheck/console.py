@@ -56,6 +56,11 @@ def make_console(stderr: bool = False) -> Console:
         def render_str(self, text: str, **options: Any) -> Text:
             return super().render_str(printable(text), **options)
 
+        def print(self, *objects: Any, **options: Any) -> None:
+            if any(not isinstance(o, str) for o in objects):  # a table fits the width
+                options.setdefault("soft_wrap", False)
+            super().print(*objects, **options)
+
     stream = sys.stderr if stderr else sys.stdout
     is_tty = is_color_terminal(stream)
     return PrintableConsole(
@@ -63,6 +68,5 @@ def make_console(stderr: bool = False) -> Console:
         force_terminal=is_tty,
         no_color=not is_tty,
         highlight=False,
-        soft_wrap=not is_tty,
-        width=None if is_tty else 200,
+        soft_wrap=not is_tty,  # plain lines piped stay whole; tables fit COLUMNS (or 80)
     )
