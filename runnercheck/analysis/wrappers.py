@@ -53,6 +53,7 @@ MAX_DEPTH = 10
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_KEYED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\[('[^'\\]*'|\"[^\"\\]*\")\]")
 
 
 @dataclass(frozen=True)
@@ -160,10 +161,11 @@ def evaluate(text: str, values: Mapping[str, int]) -> int:
 def _eval(node: ast.expr, values: Mapping[str, int], text: str) -> int:
     if isinstance(node, ast.Constant) and isinstance(node.value, int):
         return int(node.value)
-    if isinstance(node, ast.Name | ast.Attribute):
-        # a dotted name (``self._num_spec_prefill_steps``) is a value like a plain one
+    if isinstance(node, ast.Name | ast.Attribute | ast.Subscript):
+        # a dotted name (``self._num_spec_prefill_steps``) or a key of one
+        # (``data['num_lookahead_slots']``) is a value like a plain one
         name = unparse(node)
-        if not _DOTTED.fullmatch(name):
+        if not _DOTTED.fullmatch(name) and not _KEYED.fullmatch(name):
             raise ValueError(f"not a count: {text!r}")
         try:
             return values[name]
