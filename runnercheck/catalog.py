@@ -1078,6 +1078,7 @@ CHECK_RULE_NAMES: dict[str, str] = {
     "RC109": "merged-dict-leak",
     "RC110": "wrapper-control-broadcast",
     "RC111": "unsent-broadcast-key",
+    "RC112": "role-schedules-differ",
 }
 
 

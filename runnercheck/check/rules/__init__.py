@@ -18,6 +18,7 @@ from runnercheck.check.rules import (
     paired_broadcast,
     parent_dict_drift,
     recursive_from_dict,
+    role_schedules,
     unaccepted_broadcast_key,
     unbroadcast_field,
     unpicklable_broadcast_value,
@@ -40,6 +41,7 @@ CHECKS: tuple[CheckRule, ...] = (
     wrapper_control_broadcast.CHECK,
     half_applied.CHECK,
     unsent_broadcast_key.CHECK,
+    role_schedules.CHECK,
 )
 
 #: Every code ``runnercheck check`` reports: its own errors (RC001, RC002) and its rules.
