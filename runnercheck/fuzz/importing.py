@@ -21,6 +21,7 @@ stub class (usable as a base class, a decorator, a generic alias or a value).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import importlib.abc
@@ -180,9 +181,9 @@ class _StubMeta(type):
         return cls
 
     def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if len(args) == 1 and not kwargs and callable(args[0]):
+        if len(args) == 1 and not kwargs and callable(args[0]) and _is_stub(cls):
             return args[0]
-        return super().__call__()
+        return super().__call__(*args, **kwargs)
 
     def __or__(cls, other: Any) -> Any:
         return cls
@@ -191,14 +192,43 @@ class _StubMeta(type):
         return cls
 
 
+def _accept_anything(self: Any, *args: Any, **kwargs: Any) -> None:
+    """A stub's constructor: takes whatever the real class would (a subclass passes
+    its own arguments up with ``super().__init__(...)``)."""
+
+
+def _subclass_with_keywords(cls: type, **kwargs: Any) -> None:
+    """A subclass of a stub may pass class keywords (``msgspec.Struct, frozen=True``)."""
+
+
 def stub_class(name: str, qualname: str, module: str) -> type:
-    return _StubMeta(name, (), {"__qualname__": qualname, "__module__": module})
+    namespace = {
+        "__qualname__": qualname,
+        "__module__": module,
+        "__init__": _accept_anything,
+        "__init_subclass__": classmethod(_subclass_with_keywords),
+        "_runnercheck_stub": True,
+    }
+    return _StubMeta(name, (), namespace)
+
+
+def _is_stub(cls: type) -> bool:
+    """A stub class itself, not a class of the user's code derived from one."""
+    return cls.__dict__.get("_runnercheck_stub", False) is True
+
+
+#: The version a stubbed package reports (``triton.__version__``): a release number,
+#: so that version comparisons parse.
+STUB_VERSION = "0.0.0"
 
 
 class StubModule(ModuleType):
-    """A module of a package that is not installed: every attribute is a stub class."""
+    """A module of a package that is not installed: every attribute is a stub class,
+    and ``__version__`` is :data:`STUB_VERSION`."""
 
     def __getattr__(self, name: str) -> Any:
+        if name == "__version__":
+            return STUB_VERSION
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
         value = stub_class(name, name, self.__name__)
@@ -248,17 +278,68 @@ class StubFinder(importlib.abc.MetaPathFinder):
 
     def _imported_by_a_target(self) -> bool:
         """Whether the module running the import statement is one of the targets' own
-        (not an installed library probing for an optional package)."""
+        (not an installed library probing for an optional package), and the import is
+        not itself a probe: an import under ``except ImportError`` (a platform's
+        ``import libtpu``) or ``importlib.util.find_spec`` must still find nothing."""
         frame: FrameType | None = sys._getframe(2)
+        importing = False
         while frame is not None:
             name = frame.f_globals.get("__name__", "")
+            if frame.f_code.co_name == "_find_and_load":
+                importing = True
             if not name.startswith("importlib") and "importlib._bootstrap" not in (
                 frame.f_code.co_filename
             ):
+                if not importing or _probe(frame):
+                    return False
                 top = name.partition(".")[0]
                 return not self.importers or top in self.importers or top in self.stubbed
             frame = frame.f_back
         return False
+
+
+#: Exceptions whose handler makes the import in its ``try`` a probe.
+_PROBE_HANDLERS = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
+#: Per file: the line ranges of ``try`` bodies that a probe handler guards.
+_guarded_lines: dict[str, list[tuple[int, int]]] = {}
+
+
+def _probe(frame: FrameType) -> bool:
+    """Whether the statement ``frame`` runs lies in a ``try`` that catches ImportError
+    (or what holds it): its code expects the import to fail where the package is
+    missing."""
+    filename = frame.f_code.co_filename
+    if filename not in _guarded_lines:
+        _guarded_lines[filename] = _probe_ranges(filename)
+    line = frame.f_lineno
+    return any(first <= line <= last for first, last in _guarded_lines[filename])
+
+
+def _probe_ranges(filename: str) -> list[tuple[int, int]]:
+    import linecache
+
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return []
+    ranges = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Try)
+            and node.body
+            and any(_catches_import_error(h.type) for h in node.handlers)
+        ):
+            ranges.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno))
+    return ranges
+
+
+def _catches_import_error(kind: ast.expr | None) -> bool:
+    if kind is None:
+        return True
+    if isinstance(kind, ast.Tuple):
+        return any(_catches_import_error(e) for e in kind.elts)
+    name = kind.attr if isinstance(kind, ast.Attribute) else getattr(kind, "id", "")
+    return name in _PROBE_HANDLERS
 
 
 def install_stubs(names: Sequence[str]) -> StubFinder:

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 from runnercheck.cli import main
-from runnercheck.fuzz.importing import StubModule, guard, import_module, stubbed
+from runnercheck.fuzz.importing import (
+    StubModule,
+    allow_importer,
+    guard,
+    import_module,
+    stubbed,
+)
 
 HEAVY = textwrap.dedent(
     """
@@ -109,3 +115,54 @@ def test_stubbing_needs_package_names(capsys: pytest.CaptureFixture[str]) -> Non
     assert capsys.readouterr().err == (
         "runnercheck: error: --stub-imports 'a.b': 'a.b' is not a top-level package name (or '*')\n"
     )
+
+
+ENGINE_LIKE = textwrap.dedent(
+    """
+    import importlib.util
+
+    import rc_absent_struct
+    import rc_absent_cache
+    import rc_absent_triton
+
+    try:
+        import rc_absent_accelerator  # a platform probe: must fail
+        ACCELERATOR = True
+    except ImportError:
+        ACCELERATOR = False
+    FOUND = importlib.util.find_spec("rc_absent_other_accelerator") is not None
+
+
+    class SamplingParams(rc_absent_struct.Struct, omit_defaults=True, array_like=True):
+        pass
+
+
+    class LRUCache(rc_absent_cache.LRUCache[int, int]):
+        def __init__(self, capacity):
+            super().__init__(capacity)
+            self.capacity = capacity
+
+
+    VERSION = rc_absent_triton.__version__
+    CACHE = LRUCache(8)
+    """
+)
+
+
+def test_stubs_behave_like_the_packages_engines_import(tmp_path: Path) -> None:
+    """Class keywords and constructor arguments are accepted, a stub has a version, and
+    a platform probe (an import under ``except ImportError``, ``find_spec``) still finds
+    nothing."""
+    (tmp_path / "engine_like.py").write_text(ENGINE_LIKE)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with guard(stubs=["*"]):
+            allow_importer("engine_like")  # as fuzz does for the module it is given
+            module = import_module("engine_like")
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert module.CACHE.capacity == 8
+    assert isinstance(module.VERSION, str) and module.VERSION[0].isdigit()
+    assert issubclass(module.SamplingParams, module.rc_absent_struct.Struct)
+    assert (module.ACCELERATOR, module.FOUND) == (False, False)
+    assert "rc_absent_accelerator" not in stubbed()
