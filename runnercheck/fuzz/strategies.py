@@ -147,6 +147,39 @@ class Unresolved:
     name = "?"
 
 
+#: Callables a ``Callable[...]`` field holds: builtins, so that they pickle and compare.
+_CALLABLES = (len, repr, print)
+
+
+def recursive_alias(name: str) -> Any:
+    """The alias a forward reference inside an imported alias names, as in
+    ``NestedTensors = Union[List["NestedTensors"], torch.Tensor]``: the one module-level
+    value of that name, among the modules loaded, that is a generic alias naming itself;
+    None when there is no such value, or more than one."""
+    found: list[Any] = []
+    for module in list(sys.modules.values()):
+        value = getattr(module, "__dict__", {}).get(name)
+        if value is None or typing.get_origin(value) is None:
+            continue
+        if _names_itself(value, name) and not any(value is f for f in found):
+            found.append(value)
+    return found[0] if len(found) == 1 else None
+
+
+def _names_itself(alias: Any, name: str) -> bool:
+    stack = list(typing.get_args(alias))
+    seen = 0
+    while stack and seen < 1000:
+        seen += 1
+        arg = stack.pop()
+        if isinstance(arg, typing.ForwardRef) and arg.__forward_arg__ == name:
+            return True
+        if arg == name:
+            return True
+        stack.extend(typing.get_args(arg))
+    return False
+
+
 def _placeholder(name: str) -> type:
     return type(name, (Unresolved,), {"name": name})
 
@@ -423,7 +456,7 @@ class StrategyBuilder:
         if isinstance(tp, typing.ForwardRef):
             tp = tp.__forward_arg__
         if isinstance(tp, str):
-            raise self._fail(_placeholder(tp), where, "the name is not defined at run time")
+            tp = _placeholder(tp)
         if tp is Any or tp is object:
             return st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=4))
         if tp is None or tp is type(None):
@@ -478,13 +511,20 @@ class StrategyBuilder:
             return st.lists(sub(args[0] if args else Any, False), max_size=size)
         if origin is type:
             raise self._fail(tp, where, "classes are not generated")
+        if origin is cabc.Callable:  # a callback the driver keeps (a value that pickles)
+            return st.sampled_from(_CALLABLES)
         if isinstance(origin, type) and dataclasses.is_dataclass(origin):
             return self._dataclass(origin, depth)
         raise self._fail(tp, where, "unsupported generic annotation")
 
     def _class(self, tp: type, where: str, depth: int, broadcast: bool) -> SearchStrategy[Any]:
         if issubclass(tp, Unresolved):
-            raise self._fail(tp, where, "the name is not defined at run time")
+            alias = recursive_alias(getattr(tp, "name", tp.__name__))
+            if alias is None:
+                raise self._fail(tp, where, "the name is not defined at run time")
+            if depth > MAX_DEPTH:  # the alias's other branches end the value here
+                return st.nothing()
+            return self.for_annotation(alias, where, depth + 1, broadcast)
         if issubclass(tp, torch.Tensor):
             dtypes = self.tensor_options.dtypes if broadcast else self.tensor_options.pickled_dtypes
             return self._fixed(tensor_codes(dtypes, self.tensor_options))

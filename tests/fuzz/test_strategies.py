@@ -211,3 +211,26 @@ class Checked:
 def test_constructor_failures_are_rejected() -> None:
     found = _find(StrategyBuilder().for_class(Checked), lambda c: c.n != 0)
     assert found.n > 0 and found.kind is Kind.A
+
+
+def test_a_recursive_alias_imported_from_another_module_is_generated() -> None:
+    """``Union[List["NestedValues"], ...]`` names itself where the class's module does
+    not import it: the forward reference is the one alias of that name that names
+    itself, and lists of it nest a few levels, then end."""
+    from tests.fuzz.fixtures.nested_alias_input import BatchedInput
+
+    strategy = StrategyBuilder().for_class(BatchedInput)
+
+    def nested(value: Any) -> bool:
+        return isinstance(value, list) and any(isinstance(v, list) and v for v in value)
+
+    found = _find(strategy, lambda e: bool(e.batched) and any(map(nested, e.batched.values())))
+    assert any(nested(v) for v in found.batched.values())
+
+
+def test_a_callable_field_is_generated() -> None:
+    from tests.fuzz.fixtures.nested_alias_input import WithCallback
+
+    strategy = StrategyBuilder().for_class(WithCallback)
+    assert callable(_find(strategy, lambda e: e.callback is not None).callback)
+    assert all(map(callable, _find(strategy, lambda e: len(e.handlers) > 0).handlers))
