@@ -1286,12 +1286,17 @@ class Schedules:
         self._reaching: set[tuple[object, ...]] = set()
         self._cycles = 0
         self._silent_runners: dict[tuple[int, int], bool] = {}
+        self._called: dict[tuple[int, str], set[str]] = {}
         self._tails: dict[tuple[object, ...], int] = {}
         self._steps: dict[tuple[int, int, str], int] = {}
         self._literals: dict[int, str] = {}
         self._delegating: dict[int, list[str]] = {}
         self._unknown: dict[tuple[int, str], bool] = {}
         self._calls: dict[int, tuple[tuple[Step, ...], list[CallStep]]] = {}
+        self._names: dict[str, bool] = {}
+        self._naming: set[str] = set()
+        self._name_cycles = 0
+        self._by_name: dict[str, list[tuple[Step, ...]]] | None = None
         self._file_names: dict[str, str] = {}
 
     def class_literal(self, klass: ClassFacts) -> str:
@@ -1366,6 +1371,8 @@ class Schedules:
     def reaches(self, ctx: _Ctx, ref: MethodRef) -> bool:
         """The method (run as ``ctx``) may run a collective, through the calls the
         schedule follows: the others need no walk."""
+        if not self.name_reaches(ref.func.name):
+            return False  # no method of that name, in any class, runs a collective
         key = (*ctx.key(), id(ref.owner), ref.func.qualname)
         found = self._reaches.get(key)
         if found is not None:
@@ -1383,6 +1390,39 @@ class Schedules:
             # a "no" that leaned on a method still being asked about is asked again
             self._reaches[key] = result
         return result
+
+    def name_reaches(self, name: str) -> bool:
+        """Some method called ``name``, in any class, may run a collective, asked of
+        names alone (a method calling ``self.X.other(...)`` may if a method ``other``
+        may): what no method of that name can do needs no walk."""
+        if self._by_name is None:
+            self._by_name = {}
+            for cls in self.hierarchy.all_classes():
+                for method in cls.methods.values():
+                    self._by_name.setdefault(method.name, []).append(method.steps)
+        found = self._names.get(name)
+        if found is not None:
+            return found
+        if name in self._naming:
+            self._name_cycles += 1  # a name being asked about: no answer yet
+            return False
+        self._naming.add(name)
+        cycles = self._name_cycles
+        found = False
+        try:
+            for steps in self._by_name.get(name, ()):
+                for call in self.calls(steps):
+                    callee = call.callee.rsplit(".", 1)[-1]
+                    if call.collective is not None or self.name_reaches(callee):
+                        found = True
+                        break
+                if found:
+                    break
+        finally:
+            self._naming.discard(name)
+        if found or self._name_cycles == cycles or not self._naming:
+            self._names[name] = found  # (a "no" that leaned on an open question is not kept)
+        return found
 
     def calls(self, steps: tuple[Step, ...]) -> list[CallStep]:
         """The calls among ``steps`` (any depth), found once per block."""
@@ -1706,19 +1746,26 @@ class Schedules:
                 if runner not in runners:
                     continue
                 ctx = _Ctx(runner, attr, False)
-                prefix = f"self.{attr}."
-                names = {
-                    call.callee[len(prefix) :]
-                    for klass in self.hierarchy.mro(cls)
-                    for method in klass.methods.values()
-                    for call in self.calls(method.steps)
-                    if call.callee.startswith(prefix) and "." not in call.callee[len(prefix) :]
-                }
-                for name in names:
+                for name in self._called_on(cls, attr):
                     ref = self.hierarchy.resolve_method(runner, name)
                     if ref is not None and self.reaches(ctx, ref):
                         found = False
             self._silent_runners[key] = found
+        return found
+
+    def _called_on(self, cls: ClassFacts, attr: str) -> set[str]:
+        """The methods ``cls`` calls on ``self.<attr>``."""
+        key = (id(cls), attr)
+        found = self._called.get(key)
+        if found is None:
+            prefix = f"self.{attr}."
+            found = self._called[key] = {
+                call.callee[len(prefix) :]
+                for klass in self.hierarchy.mro(cls)
+                for method in klass.methods.values()
+                for call in self.calls(method.steps)
+                if call.callee.startswith(prefix) and "." not in call.callee[len(prefix) :]
+            }
         return found
 
     def disagreements(self, schedule: Schedule) -> list[Disagreement]:
@@ -1989,7 +2036,7 @@ def _under(
 ) -> list[SchedulePath] | None:
     """With the classes chosen so, the other role's paths ``path`` could meet, when none
     of them agrees with it; None when one does, or when the choice contradicts it."""
-    base = _shared(path)
+    base = dict(_shared(path))
     for d in configuration:
         base[d.value] = base.get(d.value, frozenset()) | {d}
     if not all(_satisfiable(found) for found in base.values() if len(found) > 1):
