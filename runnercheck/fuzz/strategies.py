@@ -147,6 +147,21 @@ class Unresolved:
     name = "?"
 
 
+def _unwrap_required(annotation: Any) -> Any:
+    """``X`` for ``NotRequired[X]`` or ``Required[X]`` (the keys say which is which)."""
+    while getattr(typing.get_origin(annotation), "_name", "") in ("NotRequired", "Required"):
+        annotation = typing.get_args(annotation)[0]
+    return annotation
+
+
+def _is_typed_dict(tp: type) -> bool:
+    """``typing``'s TypedDict, or ``typing_extensions``' (vLLM's ``LLMInputs``)."""
+    if typing.is_typeddict(tp):
+        return True
+    extensions = sys.modules.get("typing_extensions")
+    return bool(extensions is not None and extensions.is_typeddict(tp))
+
+
 #: Callables a ``Callable[...]`` field holds: builtins, so that they pickle and compare.
 _CALLABLES = (len, repr, print)
 
@@ -517,6 +532,19 @@ class StrategyBuilder:
             return self._dataclass(origin, depth)
         raise self._fail(tp, where, "unsupported generic annotation")
 
+    def _typed_dict(self, tp: type, where: str, depth: int, broadcast: bool) -> SearchStrategy[Any]:
+        """A ``TypedDict``: its required keys always, the others sometimes."""
+        hints = {k: _unwrap_required(_evaluate(a, tp)) for k, a in tp.__annotations__.items()}
+        required = getattr(tp, "__required_keys__", frozenset(hints))
+        strategies = {
+            key: self.for_annotation(hint, f"{where} ({tp.__name__}.{key})", depth + 1, broadcast)
+            for key, hint in hints.items()
+        }
+        return st.fixed_dictionaries(
+            {k: v for k, v in strategies.items() if k in required},
+            optional={k: v for k, v in strategies.items() if k not in required},
+        )
+
     def _class(self, tp: type, where: str, depth: int, broadcast: bool) -> SearchStrategy[Any]:
         if issubclass(tp, Unresolved):
             alias = recursive_alias(getattr(tp, "name", tp.__name__))
@@ -548,6 +576,8 @@ class StrategyBuilder:
             return self._sampled(tuple(tp))
         if dataclasses.is_dataclass(tp):
             return self._dataclass(tp, depth)
+        if _is_typed_dict(tp):
+            return self._typed_dict(tp, where, depth, broadcast)
         if _is_named_tuple(tp):
             hints = typing.get_type_hints(tp)
             parts = {

@@ -234,3 +234,13 @@ def test_a_callable_field_is_generated() -> None:
     strategy = StrategyBuilder().for_class(WithCallback)
     assert callable(_find(strategy, lambda e: e.callback is not None).callback)
     assert all(map(callable, _find(strategy, lambda e: len(e.handlers) > 0).handlers))
+
+
+def test_a_typed_dict_has_its_required_keys_and_sometimes_the_others() -> None:
+    from tests.fuzz.fixtures.nested_alias_input import WithInputs
+
+    strategy = StrategyBuilder().for_class(WithInputs)
+    found = _find(strategy, lambda e: e.inputs is not None and "prompt" in e.inputs)
+    assert isinstance(found.inputs["prompt_token_ids"], list)
+    lean = _find(strategy, lambda e: e.inputs is not None and "prompt" not in e.inputs)
+    assert set(lean.inputs) == {"prompt_token_ids"}
