@@ -138,6 +138,18 @@ def _naming_the_file(source: Path | None) -> Iterator[None]:
         raise ConfigError(f"{source}: [tool.runnercheck] key {text}") from None
 
 
+def _replay_options(args: argparse.Namespace) -> tuple[str, ...]:
+    """The options a run needs again to replay an example: the stubs, the backend."""
+    options: list[str] = []
+    if args.stub_imports:
+        options += ["--stub-imports", ",".join(_stubs(args.stub_imports))]
+    if args.attn_backend is not None:
+        options += ["--attn-backend", args.attn_backend]
+    if args.config is not None:
+        options += ["--config", str(args.config)]
+    return tuple(options)
+
+
 def _stubs(values: list[str]) -> tuple[str, ...]:
     """The packages ``--stub-imports`` names (``*``: every missing one)."""
     names: list[str] = []
@@ -292,6 +304,7 @@ def _run(args: argparse.Namespace, group: Any) -> int:
     try:
         with _naming_the_file(source):
             report = fuzz(targets, options, config, group)
+        report.replay_options = _replay_options(args)
     except GroupLost as lost:  # the ranks could not even start
         echo(f"runnercheck: RC306 the ranks could not start: {lost.message}", stderr=True)
         return EXIT_FINDINGS

@@ -172,8 +172,15 @@ class Instances:
     """Instances of ``cls`` from keyword arguments, each made by its field: the fixed
     fields from one draw of bytes, first, then each other field with its own draws."""
 
-    def __init__(self, cls: type, fields: Mapping[str, tuple[Branch, ...]]) -> None:
+    def __init__(
+        self,
+        cls: type,
+        fields: Mapping[str, tuple[Branch, ...]],
+        construct: Callable[..., Any] | None = None,
+    ) -> None:
         self.cls = cls
+        #: How an instance is made from the keyword arguments (default: ``cls(**kw)``).
+        self.construct = construct if construct is not None else cls
         made: list[Field] = []
         width = 0
         for name, branches in fields.items():
@@ -201,7 +208,7 @@ class Instances:
         code = draw(self.code) if self.code is not None else b""
         kwargs = {f.name: f.make(code, draw) for f in self.fields}
         try:
-            return self.cls(**kwargs)
+            return self.construct(**kwargs)
         except Exception as exc:  # __post_init__ validation: try other values
             last_construction_error[:] = [exc]
             reject()

@@ -80,6 +80,8 @@ class RunReport:
     deadline: float
     results: list[ClassResult] = field(default_factory=list)
     not_generated: tuple[str, ...] = ()
+    #: Options of the command that a replay needs too (``--stub-imports``, ...).
+    replay_options: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -91,7 +93,7 @@ class RunReport:
             args += ["--world-size", str(self.world_size)]
         if self.device != "cpu":
             args += ["--device", self.device]
-        args += ["--examples", str(self.examples)]
+        args += ["--examples", str(self.examples), *self.replay_options]
         return shlex.join(args)
 
     def text(self) -> str:

@@ -27,6 +27,7 @@ import builtins
 import collections.abc as cabc
 import dataclasses
 import enum
+import functools
 import importlib
 import inspect
 import sys
@@ -152,6 +153,24 @@ def _unwrap_required(annotation: Any) -> Any:
     while getattr(typing.get_origin(annotation), "_name", "") in ("NotRequired", "Required"):
         annotation = typing.get_args(annotation)[0]
     return annotation
+
+
+def on_a_stub(tp: type) -> bool:
+    """Whether ``tp`` derives from a stubbed package's class (see
+    :mod:`runnercheck.fuzz.importing`)."""
+    return any(vars(base).get("_runnercheck_stub") is True for base in tp.__mro__[1:])
+
+
+def _filled(cls: type, **values: Any) -> Any:
+    """An instance of ``cls`` holding ``values``, as a record base's constructor makes
+    one (then its ``__post_init__``, if it has one)."""
+    made: Any = object.__new__(cls)
+    for name, value in values.items():
+        object.__setattr__(made, name, value)
+    post_init = getattr(made, "__post_init__", None)
+    if callable(post_init):
+        post_init()
+    return made
 
 
 def _is_typed_dict(tp: type) -> bool:
@@ -421,10 +440,15 @@ class StrategyBuilder:
         return self._fixed(one_of_values(values), strategy)
 
     def _instances(
-        self, cls: type, parts: Mapping[str, SearchStrategy[Any]]
+        self,
+        cls: type,
+        parts: Mapping[str, SearchStrategy[Any]],
+        construct: Callable[..., Any] | None = None,
     ) -> SearchStrategy[Any]:
-        """Instances of ``cls`` whose arguments ``parts`` draw."""
-        return self._made(Instances(cls, {n: (self._branch(s),) for n, s in parts.items()}))
+        """Instances of ``cls`` whose arguments ``parts`` draw (made by ``construct``,
+        ``cls`` by default)."""
+        fields = {n: (self._branch(s),) for n, s in parts.items()}
+        return self._made(Instances(cls, fields, construct))
 
     def _branches(self, strategy: SearchStrategy[Any]) -> tuple[Branch, ...]:
         """A union's branches (so that a field picks among them and its default at
@@ -587,7 +611,23 @@ class StrategyBuilder:
             return self._instances(tp, parts)
         if tp in (list, tuple, dict, set, frozenset):
             return self._generic(tp, tp, (), where, depth, broadcast)
+        if on_a_stub(tp):
+            return self._record(tp, where, depth)
         return self._by_init(tp, where, depth)
+
+    def _record(self, tp: type, where: str, depth: int) -> SearchStrategy[Any]:
+        """A class built on a stubbed package's class (a ``msgspec.Struct`` whose package
+        is stubbed): its annotated fields, set on an instance as the real base would."""
+        declared: dict[str, Any] = {}
+        for klass in reversed(tp.__mro__):
+            for name, annotation in vars(klass).get("__annotations__", {}).items():
+                declared[name] = _evaluate(annotation, klass)
+        parts = {
+            name: self.for_annotation(hint, f"{where} ({tp.__qualname__}.{name})", depth + 1, False)
+            for name, hint in declared.items()
+            if not name.startswith("_") and typing.get_origin(hint) is not typing.ClassVar
+        }
+        return self._instances(tp, parts, functools.partial(_filled, tp))
 
     def _by_init(self, tp: type, where: str, depth: int) -> SearchStrategy[Any]:
         try:

@@ -3,6 +3,7 @@ is fuzzed with those packages stubbed, and the stubbing is said on stderr."""
 
 from __future__ import annotations
 
+import json
 import sys
 import textwrap
 from pathlib import Path
@@ -166,3 +167,40 @@ def test_stubs_behave_like_the_packages_engines_import(tmp_path: Path) -> None:
     assert issubclass(module.SamplingParams, module.rc_absent_struct.Struct)
     assert (module.ACCELERATOR, module.FOUND) == (False, False)
     assert "rc_absent_accelerator" not in stubbed()
+
+
+LOSES_A_FIELD = textwrap.dedent(
+    """
+    from dataclasses import dataclass
+    from typing import Any, Dict
+
+    import rc_absent_for_replay
+
+
+    @dataclass(frozen=True)
+    class LosesInput:
+        kept: int = 0
+        lost: int = 0
+
+        def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
+            return {"kept": self.kept}
+
+        @classmethod
+        def from_broadcasted_tensor_dict(cls, tensor_dict: Dict[str, Any]) -> "LosesInput":
+            return cls(**tensor_dict)
+    """
+)
+
+
+def test_the_replay_line_carries_the_stubs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "loses_under_stubs.py").write_text(LOSES_A_FIELD)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["fuzz", "loses_under_stubs:LosesInput", "--stub-imports", "rc_absent_for_replay"]
+    argv += ["--examples", "5", "--seed", "3", "--world-size", "1", "--format", "json"]
+    assert main(argv) == 1
+    [result] = json.loads(capsys.readouterr().out)["results"]
+    assert result["replay"].endswith(
+        "--seed 3 --world-size 1 --examples 5 --stub-imports rc_absent_for_replay"
+    )

@@ -204,7 +204,8 @@ def test_cli_extras_from_configuration(tmp_path: Path) -> None:
         ("RC302", "previous_hidden_states", [0])
     ]
     assert f"fuzz {FIXED}+{CPU}+{HIDDEN}=tensor --seed" in result["replay"]
-    assert result["replay"].endswith("--world-size 1 --examples 5")
+    # the configuration that named the extra is part of the replay
+    assert result["replay"].endswith(f"--world-size 1 --examples 5 --config {pyproject}")
 
 
 def test_cli_usage_error_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:

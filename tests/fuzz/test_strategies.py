@@ -244,3 +244,12 @@ def test_a_typed_dict_has_its_required_keys_and_sometimes_the_others() -> None:
     assert isinstance(found.inputs["prompt_token_ids"], list)
     lean = _find(strategy, lambda e: e.inputs is not None and "prompt" not in e.inputs)
     assert set(lean.inputs) == {"prompt_token_ids"}
+
+
+def test_a_record_on_a_stubbed_base_gets_its_annotated_fields() -> None:
+    from tests.fuzz.fixtures.nested_alias_input import Request, WithRequest
+
+    strategy = StrategyBuilder().for_class(WithRequest)
+    found = _find(strategy, lambda e: e.request is not None and e.request.number > 1)
+    assert isinstance(found.request, Request) and isinstance(found.request.name, str)
+    assert hash(found.request) == hash(found.request.name)
