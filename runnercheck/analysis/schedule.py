@@ -1284,6 +1284,7 @@ class Schedules:
         self._held: dict[tuple[object, ...], list[tuple[ClassFacts, _Ctx]]] = {}
         self._reaches: dict[tuple[object, ...], bool] = {}
         self._reaching: set[tuple[object, ...]] = set()
+        self._open: list[tuple[object, ...]] = []
         self._cycles = 0
         self._silent_runners: dict[tuple[int, int], bool] = {}
         self._called: dict[tuple[int, str], set[str]] = {}
@@ -1295,6 +1296,7 @@ class Schedules:
         self._calls: dict[int, tuple[tuple[Step, ...], list[CallStep]]] = {}
         self._names: dict[str, bool] = {}
         self._naming: set[str] = set()
+        self._open_names: list[str] = []
         self._name_cycles = 0
         self._by_name: dict[str, list[tuple[Step, ...]]] | None = None
         self._file_names: dict[str, str] = {}
@@ -1386,9 +1388,16 @@ class Schedules:
             result = self._reaches_now(ctx, ref)
         finally:
             self._reaching.discard(key)
-        if result or self._cycles == cycles or not self._reaching:
-            # a "no" that leaned on a method still being asked about is asked again
+        if result or self._cycles == cycles:
             self._reaches[key] = result
+        else:
+            self._open.append(key)  # a "no" that leaned on a method still being asked
+        if not self._reaching:
+            # the first question is answered: a "no" means no method it asked about
+            # reaches one either (any that did would have made it a "yes")
+            if not result:
+                self._reaches.update(dict.fromkeys(self._open, False))
+            self._open.clear()
         return result
 
     def name_reaches(self, name: str) -> bool:
@@ -1420,8 +1429,14 @@ class Schedules:
                     break
         finally:
             self._naming.discard(name)
-        if found or self._name_cycles == cycles or not self._naming:
-            self._names[name] = found  # (a "no" that leaned on an open question is not kept)
+        if found or self._name_cycles == cycles:
+            self._names[name] = found
+        else:
+            self._open_names.append(name)  # a "no" that leaned on an open question
+        if not self._naming:  # (as in :meth:`reaches`)
+            if not found:
+                self._names.update(dict.fromkeys(self._open_names, False))
+            self._open_names.clear()
         return found
 
     def calls(self, steps: tuple[Step, ...]) -> list[CallStep]:
@@ -1972,9 +1987,22 @@ Shared = dict[str, frozenset[Decision]]
 _Verdict = tuple[SchedulePath, BroadcastSite, tuple[Decision, ...]] | None
 
 
+_SHARED: dict[int, tuple[SchedulePath, Shared]] = {}
+
+
 def _shared(path: SchedulePath) -> Shared:
     """The path's decisions on values every rank knows alike, by value (the others
-    cannot contradict another role's)."""
+    cannot contradict another role's); found once per path (not to be changed)."""
+    known = _SHARED.get(id(path))
+    if known is not None and known[0] is path:
+        return known[1]
+    if len(_SHARED) > 50_000:
+        _SHARED.clear()
+    found = _SHARED[id(path)] = (path, _shared_now(path))
+    return found[1]
+
+
+def _shared_now(path: SchedulePath) -> Shared:
     out: dict[str, set[Decision]] = {}
     for d in path.decisions:
         if d.shared:
