@@ -338,3 +338,16 @@ def test_a_loop_count_read_from_a_received_key_is_counted() -> None:
     assert "`max(data['num_lookahead_slots'], 1)` x proposer_worker's step" in (
         result.findings[0].message
     )
+
+
+def test_a_v1_worker_is_no_error() -> None:
+    """The issue's V1 shape: the runner prepares its own input, nothing broadcasts."""
+    source = """\
+class Runner:
+    def prepare_model_input(self, x): return x
+    def execute_model(self, x): return self.prepare_model_input(x)
+class Worker:
+    def __init__(self): self.model_runner = Runner()
+    def execute_model(self, x): return self.model_runner.execute_model(x)
+"""
+    assert rc112({"example.py": source}) == []
