@@ -155,6 +155,10 @@ def _unwrap_required(annotation: Any) -> Any:
     return annotation
 
 
+def _seeded_generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
 def on_a_stub(tp: type) -> bool:
     """Whether ``tp`` derives from a stubbed package's class (see
     :mod:`runnercheck.fuzz.importing`)."""
@@ -582,6 +586,8 @@ class StrategyBuilder:
             return self._fixed(tensor_codes(dtypes, self.tensor_options))
         if tp is torch.dtype:
             return self._sampled(ALL_DTYPES)
+        if tp is torch.Generator:  # a request's sampling generator, seeded
+            return st.builds(_seeded_generator, st.integers(0, 2**31 - 1))
         if tp is torch.Size:
             return self._made(Converted(st.lists(st.integers(0, 8), max_size=3), torch.Size))
         if tp is bool:

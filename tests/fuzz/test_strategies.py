@@ -253,3 +253,12 @@ def test_a_record_on_a_stubbed_base_gets_its_annotated_fields() -> None:
     found = _find(strategy, lambda e: e.request is not None and e.request.number > 1)
     assert isinstance(found.request, Request) and isinstance(found.request.name, str)
     assert hash(found.request) == hash(found.request.name)
+
+
+def test_a_generator_field_is_a_seeded_generator() -> None:
+    @dataclasses.dataclass(frozen=True)
+    class WithGenerator:
+        generator: torch.Generator | None = None
+
+    found = _find(StrategyBuilder().for_class(WithGenerator), lambda e: e.generator is not None)
+    assert isinstance(found.generator, torch.Generator)
