@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from codemods import decision, registry
+from codemods import decision, fold_plan, registry
 from codemods.definitions import flag_classes, read_definitions
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.facts.values import ValueFacts
@@ -946,7 +946,13 @@ def _migrate(
     outcomes = _without_refused_workers(state, groups, outcomes)
     for outcome in outcomes:
         result.files_cst += outcome.cst_files
-        result.refusals += outcome.refusals
+        for refusal in outcome.refusals:
+            # a fold the plan shows cannot apply is no refusal: nothing is left for a
+            # person, as RC110 is then a note of ``check``
+            if fold_plan.unfixable(refusal):
+                result.notes.append(fold_plan.as_note(refusal))
+            else:
+                result.refusals.append(refusal)
         result.groups += outcome.groups
         for path, change in outcome.changes.items():
             if path in result.changes:

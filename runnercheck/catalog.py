@@ -1049,7 +1049,7 @@ def prepare_model_input(self, seq_group_metadata_list):
         name="control-values-unplaced",
         tool="migrate",
         summary="The step model cannot show that every rank reads a wrapper worker's control values from the same inner step.",
-        why="Folding the control broadcast into the first inner step's broadcast is safe only when every path that sends or receives the control values runs the same inner worker's step first, unconditionally, and that step carries the request's extras; otherwise a rank would read them from another step's dict, or never, and hang.",
+        why="Folding the control broadcast into the first inner step's broadcast is safe only when every path that sends or receives the control values runs the same inner worker's step first, unconditionally, and that step carries the request's extras; otherwise a rank would read them from another step's dict, or never, and hang. Where the step model shows the fold cannot apply (the plan refuses), no codemod can remove that broadcast: `migrate` reports MIG204 as a note, which fails no run (`--check` included), as `check` reports RC110 there as a note; a shape the plan accepts but whose statements the rewrite cannot read is a refusal, as RC110 is an error there.",
         bad=_MIG204_BAD,
         good=_MIG204_GOOD,
         fix="Run the same inner worker's step first on every path (e.g. the proposer before the scorer), outside any condition on the control values, and give its step the extras channel (the request's `broadcast_extras` in its merged dict, `received_extras` on the other ranks).",

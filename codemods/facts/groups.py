@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from codemods import registry
+from runnercheck.analysis.mergeable import runner_broadcast_refusal
 from runnercheck.analysis.model import CallStep, ClassFacts, flatten_calls
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.recognise import is_step_broadcast
 from runnercheck.records import Note, Refused
 
 MERGE = registry.MERGE_BROADCASTS.name
@@ -224,53 +224,19 @@ def find_groups(project: Project) -> tuple[list[Group], list[Note]]:
     return merged, notes
 
 
-def broadcasting_methods(project: Project, cls: ClassFacts) -> list[str]:
-    """Methods of ``cls`` (in class order) that call the step broadcast anywhere."""
-    function = project.contract.broadcast_function
-    return [
-        name
-        for name, func in cls.methods.items()
-        if any(is_step_broadcast(call.callee, function) for call in func.calls)
-    ]
-
-
 def _runner_broadcast_refusal(project: Project, group: Group) -> Refused | None:
     """A runner of the group whose broadcasts the merge cannot place: in several
-    methods, or inside ``prepare_model_input`` (the merged API already)."""
-    prepare = project.contract.prepare_input_method
-    function = project.contract.broadcast_function
-
-    def broadcast_line(cls: ClassFacts, method: str) -> int:
-        """The line of the method's first broadcast (the cause), else of its ``def``."""
-        func = cls.methods[method]
-        for call in func.calls:
-            if is_step_broadcast(call.callee, function):
-                return call.line
-        return func.line
-
-    for ref in group.runners:
-        cls = project.modules[str(ref.path)].classes.get(ref.name)
-        if cls is None:
-            continue
-        names = broadcasting_methods(project, cls)
-        if len(names) > 1:
-            return Refused(
-                MERGE,
-                "MIG101",
-                ref.path,
-                broadcast_line(cls, names[1]),
-                f"{ref.name} broadcasts in {len(names)} methods ({', '.join(names)})",
-            )
-        if names and names[0] == prepare:
-            return Refused(
-                MERGE,
-                "MIG105",
-                ref.path,
-                broadcast_line(cls, names[0]),
-                f"{ref.name} broadcasts inside `{prepare}` (the merged API): only the driver "
-                "prepares inputs, so no other rank matches it (RC105); this needs a fix by hand",
-            )
-    return None
+    methods, or inside ``prepare_model_input`` (the merged API already); the question
+    RC106 asks too (:func:`runnercheck.analysis.mergeable.runner_broadcast_refusal`)."""
+    runners = [
+        cls
+        for ref in group.runners
+        if (cls := project.modules[str(ref.path)].classes.get(ref.name)) is not None
+    ]
+    found = runner_broadcast_refusal(project, runners)
+    if found is None:
+        return None
+    return Refused(MERGE, found.code, Path(found.path), found.line, found.message)
 
 
 def _with_subclasses(project: Project, groups: list[Group]) -> list[Group]:

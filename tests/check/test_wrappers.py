@@ -131,12 +131,13 @@ def test_vllm_spec_decode_control_broadcast(version: str, monkeypatch: pytest.Mo
         pytest.skip(f"vllm=={version} not available: {exc}")
     monkeypatch.chdir(root)
     source = Path("vllm/spec_decode/spec_decode_worker.py")
-    result = check_paths(["vllm/spec_decode"])
+    result = check_paths(["vllm/spec_decode"], select=["RC110"])
     line = line_of(source, "broadcast_tensor_dict(broadcast_dict")
-    assert [(f.code, f.path, f.line) for f in result.findings] == [
-        ("RC110", source.as_posix(), line)
-    ]
-    message = result.findings[0].message
+    # the fold refuses vLLM's wrapper (its scorer runs first on some paths): no error
+    # for a broadcast `migrate` cannot remove, a note that says why
+    assert result.findings == []
+    assert [(f.code, f.path, f.line) for f in result.notes] == [("RC110", source.as_posix(), line)]
+    message = result.notes[0].message
     assert message.startswith(
         f"SpecDecodeWorker broadcasts its own control dict (spec_decode_worker.py:{line})"
     )
@@ -147,7 +148,12 @@ def test_vllm_spec_decode_control_broadcast(version: str, monkeypatch: pytest.Mo
         "1 (SpecDecodeWorker) + max(num_lookahead_slots, 1)·1 (proposer_worker: MultiStepWorker)"
         f" + 1 (scorer_worker: {scorer}) broadcasts per step"
     ) in message
-    assert "runnercheck migrate --select fold-control-broadcast" in message
+    assert "no automatic fix applies" in message
+    assert (
+        "(note: `runnercheck migrate --select fold-control-broadcast` refuses it, MIG204: the "
+        "first inner step after SpecDecodeWorker's control values differs between paths: "
+    ) in message
+    assert "the other ranks could not tell which step carries them)" in message
 
 
 DELEGATES = """
@@ -219,7 +225,10 @@ def test_a_delegate_and_a_plain_worker_base_count_through_what_they_stand_for(
     )
     assert step.counts("non-driver", {"self.steps": 2}) == {4}
     result = check_paths([tmp_path])
-    assert [f.code for f in result.findings] == ["RC110"]
+    # no extras channel on the inner workers: the fold cannot apply, a note
+    assert result.findings == []
+    assert [f.code for f in result.notes] == ["RC110"]
+    assert "MIG204: proposer_worker's step (DraftWorker) sends no extras" in result.notes[0].message
 
 
 def test_dotted_loop_counts_evaluate() -> None:

@@ -307,3 +307,20 @@ def test_050_every_note_with_a_line_cites_the_line_of_the_new_file(migrated_050)
             assert inner[words[0]] in text, (name, ref, text, before)
             seen.add(words[0])
     assert seen == set(expected) | set(inner)
+
+
+def test_050_whole_tree_migrated_passes_check_and_migrate_check(tmp_path: Path) -> None:
+    """The documented CI set-up on a tree ``runnercheck migrate vllm/`` migrated: the
+    speculative-decoding wrapper's control broadcast, which the fold refuses (MIG204, a
+    note of ``migrate``), is no error of ``check`` (an RC110 note): ``migrate`` and
+    ``migrate --check`` exit 0, and ``check`` reports no RC106 nor RC110 error."""
+    from runnercheck.cli import main
+
+    copy = tmp_path / "vllm"
+    shutil.copytree(source_root("0.5.0") / "vllm", copy)
+    assert main(["migrate", "--no-cache", str(copy)]) == 0
+    assert main(["migrate", "--no-cache", "--check", str(copy)]) == 0
+    assert main(["check", "--no-cache", "--select", "RC106,RC110", str(copy)]) == 0
+    checked = check_paths([copy])
+    assert [f for f in checked.findings if f.code in ("RC106", "RC110")] == []
+    assert [f.code for f in checked.notes if f.code == "RC110"] == ["RC110"]

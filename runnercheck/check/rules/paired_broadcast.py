@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import cast
 
+from runnercheck.analysis.mergeable import MergeRefusal, pair_refusal
 from runnercheck.analysis.model import ClassFacts, ModuleFacts, Role
 from runnercheck.analysis.project import BroadcastSite, PathCount, Project
 from runnercheck.catalog import Rule
@@ -18,7 +19,7 @@ RULE = Rule(
     name="paired-broadcast",
     tool="check",
     summary="More than one step-metadata broadcast per step (worker and runner both broadcast); run `runnercheck migrate`.",
-    why="Each broadcast is a pickled metadata round plus one collective per tensor; merging the worker's and runner's dicts into one broadcast measured +1.3% throughput on 8xH100 in vLLM 0.5.1.",
+    why="Each broadcast is a pickled metadata round plus one collective per tensor; merging the worker's and runner's dicts into one broadcast measured +1.3% throughput on 8xH100 in vLLM 0.5.1. Where the driver and the other ranks run different numbers of broadcasts it is a bug (an error); otherwise it is an error only where `runnercheck migrate` takes the pair (the rule asks the merge's own question), and a note naming the refusal where the merge leaves it as found: a runner that broadcasts in several methods (MIG101) or inside `prepare_model_input` (MIG105), a worker that drives no runner found (MIG103), a runner no worker drives (MIG104).",
     bad="""\
 from vllm.distributed import broadcast_tensor_dict
 
@@ -149,11 +150,13 @@ def _subjects(project: Project, cls: ClassFacts) -> Iterator[_Subject]:
                 continue
             if max(c.count for c in counts.values()) > 1:
                 subject = cls.name if runner is None else f"{cls.name} and {runner.name}"
-                yield _Subject(subject, counts, runner, project.silent_worker(cls))
+                silent = project.silent_worker(cls)
+                refusal = pair_refusal(project, cls, runner)
+                yield _Subject(subject, counts, runner, silent, refusal)
     elif project.is_runner(cls) and cls not in project.paired_runners():
         counts = project.broadcasts_per_step(cls)
         if max(c.count for c in counts.values()) > 1:
-            yield _Subject(cls.name, counts, cls, None)
+            yield _Subject(cls.name, counts, cls, None, pair_refusal(project, None, cls))
 
 
 def _prepare_is_the_cause(
@@ -182,6 +185,9 @@ class _Subject:
     runner: ClassFacts | None
     #: Why the worker's broadcasts never run, or None.
     silent: str | None
+    #: Why ``runnercheck migrate`` leaves the pair as found (the merge's own question),
+    #: or None when it takes it.
+    refusal: MergeRefusal | None = None
 
     def site(self, project: Project) -> BroadcastSite:
         driver, other = self.counts["driver"], self.counts["non-driver"]
@@ -221,20 +227,45 @@ def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
             f"{', '.join(names)} broadcast step metadata {counts}"
             for counts, names in by_counts.items()
         )
-        finding = Finding(
+        if _ranks_disagree(subjects):  # a bug, whatever migrate can do
+            yield _finding(
+                path,
+                line,
+                col,
+                f"{text}; every rank must run the same broadcasts in a step, else one waits "
+                "for a broadcast that is never sent",
+                first.silent,
+            )
+            continue
+        refusals = [s.refusal for s in subjects if s.refusal is not None]
+        if first.silent is None and refusals and len(refusals) == len(subjects):
+            # an inefficiency no fix works on: the merge leaves every pair as found
+            refusal = refusals[0]
+            how = (
+                f"refuses it, {refusal.code}: {refusal.message}"
+                if refusal.code
+                else f"leaves it alone: {refusal.message}"
+            )
+            yield Finding(
+                path,
+                line,
+                col,
+                RULE.code,
+                f"{text}; they could be merged into one broadcast, but no automatic fix applies",
+            ).as_note(f"`runnercheck migrate` {how}")
+            continue
+        yield _finding(
             path,
             line,
             col,
-            RULE.code,
-            f"{text}; "
-            + (
-                "every rank must run the same broadcasts in a step, else one waits for a "
-                "broadcast that is never sent"
-                if _ranks_disagree(subjects)
-                else "merge them into one broadcast: run `runnercheck migrate`"
-            ),
+            f"{text}; merge them into one broadcast: run `runnercheck migrate`",
+            first.silent,
         )
-        yield finding if first.silent is None else finding.as_note(first.silent)
+
+
+def _finding(path: str, line: int, col: int, message: str, silent: str | None) -> Finding:
+    finding = Finding(path, line, col, RULE.code, message)
+    return finding if silent is None else finding.as_note(silent)
 
 
 CHECK = CheckRule(RULE, check_module=check_module)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import PurePath
 
+from runnercheck.analysis.fold import FoldRefusal, fold_plan
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project, StepPath, Term
 from runnercheck.analysis.wrappers import representative
-from runnercheck.catalog import Rule
+from runnercheck.catalog import MIG204_WORKERS, Rule
 from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
 
@@ -17,67 +18,42 @@ RULE = Rule(
     name="wrapper-control-broadcast",
     tool="check",
     summary="A wrapper worker broadcasts its own control dict, then runs inner workers' steps that broadcast too; the control keys could travel in the inner worker's dict.",
-    why="vLLM's speculative-decoding worker (0.5.1 to the last V0 release, 0.8.x) broadcasts `num_lookahead_slots` on its own before its proposer (once per lookahead slot) and its scorer broadcast their inputs: 1 + k + 1 broadcasts per step, each a pickled metadata round; the control keys fit in the first inner broadcast.",
-    bad="""\
-from vllm.distributed import broadcast_tensor_dict
+    why="vLLM's speculative-decoding worker (0.5.1 to the last V0 release, 0.8.x) broadcasts `num_lookahead_slots` on its own before its proposer (once per lookahead slot) and its scorer broadcast their inputs: 1 + k + 1 broadcasts per step, each a pickled metadata round; the control keys fit in the first inner broadcast. It is an error only where `runnercheck migrate --select fold-control-broadcast` folds that broadcast on that code (the rule asks the codemod's own plan); elsewhere (the first inner step depends on the control values, as in vLLM's wrapper, whose scorer runs first on a prefill; an inner worker with no extras channel; ...) it is a note naming the MIG204 shape that refuses it.",
+    bad=MIG204_WORKERS
+    + """\
+        k = execute_model_req.lookahead
+        broadcast_tensor_dict({"k": k}, src=0)
+        for _ in range(max(k, 1)):
+            self.proposer.execute_model(execute_model_req)
+        return self.scorer.execute_model(execute_model_req)
 
-
-class Worker:
-    def __init__(self, is_driver_worker):
-        self.is_driver_worker = is_driver_worker
-
-    def execute_model(self, request=None):
-        if self.is_driver_worker:
-            broadcast_tensor_dict({"tokens": request["tokens"]}, src=0)
-            return self.run(request["tokens"])
+    def _run_non_driver(self):
         data = broadcast_tensor_dict(src=0)
-        return self.run(data["tokens"])
-
-
-class SpecWorker:
-    def __init__(self, proposer: Worker, scorer: Worker, rank):
-        self.proposer = proposer
-        self.scorer = scorer
-        self.rank = rank
-
-    def execute_model(self, request=None):
-        if self.rank == 0:
-            k = request["lookahead"]
-            broadcast_tensor_dict({"lookahead": k}, src=0)
-        else:
-            k = broadcast_tensor_dict(src=0)["lookahead"]
-        for _ in range(k):
-            self.proposer.execute_model(request)
-        return self.scorer.execute_model(request)
+        if not data:
+            return False
+        k = data["k"]
+        for _ in range(max(k, 1)):
+            self.proposer.execute_model()
+        self.scorer.execute_model()
+        return True
 """,
-    good="""\
-from vllm.distributed import broadcast_tensor_dict
+    good=MIG204_WORKERS
+    + """\
+        k = execute_model_req.lookahead
+        # the first proposer step carries the lookahead count in its own dict
+        execute_model_req.broadcast_extras = {"k": k}
+        for _ in range(max(k, 1)):
+            self.proposer.execute_model(execute_model_req)
+        return self.scorer.execute_model(execute_model_req)
 
-
-class Worker:
-    def __init__(self, is_driver_worker):
-        self.is_driver_worker = is_driver_worker
-
-    def execute_model(self, request=None):
-        if self.is_driver_worker:
-            data = {"tokens": request["tokens"], "lookahead": request["lookahead"]}
-            broadcast_tensor_dict(data, src=0)
-        else:
-            data = broadcast_tensor_dict(src=0)
-        return self.run(data["tokens"]), data["lookahead"]
-
-
-class SpecWorker:
-    def __init__(self, proposer: Worker, scorer: Worker):
-        self.proposer = proposer
-        self.scorer = scorer
-
-    def execute_model(self, request=None):
-        # The first proposer step carries the lookahead count in its own dict.
-        _, k = self.proposer.execute_model(request)
-        for _ in range(k - 1):
-            self.proposer.execute_model(request)
-        return self.scorer.execute_model(request)
+    def _run_non_driver(self):
+        if self.proposer.execute_model() is None:
+            return False
+        k = self.proposer.received_extras["k"]
+        for _ in range(max(k, 1) - 1):
+            self.proposer.execute_model()
+        self.scorer.execute_model()
+        return True
 """,
 )
 
@@ -120,16 +96,30 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
         return
     senders = [p for p in paths if any(t.sends for t in p.own)]
     control = _control(project, representative(senders) or chosen)
-    yield Finding(
+    found = (
+        f"{cls.name} broadcasts its own control dict ({_where(control)}), then runs inner "
+        f"workers' steps that broadcast too: up to {_count(chosen)}; "
+    )
+    plan = fold_plan(project, cls)
+    finding = Finding(
         control.site.path,
         control.site.line,
         control.site.col,
         RULE.code,
-        f"{cls.name} broadcasts its own control dict ({_where(control)}), then runs inner "
-        f"workers' steps that broadcast too: up to {_count(chosen)}; "
-        f"send the control keys in the first inner worker's dict to save a broadcast per "
+        found + "send the control keys in the first inner worker's dict to save a broadcast per "
         f"step (`runnercheck migrate --select {CODEMOD}`)",
     )
+    if isinstance(plan, FoldRefusal):
+        # the codemod refuses this code: an inefficiency with no fix that works here
+        finding = Finding(
+            control.site.path,
+            control.site.line,
+            control.site.col,
+            RULE.code,
+            found + "the control keys could travel in the first inner step's broadcast, but "
+            "no automatic fix applies",
+        ).as_note(f"`runnercheck migrate --select {CODEMOD}` refuses it, MIG204: {plan.message}")
+    yield finding
 
 
 CHECK = CheckRule(RULE, check_class=check_class)
