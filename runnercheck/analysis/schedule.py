@@ -1281,6 +1281,7 @@ class Schedules:
         self._summaries: dict[tuple[object, ...], Summary] = {}
         self._bound: dict[int, set[str]] = {}
         self._schedules: dict[tuple[int, int, str], Schedule] = {}
+        self._alike: dict[tuple[object, ...], Schedule] = {}
         self._held: dict[tuple[object, ...], list[tuple[ClassFacts, _Ctx]]] = {}
         self._reaches: dict[tuple[object, ...], bool] = {}
         self._reaching: set[tuple[object, ...]] = set()
@@ -1721,6 +1722,12 @@ class Schedules:
         ref = self.hierarchy.resolve_method(cls, name)
         if ref is None:
             return None
+        likeness = self._likeness(cls, walked, name)
+        alike = self._alike.get(likeness)
+        if alike is not None:  # another class whose step runs the same code alike
+            schedule = replace(alike, cls=cls, runner=runner)
+            self._schedules[key] = schedule
+            return schedule
         ctx = _Ctx(cls, "", True, walked)
         paths: dict[Role, tuple[SchedulePath, ...]] = {}
         partial: dict[Role, bool] = {}
@@ -1737,7 +1744,44 @@ class Schedules:
             partial[role] = False
         schedule = Schedule(cls, runner, name, paths, partial)
         self._schedules[key] = schedule
+        self._alike[likeness] = schedule
         return schedule
+
+    def _likeness(
+        self, cls: ClassFacts, runner: ClassFacts | None, entry: str
+    ) -> tuple[object, ...]:
+        """What a class's schedule depends on: the methods it resolves under the names
+        that may reach a collective (and the classes along its MRO that define them,
+        for ``super()``), the classes the attributes those methods call on hold, the
+        constants its branches test, and the runner walked. Two classes alike in all of
+        it have one schedule."""
+        hierarchy = self.hierarchy
+        mro = hierarchy.mro(cls)
+        names = sorted({n for k in mro for n in k.methods if self.name_reaches(n)} | {entry})
+        resolved: list[tuple[str, int]] = []
+        attrs: set[str] = set()
+        for name in names:
+            ref = hierarchy.resolve_method(cls, name)
+            if ref is None:
+                continue
+            resolved.append((name, id(ref.func)))
+            for call in self.calls(ref.func.steps):
+                parts = call.callee.split(".")
+                if len(parts) == 3 and parts[0] == "self":
+                    attrs.add(parts[1])
+        defining = tuple(id(k) for k in mro if any(n in k.methods for n in names))
+        held = tuple(
+            (
+                attr,
+                tuple(id(c) for c in self.wrappers.attr_classes(cls, attr)),
+                tuple(id(r) for r in self.roles.runner_candidates(cls).get(attr, ())),
+                self.holds_unknown_worker(cls, attr),
+            )
+            for attr in sorted(attrs)
+        )
+        constants = tuple(sorted(self.constants.self_bindings(cls).items()))
+        switch = self.constants.self_constant(cls, BROADCAST_SWITCH)
+        return (tuple(resolved), defining, held, constants, switch, id(runner), entry)
 
     def _walked_runner(self, cls: ClassFacts, runner: ClassFacts | None) -> ClassFacts | None:
         """The runner to walk ``cls`` with: one whose methods that ``cls`` calls run no
