@@ -171,7 +171,7 @@ def github_lines(result: MigrateResult, mode: str, written: list[Path]) -> list[
     """``--format github``: a workflow annotation per refusal (an error at its line) and
     per file that would change (``--check``, ``--diff``: an error; written: a notice),
     then the summary's closing line."""
-    from runnercheck.github import annotation
+    from runnercheck.github import Level, annotation
 
     lines = [
         annotation("error", r.message, display(r.path), r.line, 0, f"{r.code} [{r.kind}]")
@@ -182,7 +182,7 @@ def github_lines(result: MigrateResult, mode: str, written: list[Path]) -> list[
         if mode != "write":
             verb, _, shown = shown.partition(" ")
             verb = f"would {verb}"
-        level = "notice" if mode == "write" else "error"
+        level: Level = "notice" if mode == "write" else "error"
         message = f"{verb}: run `runnercheck migrate` on it" if mode != "write" else verb
         lines.append(annotation(level, message, shown, title="runnercheck migrate"))
     return [*lines, _summary(result, mode)[2]]
