@@ -173,6 +173,7 @@ def test_json_output(run: Run) -> None:
         "files_skipped": 0,
         "files_failed": 0,
         "suppressed": 0,
+        "baselined": 0,
         "partner_files": 0,
     }
     first = data["findings"][0]
