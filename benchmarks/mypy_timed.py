@@ -131,7 +131,13 @@ def main() -> None:
                     own.append(name)  # the checks at each module's end
                 else:
                     lookups.append(name)
-            elif name in ("__init__", "_class_checked", "_runner_analyzed", "_input_analyzed"):
+            elif name in (
+                "__init__",
+                "_class_checked",
+                "_module_end",
+                "_runner_analyzed",
+                "_input_analyzed",
+            ):
                 own.append(name)
         for name in own:
             setattr(cls, name, timer.timed(getattr(cls, name), name))

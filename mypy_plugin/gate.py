@@ -132,10 +132,21 @@ def gating(
 def run_mypy(mypy_args: Sequence[str]) -> tuple[list[str], int]:
     """mypy on ``mypy_args`` with the plugin loaded; (its report lines, 2 if mypy stopped)."""
     from mypy import build
-    from mypy.defaults import RECURSION_LIMIT
     from mypy.errors import CompileError
     from mypy.fscache import FileSystemCache
     from mypy.main import process_options
+    from mypy.version import __version__
+
+    from mypy_plugin.version import UnsupportedMypyError, check_mypy_version
+
+    try:
+        check_mypy_version(__version__)
+    except UnsupportedMypyError as exc:
+        raise GateError(str(exc)) from None
+    # mypy before 1.19 validates --disable-error-code and the configuration's codes while
+    # it parses them: declared first, the plugin's codes are valid there too
+    from mypy_plugin import errors as _errors  # noqa: F401
+    from mypy_plugin.compat import RECURSION_LIMIT
 
     sys.setrecursionlimit(max(sys.getrecursionlimit(), RECURSION_LIMIT))  # as mypy's main
     fscache = FileSystemCache()
@@ -143,8 +154,6 @@ def run_mypy(mypy_args: Sequence[str]) -> tuple[list[str], int]:
     extra = []
     if PLUGIN not in options.plugins or not options.config_file:
         # mypy loads configured plugins only from a configuration file: add it directly
-        from mypy.version import __version__
-
         from mypy_plugin import plugin
 
         extra.append(plugin(__version__)(options))

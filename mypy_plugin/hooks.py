@@ -22,6 +22,14 @@ messages are flushed): their types are in the checker's type map by then. Under
 class, each value expression evaluated once every variable it reads has a type (the
 rest wait for the module's end).
 
+mypy before 2.4 has no hook once a module is checked: there the module's end is a
+call the plugin adds to each module that defines a class, after its last top-level
+statement that defines one, once semantic analysis is done; its function hook runs
+when mypy checks that call, with the class statements and their method bodies checked
+(:mod:`mypy_plugin.compat`, which also holds the other differences between the mypy
+releases the plugin supports). Not under ``dmypy``: there, before 2.4, the classes
+mypy's class hook never shows are not checked.
+
 Cost
 ----
 A run that finds its cache fresh imports the hooks, the rule catalog and the
@@ -36,7 +44,9 @@ Cache correctness
   change rechecks everything.
 * ``get_additional_indirect_deps``: a runner's module depends on the modules of
   its input type's classes and of its bases, so an edit there re-checks the runner
-  in an incremental run even when the runner's module does not import them.
+  in an incremental run even when the runner's module does not import them (before
+  mypy 2.4 the module's end adds them to the checker's ``module_refs``, which mypy
+  records the same way).
 * ``get_base_class_hook`` (semantic analysis): for ``dmypy`` (and
   ``--cache-fine-grained``), the module of each runner depends on every change
   inside those classes (wildcard triggers).
@@ -50,13 +60,24 @@ from typing import TYPE_CHECKING, Any
 
 from mypy.nodes import MypyFile, TypeInfo
 from mypy.options import Options
-from mypy.plugin import ClassDefContext, MethodContext, Plugin, ReportConfigContext
+from mypy.plugin import (
+    ClassDefContext,
+    FunctionContext,
+    MethodContext,
+    Plugin,
+    ReportConfigContext,
+)
 from mypy.server.trigger import make_wildcard_trigger
 from mypy.types import Type
 
 import runnercheck
-from mypy_plugin import errors as _errors  # noqa: F401 - declares the error codes
-from mypy_plugin import fatal
+from mypy_plugin import errors, fatal
+from mypy_plugin.compat import (
+    MODULE_END,
+    has_module_end_hook,
+    restore_configured_codes,
+    schedule_module_end,
+)
 from mypy_plugin.fingerprint import config_fingerprint, settings_sources, source_digest
 from mypy_plugin.runner_input import input_classes, input_type, is_named, runner_base
 
@@ -88,6 +109,22 @@ class RunnercheckPlugin(Plugin):
         self._deps_module: MypyFile | None = None
         self._deps_done: set[TypeInfo] = set()
         self._checks: CheckRun | None = None
+        #: A surprise met before any hook could report it (reported at the first class).
+        self._startup_problem: str | None = None
+        self._checks_failed = False
+        #: Before mypy 2.4 (no hook once a module is checked): a call added to each
+        #: module that defines a class stands for it (mypy_plugin.compat), except under
+        #: dmypy, which re-analyses a module's top level.
+        self._module_end_call = not has_module_end_hook() and not self._fine_grained
+        self._module_ends: set[int] = set()
+        try:
+            # the plugin's codes are declared (mypy_plugin.errors) by now
+            restore_configured_codes(options)
+        except Exception as exc:
+            self._startup_problem = (
+                "cannot apply the configuration's disable_error_code/enable_error_code to "
+                f"the plugin's codes: {type(exc).__name__}: {exc}"
+            )
 
     @property
     def settings(self) -> PluginSettings:
@@ -123,6 +160,15 @@ class RunnercheckPlugin(Plugin):
             return self._class_checked
         return None
 
+    def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:
+        return self._module_end if fullname == MODULE_END else None
+
+    def get_customize_class_mro_hook(
+        self, fullname: str
+    ) -> Callable[[ClassDefContext], None] | None:
+        # called for every class statement during semantic analysis
+        return self._module_has_class if self._module_end_call else None
+
     def get_base_class_hook(self, fullname: str) -> Callable[[ClassDefContext], None] | None:
         if not self._fine_grained:
             return None  # the dependencies it records serve dmypy (and its cache) only
@@ -138,11 +184,63 @@ class RunnercheckPlugin(Plugin):
     def get_additional_indirect_deps(self, file: MypyFile) -> set[str]:
         # mypy calls this once a module is fully type-checked (bodies included), before
         # its error messages are flushed.
-        return self.checks().module_done(file)
+        checks = self._loaded_checks()
+        return checks.module_done(file) if checks is not None else set()
+
+    def _module_has_class(self, ctx: ClassDefContext) -> None:
+        tree = getattr(ctx.api, "cur_mod_node", None)
+        if not isinstance(tree, MypyFile) or tree.is_stub or id(tree) in self._module_ends:
+            return
+        self._module_ends.add(id(tree))
+        try:
+            schedule_module_end(ctx.api, tree)
+        except Exception as exc:
+            self._startup_problem = self._startup_problem or (
+                f"cannot mark the end of module {tree.fullname} ({type(exc).__name__}: "
+                f"{exc}); classes without a class hook there are not checked"
+            )
+
+    def _module_end(self, ctx: FunctionContext) -> Type:
+        """The call :func:`~mypy_plugin.compat.add_module_end` added: mypy has checked
+        the module's class statements (before mypy 2.4)."""
+        checks = self._loaded_checks()
+        tree = getattr(ctx.api, "tree", None)
+        if checks is not None and isinstance(tree, MypyFile):
+            try:
+                deps = checks.module_done(tree, ctx.api)
+                refs = getattr(ctx.api, "module_refs", None)
+                if isinstance(refs, set):
+                    refs.update(deps)  # recorded as indirect dependencies
+            except Exception as exc:
+                _internal(ctx, f"{type(exc).__name__}: {exc}")
+        return ctx.default_return_type
 
     def _class_checked(self, ctx: MethodContext) -> Type:
-        self.checks().class_checked(ctx)
+        checks = self._loaded_checks()
+        if self._startup_problem is not None:
+            _internal(ctx, self._startup_problem)
+            self._startup_problem = None
+        if checks is None:
+            return ctx.default_return_type
+        try:
+            checks.class_checked(ctx)
+        except Exception as exc:  # never crash mypy: report it and go on
+            _internal(ctx, f"{type(exc).__name__}: {exc}")
         return ctx.default_return_type
+
+    def _loaded_checks(self) -> CheckRun | None:
+        """:meth:`checks`, or None when they cannot be loaded (a mypy whose internals
+        moved): said once, at the next class mypy checks, and the checks are off."""
+        if self._checks is None and not self._checks_failed:
+            try:
+                return self.checks()
+            except Exception as exc:
+                self._checks_failed = True
+                self._startup_problem = (
+                    f"cannot load its checks ({type(exc).__name__}: {exc}); "
+                    "the runner checks are off"
+                )
+        return self._checks
 
     # ----------------------------------------------------------- dependencies
     def _designates_runner(self, fullname: str) -> bool:
@@ -194,3 +292,11 @@ class RunnercheckPlugin(Plugin):
                     ctx.api.add_plugin_dependency(make_wildcard_trigger(ancestor.fullname))
         if all(cls.mro for cls in classes):
             self._deps_done.add(info)  # complete: a later pass would add the same
+
+
+def _internal(ctx: MethodContext | FunctionContext, problem: str) -> None:
+    ctx.api.fail(
+        f"runnercheck plugin internal error: {problem} (please report it)",
+        ctx.context,
+        code=errors.INTERNAL,
+    )

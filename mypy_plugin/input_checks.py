@@ -13,7 +13,6 @@ itself (a runner's input type, vLLM's ``WorkerInput``, ...) gets:
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +40,6 @@ from mypy.nodes import (
     WithStmt,
 )
 from mypy.plugin import CheckerPluginInterface
-from mypy.traverser import all_name_and_member_expressions
 from mypy.types import (
     AnyType,
     CallableType,
@@ -55,6 +53,7 @@ from mypy.types import (
 
 from mypy_plugin import errors
 from mypy_plugin.broadcastable import BroadcastableTypes
+from mypy_plugin.compat import local_type_map, name_expressions
 from mypy_plugin.config import PluginSettings
 from mypy_plugin.members import Member
 from mypy_plugin.report import Reporter
@@ -337,9 +336,8 @@ def _expression_type(api: CheckerPluginInterface, expr: Expression) -> Type | No
     if has_type is not None and has_type(expr):
         typ = checker.lookup_type(expr)
         return typ if isinstance(typ, Type) else None
-    names, _ = all_name_and_member_expressions(expr)
+    names = name_expressions(expr)
     if any(isinstance(name.node, Var) and name.node.type is None for name in names):
         return None
-    local_map = getattr(checker, "local_type_map", None)
-    with api.msg.filter_errors(), local_map if local_map is not None else nullcontext():
+    with api.msg.filter_errors(), local_type_map(checker):
         return api.get_expression_type(expr)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from mypy.errorcodes import ErrorCode
@@ -79,7 +79,27 @@ def class_scope(api: CheckerPluginInterface, info: TypeInfo) -> AbstractContextM
     """Inside :func:`module_end_file`: as if the checker were inside ``info`` again (the
     target that errors belong to)."""
     checker: Any = api
-    scope: AbstractContextManager[None] = checker.tscope.saved_scope(
-        (checker.tree.fullname, info, None)
-    )
+    tscope = checker.tscope
+    if (
+        getattr(tscope, "module", None) == checker.tree.fullname
+        and not getattr(tscope, "classes", None)
+        and getattr(tscope, "function", None) is None
+    ):
+        # still at the module's top level (before mypy 2.4 the module's end is a call
+        # there, see mypy_plugin.compat): enter the class, as a class statement does; a
+        # saved scope would end the module's scope on its way out
+        entered: AbstractContextManager[None] = tscope.class_scope(info)
+        return entered
+    scope: AbstractContextManager[None] = tscope.saved_scope((checker.tree.fullname, info, None))
+    return scope
+
+
+def module_scope(api: CheckerPluginInterface) -> AbstractContextManager[None]:
+    """Inside :func:`module_end_file`: at the checker's module's top level (where it is
+    already, before mypy 2.4)."""
+    checker: Any = api
+    tscope = checker.tscope
+    if getattr(tscope, "module", None) == checker.tree.fullname:
+        return nullcontext()
+    scope: AbstractContextManager[None] = tscope.saved_scope((checker.tree.fullname, None, None))
     return scope

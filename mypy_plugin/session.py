@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mypy.errors import Errors
-from mypy.nodes import MypyFile, TypeInfo
+from mypy.nodes import Context, MypyFile, TypeInfo
 from mypy.plugin import CheckerPluginInterface, MethodContext, Plugin
 
 from mypy_plugin import errors
@@ -23,7 +23,7 @@ from mypy_plugin.classes import (
 )
 from mypy_plugin.config import PluginSettings
 from mypy_plugin.input_checks import DictValue, InputChecker, defines_input_methods
-from mypy_plugin.report import Reporter, class_scope, module_end_file
+from mypy_plugin.report import Reporter, class_scope, module_end_file, module_scope
 from mypy_plugin.runner_checks import RunnerChecker
 from mypy_plugin.runner_input import runner_base
 
@@ -83,11 +83,14 @@ class CheckRun:
         self._checkers[info.module_name] = ctx.api
         self._check_class(ctx.api, info)
 
-    def module_done(self, file: MypyFile) -> set[str]:
+    def module_done(
+        self, file: MypyFile, checker: CheckerPluginInterface | None = None
+    ) -> set[str]:
         """mypy has finished ``file`` (bodies included) and not flushed its messages yet:
         check what needed the inferred types of expressions in function bodies, and the
-        classes the class hook never saw; return the module's extra dependencies."""
-        api = self._checkers.pop(file.fullname, None)
+        classes the class hook never saw; return the module's extra dependencies.
+        ``checker``: mypy's checker of ``file``, where the caller has it."""
+        api = self._checkers.pop(file.fullname, None) or checker
         unreached = self._unreached(file)
         try:
             if unreached and api is None:
@@ -99,8 +102,8 @@ class CheckRun:
                             self._check_class(api, info, at_module_end=True)
                     for pending in self._pending_values.pop(file.fullname, {}).values():
                         self._check_values_late(pending)
-        except Exception:  # pragma: no cover - mypy's internals moved; stay silent
-            pass
+        except Exception as exc:  # never crash mypy: report it where mypy's checker is
+            _report_module_internal(api, file, exc)
         self._pending_values.pop(file.fullname, None)
         deps = self.indirect_deps.pop(file.fullname, set())
         deps.discard(file.fullname)
@@ -203,3 +206,22 @@ def _report_internal(api: CheckerPluginInterface, info: TypeInfo, exc: Exception
         info.defn,
         code=errors.INTERNAL,
     )
+
+
+def _report_module_internal(
+    api: CheckerPluginInterface | None, file: MypyFile, exc: Exception
+) -> None:
+    """A surprise at a module's end, reported at its first line (nowhere without a
+    checker of the module: the class hook has reported what it met there)."""
+    if api is None:
+        return
+    try:
+        with module_end_file(api), module_scope(api):
+            api.fail(
+                f'runnercheck plugin internal error at the end of module "{file.fullname}": '
+                f"{type(exc).__name__}: {exc} (please report it)",
+                Context(line=1),
+                code=errors.INTERNAL,
+            )
+    except Exception:  # mypy's error store itself is out of reach
+        pass

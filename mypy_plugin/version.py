@@ -6,9 +6,10 @@ import re
 from typing import Final
 
 #: Lowest supported mypy version (inclusive) and first unsupported one (exclusive);
-#: keep in step with the ``mypy>=2.4,<2.6`` requirement in pyproject.toml.
-MIN_MYPY: Final = (2, 4)
-MAX_MYPY: Final = (2, 6)
+#: keep in step with the ``mypy>=1.9,<2.5`` requirement in pyproject.toml and with the
+#: versions scripts/mypy_versions.sh runs the plugin's suite under.
+MIN_MYPY: Final = (1, 9)
+MAX_MYPY: Final = (2, 5)
 SUPPORTED: Final = f">={MIN_MYPY[0]}.{MIN_MYPY[1]},<{MAX_MYPY[0]}.{MAX_MYPY[1]}"
 
 

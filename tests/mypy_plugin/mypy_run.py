@@ -46,6 +46,22 @@ def mypy(cwd: Path, *args: str, timeout: float = 180) -> subprocess.CompletedPro
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=_env())
 
 
+def patched_mypy(cwd: Path, patch: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Real mypy in a fresh interpreter after ``patch`` (Python source) ran."""
+    code = (
+        f"import sys\nsys.path.pop(0)\n{patch}\nfrom mypy.main import main\n"
+        "sys.argv = ['mypy', *sys.argv[1:]]\nmain()\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, "--cache-dir", str(cwd / ".mypy_cache"), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=_env(),
+    )
+
+
 def dmypy(
     cwd: Path, status_file: Path, *args: str, timeout: float = 180
 ) -> subprocess.CompletedProcess[str]:

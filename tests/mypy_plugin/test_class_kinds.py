@@ -1,8 +1,8 @@
 """Every class is checked: over constrained type variables (each constraint), with a
 metaclass other than ABCMeta (an ABCMeta subclass too), defined inside a function
-(also one whose body mypy does not check), and alone in a module where mypy's class
-hook never runs, in a cold run and in an incremental run that re-checks that module
-alone."""
+(also one whose body mypy does not check), alone in a module where mypy's class hook
+never runs, and in a module whose top level ends in ``sys.exit()``, in a cold run and
+in an incremental run that re-checks one module alone."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.mypy_plugin.mypy_run import copy_fixture, expected, mypy
 
-FILES = ("contract.py", "constrained.py", "metaclasses.py", "only_meta.py")
+FILES = ("contract.py", "constrained.py", "metaclasses.py", "only_meta.py", "exits.py")
 
 
 def test_every_kind_of_class_is_checked(tmp_path: Path) -> None:

@@ -3,8 +3,7 @@ stop mypy with one line instead of a traceback."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import re
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from mypy_plugin.config import read_settings
 from mypy_plugin.version import UnsupportedMypyError, check_mypy_version, parse_version
 from runnercheck.errors import ConfigError
-from tests.mypy_plugin.mypy_run import copy_fixture, mypy
+from tests.mypy_plugin.mypy_run import REPO, copy_fixture, mypy, patched_mypy
 
 PYPROJECT = """\
 [tool.runnercheck]
@@ -89,15 +88,36 @@ def test_select_and_ignore_by_code_name_and_prefix(tmp_path: Path) -> None:
     assert not read_settings(str(ini), tmp_path).reports("RC201")
 
 
-@pytest.mark.parametrize("version", ["2.4.0", "2.4.1", "2.5.3", "2.5.0+dev.0123abc"])
+@pytest.mark.parametrize(
+    "version", ["1.9.0", "1.11.1", "1.15.0", "1.19.1", "2.0.0", "2.4.1", "2.4.0+dev.0123abc"]
+)
 def test_supported_versions(version: str) -> None:
     check_mypy_version(version)
 
 
-@pytest.mark.parametrize("version", ["2.3.9", "2.6.0", "3.0.0", "1.19.1"])
+@pytest.mark.parametrize("version", ["1.8.0", "0.991", "2.5.0", "3.0.0"])
 def test_unsupported_versions(version: str) -> None:
-    with pytest.raises(UnsupportedMypyError, match=r"supports mypy >=2\.4,<2\.6"):
+    with pytest.raises(UnsupportedMypyError, match=r"supports mypy >=1\.9,<2\.5"):
         check_mypy_version(version)
+
+
+def test_the_supported_range_is_the_one_declared_and_tested() -> None:
+    """pyproject.toml's requirement, the plugin's check and the releases
+    scripts/mypy_versions.sh runs the plugin's cases under all say the same range."""
+    import tomllib
+
+    from mypy_plugin.version import MAX_MYPY, MIN_MYPY, SUPPORTED
+
+    with (REPO / "pyproject.toml").open("rb") as handle:
+        dependencies = tomllib.load(handle)["project"]["dependencies"]
+    assert f"mypy{SUPPORTED}" in dependencies
+    script = (REPO / "scripts" / "mypy_versions.sh").read_text(encoding="utf-8")
+    listed = re.search(r"^DEFAULT_VERSIONS=\(([^)]*)\)$", script, re.MULTILINE)
+    assert listed is not None
+    tested = sorted(parse_version(version) for version in listed[1].split())
+    assert tested[0] == MIN_MYPY  # the lowest supported release is tested
+    assert tested[-1] < MAX_MYPY and (tested[-1][0], tested[-1][1] + 1) == MAX_MYPY
+    assert (1, 11) in tested  # the pin of the maintained vLLM forks
 
 
 def test_unreadable_version() -> None:
@@ -105,27 +125,13 @@ def test_unreadable_version() -> None:
         parse_version("dev")
 
 
-def run_patched_mypy(cwd: Path, patch: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """Real mypy in a fresh interpreter after ``patch`` (Python source) ran."""
-    code = f"{patch}\nimport sys\nfrom mypy.main import main\nsys.argv = ['mypy', *sys.argv[1:]]\nmain()\n"
-    return subprocess.run(
-        [sys.executable, "-c", code, "--cache-dir", str(cwd / ".mypy_cache"), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
 def test_mypy_outside_the_range_stops_with_one_line(tmp_path: Path) -> None:
     root = copy_fixture("incremental", tmp_path)
-    proc = run_patched_mypy(
-        root, "import mypy.version\nmypy.version.__version__ = '2.6.0'", "mid.py"
-    )
+    proc = patched_mypy(root, "import mypy.version\nmypy.version.__version__ = '2.5.0'", "mid.py")
     assert proc.returncode == 2
     assert proc.stderr == (
-        "runnercheck mypy plugin: error: mypy 2.6.0 is not supported "
-        "(the runnercheck plugin supports mypy >=2.4,<2.6)\n"
+        "runnercheck mypy plugin: error: mypy 2.5.0 is not supported "
+        "(the runnercheck plugin supports mypy >=1.9,<2.5)\n"
     )
     assert proc.stdout == ""
 
@@ -152,7 +158,7 @@ def test_internal_surprise_is_an_error_not_a_crash(tmp_path: Path) -> None:
         "def boom(self, t): raise LookupError('no such member')\n"
         "rc.RunnerChecker.check_protocol = boom\n"
     )
-    proc = run_patched_mypy(root, patch, "base.py", "inputs.py", "mid.py", "final.py")
+    proc = patched_mypy(root, patch, "base.py", "inputs.py", "mid.py", "final.py")
     assert proc.stderr == ""
     assert proc.stdout.splitlines() == [
         'inputs.py:9: error: Value for key "f" in the dict of "StepInput.as_broadcastable_tensor_'
@@ -165,6 +171,38 @@ def test_internal_surprise_is_an_error_not_a_crash(tmp_path: Path) -> None:
         "Found 3 errors in 3 files (checked 4 source files)",
     ]
     assert proc.returncode == 1
+
+
+def test_surprises_at_a_module_end_and_at_loading_are_errors(tmp_path: Path) -> None:
+    """What fails where no class is being checked is said at the module's first line;
+    checks that cannot be loaded at all (a mypy whose internals moved), once, at the
+    first class."""
+    root = copy_fixture("incremental", tmp_path)
+    (root / "inputs.py").write_text(
+        (root / "inputs.py").read_text().replace('{"tokens": self.tokens}', '{"f": print}')
+    )
+    files = ("base.py", "inputs.py", "mid.py", "final.py")
+    late = (
+        "import mypy_plugin.session as session\n"
+        "def boom(self, pending): raise KeyError('gone')\n"
+        "session.CheckRun._check_values_late = boom\n"
+    )
+    proc = patched_mypy(root, late, *files)
+    assert (proc.stderr, proc.returncode) == ("", 1)
+    assert proc.stdout.splitlines() == [
+        'inputs.py:1: error: runnercheck plugin internal error at the end of module "inputs": '
+        "KeyError: 'gone' (please report it)  [runnercheck-internal]",
+        "Found 1 error in 1 file (checked 4 source files)",
+    ]
+    unloadable = "import sys\nsys.modules['mypy_plugin.session'] = None\n"
+    proc = patched_mypy(root, unloadable, "--no-incremental", *files)
+    assert (proc.stderr, proc.returncode) == ("", 1)
+    assert proc.stdout.splitlines() == [
+        "inputs.py:4: error: runnercheck plugin internal error: cannot load its checks "
+        "(ModuleNotFoundError: import of mypy_plugin.session halted; None in sys.modules); "
+        "the runner checks are off (please report it)  [runnercheck-internal]",
+        "Found 1 error in 1 file (checked 4 source files)",
+    ]
 
 
 def test_changed_settings_invalidate_the_cache(tmp_path: Path) -> None:
