@@ -45,8 +45,10 @@ class Origin:
     line: int
     #: The part that produces it (``"WorkerInput"``) or the extra's function.
     part: str
-    #: Where a part that rebuilt itself read the key without popping it, if it did.
-    read_without_pop: tuple[str, int] | None = None
+    #: Where a part that rebuilt itself read the key without popping it, if it did:
+    #: the read (``tensor_dict["virtual_engine"]``) when it has no default, else the
+    #: ``def`` of the method that reads it; (path, line, column).
+    read_without_pop: tuple[str, int, int] | None = None
     #: Merged in by the driver's step besides the parts (``part`` is that step).
     extra: bool = False
 
@@ -260,12 +262,23 @@ class MergedDicts:
             read = reads.get(key)
             walk.alive.setdefault(key, Origin(key, kf.path, kf.line, part.name, read))
 
-    def _reads_without_pop(self, part: ClassFacts) -> dict[str, tuple[str, int]]:
+    def _reads_without_pop(self, part: ClassFacts) -> dict[str, tuple[str, int, int]]:
         ref = self.hierarchy.resolve_method(part, self.contract.from_dict_method)
         param = self._dict_param(ref)
         if ref is None or param is None:
             return {}
-        return {key: (ref.func.path, ref.func.line) for key in param.reads if key not in param.pops}
+        func = ref.func
+        out: dict[str, tuple[str, int, int]] = {}
+        for key in param.reads:
+            if key in param.pops:
+                continue
+            read = param.required.get(key)
+            out[key] = (
+                (func.path, read.line, read.col)
+                if read is not None
+                else (func.path, func.line, func.col)
+            )
+        return out
 
     # ----------------------------------------------------------- consumers
     def _parts(

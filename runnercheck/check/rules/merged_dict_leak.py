@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import PurePath
 
-from runnercheck.analysis.model import ModuleFacts
+from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import Leak, Project
 from runnercheck.catalog import Rule
 from runnercheck.check.rules.base import CheckRule
@@ -187,7 +187,8 @@ def message(leaks: list[Leak]) -> str:
         else f"added by {origin.part} at {where}"
     )
     if origin.read_without_pop is not None:
-        how += f", read without pop at {_where(*origin.read_without_pop)}"
+        path, line, _ = origin.read_without_pop
+        how += f", read without pop at {_where(path, line)}"
     targets = ", ".join(
         f"`{leak.target.name}(**...)` at {_where(leak.path, leak.line)}"
         for leak in sorted(leaks, key=lambda lk: (lk.path, lk.line))
@@ -199,20 +200,37 @@ def message(leaks: list[Leak]) -> str:
     )
 
 
+def _own_key(project: Project, target: ClassFacts, key: str) -> bool:
+    """``target``'s own dict sends ``key`` that its ``cls(**...)`` does not accept: the
+    missing field RC102 reports on ``target`` (one cause, one finding: the leak of the
+    same key into ``target`` is that finding's, not RC109's)."""
+    produced = project.produced(target)
+    if produced is None or key not in produced.keys or "__init__" in target.methods:
+        return False
+    fields = project.dataclass_fields(target)
+    if fields is None or not any(k.is_dataclass for k in project.mro(target)):
+        return False
+    return key not in {name for name, (_, fld) in fields.items() if fld.init}
+
+
 def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
     """One finding per leaked key and where it enters the dict, placed where the fix
-    belongs: the read that should pop it, else where it is added."""
-    for leaks in _groups(project).values():
-        origin = leaks[0].origin
-        path, line = origin.read_without_pop or (origin.path, origin.line)
+    belongs: the read that should pop it, else where it is added. A target whose own
+    dict sends the key without a field for it is RC102's (the missing field)."""
+    for found in _groups(project).values():
+        origin = found[0].origin
+        leaks = [leak for leak in found if not _own_key(project, leak.target, origin.key)]
+        if not leaks:
+            continue
+        path, line, col = origin.read_without_pop or (origin.path, origin.line, 1)
         if path != module.path:
             continue
         silent = [project.silent_worker(leak.worker) for leak in leaks]
         live = [leak for leak, why in zip(leaks, silent, strict=True) if why is None]
         if live:  # the targets under a worker that never broadcasts are not listed
-            yield Finding(path, line, 1, RULE.code, message(_one_per_target(live)))
+            yield Finding(path, line, col, RULE.code, message(_one_per_target(live)))
         else:
-            finding = Finding(path, line, 1, RULE.code, message(_one_per_target(leaks)))
+            finding = Finding(path, line, col, RULE.code, message(_one_per_target(leaks)))
             yield finding.as_note(str(silent[0]))
 
 

@@ -123,9 +123,10 @@ def _dropped(project: Project, cls: ClassFacts, produced: Produced) -> dict[str,
 
 
 def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
-    """A subclass re-listing its parent's keys instead of calling ``super()``: a note;
-    one finding for the keys the copy drops that some ancestor sends, an error when a
-    runner building the class reads one of them on every rank's path."""
+    """A subclass re-listing its parent's keys instead of calling ``super()``: a note
+    while the copy sends what the parent sends; else one finding for the copy and the
+    keys it drops that some ancestor sends (never a note beside it on the same line),
+    an error when a runner building the class reads one of them on every rank's path."""
     as_dict = project.contract.as_dict_method
     own = cls.methods.get(as_dict)
     if own is None or own.is_stub or own.is_abstract:
@@ -141,25 +142,29 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
     if not relisted:
         return
     parent_name = f"{parent_ref.owner.name}.{as_dict}"
-    yield Finding(
-        own.path,
-        own.line,
-        own.col,
-        RULE.code,
+    relists = (
         f"{cls.name}.{as_dict} re-lists {len(relisted)} "
-        f"{'key' if len(relisted) == 1 else 'keys'} of {parent_name} instead "
-        "of calling super(); the copy drifts when the parent changes",
-    ).as_note("the copy sends what the parent sends today")
+        f"{'key' if len(relisted) == 1 else 'keys'} of {parent_name} instead of calling "
+        "super()"
+    )
     dropped = _dropped(project, cls, produced)
     if not dropped:
+        yield Finding(
+            own.path,
+            own.line,
+            own.col,
+            RULE.code,
+            f"{relists}; the copy drifts when the parent changes",
+        ).as_note("the copy sends what the parent sends today")
         return
+    # one cause, one finding: the copy that drifted, with what it drops
     reads = project.every_rank_reads(cls, sent_by=True)
     read = [k for k in dropped if reads is not None and k in reads]
     by_sender: dict[str, list[str]] = {}
     for key, sender in dropped.items():
         by_sender.setdefault(sender, []).append(repr(key))
     listed = "; ".join(f"{', '.join(keys)} (sent by {who})" for who, keys in by_sender.items())
-    message = f"{cls.name}.{as_dict} drops {listed}"
+    message = f"{relists}, and drops {listed}"
     if read:
         message += (
             f": read on every rank ({', '.join(repr(k) for k in read)}), non-driver ranks "
