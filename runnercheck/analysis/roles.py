@@ -27,6 +27,8 @@ class Roles:
         self.contract = hierarchy.contract
         self._paired: list[ClassFacts] | None = None
         self._uses: dict[int, tuple[ClassFacts, bool]] = {}
+        self._own: dict[int, tuple[ClassFacts, bool]] = {}
+        self._names: tuple[frozenset[str], frozenset[str]] | None = None
         self._on_contract: set[int] | None = None
         self._candidates: dict[int, tuple[ClassFacts, dict[str, list[ClassFacts]]]] = {}
 
@@ -175,11 +177,18 @@ class Roles:
         shows nothing."""
         found = self._uses.get(id(cls))
         if found is None or found[0] is not cls:
-            used, bases = self._contract_names()
-            uses = any(self._own_use(k, used, bases) for k in self.hierarchy.mro(cls)) or not (
-                bases.isdisjoint(self.hierarchy.unresolved_bases(cls))
+            names = self._names = self._names or self._contract_names()
+            uses = any(self._owns_use(k, *names) for k in self.hierarchy.mro(cls)) or not (
+                names[1].isdisjoint(self.hierarchy.unresolved_bases(cls))
             )
             found = self._uses[id(cls)] = (cls, uses)
+        return found[1]
+
+    def _owns_use(self, cls: ClassFacts, used: frozenset[str], bases: frozenset[str]) -> bool:
+        """:meth:`_own_use`, read once per class (a base is asked for every subclass)."""
+        found = self._own.get(id(cls))
+        if found is None or found[0] is not cls:
+            found = self._own[id(cls)] = (cls, self._own_use(cls, used, bases))
         return found[1]
 
     def builds_own_input(self, cls: ClassFacts) -> bool:

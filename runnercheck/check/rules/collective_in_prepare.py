@@ -51,9 +51,11 @@ def _hits(project: Project, cls: ClassFacts) -> Iterator[_Hit]:
     as a reported send is the other half of that one mistake: it goes into the send's
     message instead of a finding of its own."""
     prepare = project.contract.prepare_input_method
-    if prepare not in cls.methods or not project.on_contract(cls):
-        return  # a V1 runner prepares its input on every rank
+    if prepare not in cls.methods:
+        return
     reached = project.collectives_reachable(cls, prepare)
+    if not reached or not project.on_contract(cls):
+        return  # (a V1 runner prepares its input on every rank)
     paired: dict[tuple[str, str], list[int]] = {}
     for key in {(r.site.path, r.site.where) for r in reached}:
         here = [r for r in reached if (r.site.path, r.site.where) == key]
