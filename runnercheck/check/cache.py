@@ -174,6 +174,8 @@ class FactsCache:
         if self._fd is not None and self._fd[1] == os.getpid():
             return self._fd[0]
         try:
+            if create:  # the root itself is the caller's (a project root, made if missing)
+                os.makedirs(self.root, exist_ok=True)
             fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return None
