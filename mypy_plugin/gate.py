@@ -28,15 +28,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from runnercheck import catalog
+from runnercheck import baseline, catalog, github
 from runnercheck.console import echo
+from runnercheck.errors import UsageError
 
 PLUGIN = "mypy_plugin"
 PROG = "runnercheck mypy"
 
 #: ``path:line[:col]: error: message  [code]`` as mypy prints it.
 _LINE = re.compile(
-    r"^(?P<path>[^:\n]+):(?P<line>\d+)(?::\d+)?(?::\d+:\d+)?: (?P<severity>error|note): "
+    r"^(?P<path>[^:\n]+):(?P<line>\d+)(?::(?P<col>\d+))?(?::\d+:\d+)?: (?P<severity>error|note): "
     r"(?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$"
 )
 
@@ -59,10 +60,12 @@ class Error:
     #: the error's lines as mypy printed them, its notes after it
     text: list[str] = field(default_factory=list)
 
+    col: int = 0
+
     @property
     def key(self) -> str:
-        """The baseline's form: no line number, one tab-separated line."""
-        return f"{self.path}\t{self.code}\t{self.message}"
+        """The baseline's form (:mod:`runnercheck.baseline`): no line number."""
+        return baseline.key(self.path, self.code, self.message)
 
 
 def parse(lines: Sequence[str]) -> list[Error]:
@@ -79,54 +82,21 @@ def parse(lines: Sequence[str]) -> list[Error]:
             if errors and errors[-1].path == path:
                 errors[-1].text.append(raw)
             continue
-        errors.append(Error(path, int(match["line"]), match["code"] or "misc", match["message"]))
+        col = int(match["col"]) if match["col"] else 0
+        code = match["code"] or "misc"
+        errors.append(Error(path, int(match["line"]), code, match["message"], col=col))
         errors[-1].text.append(raw)
     return errors
 
 
-def read_baseline(path: Path) -> Counter[str]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise GateError(f"{path}: no such baseline (make it with --write-baseline)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GateError(f"{path}: cannot read the baseline ({exc})") from None
-    entries: Counter[str] = Counter()
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line or line.startswith("#"):
-            continue
-        if line.count("\t") < 2:
-            raise GateError(f"{path}:{number}: not a baseline line (path, code, message)")
-        entries[line] += 1
-    return entries
-
-
-def write_baseline(path: Path, errors: Sequence[Error]) -> None:
-    lines = sorted(error.key for error in errors)
-    header = (
-        "# mypy errors accepted by `runnercheck mypy --baseline` (path, code, message; "
-        "tab-separated). Regenerate with --write-baseline.\n"
-    )
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(header + "".join(f"{line}\n" for line in lines), encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def gating(
-    errors: Sequence[Error], codes: frozenset[str], baseline: Counter[str] | None
+    errors: Sequence[Error], codes: frozenset[str], accepted: Counter[str] | None
 ) -> list[Error]:
     """The errors that fail the run: those of ``codes`` or, with a baseline, those it
     does not hold (each baseline line covers one error)."""
-    if baseline is None:
+    if accepted is None:
         return [error for error in errors if error.code in codes]
-    left = Counter(baseline)
-    new: list[Error] = []
-    for error in errors:
-        if left[error.key] > 0:
-            left[error.key] -= 1
-        else:
-            new.append(error)
-    return new
+    return [errors[i] for i in baseline.new([error.key for error in errors], accepted)]
 
 
 def run_mypy(mypy_args: Sequence[str]) -> tuple[list[str], int]:
@@ -225,6 +195,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also fail on this mypy error code (e.g. override, type-var); repeatable",
     )
     parser.add_argument("--all", action="store_true", help="print every error, not only gating")
+    parser.add_argument(
+        "--format",
+        choices=("text", "github"),
+        default="text",
+        help="output format (github: workflow annotations for GitHub Actions)",
+    )
 
 
 def gate(options: argparse.Namespace, mypy_args: Sequence[str], fast_exit: bool = False) -> int:
@@ -242,9 +218,9 @@ def gate(options: argparse.Namespace, mypy_args: Sequence[str], fast_exit: bool 
 def _gate(options: argparse.Namespace, mypy_args: Sequence[str]) -> int:
     if options.write_baseline and options.baseline is None:
         raise GateError("--write-baseline needs --baseline FILE")
-    baseline = None
+    accepted = None
     if options.baseline is not None and not options.write_baseline:
-        baseline = read_baseline(options.baseline)
+        accepted = baseline.read(options.baseline, PROG)
     lines, stopped = run_mypy(mypy_args)
     if stopped:
         for line in lines:
@@ -252,14 +228,30 @@ def _gate(options: argparse.Namespace, mypy_args: Sequence[str]) -> int:
         return 2
     errors = parse(lines)
     if options.write_baseline:
-        write_baseline(options.baseline, errors)
+        baseline.write(options.baseline, [error.key for error in errors], PROG)
         echo(f"{PROG}: {len(errors)} errors recorded in {options.baseline}")
         return 0
-    gated = gating(errors, contract_codes() | frozenset(options.code), baseline)
-    for error in errors if options.all else gated:
-        echo("\n".join(error.text))
-    echo(f"{PROG}: {summary(errors, gated, baseline is not None)}")
+    gated = gating(errors, contract_codes() | frozenset(options.code), accepted)
+    shown = errors if options.all else gated
+    if getattr(options, "format", "text") == "github":
+        failing = {id(error) for error in gated}
+        for error in shown:
+            echo(_annotation(error, id(error) in failing))
+    else:
+        for error in shown:
+            echo("\n".join(error.text))
+    echo(f"{PROG}: {summary(errors, gated, accepted is not None)}")
     return 1 if gated else 0
+
+
+def _annotation(error: Error, failing: bool) -> str:
+    """One workflow command: an error for what fails the run, a warning for the rest
+    (``--all``); mypy's notes on the error follow its message."""
+    notes = [line.split(": note: ", 1)[1] for line in error.text[1:] if ": note: " in line]
+    message = "\n".join([error.message, *notes])
+    title = f"mypy [{error.code}]"
+    level: github.Level = "error" if failing else "warning"
+    return github.annotation(level, message, error.path, error.line, error.col, title)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -267,7 +259,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     options, mypy_args = parser.parse_known_args(argv)
     try:
         return gate(options, mypy_args, fast_exit=argv is None)
-    except GateError as exc:
+    except (GateError, UsageError) as exc:
         echo(f"{PROG}: error: {exc}", stderr=True, newlines=False)
         return 2
     except SystemExit as exc:  # mypy's own usage errors (it printed them)

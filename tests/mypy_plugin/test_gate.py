@@ -85,6 +85,25 @@ def test_gate_fails_on_the_contract_only_and_on_new_errors_against_a_baseline(
     assert [line for line in new.stdout.splitlines() if ": error: " in line] == [lines[0]]
 
 
+def test_gate_github_format_annotates_what_fails_and_warns_of_the_rest(engine: Path) -> None:
+    """``--format github``: one workflow command per error, following the syntax the
+    Actions runner reads (the same pattern as ``check --format github``'s test)."""
+    from tests.check.test_editor_formats import COMMAND
+
+    break_the_contract(engine)
+    failing = gate(engine, "--format", "github", "engine")
+    assert failing.returncode == 1, failing.stdout + failing.stderr
+    *annotations, summary = failing.stdout.splitlines()
+    assert len(annotations) == 1 and COMMAND.fullmatch(annotations[0]), annotations
+    assert annotations[0].startswith("::error file=engine/cpu_model_runner.py,line=")
+    assert ",title=mypy [from-dict-fixed-return]::" in annotations[0]
+    assert summary.startswith("runnercheck mypy: 1 contract error in 1 file; 2 other")
+    every = gate(engine, "--format", "github", "--all", "engine")
+    levels = [line.split(" ", 1)[0] for line in every.stdout.splitlines()[:-1]]
+    assert sorted(levels) == ["::error", "::warning", "::warning"], every.stdout
+    assert all(COMMAND.fullmatch(line) for line in every.stdout.splitlines()[:-1])
+
+
 def test_gate_adds_the_plugin_without_any_mypy_configuration(engine: Path) -> None:
     """mypy loads configured plugins only from a configuration file: with none at all the
     gate still runs the plugin (on a tree like a bare copy of an engine)."""
@@ -98,8 +117,8 @@ def test_gate_adds_the_plugin_without_any_mypy_configuration(engine: Path) -> No
 def test_gate_usage_errors_exit_2(tmp_path: Path) -> None:
     missing = gate(tmp_path, "--baseline", str(tmp_path / "none.txt"), "x.py")
     assert missing.returncode == 2
-    assert missing.stderr.strip().endswith(
-        "none.txt: no such baseline (make it with --write-baseline)"
+    assert "none.txt: no such baseline (make it with `runnercheck mypy --baseline" in (
+        missing.stderr
     )
     (tmp_path / "bad.txt").write_text("just one field\n", encoding="utf-8")
     bad = gate(tmp_path, "--baseline", str(tmp_path / "bad.txt"), "x.py")
