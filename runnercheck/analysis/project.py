@@ -48,7 +48,9 @@ the parts it asks (nothing is inherited):
 - ``Project.uses``: :class:`~runnercheck.analysis.uses.Uses` (the inputs a runner
   builds, the fields every rank reads);
 - ``Project.wrappers``: :class:`~runnercheck.analysis.wrappers.Wrappers` (steps through
-  wrapper workers).
+  wrapper workers);
+- ``Project.unread``: :class:`~runnercheck.analysis.unread.Unread` (classes that rest on
+  a base of a package that was not read: ``unread_packages``).
 
 The API above is each part's own method, reachable from the project by its name.
 :class:`~runnercheck.analysis.holds.NonDriverValues` takes a project and answers, per
@@ -66,6 +68,7 @@ from runnercheck.analysis.merged import Leak, MergedDicts, MergedStep, Origin
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.roles import Roles
 from runnercheck.analysis.stepwalk import ROLES, ZERO, BroadcastSite, PathCount, Reached, StepWalk
+from runnercheck.analysis.unread import Unread, UnreadBase
 from runnercheck.analysis.uses import Uses
 from runnercheck.analysis.wrappers import StepPath, Term, Wrappers, WrapperStep
 from runnercheck.contract import VLLM, Contract
@@ -87,6 +90,7 @@ __all__ = [
     "Required",
     "StepPath",
     "Term",
+    "UnreadBase",
     "WrapperStep",
     "module_parts",
 ]
@@ -96,7 +100,12 @@ class Project:
     """Every question about the meaning of a set of modules, answered from their facts
     by its named parts."""
 
-    def __init__(self, modules: Iterable[ModuleFacts], contract: Contract = VLLM) -> None:
+    def __init__(
+        self,
+        modules: Iterable[ModuleFacts],
+        contract: Contract = VLLM,
+        unread_packages: frozenset[str] = frozenset(),
+    ) -> None:
         self.hierarchy = hierarchy = Hierarchy(modules, contract)
         self.roles = roles = Roles(hierarchy)
         self.keys = keys = KeyFlow(hierarchy)
@@ -105,6 +114,7 @@ class Project:
         self.merged = merged = MergedDicts(hierarchy, roles, keys)
         self.uses = uses = Uses(hierarchy, roles, keys, steps, merged)
         self.wrappers = wrappers = Wrappers(hierarchy, roles, steps)
+        self.unread = Unread(hierarchy, roles, wrappers, uses, unread_packages)
         self.contract = contract
         self.modules = hierarchy.modules
         #: Paths whose findings are reported (None: all); a rule that may place a

@@ -123,6 +123,29 @@ class ModuleFinder:
         return result
 
 
+def unread_packages(
+    modules: Iterable[tuple[str, ModuleFacts]], finder: ModuleFinder
+) -> frozenset[str]:
+    """Top-level packages that a class of ``modules`` (absolute path, facts) takes a
+    base from by an absolute import of a module that ``finder`` does not find: an
+    engine a plugin builds on that is neither given nor installed."""
+    out: set[str] = set()
+    for path, facts in modules:
+        directory = os.path.dirname(path)
+        for cls in facts.classes.values():
+            for base in cls.bases:
+                origin = facts.imports.get(base.split(".", 1)[0], "")
+                package = origin.split(".", 1)[0]
+                if (
+                    package
+                    and package not in out
+                    and package not in sys.builtin_module_names
+                    and finder.find(directory, origin) is None
+                ):
+                    out.add(package)
+    return frozenset(out)
+
+
 def read_partners(
     modules: Iterable[tuple[str, ModuleFacts]],
     known: set[str],

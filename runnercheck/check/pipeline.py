@@ -29,8 +29,8 @@ from runnercheck.analysis.prefilter import (
 )
 from runnercheck.analysis.project import Project
 from runnercheck.check.discovery import SourceFile, discover_walk, walk_findings
-from runnercheck.check.partners import ModuleFinder, context_roots, read_partners
-from runnercheck.check.rules import RULES, run_rules
+from runnercheck.check.partners import ModuleFinder, context_roots, read_partners, unread_packages
+from runnercheck.check.rules import RULES, UNREAD, run_rules
 from runnercheck.config import Config, unknown_rule
 from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
@@ -70,6 +70,9 @@ class CheckResult:
     partner_files: int = 0
     #: Things skipped that cannot hide a finding (a FIFO, a looping link), one line each.
     walk_notes: list[str] = field(default_factory=list)
+    #: Packages the checked code builds on that were not read, one line each: what
+    #: rests on them is a note, and how to provide them.
+    unread: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -246,9 +249,12 @@ def check_outcomes(
     select: set[str] = frozenset(),  # type: ignore[assignment]
     ignore: set[str] = frozenset(),  # type: ignore[assignment]
     context: Sequence[ModuleFacts] = (),
+    unread: frozenset[str] = frozenset(),
 ) -> CheckResult:
     """Findings for already analysed files; ``context`` modules (partner files) take
-    part in the analysis, but findings located in them are not reported."""
+    part in the analysis, but findings located in them are not reported. ``unread``:
+    packages the files take base classes from that were not found (an error resting on
+    one is a note)."""
     result = CheckResult(files_seen=len(outcomes), partner_files=len(context))
     findings: list[Finding] = []
     modules: dict[str, ModuleFacts] = {}
@@ -271,7 +277,7 @@ def check_outcomes(
                 Finding(facts.path, err.line, err.col, "RC001", f"cannot parse: {err.message}")
             )
     analysed = [m for m in modules.values() if m.syntax_error is None]
-    project = Project([*analysed, *context], contract)
+    project = Project([*analysed, *context], contract, unread)
     reportable = {outcome.display for outcome in outcomes}
     project.reportable = reportable
     wanted = {rule.code for rule in RULES}
@@ -291,7 +297,30 @@ def check_outcomes(
         kept.append(finding)
     result.findings = [f for f in kept if not f.is_note]
     result.notes = [f for f in kept if f.is_note]
+    result.unread = _unread_lines(project.memo.get(UNREAD), set(kept))
     return result
+
+
+def _unread_lines(demoted: object, kept: set[Finding]) -> list[str]:
+    """One line per package whose classes reported errors rest on: how many are notes
+    for that, and how to provide the package."""
+    if not isinstance(demoted, dict):
+        return []
+    per_package: dict[str, tuple[set[str], int]] = {}
+    for finding, unread in demoted.items():
+        if finding in kept:
+            bases, count = per_package.get(unread.package, (set(), 0))
+            per_package[unread.package] = (bases | {unread.base}, count + 1)
+    lines = []
+    for package, (bases, count) in sorted(per_package.items()):
+        noun = "finding rests" if count == 1 else "findings rest"
+        lines.append(
+            f"{package} was not read (not under the given paths, a --context directory or "
+            f"the installed packages): {count} {noun} on its {', '.join(sorted(bases))} and "
+            f"{'is a note' if count == 1 else 'are notes'}; give --context PATH (the directory "
+            f"holding {package}/) or install {package} to check {'it' if count == 1 else 'them'}"
+        )
+    return lines
 
 
 def check_paths(
@@ -403,7 +432,12 @@ def _check_paths(
         partners += read_partners(
             found_new, on_disk, needles(contract), contract, limit, finder, cache
         )
-    result = check_outcomes(outcomes, contract, select_codes, ignore_codes, partners)
+    read_modules = [
+        *((os.path.abspath(o.path), o.facts) for o in outcomes if o.facts and o.path),
+        *((os.path.abspath(p.path), p) for p in partners),
+    ]
+    unread = unread_packages(read_modules, finder)
+    result = check_outcomes(outcomes, contract, select_codes, ignore_codes, partners, unread)
     found, result.walk_notes = walk_findings(walked, paths, result.findings)
     if cache is not None and cache.unused:
         result.walk_notes.append(cache.unused)

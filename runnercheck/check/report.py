@@ -84,6 +84,7 @@ def as_json(result: CheckResult) -> dict[str, Any]:
         "findings": [finding_json(f) for f in result.findings],
         "notes": [finding_json(f) for f in result.notes],
         "skipped": result.walk_notes,
+        "unread": result.unread,
         "summary": result.summary(),
     }
 
@@ -193,7 +194,8 @@ def render(
     show_notes: bool = False,
     base: Path | None = None,
 ) -> None:
-    for note in result.walk_notes:  # on stderr: the findings on stdout stay machine-readable
+    # on stderr: the findings on stdout stay machine-readable
+    for note in (*result.walk_notes, *result.unread):
         echo(note, stderr=True, newlines=False)
     if fmt == "json":
         print(json.dumps(as_json(result), indent=2))

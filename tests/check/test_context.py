@@ -5,6 +5,8 @@ only."""
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,18 +20,47 @@ from tests.check.conftest import FIXTURES, REPO, CliResult
 CASE = FIXTURES / "context"
 PLUGIN = (CASE / "plugin").relative_to(REPO).as_posix()
 ENGINE = (CASE / "engine").relative_to(REPO).as_posix()
+UNREAD = (FIXTURES / "unread-engine").relative_to(REPO).as_posix()
 
 
 def codes(result: CliResult) -> list[str]:
-    return [line.split(": ")[1].split()[0] for line in result.finding_lines]
+    """The codes of the findings printed, errors and notes."""
+    return [re.search(r":\d+:\d+:(?: note:)? (\w+) ", line)[1] for line in result.finding_lines]  # type: ignore[index]
 
 
-def test_without_the_engine_the_delivered_field_looks_undelivered(
+def test_without_the_engine_what_rests_on_its_worker_base_is_a_note(
     run: Callable[..., CliResult],
 ) -> None:
-    result = run(PLUGIN)
-    assert "RC103" in codes(result)
+    """Without the engine, the field its worker input delivers looks undelivered
+    (RC103) and its worker base's abstract methods are guessed (RC107): neither can be
+    known, so both are notes, and one line names the package and how to provide it."""
+    result = run("--show-notes", "--no-cache", PLUGIN)
+    assert result.code == 0
+    assert sorted(codes(result)) == ["RC103", "RC107"]
+    assert all(": note: " in line for line in result.finding_lines)
+    assert all("LocalOrDistributedWorkerBase of accel_engine" in f for f in result.finding_lines)
+    [line] = result.err.splitlines()
+    assert line.startswith("accel_engine was not read")
+    assert "2 findings rest on its LocalOrDistributedWorkerBase" in line
+    assert "--context PATH" in line and "install accel_engine" in line
+
+
+def test_a_plugin_on_an_absent_vllm(run: Callable[..., CliResult]) -> None:
+    """A plugin whose worker derives from vLLM's ``LocalOrDistributedWorkerBase``,
+    checked where vllm is neither given nor installed: the field that base's worker
+    input delivers is a note (RC103), the input's own key that its constructor rejects
+    stays an error (RC102: its own code decides it), and one line says what to give."""
+    result = run("--show-notes", "--no-cache", UNREAD)
     assert result.code == 1
+    errors = [line for line in result.finding_lines if ": note: " not in line]
+    notes = [line for line in result.finding_lines if ": note: " in line]
+    assert [e.split(": ")[1].split()[0] for e in errors] == ["RC102"]
+    assert [n.split(": ")[2].split()[0] for n in notes] == ["RC103"]
+    assert "NPUWorker derives from LocalOrDistributedWorkerBase of vllm" in notes[0]
+    [line] = result.err.splitlines()
+    assert line.startswith("vllm was not read") and "install vllm" in line
+    as_json = run("--format", "json", "--no-cache", UNREAD)
+    assert json.loads(as_json.out)["unread"] == [line]
 
 
 def test_context_path_reads_the_engine_and_reports_only_the_plugin(

@@ -8,6 +8,7 @@ the other rules and files go on.
 
 from __future__ import annotations
 
+from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import Project
 from runnercheck.catalog import Rule, central
 from runnercheck.check.rules import (
@@ -62,7 +63,11 @@ def _internal(path: str, line: int, col: int, code: str, where: str, exc: Except
 
 
 def run_rules(project: Project, codes: set[str] | None = None) -> list[Finding]:
-    """Findings of every rule whose code is in ``codes`` (all when None), deduplicated."""
+    """Findings of every rule whose code is in ``codes`` (all when None), deduplicated.
+
+    An error that rests on a class deriving from a package that was not read (see
+    :mod:`runnercheck.analysis.unread`) is a note saying so; ``project.memo[UNREAD]``
+    maps each such note to the base it rests on."""
     found: set[Finding] = set()
     checks = [c for c in CHECKS if codes is None or c.code in codes]
     for module in project.modules.values():
@@ -70,7 +75,10 @@ def run_rules(project: Project, codes: set[str] | None = None) -> list[Finding]:
             if check.check_module is None:
                 continue
             try:
-                found.update(check.check_module(project, module))
+                found.update(
+                    _knowable(project, check, f, _enclosing(module, f.line))
+                    for f in check.check_module(project, module)
+                )
             except Exception as exc:
                 found.add(_internal(module.path, 1, 1, check.code, module.path, exc))
         for cls in module.classes.values():
@@ -78,7 +86,37 @@ def run_rules(project: Project, codes: set[str] | None = None) -> list[Finding]:
                 if check.check_class is None:
                     continue
                 try:
-                    found.update(check.check_class(project, cls))
+                    found.update(
+                        _knowable(project, check, f, cls) for f in check.check_class(project, cls)
+                    )
                 except Exception as exc:
                     found.add(_internal(cls.path, cls.line, cls.col, check.code, cls.name, exc))
     return sorted(found)
+
+
+#: ``project.memo`` key: the notes that were errors before an unread base was found
+#: behind them, each with that base.
+UNREAD = "unread"
+
+
+def _knowable(
+    project: Project, check: CheckRule, finding: Finding, cls: ClassFacts | None
+) -> Finding:
+    """``finding``, or a note when it is an error about ``cls`` that rests on a base
+    of a package that was not read."""
+    if finding.is_note or cls is None or not project.unread.packages:
+        return finding
+    unread = project.unread.behind(cls, partners=check.reads_partners)
+    if unread is None:
+        return finding
+    note = finding.as_note(unread.why())
+    demoted = project.memo.setdefault(UNREAD, {})
+    assert isinstance(demoted, dict)
+    demoted[note] = unread
+    return note
+
+
+def _enclosing(module: ModuleFacts, line: int) -> ClassFacts | None:
+    """The innermost class of ``module`` whose lines hold ``line``."""
+    around = [c for c in module.classes.values() if c.line <= line <= c.end_line]
+    return max(around, key=lambda c: c.line, default=None)

@@ -72,4 +72,4 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
             yield finding
 
 
-CHECK = CheckRule(RULE, check_class=check_class)
+CHECK = CheckRule(RULE, check_class=check_class, reads_partners=False)

@@ -112,4 +112,4 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
             yield Finding(kf.path, kf.line, kf.col, RULE.code, text)
 
 
-CHECK = CheckRule(RULE, check_class=check_class)
+CHECK = CheckRule(RULE, check_class=check_class, reads_partners=False)

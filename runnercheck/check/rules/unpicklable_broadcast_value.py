@@ -92,4 +92,4 @@ def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
     yield from _broadcast_dicts(project, list(module.functions.values()))
 
 
-CHECK = CheckRule(RULE, check_class=check_class, check_module=check_module)
+CHECK = CheckRule(RULE, check_class=check_class, check_module=check_module, reads_partners=False)
