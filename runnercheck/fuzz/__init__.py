@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runnercheck.config import Config
+from runnercheck.fuzz.facts import StaticFacts, analyse, around
 from runnercheck.fuzz.group import EnvGroup, GroupLost, LocalGroup, torchrun_rank
 from runnercheck.fuzz.ranks import Settings
 from runnercheck.fuzz.report import ClassResult, Problem, RunReport
@@ -57,6 +58,11 @@ class FuzzOptions:
     deadline: float = 60.0
     rendezvous_timeout: float = 120.0
     attn_backend: Any = None
+    #: Driver-only fields the static analysis proves (None: analyse the files beside
+    #: the targets' own files; see :mod:`runnercheck.fuzz.facts`).
+    facts: StaticFacts | None = None
+    #: False: only declared driver-only fields are skipped (no static analysis).
+    static_facts: bool = True
 
     def __post_init__(self) -> None:
         if self.world_size < 1 or self.examples < 1:
@@ -118,6 +124,22 @@ def fuzz(
     return report
 
 
+def static_facts(
+    targets: Sequence[Target | Step], options: FuzzOptions, config: Config
+) -> StaticFacts | None:
+    """The facts the run uses: the given ones, else those of the files beside the
+    targets' own (never imported for it)."""
+    if options.facts is not None or not options.static_facts:
+        return options.facts
+    classes: list[type] = []
+    for target in targets:
+        if isinstance(target, Step):
+            classes.extend(part.cls for part in target.parts if part.cls is not None)
+        else:
+            classes.append(target.cls)
+    return analyse(around(classes), config.contract())
+
+
 def _run(
     active: LocalGroup | EnvGroup,
     targets: Sequence[Target | Step],
@@ -138,7 +160,13 @@ def _run(
         options.deadline,
         not_generated=tuple(str(d).removeprefix("torch.") for d in ALL_DTYPES if d not in carried),
     )
-    search_options = SearchOptions(options.examples, seed, options.device, options.attn_backend)
+    search_options = SearchOptions(
+        options.examples,
+        seed,
+        options.device,
+        options.attn_backend,
+        static_facts(targets, options, config),
+    )
     for target in targets:
         builder = StrategyBuilder(overrides, tensor_options)
         if isinstance(target, Step):

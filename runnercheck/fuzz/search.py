@@ -31,8 +31,10 @@ from runnercheck.config import Config
 from runnercheck.contract import is_driver_only_comment, is_driver_only_metadata
 from runnercheck.errors import UsageError
 from runnercheck.fuzz import prng, strategies, transfer
+from runnercheck.fuzz.backend import backend_for
 from runnercheck.fuzz.compare import describe
 from runnercheck.fuzz.compare import differences as compare
+from runnercheck.fuzz.facts import StaticFacts
 from runnercheck.fuzz.group import GroupLost
 from runnercheck.fuzz.report import ClassResult, Problem, merge
 from runnercheck.fuzz.roundtrip import DriverOutcome, Job, RankError, takes_backend
@@ -55,11 +57,20 @@ class SearchOptions:
     seed: int = 0
     device: str = "cpu"
     attn_backend: Any = None
+    #: What the static analysis knows of the classes (driver-only fields it proves).
+    facts: StaticFacts | None = None
 
 
-def driver_only_rule(config: Config) -> Callable[[type, dataclasses.Field[Any]], bool]:
+def driver_only_rule(
+    config: Config, facts: StaticFacts | None = None
+) -> Callable[[type, dataclasses.Field[Any]], bool]:
+    """Whether a field stays on the driver: declared so (marker, comment, the
+    configuration's ``driver_only``) or proven so by the static analysis."""
+
     def rule(cls: type, f: dataclasses.Field[Any]) -> bool:
         if is_driver_only_metadata(f.metadata, config.driver_only_key):
+            return True
+        if facts is not None and facts.driver_only(cls, f.name):
             return True
         if any(f.name in commented_driver_only(klass) for klass in cls.__mro__):
             return True
@@ -127,7 +138,20 @@ def with_hint(problem: Problem, hint: str) -> Problem:
     return Problem(problem.code, problem.message + hint, problem.field, problem.ranks)
 
 
-def evaluate(expected: Snap, outcome: DriverOutcome, job: Job) -> list[Problem]:
+def unproven_reason(problem: Problem, cls: type | None, facts: StaticFacts | None) -> Problem:
+    """A lost field that the class's dict leaves out, with why the analysis could not
+    prove it driver-only."""
+    if problem.code != "RC301" or facts is None or cls is None or "." in problem.field:
+        return problem
+    reason = facts.unproven(cls, problem.field.partition("[")[0])
+    if reason is None:
+        return problem
+    return with_hint(problem, f"; {cls.__qualname__}'s dict does not send it, and {reason}")
+
+
+def evaluate(
+    expected: Snap, outcome: DriverOutcome, job: Job, facts: StaticFacts | None = None
+) -> list[Problem]:
     """Every problem an outcome shows against the expected snapshot."""
     problems: list[Problem] = []
     if outcome.error is not None:
@@ -163,7 +187,8 @@ def evaluate(expected: Snap, outcome: DriverOutcome, job: Job) -> list[Problem]:
                     problems.append(Problem("RC303", message, "", (receiver.rank,)))
                 else:
                     code = "RC301" if diff.lost else "RC303"
-                    problems.append(Problem(code, diff.change(), diff.path, (receiver.rank,)))
+                    problem = Problem(code, diff.change(), diff.path, (receiver.rank,))
+                    problems.append(unproven_reason(problem, job.cls, facts))
         for diff in receiver.nondeterministic:
             problems.append(
                 Problem(
@@ -214,18 +239,18 @@ def search(
         target.cls,
         contract.as_dict_method,
         contract.from_dict_method,
-        options.attn_backend,
+        backend_for(target.cls, contract.from_dict_method, options.attn_backend),
         target.sys_path,
     )
     strategy = builder.for_class(target.cls)
-    snapshotter = Snapshotter(driver_only_rule(config), True, options.device)
+    snapshotter = Snapshotter(driver_only_rule(config, options.facts), True, options.device)
 
     def expect(example: Any) -> tuple[Snap, Callable[[], str]]:
         expected = snapshotter.take(example)
         return expected, functools.partial(example_text, expected)
 
     def judge(expected: Snap, outcome: DriverOutcome) -> list[Problem]:
-        return evaluate(expected, outcome, job)
+        return evaluate(expected, outcome, job, options.facts)
 
     return drive(group, job, target.name, strategy, options, expect, judge)
 

@@ -213,7 +213,7 @@ def search_step(
         step.sys_path,
     )
     strategy = step_strategy(step, builder)
-    snapshotter = Snapshotter(driver_only_rule(config), True, options.device)
+    snapshotter = Snapshotter(driver_only_rule(config, options.facts), True, options.device)
 
     def expect(example: Any) -> tuple[list[Snap], Callable[[], str]]:
         expected = [snapshotter.take(value) for value in example]

@@ -60,11 +60,14 @@ def test_good_classes_round_trip(group2: Any, cls: type) -> None:
 
 
 def test_attention_backend_is_passed_to_receivers(group2: Any) -> None:
-    without = run_one(group2, good.FlatAttentionInput)
-    assert without.codes == ["RC302"]
-    assert "unexpected keyword argument" in without.problems[0].message
+    # without one, a stand-in rebuilds the annotated metadata class (test_static_facts)
+    without = run_one(group2, good.FlatAttentionInput, examples=60)
+    assert without.passed
     with_backend = run_one(group2, good.FlatAttentionInput, attn_backend=good.FlatBackend)
     assert with_backend.passed
+    refused = run_one(group2, good.FlatAttentionInput, attn_backend=defects.RefusingBackend)
+    assert refused.codes == ["RC302"]
+    assert "this backend rebuilds no metadata" in refused.problems[0].message
 
 
 DEFECTS = [

@@ -1,0 +1,194 @@
+"""What the static analysis knows about the input classes ``fuzz`` round-trips.
+
+``check``'s facts of the source files around a target (read with ``ast``, never
+imported) tell, for each input class, which of its fields its dict leaves out and
+whether that is harmless: a field that no runner building the class reads on the path
+every rank runs (or a callable, or a class only single-rank workers rebuild) stays on
+the driver, as RC103 says in a note. Those fields are not reported when the round
+trip loses them. A field the analysis cannot prove driver-only (no runner in the
+analysed files builds the class, or a runner reads it on every rank) is still
+reported, with the reason; and the classes of a path target are the ones the analysis
+finds (dataclasses with both contract methods).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.model import ClassFacts, ModuleFacts
+from runnercheck.analysis.prefilter import might_matter, needles
+from runnercheck.analysis.project import Project
+from runnercheck.contract import Contract
+from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source
+
+#: Files read around one target at most (a module alone in a large directory, such as
+#: site-packages, is read with nothing around it past this).
+MAX_FILES = 400
+
+
+@dataclass(frozen=True)
+class FieldFact:
+    """Why a field that the class's dict leaves out is (``proven``) or may not be
+    driver-only."""
+
+    proven: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class InputClass:
+    """An input class the analysis found: where, and its fields the dict leaves out."""
+
+    module: str
+    name: str
+    path: str
+    line: int
+    left_out: dict[str, FieldFact] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.module}:{self.name}"
+
+
+@dataclass
+class StaticFacts:
+    """The input classes of the analysed files, by ``module:Class``."""
+
+    classes: dict[str, InputClass] = field(default_factory=dict)
+
+    def of(self, cls: type) -> InputClass | None:
+        return self.classes.get(f"{cls.__module__}:{cls.__qualname__}")
+
+    def driver_only(self, cls: type, name: str) -> bool:
+        """The analysis proves the field stays on the driver."""
+        found = self.of(cls)
+        fact = found.left_out.get(name) if found is not None else None
+        return fact is not None and fact.proven
+
+    def unproven(self, cls: type, name: str) -> str | None:
+        """Why a field the dict leaves out may not be driver-only (None: it is sent, or
+        the class is unknown to the analysis)."""
+        found = self.of(cls)
+        fact = found.left_out.get(name) if found is not None else None
+        return fact.reason if fact is not None and not fact.proven else None
+
+
+def module_name_for(path: Path) -> tuple[str, Path]:
+    """The dotted module name of a ``.py`` file and the directory above its package."""
+    path = path.resolve()
+    parts = [path.stem] if path.name != "__init__.py" else []
+    directory = path.parent
+    while (directory / "__init__.py").is_file():
+        parts.insert(0, directory.name)
+        directory = directory.parent
+    return ".".join(parts), directory
+
+
+def source_files(directory: Path) -> list[Path]:
+    """The ``.py`` files directly in ``directory`` (regular files, sorted)."""
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError:
+        return []
+    return [
+        Path(e.path) for e in entries if e.name.endswith(".py") and e.is_file(follow_symlinks=False)
+    ][:MAX_FILES]
+
+
+def analyse(files: Iterable[Path], contract: Contract) -> StaticFacts:
+    """The facts of ``files`` (those the prefilter says can matter)."""
+    wanted = needles(contract)
+    modules: list[ModuleFacts] = []
+    names: dict[str, str] = {}
+    for path in dict.fromkeys(p.resolve() for p in files):
+        try:
+            data = read_source(path, DEFAULT_MAX_FILE_SIZE)
+        except (ReadError, OSError):
+            continue
+        if not might_matter(data, wanted):
+            continue
+        facts = extract_source(data, str(path), contract)
+        if facts.syntax_error is None:
+            modules.append(facts)
+            names[str(path)] = module_name_for(path)[0]
+    return facts_of(Project(modules, contract), names)
+
+
+def facts_of(project: Project, module_names: dict[str, str]) -> StaticFacts:
+    """Every concrete input class of the project's modules named in ``module_names``
+    (path -> dotted name), with the fields its dict leaves out."""
+    out = StaticFacts()
+    for cls in project.all_classes():
+        module = module_names.get(cls.path)
+        if module is None or not cls.is_dataclass:
+            continue
+        if project.produced(cls) is None or project.is_abstract(cls):
+            continue
+        if project.resolve_method(cls, project.contract.from_dict_method) is None:
+            continue
+        found = InputClass(module, cls.name, cls.path, cls.line, left_out(project, cls))
+        out.classes.setdefault(found.key, found)
+    return out
+
+
+def left_out(project: Project, cls: ClassFacts) -> dict[str, FieldFact]:
+    """The fields (inherited too) that the class's dict never carries and that are not
+    declared driver-only, each with whether the analysis proves it stays on the driver
+    (RC103's reasoning, applied to the class as built)."""
+    produced = project.produced(cls)
+    fields = project.dataclass_fields(cls)
+    if produced is None or fields is None or produced.all_fields or produced.unknown_parent:
+        return {}
+    delivered = project.delivered_keys(cls)
+    reads = project.every_rank_reads(cls)
+    unreachable = project.unreachable_input(cls)
+    out: dict[str, FieldFact] = {}
+    for name, (owner, fld) in fields.items():
+        if name in produced.keys or name in produced.fields or project.is_driver_only(owner, fld):
+            continue
+        if name in delivered:  # the worker's merged dict carries it under another part's key
+            out[name] = FieldFact(True, "another part of the worker's merged dict sends it")
+        elif unreachable is not None:
+            out[name] = FieldFact(True, unreachable)
+        elif "Callable" in fld.annotation:
+            out[name] = FieldFact(True, "a callable cannot be broadcast; it is the driver's own")
+        elif reads is None:
+            out[name] = FieldFact(
+                False,
+                f"no runner in the files beside it builds {cls.name}: nothing proves it "
+                "driver-only",
+            )
+        elif name not in reads:
+            out[name] = FieldFact(
+                True, "no runner that builds it reads the field on the path every rank runs"
+            )
+        else:
+            runners = ", ".join(sorted({r.name for r in project.runners_of(cls)}))
+            out[name] = FieldFact(
+                False,
+                f"a runner that builds it ({runners}) reads it on the path every rank runs "
+                "(check: RC103)",
+            )
+    return out
+
+
+def around(classes: Iterable[type], extra: Iterable[Path] = ()) -> list[Path]:
+    """The files the analysis reads for ``classes``: every ``.py`` file beside each
+    class's own file, and ``extra`` files."""
+    directories: dict[Path, None] = {}
+    for cls in classes:
+        try:
+            source = inspect.getsourcefile(cls)
+        except (TypeError, OSError):
+            continue
+        if source:
+            directories[Path(source).resolve().parent] = None
+    files: list[Path] = list(extra)
+    for directory in directories:
+        files.extend(source_files(directory))
+    return files
