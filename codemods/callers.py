@@ -6,14 +6,21 @@ call it. Every ``*.py`` under the project directory above the given paths (the
 first one holding ``pyproject.toml``, ``setup.cfg``, ``.git``, ...) is searched,
 byte prefilter first, LibCST only on the files that mention the method.
 
-A call is rewritten when the new API is a drop-in and the file lies inside the
-given paths: ``(a, b, _) = r.prepare_input_tensors(x)`` becomes::
+A call is rewritten when the new API is a drop-in, as a rename refactor updates
+every reference (the project's files, tests included; only the given paths with
+``--no-callers``): ``(a, b, _) = r.prepare_input_tensors(x)`` becomes::
 
     model_input = r.prepare_model_input(x)
-    (a, b) = (model_input.a_field, model_input.b_field)
+    a = model_input.a_field
+    b = model_input.b_field
 
-(each kept name reads the field that held its position; ``_`` positions go).
-Otherwise the call is named, ``file:line``, with what to change by hand.
+(each kept name reads the field that held its position; ``_`` positions go), laid out
+within the file's line length. Otherwise the call is named, ``file:line``, with what
+to change by hand.
+
+The project directory is the first one above the given paths holding
+``pyproject.toml``, ``setup.cfg``, ``.git``, ...; in a plain copy with none of them,
+the directory holding the given paths' top package (:func:`search_root`).
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods import cstutil, layout
 from codemods.formatting import project_dir
 from codemods.merge_broadcasts.narrowing import narrow_reads
 from codemods.positions import Lines
@@ -53,6 +60,8 @@ class Removed:
     #: the input's fields declared Optional (a name read from one is asserted set
     #: before the caller dereferences it, as the legacy untyped tuple allowed)
     optional: frozenset[str] = frozenset()
+    #: the labels of the groups that removed it (a rewritten caller is written with them)
+    groups: tuple[str, ...] = ()
 
 
 @dataclass
@@ -61,6 +70,24 @@ class CallerEdits:
     rewritten: dict[Path, tuple[str, str]] = field(default_factory=dict)
     #: (file, line, what) for each call left for a person
     named: list[tuple[Path, int, str]] = field(default_factory=list)
+    #: file rewritten -> the labels of the groups whose methods it called
+    groups: dict[Path, list[str]] = field(default_factory=dict)
+
+
+def search_root(start: Path) -> Path:
+    """The directory whose ``*.py`` files are searched for calls: the project directory
+    above ``start`` (:func:`codemods.formatting.project_dir`); in a plain copy with no
+    project file, the directory holding the top package ``start`` lies in (``copy/``
+    for ``copy/vllm/worker/``; ``start`` itself when it is no package)."""
+    found = project_dir(start)
+    if found is not None:
+        return found
+    here = (start if start.is_dir() else start.parent).resolve()
+    if not (here / "__init__.py").is_file():
+        return here
+    while (here.parent / "__init__.py").is_file() and here.parent != here:
+        here = here.parent
+    return here.parent
 
 
 #: the most ``*.py`` files searched per project (a project directory found far above
@@ -153,6 +180,8 @@ class _Calls(cst.CSTTransformer):
         self.named: list[tuple[int, Removed, str]] = []
         self.changed = 0
         self.handled: set[int] = set()
+        #: the removed methods of the calls rewritten
+        self.used: list[Removed] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self.classes.append(
@@ -250,16 +279,12 @@ class _Calls(cst.CSTTransformer):
         )
         kept = [(n, f) for n, f in zip(names, removed.fields, strict=True) if n != "_"]
         self.changed += 1
+        self.used += self._candidates(call)
         if self.narrow:
             self.narrow[-1] += [n for n, f in kept if f in removed.optional]
         if not kept:
             return first
-        if len(kept) == 1:
-            text = f"{kept[0][0]} = {var}.{kept[0][1]}\n"
-        else:
-            targets = ", ".join(n for n, _f in kept)
-            values = ", ".join(f"{var}.{f}" for _n, f in kept)
-            text = f"({targets}) = ({values})\n"
+        text = "".join(f"{name} = {var}.{field_name}\n" for name, field_name in kept)
         return cst.FlattenSentinel([first, *cstutil.parse_statements(text)])
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
@@ -297,7 +322,7 @@ def find_callers(
     group_files = {p.resolve() for r in removed for p in r.files}
     skipped = {p.resolve() for p in skip} | group_files
     allowed = [p.resolve() for p in within]
-    projects = {project_dir(root) or (root if root.is_dir() else root.parent) for root in roots}
+    projects = {search_root(root) for root in roots}
     needles = [f".{name}(".encode() for name in by_name]
     seen: set[Path] = set()
     done = frozenset(p.resolve() for p in walked if p.is_dir())
@@ -328,7 +353,9 @@ def find_callers(
             visitor = _Calls(by_name, rewrite=inside, module=module)
             new = module.visit(visitor)
             if visitor.changed:
+                new = layout.wrap_long_statements(new, module.code, layout.line_limit(path))
                 edits.rewritten[path] = (module.code, new.code)
+                edits.groups[path] = sorted({g for r in visitor.used for g in r.groups})
                 # the calls left, at their lines in the rewritten text
                 visitor = _Calls(by_name, rewrite=False, module=new)
                 new.visit(visitor)

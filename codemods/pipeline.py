@@ -735,6 +735,7 @@ def migrate(
     cache_root: Path | None = None,
     exact: bool = False,
     plain_mypy: bool = True,
+    callers: bool = True,
 ) -> MigrateResult:
     """Plan, rewrite and verify; nothing is written (:func:`codemods.run.apply` writes).
 
@@ -747,7 +748,8 @@ def migrate(
     whose single-class rewrites the analysis replays (:func:`exact_file`) goes through no
     LibCST; its change has no new bytes. ``plain_mypy=False`` (``--check``): the
     changed files are not run through plain mypy before and after (no new-error
-    notes; ``--diff`` and writing give them)."""
+    notes; ``--diff`` and writing give them). ``callers=False`` (``--no-callers``):
+    calls of a removed method are rewritten only inside the given paths."""
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
         return deep.call(
             migrate,
@@ -761,10 +763,21 @@ def migrate(
             cache_root,
             exact,
             plain_mypy,
+            callers,
         )
     with collector.at_rest(collector.LIBCST_THRESHOLD):
         return _migrate(
-            paths, select, config, jobs, progress, collected, decide, cache_root, exact, plain_mypy
+            paths,
+            select,
+            config,
+            jobs,
+            progress,
+            collected,
+            decide,
+            cache_root,
+            exact,
+            plain_mypy,
+            callers,
         )
 
 
@@ -779,6 +792,7 @@ def _migrate(
     cache_root: Path | None,
     exact: bool,
     plain_mypy: bool,
+    callers: bool,
 ) -> MigrateResult:
     global _STATE
     config = config or Config()
@@ -973,7 +987,7 @@ def _migrate(
                 continue
             result.changes[path] = change
     if MERGE in select:
-        _update_callers(result, config, collected.roots, read, trees)
+        _update_callers(result, config, collected.roots, read, trees, callers)
     result.notes += _layout_notes(result.changes)
     if result.changes and plain_mypy:  # (the type checks load only then)
         from codemods import typecheck
@@ -1028,17 +1042,24 @@ def _layout_notes(changes: dict[Path, Change]) -> list[Note]:
     return notes
 
 
+#: the code of a call of a removed method that is not rewritten
+CALLER_CODE = "MIG112"
+
+
 def _update_callers(
     result: MigrateResult,
     config: Config,
     roots: Sequence[Path],
     read: dict[Path, bytes],
     trees: dict[Path, ast.Module],
+    project: bool = True,
 ) -> None:
     """Calls of the legacy methods the groups removed, anywhere in the project:
-    rewritten inside the given paths when the new method is a drop-in, else named.
-    ``read``: every file read under the given paths (not walked or read again);
-    ``trees``: the ``ast`` of those the run parsed (not parsed again)."""
+    rewritten when the new method is a drop-in (``project=False``: only inside the
+    given paths), else named (MIG112). A rewritten caller is written with the groups
+    whose methods it calls (one transaction). ``read``: every file read under the
+    given paths (not walked or read again); ``trees``: the ``ast`` of those the run
+    parsed (not parsed again)."""
     if not any(runner.removed_method for group in result.groups for runner in group.runners):
         return  # no method removed: no caller to look for (and no LibCST to import)
     from codemods import callers, formatting, verify
@@ -1053,25 +1074,33 @@ def _update_callers(
             tuple(runner.returned_fields),
             frozenset(group.used_before),
             frozenset(runner.optional_fields),
+            (group.label,),
         )
         for group in result.groups
         for runner in group.runners
         if runner.removed_method
     ]
+    within = list(roots) if not project else [*roots, *(callers.search_root(r) for r in roots)]
     found = callers.find_callers(
-        removed, roots, roots, skip=result.changes, known=read, walked=roots, trees=trees
+        removed, roots, within, skip=result.changes, known=read, walked=roots, trees=trees
     )
+    labels = {group.label for group in result.groups}
     for path, (old, new) in found.rewritten.items():
         new = formatting.format_change(path, old, new)
-        if verify.compiles(path, new.encode("utf-8")) is not None:
-            result.notes.append(
-                Note("callers", path, 0, "the rewritten calls do not compile: left alone")
-            )
+        failed = verify.compiles(path, new.encode("utf-8"))
+        if failed is not None:
+            why = f"the rewritten calls do not compile ({failed}): left alone"
+            result.refusals.append(Refused(MERGE, CALLER_CODE, path, 0, why))
             continue
+        group = " + ".join(g for g in found.groups.get(path, []) if g in labels)
         result.changes[path] = Change(
-            path, old.encode("utf-8"), new.encode("utf-8"), "callers", (MERGE,)
+            path, old.encode("utf-8"), new.encode("utf-8"), group or "callers", (MERGE,)
         )
-    result.notes += [Note("callers", path, line, text) for path, line, text in found.named]
+        if not any(path == r or r in path.parents for r in roots):
+            result.roots = (*result.roots, path)
+    result.refusals += [
+        Refused(MERGE, CALLER_CODE, path, ln, text) for path, ln, text in found.named
+    ]
 
 
 def _renumber_notes(merged: GroupResult, path: Path, old: str, new: str) -> None:

@@ -26,6 +26,7 @@ from codemods import registry
 from codemods.pipeline import MigrateResult, migrate
 from codemods.source import collect
 from runnercheck.config import Config
+from runnercheck.files import within_roots
 from runnercheck.records import Note, Refused
 from runnercheck.writes import journal
 from runnercheck.writes.treelock import TreeLock, tree_root
@@ -46,6 +47,7 @@ def apply(
     decide: bool = True,
     cache_root: Path | None = None,
     exact: bool = True,
+    callers: bool = True,
 ) -> MigrateResult:
     """Plan, verify and (``mode="write"``) commit the migration of ``paths``.
 
@@ -53,7 +55,10 @@ def apply(
     hard links as a new file (refused otherwise). ``decide=False``: without the analysis's
     decision of which files a codemod may change (:mod:`codemods.decision`; the same
     result, slower). ``cache_root``: where the facts cache lives (none by default; see
-    :func:`codemods.pipeline.migrate`). ``exact=False``: ``--check`` parses with LibCST
+    :func:`codemods.pipeline.migrate`). ``callers=False`` (``--no-callers``): calls of
+    a removed method are rewritten only inside the given paths, not across the
+    project (a caller outside them is written with its groups, under the lock of a
+    tree holding both). ``exact=False``: ``--check`` parses with LibCST
     every file a single-class codemod may change, also those the analysis replays
     (:mod:`codemods.replay`; the same result, slower). ``--check`` looks for no new
     plain-mypy errors: it says whether files would change; ``--diff`` and writing
@@ -63,44 +68,58 @@ def apply(
     roots = [Path(os.path.realpath(p)) for p in paths]
     write = mode == "write"
     recovered: list[str] = []
-    with TreeLock(tree_root(roots), shared=not write, required=False):
-        collected = collect(paths)
-        if write:  # (what only a write needs is imported then)
-            from runnercheck.writes import recovery
+    locked = roots
+    while True:
+        with TreeLock(tree_root(locked), shared=not write, required=False):
+            collected = collect(paths)
+            if write:  # (what only a write needs is imported then)
+                from runnercheck.writes import recovery
 
-            recovered = recovery.recover(roots, collected.journals)
-            if recovered:  # files were put back (or removed): read the tree as it is now
-                collected = collect(paths)
-        result = migrate(
-            paths,
-            select,
-            config,
-            jobs,
-            progress,
-            collected=collected,
-            decide=decide,
-            cache_root=cache_root,
-            exact=exact and mode == "check",
-            plain_mypy=mode != "check",
-        )
-        if not write:
-            _pending(result)
-        elif result.changes:
-            from runnercheck.writes import transaction
-
-            outcome = transaction.commit(
-                list(result.changes.values()),
-                result.roots,
-                force=force,
-                met=result.journals,
-                replace_links=replace_links,
+                recovered = recovery.recover(locked, collected.journals)
+                if recovered:  # files were put back (or removed): read the tree as it is now
+                    collected = collect(paths)
+            result = migrate(
+                paths,
+                select,
+                config,
+                jobs,
+                progress,
+                collected=collected,
+                decide=decide,
+                cache_root=cache_root,
+                exact=exact and mode == "check",
+                plain_mypy=mode != "check",
+                callers=callers,
             )
-            recovered += outcome.recovered
-            result.written = outcome.written
-            for refused in outcome.refused:
-                for path in refused.paths:
-                    result.changes.pop(path, None)
-                result.refusals.append(refused)
+            outside = [p for p in result.changes if not within_roots(p, [tree_root(locked)])]
+            if write and outside and locked == roots:
+                # callers outside the locked tree: plan again under the lock of a tree
+                # that holds them too, and write them with their groups
+                locked = [*roots, *outside]
+                continue
+            for path in outside if write else []:  # (appeared since: never written unlocked)
+                result.changes.pop(path)
+                why = "appeared outside the locked tree during the run: left alone"
+                result.refusals.append(Refused("write", "MIG005", path, 0, why))
+            if not write:
+                _pending(result)
+            elif result.changes:
+                from runnercheck.writes import transaction
+
+                outcome = transaction.commit(
+                    list(result.changes.values()),
+                    (*result.roots, *locked),
+                    force=force,
+                    met=result.journals,
+                    replace_links=replace_links,
+                )
+                recovered += outcome.recovered
+                result.written = outcome.written
+                for refused in outcome.refused:
+                    for path in refused.paths:
+                        result.changes.pop(path, None)
+                    result.refusals.append(refused)
+        break
     result.recovered = recovered
     return result
 

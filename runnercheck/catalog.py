@@ -450,6 +450,25 @@ _MIG109_BAD = _variant(
         "        self.prepare_input_tensors(seq_group_metadata_list)\n",
     ),
 )
+_CALLER_TEST = """\
+# file: test_runner.py
+from model_runner import ModelRunner
+
+
+def test_prepare(runner: ModelRunner, seqs: list) -> None:
+    input_tokens, input_positions = runner.prepare_input_tensors(seqs)
+    assert input_tokens.shape == input_positions.shape
+"""
+_MIG112_BAD = _LEGACY_PAIR + _variant(
+    _CALLER_TEST,
+    (
+        "    input_tokens, input_positions = runner.prepare_input_tensors(seqs)\n"
+        "    assert input_tokens.shape == input_positions.shape\n",
+        "    assert runner.prepare_input_tensors(seqs)[0] is not None\n",
+    ),
+)
+#: (the caller is rewritten with the group: ``model_input = runner.prepare_model_input(seqs)``)
+_MIG112_GOOD = _LEGACY_PAIR + _CALLER_TEST
 
 _MIG201_GOOD = """\
 # file: model_input.py
@@ -1006,6 +1025,16 @@ def prepare_model_input(self, seq_group_metadata_list):
         good="(see summary)",
         runnable=False,
         fix="`migrate` keeps a flag itself where the driver branch, or a helper of the runner it calls (vLLM 0.4's `_prepare_sample`), builds the object with the opposite literal or leaves it to a class default it can read (an `__init__` or dataclass field literal); otherwise (a default it cannot read, a factory, a helper of another class) give the flag in the driver branch (`SamplingMetadata(..., perform_sampling=True)`) and run `migrate` again, or keep that entry point on the old path.",
+    ),
+    Rule(
+        code="MIG112",
+        name="caller-not-rewritten",
+        tool="migrate",
+        summary="Code elsewhere in the project calls a runner method the migration removes, in a way it cannot rewrite.",
+        why="The migration removes the legacy input method (`prepare_input_tensors`) and rewrites every call of it in the project as a rename refactor would (`model_input = runner.prepare_model_input(x)`, then each unpacked name from its field); a call whose result is not unpacked into names, unpacks another number of values, or keeps a value that is no field any more would fail at run time after the migration (a test that no longer runs).",
+        bad=_MIG112_BAD,
+        good=_MIG112_GOOD,
+        fix="Unpack the call's result into names (`a, b, _ = runner.prepare_input_tensors(x)`) and run `migrate` again, or call `prepare_model_input` and read the input's fields by hand.",
     ),
     Rule(
         code="MIG199",

@@ -123,6 +123,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", type=Path, help="read this TOML file instead of pyproject.toml")
     parser.add_argument(
+        "--no-callers",
+        action="store_true",
+        help=(
+            "rewrite calls of a removed method only inside the given paths (by default "
+            "every caller in the project, tests included, is rewritten with its group)"
+        ),
+    )
+    parser.add_argument(
         "--no-cache",
         action="store_true",
         help="neither read nor write the facts cache (.runnercheck_cache/ beside pyproject.toml)",
@@ -168,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
             jobs=jobs,
             progress=progress,
             cache_root=None if args.no_cache else root,
+            callers=not args.no_callers,
         )
     written, recovered = result.written, result.recovered
     if args.format == "json":

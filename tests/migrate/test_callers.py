@@ -1,5 +1,6 @@
 """Calls of the legacy method the migration removes, anywhere in the project: rewritten
-to the new method when it is a drop-in and the file was given, else named file:line."""
+to the new method when it is a drop-in, as a rename refactor updates every reference
+(only inside the given paths with ``--no-callers``), else named file:line (MIG112)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from codemods.pipeline import MERGE, migrate
+from codemods.callers import search_root
+from codemods.pipeline import CALLER_CODE, MERGE, MigrateResult, migrate
+from runnercheck.records import Refused
 from tests.migrate.conftest import FIXTURES, copy_tree
 
 CALLER = """\
@@ -35,6 +38,10 @@ def _project(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _named(result: MigrateResult) -> list[Refused]:
+    return [r for r in result.refusals if r.code == CALLER_CODE]
+
+
 def test_a_drop_in_call_is_rewritten_when_its_file_is_given(tmp_path: Path) -> None:
     root = _project(tmp_path)
     result = migrate([root / "engine", root / "tests"], select=(MERGE,))
@@ -42,14 +49,17 @@ def test_a_drop_in_call_is_rewritten_when_its_file_is_given(tmp_path: Path) -> N
     new = change.new.decode()
     assert (
         "    model_input = model_runner.prepare_model_input(requests)\n"
-        "    (tokens, metadata) = (model_input.input_tokens, model_input.attn_metadata)\n"
+        "    tokens = model_input.input_tokens\n"
+        "    metadata = model_input.attn_metadata\n"
     ) in new
+    # written with the group whose method it calls (one transaction)
+    assert set(change.group.split(" + ")) == {g.label for g in result.groups}
     # not drop-ins: a third value the runners hold in different fields, two values
-    # unpacked from three; named at their lines in the rewritten file
+    # unpacked from three; named (MIG112) at their lines in the rewritten file
     lines = new.splitlines()
     third = lines.index("    _, _, sampling = model_runner.prepare_input_tensors(requests)")
     short = lines.index("    tokens, metadata = model_runner.prepare_input_tensors(requests)")
-    named = [n for n in result.notes if n.kind == "callers"]
+    named = _named(result)
     assert [(n.path.name, n.line) for n in named] == [
         ("test_runner.py", third + 1),
         ("test_runner.py", short + 1),
@@ -58,36 +68,70 @@ def test_a_drop_in_call_is_rewritten_when_its_file_is_given(tmp_path: Path) -> N
     assert "unpacks 2 values" in named[1].message
 
 
-def test_a_call_outside_the_given_paths_is_named(tmp_path: Path) -> None:
+def test_a_call_outside_the_given_paths_is_rewritten_as_a_rename_would(tmp_path: Path) -> None:
+    """The project's tests call the removed method: rewritten with the group, also when
+    only the engine is given; ``callers=False`` (``--no-callers``) names them instead."""
     root = _project(tmp_path)
     result = migrate([root / "engine"], select=(MERGE,))
-    assert root / "tests" / "test_runner.py" not in result.changes
-    named = sorted((n.path.name, n.line) for n in result.notes if n.kind == "callers")
+    change = result.changes[root / "tests" / "test_runner.py"]
+    assert "model_input = model_runner.prepare_model_input(requests)\n" in change.new.decode()
+    named = sorted((n.path.name, n.line) for n in _named(result))
+    assert named == [("test_runner.py", 9), ("test_runner.py", 13)]
+    kept = migrate([root / "engine"], select=(MERGE,), callers=False)
+    assert root / "tests" / "test_runner.py" not in kept.changes
+    named = sorted((n.path.name, n.line) for n in _named(kept))
     assert named == [("test_runner.py", 2), ("test_runner.py", 7), ("test_runner.py", 11)]
+    assert "outside the given paths" in _named(kept)[0].message
 
 
-def test_the_given_paths_are_read_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The search reads only what the migration did not: files outside the given
-    paths (here ``tests/``); the given ones it takes from the migration's one walk."""
-    from codemods import callers
+def test_a_plain_copy_searches_the_directory_holding_the_package(tmp_path: Path) -> None:
+    """No ``.git``, no ``pyproject.toml``: the callers beside the engine package are
+    still found (the directory holding the package is the project)."""
+    copy_tree(FIXTURES / "engine" / "before", tmp_path / "copy" / "engine")
+    (tmp_path / "copy" / "tests").mkdir()
+    (tmp_path / "copy" / "tests" / "test_runner.py").write_text(CALLER)
+    assert search_root(tmp_path / "copy" / "engine") == (tmp_path / "copy").resolve()
+    result = migrate([tmp_path / "copy" / "engine"], select=(MERGE,))
+    assert tmp_path / "copy" / "tests" / "test_runner.py" in result.changes
+    assert len(_named(result)) == 2
 
+
+def test_a_rewritten_call_keeps_to_the_line_length(tmp_path: Path) -> None:
     root = _project(tmp_path)
-    (root / "tools").mkdir()
-    (root / "tools" / "bench.py").write_text(CALLER)
-    searched: list[Path] = []
-    real_read = callers.read_source
+    long_call = (
+        "def test_long(model_runner_under_test, seq_group_metadata_list_of_the_long_prompt):\n"
+        "    (input_tokens_of_the_prompt, attention_metadata_of_the_prompt, _) = (\n"
+        "        model_runner_under_test.prepare_input_tensors(\n"
+        "            seq_group_metadata_list_of_the_long_prompt))\n"
+    )
+    (root / "tests" / "test_runner.py").write_text(long_call)
+    result = migrate([root / "engine"], select=(MERGE,))
+    new = result.changes[root / "tests" / "test_runner.py"].new.decode()
+    assert "prepare_model_input" in new and "prepare_input_tensors" not in new
+    assert max(len(line) for line in new.splitlines()) <= 100, new
+    compile(new, "test_runner.py", "exec")
 
-    def reading(path: Path, *args: Any, **kwargs: Any) -> bytes:
-        searched.append(Path(path))
-        return real_read(path, *args, **kwargs)
 
-    monkeypatch.setattr(callers, "read_source", reading)
-    result = migrate([root / "engine", root / "tests"], select=(MERGE,))
-    assert root / "tests" / "test_runner.py" in result.changes  # found without a second read
-    assert [p.relative_to(root) for p in searched] == [Path("tools/bench.py")]
-    named = [(n.path.parent.name, n.line) for n in result.notes if n.kind == "callers"]
-    assert [n for n in named if n[0] == "tools"] == [("tools", 2), ("tools", 7), ("tools", 11)]
-    assert [n[0] for n in named] == ["tests", "tests", "tools", "tools", "tools"]  # walk order
+def test_check_fails_on_a_caller_it_cannot_rewrite(tmp_path: Path, migrate_cli: Any) -> None:
+    root = _project(tmp_path)
+    (root / "tests" / "test_runner.py").write_text(
+        "def test_first(model_runner, requests):\n"
+        "    assert model_runner.prepare_input_tensors(requests)[0] is not None\n"
+    )
+    done = migrate_cli("--check", str(root / "engine"))
+    assert done.code == 1
+    assert "test_runner.py:2: MIG112" in done.out, done.out
+
+
+def test_callers_are_written_with_their_group(tmp_path: Path, migrate_cli: Any) -> None:
+    root = _project(tmp_path)
+    done = migrate_cli(str(root / "engine"))
+    assert done.code == 1, done.out  # two calls left for a person (MIG112)
+    assert "migrated tests/test_runner.py" in done.out.replace(str(root) + "/", "")
+    text = (root / "tests" / "test_runner.py").read_text()
+    assert "model_input = model_runner.prepare_model_input(requests)" in text
+    assert not (root / ".runnercheck-migrate").exists()
+    assert migrate_cli("--check", str(root / "engine")).code == 0  # nothing left to change
 
 
 def test_only_files_that_may_call_a_removed_method_are_parsed_with_libcst() -> None:
