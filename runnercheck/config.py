@@ -38,8 +38,10 @@ class Config(Contract):
     exclude: tuple[str, ...] = ()
     #: Rule codes to report (empty: all).
     select: tuple[str, ...] = ()
-    #: Rule codes never reported.
+    #: Rule codes never reported (``check``'s findings, ``migrate``'s refusals).
     ignore: tuple[str, ...] = ()
+    #: Rule codes not reported in the files a glob matches, as ``{"GLOB": ["CODE"]}``.
+    per_file_ignores: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: Fully qualified type names that the mypy plugin accepts as broadcastable values.
     broadcastable_types: tuple[str, ...] = ()
     #: ``fuzz``: Hypothesis strategies for opaque types or fields, as
@@ -205,6 +207,11 @@ def _value_errors(table: Mapping[str, Any], config: Config) -> Iterator[str]:
             reason = unknown_rule(value)
             if reason is not None:
                 yield f"key {key!r}: {reason} (see `runnercheck rules`)"
+    for glob, codes in config.per_file_ignores.items():
+        for value in codes:
+            reason = unknown_rule(value)
+            if reason is not None:
+                yield f"key 'per_file_ignores.{glob}': {reason} (see `runnercheck rules`)"
 
 
 def _plain_value(kind: str, value: Any) -> tuple[bool, Any]:
@@ -219,6 +226,12 @@ def _plain_value(kind: str, value: Any) -> tuple[bool, Any]:
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()
         )
         return ok, dict(value) if ok else value
+    if kind == "dict[str, tuple[str, ...]]":
+        ok = isinstance(value, dict) and all(
+            isinstance(k, str) and isinstance(v, list) and all(isinstance(c, str) for c in v)
+            for k, v in value.items()
+        )
+        return ok, {k: tuple(v) for k, v in value.items()} if ok else value
     if kind == "int":
         return isinstance(value, int) and not isinstance(value, bool), value
     return False, value

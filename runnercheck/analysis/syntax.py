@@ -7,10 +7,8 @@ none of them keeps an AST node.
 from __future__ import annotations
 
 import ast
-import re
 
-_SUPPRESS = re.compile(r"#\s*runnercheck:\s*ignore(?:\[([^\]]*)\])?", re.IGNORECASE)
-
+from runnercheck.ignores import suppressions as suppressions
 
 _DOTTED = "_runnercheck_dotted"
 
@@ -352,24 +350,6 @@ def shift_lines(tree: ast.AST, lines: int) -> None:
 _NAMELESS = frozenset({"ctx", "op", "ops"})
 #: Per node class, its fields but :data:`_NAMELESS` (filled as classes are met).
 _NAME_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def suppressions(source: str) -> dict[int, frozenset[str] | None]:
-    """``# runnercheck: ignore[RC101, RC102]`` (or bare) comments by line."""
-    found: dict[int, frozenset[str] | None] = {}
-    if "runnercheck:" not in source and "RUNNERCHECK:" not in source.upper():
-        return found
-    for number, text in enumerate(source.splitlines(), start=1):
-        if "#" not in text:
-            continue
-        for match in _SUPPRESS.finditer(text):
-            codes = match.group(1)
-            if codes is None or not codes.strip():
-                found[number] = None
-            elif found.get(number, frozenset()) is not None:
-                parsed = {c.strip().upper() for c in codes.split(",") if c.strip()}
-                found[number] = frozenset(parsed | set(found.get(number) or ()))
-    return found
 
 
 def module_level(body: list[ast.stmt]) -> list[ast.stmt]:

@@ -42,6 +42,7 @@ from runnercheck.files import (
     too_large_to_analyse,
 )
 from runnercheck.findings import Finding
+from runnercheck.ignores import PerFileIgnores
 from runnercheck.jobs import worker_count
 from runnercheck.writes.treelock import reading
 
@@ -442,6 +443,16 @@ def _check_paths(
     if cache is not None and cache.unused:
         result.walk_notes.append(cache.unused)
     found = [f for f in found if _selected(f.code, select_codes, ignore_codes)]
+    if config.per_file_ignores:
+        per_file = PerFileIgnores(config.per_file_ignores, root)
+        hidden = {f for f in found if per_file.hides(f.code, f.path)}
+        for source in sources:
+            per_file.codes(source.display)
+        result.suppressed += sum(1 for f in hidden if not f.is_note)
+        found = [f for f in found if f not in hidden]
+        result.notes = [n for n in result.notes if not per_file.hides(n.code, n.path)]
+        if all(os.path.isdir(path) for path in paths):  # (files alone: a pre-commit run)
+            result.walk_notes += per_file.unmatched("[tool.runnercheck]")
     result.findings = sorted(set(found))
     return result
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
     from codemods.pipeline import MigrateResult
     from codemods.run import Mode
+    from runnercheck.config import Config
 
 HELP = "rewrite paired broadcasts into the merged prepare/convert/execute shape"
 EPILOG = f"""\
@@ -179,10 +180,11 @@ def run(args: argparse.Namespace) -> int:
             callers=not args.no_callers,
         )
     written, recovered = result.written, result.recovered
+    ignored = _hide_ignored(result, config, root)
     if args.format == "json":
         print(json.dumps(report.as_json(result, mode, written, recovered), indent=2))
     elif args.format == "github":
-        for line in recovered:
+        for line in recovered + ignored:
             _say(None, line, stderr=True)
         for line in report.github_lines(result, mode, written):
             print(line)
@@ -191,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(report.unified_diff(result))
             sys.stdout.flush()
         info, stderr = (err, True) if mode == "diff" else (out, False)
-        lines = recovered + report.refusal_lines(result) + report.detail_lines(result)
+        lines = recovered + report.refusal_lines(result) + report.detail_lines(result) + ignored
         for line in lines + report.file_lines(result, mode, written):
             _say(info, line, stderr)
         if info is not None:
@@ -200,6 +202,40 @@ def run(args: argparse.Namespace) -> int:
             for line in report.summary_lines(result, mode):
                 _say(None, line, stderr)
     return exit_status(result, mode)
+
+
+def _hide_ignored(result: MigrateResult, config: Config, root: Path | None) -> list[str]:
+    """Take out the refusals and notes the project ignores (``ignore``,
+    ``per_file_ignores``, a ``# runnercheck: ignore[CODE]`` comment on the line they
+    name), as ``check`` does for its findings; one line says how many."""
+    from collections import Counter
+
+    from runnercheck.ignores import PerFileIgnores, codes_of, suppressed, suppressions
+
+    codes = codes_of(config.ignore, "ignore")
+    per_file = PerFileIgnores(config.per_file_ignores, root)
+    comments: dict[Path, dict[int, frozenset[str] | None]] = {}
+
+    def ignored(code: str, path: Path, line: int) -> bool:
+        if not code:
+            return False
+        if code in codes or per_file.hides(code, path):
+            return True
+        if path not in comments:
+            try:
+                comments[path] = suppressions(path.read_text(encoding="utf-8", errors="replace"))
+            except OSError:
+                comments[path] = {}
+        return suppressed(comments[path], line, code)
+
+    hidden = Counter(r.code for r in result.refusals if ignored(r.code, r.path, r.line))
+    result.refusals = [r for r in result.refusals if not ignored(r.code, r.path, r.line)]
+    result.notes = [n for n in result.notes if not ignored(n.code, n.path, n.line)]
+    if not hidden:
+        return []
+    total = sum(hidden.values())
+    listed = ", ".join(f"{code} {count}" for code, count in sorted(hidden.items()))
+    return [f"{total} refusal{'s' if total != 1 else ''} ignored by the configuration ({listed})"]
 
 
 def _console(stderr: bool = False) -> Console | None:

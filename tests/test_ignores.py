@@ -1,0 +1,117 @@
+"""One ignore mechanism for ``check``'s findings and ``migrate``'s refusals: ``ignore``,
+``per_file_ignores`` and ``# runnercheck: ignore[CODE]``, run as the real commands on
+copies of a tree ``migrate`` refuses (MIG101) and of the demo's legacy engine (RC106)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runnercheck.ignores import PerFileIgnores, codes_of, suppressed, suppressions
+
+ROOT = Path(__file__).resolve().parents[1]
+REFUSED = ROOT / "tests" / "migrate" / "fixtures" / "refusals" / "extra-broadcast"
+LEGACY = ROOT / "runnercheck" / "demo" / "engine" / "legacy"
+
+
+def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "runnercheck", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def project(tmp_path: Path, source: Path, table: str) -> Path:
+    tree = Path(shutil.copytree(source, tmp_path / "pkg"))
+    (tree / "expected.txt").unlink(missing_ok=True)
+    (tmp_path / "pyproject.toml").write_text(f"[tool.runnercheck]\n{table}", encoding="utf-8")
+    return tree
+
+
+def test_a_refusal_fails_migrate_check_until_the_project_ignores_it(tmp_path: Path) -> None:
+    tree = project(tmp_path, REFUSED, "")
+    refused = cli(tmp_path, "migrate", "--check", "--no-cache", "pkg")
+    assert refused.returncode == 1 and "MIG101" in refused.stdout, refused.stdout
+    for table in (
+        'ignore = ["MIG101"]\n',
+        'per_file_ignores = {"pkg/model_runner.py" = ["MIG1"]}\n',
+    ):
+        (tmp_path / "pyproject.toml").write_text(f"[tool.runnercheck]\n{table}", encoding="utf-8")
+        quiet = cli(tmp_path, "migrate", "--check", "--no-cache", "pkg")
+        assert quiet.returncode == 0, (table, quiet.stdout, quiet.stderr)
+        assert "MIG101 [" not in quiet.stdout
+        assert "1 refusal ignored by the configuration (MIG101 1)" in quiet.stdout
+    # the refused code stays as it was: ignoring a refusal rewrites nothing it protects
+    before = (tree / "model_runner.py").read_bytes()
+    assert cli(tmp_path, "migrate", "--no-cache", "pkg").returncode == 0
+    assert (tree / "model_runner.py").read_bytes() == before
+
+
+def test_an_inline_comment_on_the_refused_line_hides_that_code_only(tmp_path: Path) -> None:
+    tree = project(tmp_path, REFUSED, "")
+    runner = tree / "model_runner.py"
+    refused = cli(tmp_path, "migrate", "--check", "--no-cache", "pkg")
+    line = int(refused.stdout.split("model_runner.py:", 1)[1].split(":", 1)[0])
+    lines = runner.read_text(encoding="utf-8").splitlines(keepends=True)
+    other = lines[line - 1].rstrip("\n") + "  # runnercheck: ignore[MIG102]\n"
+    runner.write_text("".join([*lines[: line - 1], other, *lines[line:]]), encoding="utf-8")
+    assert cli(tmp_path, "migrate", "--check", "--no-cache", "pkg").returncode == 1
+    hidden = lines[line - 1].rstrip("\n") + "  # runnercheck: ignore[MIG101]\n"
+    runner.write_text("".join([*lines[: line - 1], hidden, *lines[line:]]), encoding="utf-8")
+    quiet = cli(tmp_path, "migrate", "--check", "--no-cache", "pkg")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+
+
+def test_per_file_ignores_hide_check_findings_in_matching_files_only(tmp_path: Path) -> None:
+    project(tmp_path, LEGACY, "")
+    found = cli(tmp_path, "check", "--no-cache", "pkg")
+    assert found.returncode == 1 and found.stdout.count("RC106") == 3, found.stdout
+    table = 'per_file_ignores = {"pkg/cpu_model_runner.py" = ["RC106"], "nowhere/*" = ["RC1"]}\n'
+    (tmp_path / "pyproject.toml").write_text(f"[tool.runnercheck]\n{table}", encoding="utf-8")
+    fewer = cli(tmp_path, "check", "--no-cache", "pkg")
+    assert fewer.returncode == 1 and fewer.stdout.count("RC106") == 2, fewer.stdout
+    assert "cpu_model_runner.py:" not in fewer.stdout
+    assert "per_file_ignores['nowhere/*'] matches no file of this run" in fewer.stderr
+
+
+def test_an_unknown_code_in_per_file_ignores_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    project(tmp_path, LEGACY, 'per_file_ignores = {"pkg/*" = ["MIG9999"]}\n')
+    for command in ("check", "migrate"):
+        done = cli(tmp_path, command, "--no-cache", "pkg")
+        assert done.returncode == 2, done.stdout + done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert (
+            len(lines) == 1 and "key 'per_file_ignores.pkg/*': unknown rule 'MIG9999'" in lines[0]
+        )
+
+
+@pytest.mark.parametrize(
+    ("comment", "code", "hidden"),
+    [
+        ("x = 1  # runnercheck: ignore[MIG101, RC106]", "MIG101", True),
+        ("x = 1  # runnercheck: ignore[RC106]", "MIG101", False),
+        ("x = 1  # RunnerCheck: IGNORE", "MIG204", True),
+        ("x = 1  # runnercheck ignore[MIG101]", "MIG101", False),
+    ],
+)
+def test_inline_comments(comment: str, code: str, hidden: bool) -> None:
+    assert suppressed(suppressions(f"y = 0\n{comment}\n"), 2, code) is hidden
+
+
+def test_per_file_globs_match_as_exclude_does_and_codes_expand(tmp_path: Path) -> None:
+    ignores = PerFileIgnores({"tests": ["MIG2"], "*_worker.py": ["RC106"]}, tmp_path)
+    assert ignores.hides("MIG204", tmp_path / "tests" / "a.py")
+    assert not ignores.hides("MIG101", tmp_path / "tests" / "a.py")
+    assert ignores.hides("RC106", tmp_path / "pkg" / "cpu_worker.py")
+    assert not ignores.hides("RC106", tmp_path / "pkg" / "worker_base.py")
+    assert ignores.unmatched("x") == []
+    assert "MIG204" in codes_of(["MIG2"], "ignore") and "MIG101" not in codes_of(["MIG2"], "i")
