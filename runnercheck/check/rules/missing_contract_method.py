@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
+from runnercheck.analysis.syntax import last_name
 from runnercheck.catalog import Rule
 from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
@@ -15,7 +16,9 @@ RULE = Rule(
     name="missing-contract-method",
     tool="check",
     summary="A concrete worker or runner leaves an abstract contract method unimplemented.",
-    why="The class fails at instantiation (or at the first step) instead of at review; vLLM's NeuronWorker shipped without `execute_worker`.",
+    why="The class fails at instantiation (or at the first step) instead of at review; vLLM's "
+    "NeuronWorker shipped without `execute_worker`. A note for a class that is only a base: "
+    "every subclass implements the methods and no call in the analysed files builds it.",
     bad="""\
 from abc import ABC, abstractmethod
 
@@ -101,13 +104,51 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
             f"method{'s' if len(names) > 1 else ''} {', '.join(names)} of {declared_in}"
             for declared_in, names in missing.items()
         ]
-        yield Finding(
+        finding = Finding(
             cls.path,
             cls.line,
             cls.col,
             RULE.code,
             f"{cls.name} does not implement abstract {'; '.join(parts)}",
         )
+        names = [name.strip("'") for listed in missing.values() for name in listed]
+        completed = _completed_by(project, cls, names)
+        if completed:
+            finding = finding.as_note(
+                f"a base of {', '.join(completed)}, which implement "
+                f"{'it' if len(names) == 1 else 'them'}, and built by "
+                "no call in the analysed files"
+            )
+        yield finding
+
+
+def _completed_by(project: Project, cls: ClassFacts, names: list[str]) -> list[str]:
+    """The subclasses of ``cls`` that complete it, when ``cls`` is only their base: it
+    has subclasses, every one that is not abstract itself implements ``names``, and no
+    call in the analysed files builds ``cls``; else empty."""
+    subclasses = [c for c in project.all_classes() if c is not cls and cls in project.mro(c)]
+    concrete = [c for c in subclasses if not project.is_abstract(c)]
+    if not concrete:
+        return []
+    for sub in concrete:
+        for name in names:
+            owner = project.defines(sub, name)
+            func = owner.methods.get(name) if owner is not None else None
+            if func is None or func.is_abstract:
+                return []
+    for module in project.modules.values():
+        functions = [
+            *module.functions.values(),
+            *(f for klass in module.classes.values() for f in klass.methods.values()),
+        ]
+        for func in functions:
+            for call in func.calls:
+                if last_name(call.callee) != cls.name:
+                    continue
+                built = project.resolve_class(call.callee, func.path)
+                if built is None or built is cls:
+                    return []
+    return sorted({c.name for c in concrete})
 
 
 CHECK = CheckRule(RULE, check_class=check_class)
