@@ -16,7 +16,9 @@ The stage of each side is read from what it does, never from a file's name:
   either of those;
 - a **runner** is *merged* when a concrete ``prepare_model_input`` or
   ``make_model_input_from_broadcasted_tensor_dict`` resolves along its MRO, and
-  *legacy* when neither name resolves at all but ``execute_model`` does.
+  *legacy* when neither name resolves at all but ``execute_model`` does. A runner whose
+  ``execute_model`` calls its own ``prepare_model_input`` takes what a legacy worker
+  hands it (the request, or a V1 scheduler output): no pair with it is mixed.
 
 Anything else (a base class outside the analysed files, say) is no stage, and no pair
 with an unknown side is reported. Nor is a pair off the V0 contract
@@ -51,22 +53,32 @@ class MixedPair:
 
     @property
     def message(self) -> str:
-        runner, worker = self.runner.name, self.worker.name
-        if self.worker_stage == "legacy":
-            why = (
-                f"{worker} (legacy) calls `self.{self.attr}.{self.call}` with the request "
-                f"list, but {runner} is already migrated (it takes a model input)"
-            )
-        else:
-            why = (
-                f"{worker} (migrated) calls `self.{self.attr}.{self.call}`, which the legacy "
-                f"{runner} does not define"
-            )
-        return (
-            f"half-applied migration: {why}; the group fails at its first step; migrate "
-            "the files of the group together (`runnercheck migrate`) or put back the "
-            "version of each that matches the others"
+        return mixed_message([self])
+
+
+def mixed_message(pairs: list[MixedPair]) -> str:
+    """What fails for pairs that share the worker's call (one cause): the runners it
+    fails in, listed."""
+    first = pairs[0]
+    worker = first.worker.name
+    runners = ", ".join(sorted({p.runner.name for p in pairs}))
+    several = len({p.runner.name for p in pairs}) > 1
+    if first.worker_stage == "legacy":
+        why = (
+            f"{worker} (legacy) calls `self.{first.attr}.{first.call}` with the request "
+            f"list, but {runners} {'are' if several else 'is'} already migrated "
+            f"({'they take' if several else 'it takes'} a model input)"
         )
+    else:
+        why = (
+            f"{worker} (migrated) calls `self.{first.attr}.{first.call}`, which the legacy "
+            f"{runners} {'do' if several else 'does'} not define"
+        )
+    return (
+        f"half-applied migration: {why}; the group fails at its first step; migrate "
+        "the files of the group together (`runnercheck migrate`) or put back the "
+        "version of each that matches the others"
+    )
 
 
 def worker_stage(project: Project, worker: ClassFacts, attr: str) -> tuple[Stage, int, str] | None:
@@ -118,6 +130,10 @@ def mixed_pairs(project: Project, worker: ClassFacts) -> list[MixedPair]:
         for runner in runners:
             if not project.on_contract(runner):
                 continue  # a V1 pair: the runner prepares what it is given on every rank
+            if stage[0] == "legacy" and project.roles.builds_own_input(runner):
+                # its ``execute_model`` prepares its own input from what it is handed
+                # (a V1 worker's runner still on the V0 runner base): no mismatch
+                continue
             other = runner_stage(project, runner)
             if other is not None and other != stage[0]:
                 out.append(MixedPair(worker, runner, attr, stage[0], other, stage[1], stage[2]))

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from runnercheck import catalog
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.stages import mixed_pairs
+from runnercheck.analysis.stages import MixedPair, mixed_message, mixed_pairs
 from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
 
@@ -20,10 +20,15 @@ RULE = catalog.get("RC003")
 
 
 def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
+    """One finding per call of the worker that no longer matches: the call is the
+    cause, the runners it fails in are listed in it."""
     if not project.is_worker(cls):
         return
+    by_call: dict[tuple[int, str, str], list[MixedPair]] = {}
     for pair in mixed_pairs(project, cls):
-        yield Finding(cls.path, pair.line, 1, RULE.code, pair.message)
+        by_call.setdefault((pair.line, pair.attr, pair.call), []).append(pair)
+    for (line, _, _), pairs in by_call.items():
+        yield Finding(cls.path, line, 1, RULE.code, mixed_message(pairs))
 
 
 CHECK = CheckRule(RULE, check_class=check_class)
