@@ -29,19 +29,26 @@ import gc
 import importlib
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from runnercheck.commands.options import check_number
-from runnercheck.errors import EXIT_CLEAN, EXIT_FINDINGS, ConfigError, UsageError
+from runnercheck.console import is_color_terminal
+from runnercheck.errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, ConfigError, UsageError
 from runnercheck.processes import Overrun, Sweep, Watchdog
 
 HELP = "round-trip input classes through a real multi-process broadcast (Hypothesis)"
 
 EPILOG = (
-    "exit status: 0 every class round-trips, 1 problems found (RC301-RC306), 2 usage or input error"
+    "exit status: 0 every class round-trips, 1 problems found (RC301-RC306), 2 usage or input "
+    "error, or a class of a swept path that cannot run (and no problem found)"
 )
+
+#: Examples per class by default, and when a target is a path (every class there).
+DEFAULT_EXAMPLES = 100
+SWEEP_EXAMPLES = 20
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +66,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="where tensors live (cuda: NCCL when each rank has a GPU)",
     )
     parser.add_argument(
-        "--examples", type=int, default=100, help="examples per class (default 100)"
+        "--examples",
+        type=int,
+        default=None,
+        help=f"examples per class (default {DEFAULT_EXAMPLES}; {SWEEP_EXAMPLES} when a target "
+        "is a directory or a .py file)",
     )
     parser.add_argument(
         "--seed", type=int, default=None, help="replay the run that printed this seed"
@@ -163,8 +174,17 @@ def _stubs(values: list[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _is_path(spec: str) -> bool:
+    """A target that is a directory or a file, not ``module:Class`` nor a step."""
+    path = Path(spec)
+    return spec.endswith(".py") or path.is_dir() or (path.exists() and ":" not in spec)
+
+
 def _check_numbers(args: argparse.Namespace) -> None:
     """Every numeric option finite and within its bounds (one line naming it otherwise)."""
+    if args.examples is None:
+        sweep = any(_is_path(t) for t in args.targets)
+        args.examples = SWEEP_EXAMPLES if sweep else DEFAULT_EXAMPLES
     check_number("--world-size", args.world_size, *WORLD_SIZE)
     check_number("--examples", args.examples, *EXAMPLES)
     check_number("--deadline", args.deadline, *DEADLINE, unit="seconds")
@@ -191,6 +211,43 @@ def run(args: argparse.Namespace) -> int:
 
     require_fuzz_extra("runnercheck fuzz")
     _check_numbers(args)
+    with _output_kept_apart(args.format == "json") as out:
+        args._report_stream = out
+        return _run_guarded(args)
+
+
+@contextlib.contextmanager
+def _output_kept_apart(apart: bool) -> Iterator[Any]:
+    """With ``apart``, what the code under test writes to stdout (an engine's log lines,
+    in this process and in the ranks forked from it) goes to stderr while the run lasts,
+    and the stream yielded writes to the real stdout (the JSON report); else stdout."""
+    if not apart:
+        yield sys.stdout
+        return
+    try:
+        descriptor = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a stream of Python's own (captured)
+        descriptor = None
+    if descriptor != 1:
+        out = sys.stdout
+        with contextlib.redirect_stdout(sys.stderr):
+            yield out
+        return
+    sys.stdout.flush()
+    real = os.dup(1)
+    os.dup2(2, 1)
+    stream = os.fdopen(os.dup(real), "w")
+    try:
+        yield stream
+    finally:
+        sys.stdout.flush()
+        stream.flush()
+        stream.close()
+        os.dup2(real, 1)
+        os.close(real)
+
+
+def _run_guarded(args: argparse.Namespace) -> int:
     # the deadline, kept where the code under test cannot stop it with this process
     watchdog = Watchdog(
         args.deadline, interrupt=True, last_resort=getattr(args, "_command_line", False)
@@ -308,8 +365,33 @@ def _run(args: argparse.Namespace, group: Any) -> int:
     except GroupLost as lost:  # the ranks could not even start
         echo(f"runnercheck: RC306 the ranks could not start: {lost.message}", stderr=True)
         return EXIT_FINDINGS
+    out = getattr(args, "_report_stream", sys.stdout)
     if args.format == "json":
-        print(json.dumps(report.as_json(), indent=2))
+        print(json.dumps(report.as_json(), indent=2), file=out, flush=True)
+    elif report.sweep and is_color_terminal(sys.stdout):
+        _show_on_terminal(report)
     else:
         echo(report.text())
-    return EXIT_CLEAN if report.passed else EXIT_FINDINGS
+    if report.found:
+        return EXIT_FINDINGS
+    return EXIT_USAGE if report.errors else EXIT_CLEAN
+
+
+def _show_on_terminal(report: Any) -> None:
+    """A swept path's report: each class's lines, then the table in rich."""
+    from rich.table import Table
+
+    from runnercheck.console import echo, make_console
+
+    text = report.text().splitlines()
+    table_start = text.index("") if "" in text else len(text) - 1
+    echo("\n".join(text[:table_start]))
+    table = Table(title="runnercheck fuzz", title_justify="left")
+    for column in ("status", "class", "examples", "found"):
+        table.add_column(column, overflow="fold")
+    styles = {"PASS": "green", "FAIL": "red", "ERROR": "yellow"}
+    for status, name, examples, found in report.rows():
+        table.add_row(f"[{styles[status]}]{status}[/]", name, examples, found)
+    console = make_console()
+    console.print(table)
+    console.print(report.summary())

@@ -10,11 +10,13 @@ from __future__ import annotations
 import math
 import os
 import random
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from runnercheck.config import Config
+from runnercheck.errors import ConfigError, UsageError
 from runnercheck.fuzz.facts import StaticFacts, analyse, around
 from runnercheck.fuzz.group import EnvGroup, GroupLost, LocalGroup, torchrun_rank
 from runnercheck.fuzz.ranks import Settings
@@ -30,7 +32,7 @@ from runnercheck.fuzz.strategies import (
     register_strategy,
     unregister_strategy,
 )
-from runnercheck.fuzz.targets import Target, resolve_all
+from runnercheck.fuzz.targets import Target, Unrunnable, resolve_all
 
 __all__ = [
     "ClassResult",
@@ -41,6 +43,7 @@ __all__ = [
     "RunReport",
     "Step",
     "Target",
+    "Unrunnable",
     "fuzz",
     "register_strategy",
     "resolve_all",
@@ -94,23 +97,33 @@ def make_group(options: FuzzOptions) -> LocalGroup | EnvGroup:
 
 
 def fuzz(
-    targets: Sequence[Target | Step],
+    targets: Sequence[Target | Step | Unrunnable],
     options: FuzzOptions,
     config: Config | None = None,
     group: LocalGroup | EnvGroup | None = None,
     extra_strategies: dict[Any, Any] | None = None,
 ) -> RunReport:
     """Fuzz each target's class; ``group`` (started or not) is reused and left open,
-    else one is made for the run and closed after it."""
+    else one is made for the run and closed after it. A class of a swept path that
+    cannot run (:class:`Unrunnable`, or no strategy for it) is one result with the
+    reason; any other target's error raises."""
     config = config or Config()
     seed = options.seed if options.seed is not None else new_seed()
     overrides: dict[Any, Any] = dict(load_configured(config.fuzz_strategies))
     overrides.update(extra_strategies or {})
+    checked: list[Target | Step | Unrunnable] = []
     for target in targets:  # fail on unsupported annotations before starting any process
         if isinstance(target, Step):
             step_strategy(target, StrategyBuilder(overrides))
-        else:
-            StrategyBuilder(overrides).for_class(target.cls)
+        elif isinstance(target, Target):
+            try:
+                StrategyBuilder(overrides).for_class(target.cls)
+            except Exception as exc:
+                if not target.swept or isinstance(exc, ConfigError):
+                    raise
+                target = Unrunnable(target.name, _reason(exc))
+        checked.append(target)
+    targets = checked
     own = group is None
     active = group if group is not None else make_group(options)
     try:
@@ -124,8 +137,14 @@ def fuzz(
     return report
 
 
+def _reason(exc: BaseException) -> str:
+    """An error as one line (a usage error's own text, else its type and text)."""
+    text = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())
+
+
 def static_facts(
-    targets: Sequence[Target | Step], options: FuzzOptions, config: Config
+    targets: Sequence[Target | Step | Unrunnable], options: FuzzOptions, config: Config
 ) -> StaticFacts | None:
     """The facts the run uses: the given ones, else those of the files beside the
     targets' own (never imported for it)."""
@@ -135,14 +154,14 @@ def static_facts(
     for target in targets:
         if isinstance(target, Step):
             classes.extend(part.cls for part in target.parts if part.cls is not None)
-        else:
+        elif isinstance(target, Target):
             classes.append(target.cls)
     return analyse(around(classes), config.contract())
 
 
 def _run(
     active: LocalGroup | EnvGroup,
-    targets: Sequence[Target | Step],
+    targets: Sequence[Target | Step | Unrunnable],
     options: FuzzOptions,
     config: Config,
     seed: int,
@@ -159,6 +178,7 @@ def _run(
         seed,
         options.deadline,
         not_generated=tuple(str(d).removeprefix("torch.") for d in ALL_DTYPES if d not in carried),
+        sweep=any(isinstance(t, Unrunnable) or getattr(t, "swept", False) for t in targets),
     )
     search_options = SearchOptions(
         options.examples,
@@ -168,9 +188,21 @@ def _run(
         static_facts(targets, options, config),
     )
     for target in targets:
+        start = time.perf_counter()
+        if isinstance(target, Unrunnable):
+            report.results.append(ClassResult(target.name, seed, error=target.reason))
+            continue
         builder = StrategyBuilder(overrides, tensor_options)
         if isinstance(target, Step):
-            report.results.append(search_step(active, target, search_options, config, builder))
+            result = search_step(active, target, search_options, config, builder)
         else:
-            report.results.append(search(active, target, search_options, config, builder))
+            try:
+                result = search(active, target, search_options, config, builder)
+            except UsageError as exc:
+                if not target.swept:
+                    raise
+                error = _reason(exc).removeprefix(f"{target.name}: ")
+                result = ClassResult(target.name, seed, error=error)
+        result.seconds = time.perf_counter() - start
+        report.results.append(result)
     return report

@@ -60,10 +60,19 @@ class ClassResult:
     shrunk: bool = False
     note: str = ""
     timings: Timings = field(default_factory=Timings)
+    #: Why the class could not run (its module does not import, no example could be
+    #: built, a strategy raised): one line, and no search.
+    error: str = ""
+    #: Wall time of the class's search, in seconds.
+    seconds: float = 0.0
 
     @property
     def passed(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.error
+
+    @property
+    def status(self) -> str:
+        return "ERROR" if self.error else "FAIL" if self.problems else "PASS"
 
     @property
     def codes(self) -> list[str]:
@@ -82,10 +91,53 @@ class RunReport:
     not_generated: tuple[str, ...] = ()
     #: Options of the command that a replay needs too (``--stub-imports``, ...).
     replay_options: tuple[str, ...] = ()
+    #: A path was swept: the text ends with a table of every class.
+    sweep: bool = False
 
     @property
     def passed(self) -> bool:
         return all(r.passed for r in self.results)
+
+    @property
+    def found(self) -> bool:
+        """Some class showed a problem (RC301-RC306)."""
+        return any(r.problems for r in self.results)
+
+    @property
+    def errors(self) -> list[ClassResult]:
+        """The classes that could not run."""
+        return [r for r in self.results if r.error]
+
+    def rows(self) -> list[tuple[str, str, str, str]]:
+        """The summary table: status, class, examples, what was found (or why not run)."""
+        out = []
+        for r in self.results:
+            if r.error:
+                detail = r.error
+            elif r.problems:
+                detail = "; ".join(sorted({f"{p.code} {p.field}".strip() for p in r.problems}))
+            else:
+                detail = ""
+            out.append((r.status, r.target, str(r.examples) if not r.error else "-", detail))
+        return out
+
+    def summary(self) -> str:
+        failed = sum(1 for r in self.results if r.problems)
+        errors = len(self.errors)
+        total = len(self.results)
+        noun = "class" if total == 1 else "classes"
+        if not failed and not errors:
+            return f"all {total} {noun} passed"
+        parts = []
+        if failed:
+            parts.append(f"{failed} of {total} {noun} failed")
+        if errors:
+            parts.append(
+                f"{errors} {'class' if errors == 1 else 'classes'} could not run"
+                if failed
+                else f"{errors} of {total} {noun} could not run"
+            )
+        return ", ".join(parts)
 
     def replay_command(self, result: ClassResult) -> str:
         args = ["runnercheck", "fuzz", result.target, "--seed", str(result.seed)]
@@ -107,6 +159,9 @@ class RunReport:
                 f"lists: {', '.join(self.not_generated)})"
             )
         for result in self.results:
+            if result.error:
+                lines.append(f"ERROR {result.target}: cannot run: {result.error}")
+                continue
             if result.passed:
                 lines.append(f"PASS {result.target}  ({result.examples} examples)")
                 continue
@@ -119,13 +174,9 @@ class RunReport:
             if result.note:
                 lines.extend(f"  {line}" for line in result.note.splitlines())
             lines.append(f"  replay: {self.replay_command(result)}")
-        failed = sum(1 for r in self.results if not r.passed)
-        total = len(self.results)
-        lines.append(
-            f"{failed} of {total} {'class' if total == 1 else 'classes'} failed"
-            if failed
-            else f"all {total} {'class' if total == 1 else 'classes'} passed"
-        )
+        if self.sweep:
+            lines.extend(["", *plain_table(self.rows())])
+        lines.append(self.summary())
         return "\n".join(lines)
 
     def as_json(self) -> dict[str, Any]:
@@ -137,6 +188,7 @@ class RunReport:
             "seed": self.seed,
             "deadline": self.deadline,
             "passed": self.passed,
+            "summary": self.summary(),
             "results": [
                 {
                     "target": r.target,
@@ -158,7 +210,24 @@ class RunReport:
                     "note": r.note,
                     "replay": self.replay_command(r),
                     "timings": asdict(r.timings),
+                    "status": r.status,
+                    "error": r.error,
+                    "seconds": round(r.seconds, 3),
                 }
                 for r in self.results
             ],
         }
+
+
+#: The summary table's columns.
+COLUMNS = ("status", "class", "examples", "found")
+
+
+def plain_table(rows: list[tuple[str, str, str, str]]) -> list[str]:
+    """The summary table as aligned text lines (the last column left ragged)."""
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(COLUMNS[:3])]
+    out = []
+    for row in [COLUMNS, *rows]:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:3])]
+        out.append("  ".join([*cells, row[3]]).rstrip())
+    return out

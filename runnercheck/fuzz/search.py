@@ -476,7 +476,27 @@ def drive(
             last = strategies.last_construction_error
             reason = f": {type(last[0]).__name__}: {last[0]}" if last else ""
             raise UsageError(f"{name}: no generated example could be constructed{reason}") from None
+        except Exception as exc:  # a strategy raised, or snapshotting an example did
+            with contextlib.suppress(GroupLost):
+                drain()
+            where = _raised_at(exc)
+            raise UsageError(
+                f"{name}: making an example raised {type(exc).__name__}: "
+                f"{' '.join(str(exc).split())}{where}"
+            ) from None
     return result
+
+
+def _raised_at(exc: BaseException) -> str:
+    """`` at FILE:LINE`` of the innermost frame outside Hypothesis and this package."""
+    import traceback
+
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if "/hypothesis/" not in f.filename and "/runnercheck/fuzz/" not in f.filename
+    ]
+    return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
 
 
 @contextlib.contextmanager

@@ -27,7 +27,7 @@ import torch
 
 from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
-from runnercheck.fuzz.targets import Target, resolve
+from runnercheck.fuzz.targets import Target, Unrunnable, resolve
 
 #: The prefix of an extra part in a step spec.
 EXTRA_PREFIX = "extra:"
@@ -160,6 +160,7 @@ def resolve_step(spec: str, contract: Contract, extras: Mapping[str, str] | None
         if ":" not in text:
             raise UsageError(f"{where}: part {text!r} must name one class (module:Class)")
         [target] = resolve(text, contract)
+        assert isinstance(target, Target)  # module:Class names one class or raises
         if target.cls in seen_classes:
             raise UsageError(f"{where}: {text} appears twice")
         seen_classes.add(target.cls)
@@ -197,11 +198,12 @@ def _canonical(parts: Sequence[StepPart]) -> str:
 
 def resolve_targets(
     specs: Sequence[str], contract: Contract, extras: Mapping[str, str] | None = None
-) -> list[Target | Step]:
-    """Every target in order: steps for ``A+B`` specs, else each class once."""
+) -> list[Target | Step | Unrunnable]:
+    """Every target in order: steps for ``A+B`` specs, else each class once (a class of
+    a swept path that cannot run, as an :class:`Unrunnable`)."""
     seen: set[type] = set()
     seen_steps: set[str] = set()
-    result: list[Target | Step] = []
+    result: list[Target | Step | Unrunnable] = []
     for spec in specs:
         if is_step_spec(spec):
             step = resolve_step(spec, contract, extras)
@@ -210,7 +212,9 @@ def resolve_targets(
                 result.append(step)
             continue
         for target in resolve(spec, contract):
-            if target.cls not in seen:
+            if isinstance(target, Unrunnable):
+                result.append(target)
+            elif target.cls not in seen:
                 seen.add(target.cls)
                 result.append(target)
     return result

@@ -5,6 +5,12 @@ An input class is a concrete dataclass with the contract's ``as_dict_method``
 target yields every input class *defined* in it (not the ones it imports).
 A path is imported under its dotted module name (the directories above it that are
 packages), with its root on ``sys.path``, so that other ranks can import it too.
+
+A path (a directory or a ``.py`` file) is swept: the static analysis names the input
+classes there (:mod:`runnercheck.fuzz.facts`), only the modules that hold one are
+imported, and a class whose module cannot be imported, or that is no input class once
+imported, is an :class:`Unrunnable` with the reason instead of ending the run (when the
+analysis finds none, every module there is imported and searched, as for a module).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -20,6 +27,7 @@ from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
 from runnercheck.files import walk
 from runnercheck.fuzz import importing
+from runnercheck.fuzz.facts import InputClass, analyse, module_name_for
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,16 @@ class Target:
     name: str
     #: Directories added to ``sys.path`` to import it (the other ranks add them too).
     sys_path: tuple[str, ...] = ()
+    #: Found by sweeping a path: a class that cannot run is one line, not the run's end.
+    swept: bool = False
+
+
+@dataclass(frozen=True)
+class Unrunnable:
+    """An input class a swept path holds that cannot run, and why."""
+
+    name: str
+    reason: str
 
 
 def is_input_class(obj: object, contract: Contract) -> bool:
@@ -79,13 +97,7 @@ def _status(exc: SystemExit) -> str:
 
 def _module_name_for(path: Path) -> tuple[str, Path]:
     """The dotted module name of a ``.py`` file and the directory to put on sys.path."""
-    path = path.resolve()
-    parts = [path.stem] if path.name != "__init__.py" else []
-    directory = path.parent
-    while (directory / "__init__.py").is_file():
-        parts.insert(0, directory.name)
-        directory = directory.parent
-    return ".".join(parts), directory
+    return module_name_for(path)
 
 
 def _classes_in(module: ModuleType, contract: Contract, sys_path: tuple[str, ...]) -> list[Target]:
@@ -100,7 +112,7 @@ def _classes_in(module: ModuleType, contract: Contract, sys_path: tuple[str, ...
     return found
 
 
-def resolve(spec: str, contract: Contract) -> list[Target]:
+def resolve(spec: str, contract: Contract) -> list[Target | Unrunnable]:
     """The input classes a target names (UsageError if none)."""
     path = Path(spec)
     if spec.endswith(".py") or path.is_dir() or (path.exists() and ":" not in spec):
@@ -113,7 +125,7 @@ def resolve(spec: str, contract: Contract) -> list[Target]:
         found = _classes_in(module, contract, ())
         if not found:
             raise UsageError(f"module {module_name!r} defines no input class")
-        return found
+        return [*found]
     obj: object = module
     for part in qualname.split("."):
         obj = getattr(obj, part, None)
@@ -128,12 +140,15 @@ def resolve(spec: str, contract: Contract) -> list[Target]:
     return [Target(obj, f"{module_name}:{qualname}")]
 
 
-def _resolve_path(path: Path, contract: Contract) -> list[Target]:
+def _resolve_path(path: Path, contract: Contract) -> list[Target | Unrunnable]:
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
     # the walker check and migrate use: regular files only (importing a FIFO would hang)
     files = sorted(source.path for source in walk([path]).files)
-    found: list[Target] = []
+    facts = analyse(files, contract)
+    if facts.classes:
+        return _sweep(files, facts.classes.values(), contract)
+    found: list[Target | Unrunnable] = []
     for file in files:
         module_name, root = _module_name_for(file)
         if not module_name:
@@ -148,12 +163,67 @@ def _resolve_path(path: Path, contract: Contract) -> list[Target]:
     return found
 
 
+def _sweep(
+    files: list[Path], known: Iterable[InputClass], contract: Contract
+) -> list[Target | Unrunnable]:
+    """The input classes the analysis found in ``files``, each module imported once: a
+    class that cannot run is an :class:`Unrunnable` with the reason."""
+    by_module: dict[str, list[InputClass]] = {}
+    for found in known:
+        by_module.setdefault(found.module, []).append(found)
+    roots = {module_name_for(file)[0]: str(module_name_for(file)[1]) for file in files}
+    out: list[Target | Unrunnable] = []
+    for module_name in sorted(by_module, key=lambda m: by_module[m][0].path):
+        classes = sorted(by_module[module_name], key=lambda c: c.line)
+        root_text = roots.get(module_name)
+        if root_text is None:
+            continue
+        if root_text not in sys.path:
+            sys.path.insert(0, root_text)
+        try:
+            module = _import(module_name)
+        except UsageError as exc:
+            out.extend(Unrunnable(c.key, str(exc)) for c in classes)
+            continue
+        seen: set[str] = set()
+        for found in classes:
+            seen.add(found.name)
+            obj = getattr(module, found.name, None)
+            if is_input_class(obj, contract):
+                assert isinstance(obj, type)
+                out.append(Target(obj, found.key, (root_text,), swept=True))
+            else:
+                out.append(Unrunnable(found.key, _why_not(obj, contract)))
+        for target in _classes_in(module, contract, (root_text,)):
+            if target.cls.__qualname__ not in seen:  # one the analysis could not read
+                out.append(Target(target.cls, target.name, target.sys_path, swept=True))
+    return out
+
+
+def _why_not(obj: object, contract: Contract) -> str:
+    """Why a class the analysis names is no input class once imported."""
+    if not isinstance(obj, type):
+        return "the module has no such class once imported"
+    if not dataclasses.is_dataclass(obj):
+        return "not a dataclass once imported"
+    if inspect.isabstract(obj):
+        missing = ", ".join(sorted(getattr(obj, "__abstractmethods__", ())))
+        return f"abstract once imported ({missing} not implemented)"
+    return (
+        f"no {contract.as_dict_method}() and classmethod {contract.from_dict_method}() "
+        "once imported"
+    )
+
+
 def resolve_all(specs: list[str], contract: Contract) -> list[Target]:
-    """All targets' classes, each once, in order."""
+    """All targets' classes, each once, in order (UsageError for a class of a swept
+    path that cannot run)."""
     seen: set[type] = set()
     result = []
     for spec in specs:
         for target in resolve(spec, contract):
+            if isinstance(target, Unrunnable):
+                raise UsageError(f"{target.name}: {target.reason}")
             if target.cls not in seen:
                 seen.add(target.cls)
                 result.append(target)

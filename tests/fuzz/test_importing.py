@@ -68,11 +68,12 @@ def test_a_missing_package_is_named_with_the_option_that_stubs_it(
 ) -> None:
     _write(tmp_path, "heavy_unstubbed", "rc_absent_engine")
     assert main(["fuzz", str(tmp_path / "heavy_unstubbed.py")]) == 2
-    assert capsys.readouterr().err == (
-        "runnercheck: error: cannot import module 'heavy_unstubbed': No module named "
-        "'rc_absent_engine' (--stub-imports rc_absent_engine fuzzes it with that package "
-        "stubbed)\n"
-    )
+    # a path is swept: the class it holds cannot run, one line with why
+    assert (
+        "ERROR heavy_unstubbed:HeavyInput: cannot run: cannot import module 'heavy_unstubbed': "
+        "No module named 'rc_absent_engine' (--stub-imports rc_absent_engine fuzzes it with "
+        "that package stubbed)\n"
+    ) in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("everything", [False, True], ids=["named", "*"])
