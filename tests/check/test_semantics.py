@@ -29,10 +29,12 @@ def test_side_has_its_pinned_findings(case: Path, side: str, run: Callable[..., 
     assert result.code == (1 if side == "true" else 0)
 
 
-@pytest.mark.parametrize(("name", "findings"), [("shared", 1), ("separate", 2)])
+@pytest.mark.parametrize(("name", "findings"), [("shared", 1), ("separate", 2), ("mixed", 1)])
 def test_one_finding_per_cause(name: str, findings: int, run: Callable[..., CliResult]) -> None:
     """One extra broadcast in a worker base that two workers inherit is one cause: one
-    finding listing both pairs. Two workers with an extra broadcast each are two."""
+    finding listing both pairs. Two workers with an extra broadcast each are two. When
+    one of the two never broadcasts, the error names it and why, and no note repeats
+    the error on its line."""
     case = SEMANTICS / "one-cause"
     target = (case / f"{name}.py").relative_to(REPO).as_posix()
     result = run("--show-notes", target)

@@ -216,9 +216,12 @@ def _causes(project: Project) -> Causes:
 def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
     """One finding per cause, listing every worker/runner pair it makes broadcast more
     than once per step."""
-    for (path, line, col, _), subjects in _causes(project).items():
+    causes = _causes(project)
+    for (path, line, col, silent), subjects in causes.items():
         if path != module.path:
             continue
+        if silent and (path, line, col, False) in causes:
+            continue  # told in the error on the same line, not repeated by a note
         first = subjects[0]
         by_counts: dict[str, list[str]] = {}
         for subject in subjects:
@@ -227,6 +230,11 @@ def check_module(project: Project, module: ModuleFacts) -> Iterator[Finding]:
             f"{', '.join(names)} broadcast step metadata {counts}"
             for counts, names in by_counts.items()
         )
+        beside = causes.get((path, line, col, True), []) if not silent else []
+        if beside:
+            names = ", ".join(dict.fromkeys(s.name for s in beside))
+            reasons = "; ".join(sorted({str(s.silent) for s in beside}))
+            text += f" (so would {names}, but {reasons})"
         if _ranks_disagree(subjects):  # a bug, whatever migrate can do
             yield _finding(
                 path,
