@@ -112,8 +112,11 @@ def _errors(root: Path, config: str, files: list[Path]) -> list[MypyError]:
     from mypy import api
 
     (root / "mypy.ini").write_text(config, encoding="utf-8")
+    # one cache for both trees: the second run reads what the first made of the modules
+    # outside them (typeshed, torch) instead of analysing them again
+    cache = root.parent / ".mypy_cache"
     args = [
-        "--config-file", str(root / "mypy.ini"), "--cache-dir", str(root / ".mypy_cache"),
+        "--config-file", str(root / "mypy.ini"), "--cache-dir", str(cache),
         "--show-error-codes", "--no-error-summary", "--hide-error-context",
         "--no-color-output", "--show-absolute-path",
         *[str(root / f) for f in files],

@@ -57,6 +57,7 @@ def _worker(rank: int, port: int, queue: Any, received: Any) -> None:
         dist.destroy_process_group()
 
 
+@pytest.mark.slow
 def test_round_trip_over_gloo() -> None:
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()

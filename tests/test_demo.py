@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from runnercheck.demo.story import DemoOptions, prepare_workspace, stage_migrate, stage_mypy
 
 
+@pytest.mark.slow
 def test_demo_json_every_stage_agrees() -> None:
     proc = subprocess.run(
         [
@@ -53,6 +56,7 @@ def test_demo_json_every_stage_agrees() -> None:
     assert engines["step_time_ratio"]["median"] > 0
 
 
+@pytest.mark.slow
 def test_mypy_stage_fails_on_a_defect(tmp_path: Path) -> None:
     """The mypy stage is a real mypy run with the plugin: a fixed-class return fails it."""
     ws = prepare_workspace(tmp_path)

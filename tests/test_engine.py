@@ -46,6 +46,7 @@ def runs() -> dict[tuple[str, int], dict[str, Any]]:
     return results
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tp", [1, 2])
 def test_shapes_generate_the_same_tokens(
     runs: dict[tuple[str, int], dict[str, Any]], tp: int
@@ -77,6 +78,7 @@ def test_seed_changes_the_tokens(runs: dict[tuple[str, int], dict[str, Any]]) ->
     assert other["tokens_sha256"] != runs["merged", 1]["tokens_sha256"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("worker", "embedding"), [("cpu", False), ("default", True)], ids=["cpu-worker", "embedding"]
 )
@@ -138,6 +140,7 @@ def test_copied_engine_directory_runs_in_place(
     assert result["broadcasts_per_step"] == 2
 
 
+@pytest.mark.slow
 def test_swap_only_step_legacy_non_driver_leaves_its_loop() -> None:
     """0.5.0: the non-driver applies the swap, then returns from its loop because
     num_seq_groups == 0; the driver's next broadcast finds nobody listening."""
@@ -153,6 +156,7 @@ def test_swap_only_step_legacy_non_driver_leaves_its_loop() -> None:
     assert non_driver["host_blocks_written"] > 0
 
 
+@pytest.mark.slow
 def test_swap_only_step_merged_loop_goes_on() -> None:
     """0.5.1: the swap runs on every rank, only the model execution is skipped, and
     the non-driver keeps serving until the driver stops it."""
@@ -186,6 +190,7 @@ def test_cli_reports_a_failing_rank_in_one_line(tmp_path: Path) -> None:
     assert done.stdout == ""
 
 
+@pytest.mark.slow
 def test_a_stuck_rank_is_killed_and_reported(tmp_path: Path) -> None:
     """Rank 1 never enters its loop: the driver's broadcast times out, and rank 1 is
     killed a grace period later instead of holding the run forever."""
@@ -237,6 +242,7 @@ def test_merged_inputs_declare_driver_only_fields() -> None:
     assert not driver_only(ModelInputForGPUWithPoolingMetadata) & set(empty)
 
 
+@pytest.mark.slow
 def test_merged_shape_and_shared_modules_type_check() -> None:
     """``mypy --strict`` on the merged shape, the shared model/scheduler and the launcher
     (the legacy shape is typed the way vLLM 0.5.0 was, not strictly)."""

@@ -169,6 +169,7 @@ def test_bad_argument_is_one_line() -> None:
     assert proc.stderr == "gpu_check.sh: unknown argument --bogus (see --help)\n"
 
 
+@pytest.mark.slow
 def test_gpu_mode_without_a_gpu_fails_early_and_says_why(tmp_path: Path) -> None:
     """Everything the check needs is installed here, so pip reaches no index."""
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")

@@ -230,7 +230,7 @@ MODES = {
 }
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=40)
 @pytest.mark.parametrize("mode", list(MODES))
 def test_demo_under_each_install_mode(
     mode: str, tmp_path: Path, source: Path, borrowed: Path

@@ -31,7 +31,7 @@ def git(cwd: Path, *args: str) -> str:
     return proc.stdout.strip()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=170)
 def test_hooks_fail_on_legacy_and_pass_after_migrate(tmp_path: Path) -> None:
     if not (REPO / ".git").exists():
         pytest.skip("the hooks are installed from this checkout's git history; no .git here")

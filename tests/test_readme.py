@@ -153,6 +153,7 @@ def run_mypy(cwd: Path, target: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_readme_mypy_snippet_on_merged_engine_and_a_broken_variant(tmp_path: Path) -> None:
     (tmp_path / "mypy.ini").write_text(mypy_ini_snippet(), encoding="utf-8")
     engine = tmp_path / "engine"

@@ -37,6 +37,7 @@ def test_speculative_options_are_checked(kwargs: dict[str, object], message: str
         run_engine("merged", tp=1, steps=2, **kwargs)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_folded_control_broadcast_keeps_the_tokens_and_saves_one_broadcast_per_step(
     tmp_path: Path,
 ) -> None:

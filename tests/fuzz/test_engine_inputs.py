@@ -22,6 +22,7 @@ def group2(roundtrip_groups: Any) -> Any:
     return roundtrip_groups.get(2, "cpu", 10.0)
 
 
+@pytest.mark.slow
 def test_merged_engine_inputs_round_trip(group2: Any) -> None:
     from runnercheck.demo.engine.attention import TinyAttentionBackend
 

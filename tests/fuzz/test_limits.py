@@ -57,6 +57,7 @@ def _state(pid: int) -> str | None:
         return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="looks processes up in /proc")
 def test_a_deadline_kills_the_rank_with_the_processes_it_started(tmp_path: Path) -> None:
     pids = tmp_path / "pids"
@@ -226,6 +227,7 @@ class StopsItsParent(ModelInput):
 MARGIN = 6.0
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="looks processes up in /proc")
 @pytest.mark.parametrize(
     ("source", "code", "line"),

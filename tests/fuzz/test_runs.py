@@ -213,6 +213,7 @@ def test_a_problem_found_ahead_is_reported_as_in_step(
     assert sent_ahead > len(sent)
 
 
+@pytest.mark.slow
 def test_blocking_rank_is_reported_within_the_deadline(roundtrip_groups: Any) -> None:
     group = roundtrip_groups.get(2, "cpu", 2.0)
     group.start()
@@ -231,6 +232,7 @@ def test_blocking_rank_is_reported_within_the_deadline(roundtrip_groups: Any) ->
     assert run_one(group, good.ModelInput, examples=10).passed
 
 
+@pytest.mark.slow
 def test_a_rank_that_blocks_with_examples_still_out_is_reported(roundtrip_groups: Any) -> None:
     """Three examples are all out when the search ends; a rank that blocks on one of
     them loses the group while the later ones are still out, and that is reported as
@@ -242,6 +244,7 @@ def test_a_rank_that_blocks_with_examples_still_out_is_reported(roundtrip_groups
     assert problem.message.startswith("rank 1 did not finish within the deadline of 2 s")
 
 
+@pytest.mark.slow
 def test_a_rank_lost_on_an_example_newer_than_a_failure_is_not_reported(
     roundtrip_groups: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -366,6 +369,7 @@ def test_cli_runs_the_exit_handlers_once(tmp_path: Path) -> None:
     assert record.read_text().split() == [str(proc.pid)]
 
 
+@pytest.mark.slow
 def test_cli_json_and_usage_errors() -> None:
     done = _cli(
         "tests.fuzz.fixtures.defects:UnknownKey",
@@ -399,6 +403,7 @@ def test_cli_json_and_usage_errors() -> None:
         assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_under_torchrun() -> None:
     done = subprocess.run(
         [

@@ -52,6 +52,7 @@ def _mypy(package: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_legacy_engine_is_type_clean_with_real_torch_types(tmp_path: Path) -> None:
     legacy = copy_tree(engine_source_dir("legacy"), tmp_path / "legacy_engine")
     proc = _mypy(legacy)
@@ -59,6 +60,7 @@ def test_the_legacy_engine_is_type_clean_with_real_torch_types(tmp_path: Path) -
     assert proc.stdout.startswith("Success: no issues found"), proc.stdout
 
 
+@pytest.mark.slow
 def test_mypy_plugin_reports_nothing_on_the_migrated_copy(migrated: Path) -> None:
     proc = _mypy(migrated)
     assert "runnercheck mypy plugin: error" not in proc.stderr, proc.stderr
@@ -99,6 +101,7 @@ def test_the_gpu_and_cpu_inputs_share_the_sampling_metadata_helpers(migrated: Pa
     assert "\n    from runnercheck.demo.engine.sampling import SamplingMetadata\n" in base
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("worker", ["default", "cpu"])
 def test_migrated_engine_computes_the_same_tokens_with_one_broadcast(
     migrated: Path, worker: str
@@ -119,6 +122,7 @@ def test_migrated_embedding_engine_computes_the_same_embeddings(migrated: Path) 
     assert merged["embeddings_sha256"] == legacy["embeddings_sha256"]
 
 
+@pytest.mark.slow
 def test_migrated_input_classes_round_trip_through_a_real_broadcast(migrated: Path) -> None:
     proc = subprocess.run(
         [

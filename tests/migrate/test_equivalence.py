@@ -339,6 +339,7 @@ def test_a_flag_the_driver_leaves_to_the_default_in_a_helper_is_kept_there(
     assert check_paths([work]).findings == []
 
 
+@pytest.mark.slow
 def test_the_migrated_variant_profiles_and_steps_at_tp_2_with_the_legacy_tokens(
     tmp_path: Path,
 ) -> None:

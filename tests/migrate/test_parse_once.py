@@ -132,6 +132,7 @@ def test_a_tree_with_nothing_to_rewrite_imports_no_libcst(tmp_path: Path) -> Non
     assert proc.stdout.split() == ["0", "True", "0", "False"]
 
 
+@pytest.mark.slow
 def test_the_shared_helpers_plan_each_group_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The engine fixture's directory holds two groups (GPU and CPU); each group's
     rewrite asks for the directory's shared helpers, which plan every group of the

@@ -77,6 +77,7 @@ def _sources() -> list[tuple[str, str]]:
     return [("tricky", TRICKY), *((p.name, p.read_text()) for p in engine)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
 def test_measure_agrees_with_position_metadata_and_code_for_node(name: str, text: str) -> None:
     module = cst.parse_module(text)

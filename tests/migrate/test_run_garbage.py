@@ -68,6 +68,7 @@ def _cyclic_garbage(run: Callable[[], object]) -> tuple[object, list[object]]:
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "engine",
     [
@@ -88,6 +89,7 @@ def test_a_run_leaves_no_cycle_that_holds_its_trees(engine: Path, tmp_path: Path
     assert _held(garbage) == Counter()
 
 
+@pytest.mark.slow
 def test_a_check_run_leaves_no_cycle_that_holds_its_facts(tmp_path: Path) -> None:
     # the legacy engine: findings across files, collectives reached through helpers
     tree = shutil.copytree(engine_source_dir("legacy"), tmp_path / "engine")

@@ -220,6 +220,7 @@ def test_050_keys_per_step_are_the_old_union_less_the_named_duplicates(migrated_
     assert defined == [("worker_input.py", "class WorkerInput:")]
 
 
+@pytest.mark.slow
 def test_050_plugin_reports_nothing_the_input_did_not(migrated_050, tmp_path: Path) -> None:
     original, copy, _ = migrated_050
     before_root = tmp_path / "before"

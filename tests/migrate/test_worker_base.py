@@ -197,6 +197,7 @@ def test_a_second_run_changes_nothing(
     assert snapshot(after) == before
 
 
+@pytest.mark.slow
 def test_the_shared_step_gives_the_legacy_tokens_at_tp_2(
     hoisted: tuple[Path, Path, dict],
 ) -> None:

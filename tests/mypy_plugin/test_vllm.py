@@ -21,6 +21,7 @@ PLUGIN_CODES = re.compile(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.vllm
 @pytest.mark.parametrize("version", ["0.5.0", "0.5.1", "0.6.0", "0.6.3"])
 def test_vllm_worker(tmp_path: Path, version: str) -> None:

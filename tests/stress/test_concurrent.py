@@ -36,6 +36,7 @@ def wait_for_journal(root: Path, proc: subprocess.Popen[str]) -> None:
         time.sleep(0.005)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("second", ["migrate", "migrate --check", "check"])
 def test_a_second_run_waits_for_the_first_and_reads_the_finished_tree(
     tmp_path: Path, second: str

@@ -286,6 +286,7 @@ def nested(tmp_path_factory: pytest.TempPathFactory) -> Plan:
     return make_nested_plan(BEFORE, tmp_path_factory.mktemp("attacks").resolve() / "tree")
 
 
+@pytest.mark.slow
 def test_racing_swaps_and_planted_links_in_turn(nested: Plan) -> None:
     """The soak's ``race`` and ``links`` kinds, a few runs of each (the soak runs more)."""
     tally = runs(nested, 8, seed=7, kinds=("race", "links"), nested=nested)

@@ -68,6 +68,7 @@ def states(plan: Plan) -> set[str]:
     return found
 
 
+@pytest.mark.slow
 def test_randomized_kills_and_edits_lose_nothing_and_mix_nothing(plan: Plan) -> None:
     # two runs in three killed at a random checkpoint (always a kill), one after a
     # random delay (a kill unless the commit was faster)
@@ -82,6 +83,7 @@ def test_randomized_kills_and_edits_lose_nothing_and_mix_nothing(plan: Plan) -> 
     ), tally.failures
 
 
+@pytest.mark.slow
 def test_every_checkpoint_is_recovered_and_a_mixed_tree_is_reported(plan: Plan) -> None:
     """kill -9 at each checkpoint in turn: ``check`` and ``migrate --check`` report a
     half-applied group exactly when there is one, and ``migrate`` recovers it and
@@ -114,6 +116,7 @@ def test_every_checkpoint_is_recovered_and_a_mixed_tree_is_reported(plan: Plan) 
     assert reported >= 3  # the points inside the unit's writes
 
 
+@pytest.mark.slow
 def test_the_next_migrate_command_recovers_and_migrates(plan: Plan) -> None:
     _kill_at(plan, "file", 3)
     checked = cli("check", str(plan.root))
@@ -128,6 +131,7 @@ def test_the_next_migrate_command_recovers_and_migrates(plan: Plan) -> None:
     assert cli("check", str(plan.root)).returncode == 0
 
 
+@pytest.mark.slow
 def test_an_edit_while_a_file_is_written_waits_and_is_kept(plan: Plan) -> None:
     """The watcher of the report: it appends the moment the journal appears. The writer
     pauses right after re-verifying the file, and holds a lease: the append waits for

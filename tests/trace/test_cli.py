@@ -195,6 +195,7 @@ def test_a_command_that_stops_trace_is_ended_at_its_limit(
     assert ran.left == []
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="looks processes up in /proc")
 def test_a_trace_suspended_from_its_terminal_past_the_deadline_goes_on(tmp_path: Path) -> None:
     """Ctrl-Z (SIGTSTP) is the user's: the run is not ended however long it lasts."""

@@ -22,6 +22,7 @@ DIVERGENT = Path(__file__).resolve().parent / "fixtures" / "divergent_engine"
 K = 3
 
 
+@pytest.mark.slow
 def test_legacy_trace_matches_the_counter_and_fails_the_budget(tmp_path: Path) -> None:
     """Through the command line: the engine's own JSON and trace's JSON of one run."""
     report_file = tmp_path / "trace.json"
