@@ -24,6 +24,7 @@ from runnercheck.analysis.model import (
     flatten_calls,
 )
 from runnercheck.analysis.recognise import is_driver_only_marker
+from runnercheck.analysis.refusals import refused_attrs
 from runnercheck.analysis.steps import StepReader
 from runnercheck.analysis.syntax import (
     decorator_names,
@@ -153,6 +154,7 @@ class FunctionReader(DictReader, StepReader, BindingReader):
 
     def read(self) -> FunctionFacts:
         self.facts.param_defaults = param_defaults(self.node.args)
+        self.facts.refuses = refused_attrs(self.node.body)
         self.facts.steps = self._steps(self.node.body)
         self.read_self_constants()
         self._read_dicts()

@@ -386,6 +386,12 @@ class FunctionFacts:
     #: (``model_input.input_tokens`` -> ``{"model_input": ("input_tokens",)}``), in
     #: evaluation order; reads only the driver reaches are left out.
     param_attrs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Per ``param.attr`` read where a non-driver rank may run: the ``self`` attributes
+    #: that every such read requires to be set (``if self.lora_config:`` around it).
+    param_attr_guards: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Attributes of each parameter whose being set makes the body raise at its top
+    #: level (``if enc_dec_mr.lora_config is not None: raise ...``).
+    refuses: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: Attributes of each parameter the body assigns or mutates in place
     #: (``model_input.cached_outputs.append(...)``, ``model_input.x = ...``).
     param_writes: dict[str, tuple[str, ...]] = field(default_factory=dict)

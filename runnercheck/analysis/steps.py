@@ -127,6 +127,12 @@ class StepReader:
                 read = self.facts.param_attrs.get(value.id, ())
                 if node.attr not in read:  # type: ignore[attr-defined]
                     self.facts.param_attrs[value.id] = (*read, node.attr)  # type: ignore[attr-defined]
+                key = f"{value.id}.{node.attr}"  # type: ignore[attr-defined]
+                needs = self._needs_set()
+                before = self.facts.param_attr_guards.get(key)
+                self.facts.param_attr_guards[key] = (
+                    needs if before is None else tuple(n for n in before if n in needs)
+                )
             if value.__class__ not in _LEAVES:
                 self._call_steps(value, out)
             return
@@ -196,6 +202,27 @@ class StepReader:
                         self._call_steps(item, out)
             elif isinstance(value, ast.AST) and value.__class__ not in _LEAVES:
                 self._call_steps(value, out)
+
+    def _needs_set(self) -> tuple[str, ...]:
+        """The ``self`` attributes the ``if`` tests around the code being read require to
+        be set: ``if self.x:`` / ``if self.x is not None:`` (their body), ``if not
+        self.x:`` / ``if self.x is None:`` alone (their ``else``)."""
+        out: list[str] = []
+        for cond in self.conditions:
+            for guard in cond.guards:
+                if not guard.name.startswith("self."):
+                    continue
+                if cond.then:
+                    holds = guard.op == "truthy" or (guard.op == "is not" and guard.value == "None")
+                else:
+                    holds = (
+                        cond.complete
+                        and len(cond.guards) == 1
+                        and (guard.op == "falsy" or (guard.op == "is" and guard.value == "None"))
+                    )
+                if holds:
+                    out.append(guard.name[5:])
+        return tuple(out)
 
     def _collective(
         self, node: ast.Call, callee: str, collective: str, step_broadcast: bool, sends: bool

@@ -26,6 +26,7 @@ from runnercheck.analysis.model import (
     Step,
     TryStep,
 )
+from runnercheck.analysis.refusals import class_refusals
 from runnercheck.analysis.roles import Roles
 from runnercheck.analysis.stepwalk import StepWalk
 from runnercheck.analysis.syntax import last_name
@@ -137,8 +138,10 @@ class Uses:
     def _runner_reads(self, runner: ClassFacts) -> set[str]:
         """Attributes read on the input parameter of ``execute_model`` and of the runner
         methods it calls on a non-driver rank's path (following ``self.*`` calls), less
-        those each rank writes itself (local state, not a missing broadcast). A runner
-        whose ``execute_model`` raises on non-driver ranks runs on one rank only."""
+        those each rank writes itself (local state, not a missing broadcast) and those
+        read only under a ``self`` value the runner's constructor refuses
+        (:mod:`runnercheck.analysis.refusals`). A runner whose ``execute_model`` raises
+        on non-driver ranks runs on one rank only."""
         execute = self.hierarchy.resolve_method(runner, self.contract.execute_method)
         if execute is None or len(execute.func.params) < 2:
             return set()
@@ -149,12 +152,19 @@ class Uses:
         written: set[str] = set()
         seen: set[int] = set()
         todo: list[MethodRef] = [execute]
+        refused = class_refusals(self.hierarchy, runner)
         while todo:
             ref = todo.pop()
             if id(ref.func) in seen:
                 continue
             seen.add(id(ref.func))
-            out.update(ref.func.param_attrs.get(name, ()))
+            guards = ref.func.param_attr_guards
+            out.update(
+                attr
+                for attr in ref.func.param_attrs.get(name, ())
+                # read only under a value the runner's constructor refuses: never runs
+                if refused.isdisjoint(guards.get(f"{name}.{attr}", ()))
+            )
             written.update(ref.func.param_writes.get(name, ()))
             for step in calls_on_path(ref.func.steps, "non-driver")[0]:
                 parts = step.callee.split(".")
