@@ -49,6 +49,11 @@ class InputClass:
     path: str
     line: int
     left_out: dict[str, FieldFact] = field(default_factory=dict)
+    #: Fields the dict sends in part, through a helper that puts some of their values
+    #: under keys of their own (vLLM's sampling metadata: only
+    #: ``selected_token_indices``), with the dict's keys: receivers rebuild such a field
+    #: from those keys alone, so what it holds besides them stays on the driver.
+    partly_sent: dict[str, frozenset[str]] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -69,6 +74,16 @@ class StaticFacts:
         found = self.of(cls)
         fact = found.left_out.get(name) if found is not None else None
         return fact is not None and fact.proven
+
+    def rebuilt_in_part(self, cls: type, path: str) -> bool:
+        """``path`` (``field.inner...``) lies in a field the dict sends in part, and is
+        not among the keys it sends: receivers never get it, by design."""
+        found = self.of(cls)
+        outer, dot, rest = path.partition(".")
+        if found is None or not dot or outer not in found.partly_sent:
+            return False
+        inner = rest.partition(".")[0].partition("[")[0]
+        return inner not in found.partly_sent[outer]
 
     def unproven(self, cls: type, name: str) -> str | None:
         """Why a field the dict leaves out may not be driver-only (None: it is sent, or
@@ -131,9 +146,25 @@ def facts_of(project: Project, module_names: dict[str, str]) -> StaticFacts:
             continue
         if project.resolve_method(cls, project.contract.from_dict_method) is None:
             continue
-        found = InputClass(module, cls.name, cls.path, cls.line, left_out(project, cls))
+        found = InputClass(
+            module, cls.name, cls.path, cls.line, left_out(project, cls), partly_sent(project, cls)
+        )
         out.classes.setdefault(found.key, found)
     return out
+
+
+def partly_sent(project: Project, cls: ClassFacts) -> dict[str, frozenset[str]]:
+    """Fields whose values reach the dict only through a helper, not under their own
+    key nor as a dump of all their fields (``attn_metadata.asdict_zerocopy()``), with
+    the keys of the dict."""
+    produced = project.produced(cls)
+    if produced is None or produced.open or produced.all_fields:
+        return {}
+    dumped = {dump.partition(".")[0] for dump in produced.dumps}
+    keys = frozenset(produced.keys)
+    return {
+        name: keys for name in produced.fields if name not in produced.keys and name not in dumped
+    }
 
 
 def left_out(project: Project, cls: ClassFacts) -> dict[str, FieldFact]:

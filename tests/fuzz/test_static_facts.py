@@ -15,7 +15,7 @@ from runnercheck.contract import VLLM
 from runnercheck.fuzz import ClassResult, FuzzOptions, Target, fuzz
 from runnercheck.fuzz.facts import analyse, around, source_files
 from tests.fuzz.fixtures import good
-from tests.fuzz.fixtures.engine.model_runner import ModelInput, OrphanInput
+from tests.fuzz.fixtures.engine.model_runner import ModelInput, OrphanInput, SampledInput
 
 ENGINE = Path(__file__).parent / "fixtures" / "engine"
 
@@ -41,6 +41,7 @@ def test_the_analysis_tells_proven_from_unproven_fields() -> None:
     assert set(facts.classes) == {
         "tests.fuzz.fixtures.engine.model_runner:ModelInput",
         "tests.fuzz.fixtures.engine.model_runner:OrphanInput",
+        "tests.fuzz.fixtures.engine.model_runner:SampledInput",
     }
     assert facts.driver_only(ModelInput, "seq_lens")
     assert not facts.driver_only(ModelInput, "lora_mapping")
@@ -48,6 +49,9 @@ def test_the_analysis_tells_proven_from_unproven_fields() -> None:
     assert facts.unproven(ModelInput, "input_tokens") is None
     assert "no runner" in (facts.unproven(OrphanInput, "seq_lens") or "")
     assert around([ModelInput]) == source_files(ENGINE)
+    assert facts.rebuilt_in_part(SampledInput, "sampling_metadata.seq_groups")
+    assert not facts.rebuilt_in_part(SampledInput, "sampling_metadata.selected_token_indices")
+    assert not facts.rebuilt_in_part(SampledInput, "input_tokens")
 
 
 def test_a_proven_driver_only_field_is_not_reported(group2: Any) -> None:
@@ -73,3 +77,9 @@ def test_an_unproven_field_is_reported_with_the_reason(group2: Any) -> None:
 
 def test_attention_metadata_is_rebuilt_into_its_annotated_class(group2: Any) -> None:
     assert run_one(group2, good.FlatAttentionInput).passed
+
+
+def test_a_field_sent_in_part_is_compared_on_what_is_sent(group2: Any) -> None:
+    assert run_one(group2, SampledInput).passed
+    result = run_one(group2, SampledInput, static_facts=False)
+    assert [p.field for p in result.problems] == ["sampling_metadata.seq_groups"]
