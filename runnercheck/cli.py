@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
 
 from runnercheck import __version__
@@ -115,7 +116,39 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+#: The project's other top-level packages, installed beside ``runnercheck``.
+SIBLINGS = ("codemods", "mypy_plugin")
+
+
+def own_siblings() -> None:
+    """Make ``codemods`` and ``mypy_plugin`` in this process runnercheck's own, installed
+    beside it, where a directory earlier on ``sys.path`` holds packages of those names
+    (an engine's root on ``PYTHONPATH``, or the current directory of ``python -m
+    runnercheck``). ``sys.path`` is left as it is, so every other module is found as
+    before; only the command line does this (the pytest plugin, loaded in an engine's
+    own test runs, leaves the engine's packages alone)."""
+    home = Path(__file__).resolve().parent.parent
+    for name in SIBLINGS:
+        if name in sys.modules:
+            continue
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.origin is None:
+            continue
+        if Path(spec.origin).resolve().is_relative_to(home / name):
+            continue
+        init = home / name / "__init__.py"
+        own = importlib.util.spec_from_file_location(
+            name, init, submodule_search_locations=[str(home / name)]
+        )
+        if own is None or own.loader is None or not init.is_file():
+            continue
+        module = importlib.util.module_from_spec(own)
+        sys.modules[name] = module
+        own.loader.exec_module(module)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    own_siblings()
     arguments = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_named_command(arguments))
     args, unknown = parser.parse_known_args(arguments)

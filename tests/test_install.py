@@ -172,6 +172,35 @@ def test_base_install_has_the_static_tools_and_no_torch(
         assert heavy == set(), fmt
 
 
+@pytest.mark.slow
+def test_an_engine_with_packages_named_as_runnercheck_s_keeps_its_own(
+    base_venv: Path, legacy_project: Path
+) -> None:
+    """runnercheck installs three top-level packages (``runnercheck``, ``codemods``,
+    ``mypy_plugin``). An engine whose root holds its own ``codemods`` and
+    ``mypy_plugin`` still imports its own, and runnercheck's commands still run their
+    own, from the engine's root and with that root on ``PYTHONPATH``."""
+    for name in ("codemods", "mypy_plugin"):
+        (legacy_project / name).mkdir()
+        (legacy_project / name / "__init__.py").write_text(f'OWNER = "engine {name}"\n')
+    python = str(base_venv / "bin" / "python")
+    probe = "import codemods, mypy_plugin; print(codemods.OWNER, mypy_plugin.OWNER)"
+    mine = ok(run([python, "-c", probe], legacy_project))
+    assert mine.stdout.split() == ["engine", "codemods", "engine", "mypy_plugin"]
+    tool = str(base_venv / "bin" / "runnercheck")
+    (legacy_project / "mypy.ini").write_text("[mypy]\nplugins = mypy_plugin\n")
+    for env in ({}, {"PYTHONPATH": str(legacy_project)}):
+        for command in ([tool], [python, "-m", "runnercheck"]):
+            migrate = run([*command, "migrate", "--check", "engine"], legacy_project, **env)
+            assert migrate.returncode == 1 and "merge-broadcasts" in migrate.stdout, (
+                migrate.stdout + migrate.stderr
+            )
+        gate = run([tool, "mypy", "--follow-imports=skip", "engine"], legacy_project, **env)
+        assert gate.returncode == 0 and "no contract errors" in gate.stdout, (
+            gate.stdout + gate.stderr
+        )
+
+
 COMMANDS_NEEDING_THE_EXTRA = {
     "fuzz": (["fuzz", "engine/model_runner.py"], "torch, numpy, hypothesis"),
     "demo": (["demo"], "torch, numpy, hypothesis"),
