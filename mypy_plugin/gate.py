@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from runnercheck import baseline, catalog, github
-from runnercheck.console import echo
+from runnercheck.console import echo, working
 from runnercheck.errors import UsageError
 
 PLUGIN = "mypy_plugin"
@@ -172,6 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
         "0 nothing gating, 1 gating errors, 2 usage error or mypy stopped.",
     )
     add_arguments(parser)
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="no progress display (terminal only)"
+    )
     return parser
 
 
@@ -221,7 +224,8 @@ def _gate(options: argparse.Namespace, mypy_args: Sequence[str]) -> int:
     accepted = None
     if options.baseline is not None and not options.write_baseline:
         accepted = baseline.read(options.baseline, PROG)
-    lines, stopped = run_mypy(mypy_args)
+    with working("running mypy with the runnercheck plugin", getattr(options, "quiet", False)):
+        lines, stopped = run_mypy(mypy_args)
     if stopped:
         for line in lines:
             echo(line, stderr=True)

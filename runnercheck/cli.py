@@ -108,6 +108,12 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.configure(command_parser)
+        command_parser.add_argument(
+            "-q",
+            "--quiet",
+            action="store_true",
+            help="no progress display (shown on a terminal only, never when piped)",
+        )
         command_parser.set_defaults(
             _run=module.run,
             _pass_through=getattr(module, "PASS_THROUGH", ""),

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -70,3 +72,16 @@ def make_console(stderr: bool = False) -> Console:
         highlight=False,
         soft_wrap=not is_tty,  # plain lines piped stay whole; tables fit COLUMNS (or 80)
     )
+
+
+@contextmanager
+def working(message: str, quiet: bool = False) -> Iterator[None]:
+    """A spinner saying ``message`` on stderr while a step that can take seconds runs:
+    only on a colour terminal (never when piped, nor with ``--quiet``), and it leaves
+    nothing behind when the step ends."""
+    if quiet or not is_color_terminal(sys.stderr):
+        yield
+        return
+    console = make_console(stderr=True)
+    with console.status(printable(message, newlines=False), spinner="dots"):
+        yield

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from runnercheck.check.discovery import SourceFile
     from runnercheck.check.pipeline import CheckResult
+    from runnercheck.config import Config
 
 HELP = "check sources for broadcast-contract bugs (fast, syntactic)"
 EPILOG = (
@@ -151,10 +152,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from runnercheck.check.pipeline import check_paths
     from runnercheck.check.report import render
     from runnercheck.config import find_pyproject, load_config
-    from runnercheck.console import is_color_terminal, make_console
+    from runnercheck.console import is_color_terminal, make_console, working
     from runnercheck.errors import UsageError
     from runnercheck.files import check_arguments
     from runnercheck.jobs import requested
@@ -178,7 +178,34 @@ def _run(args: argparse.Namespace) -> int:
     config = load_config(first, args.config)
     source = args.config if args.config is not None else find_pyproject(first)
     root = source.resolve().parent if source is not None else Path.cwd()
-    result = check_paths(
+    with working(f"checking {_shown(args.paths, buffer)}", getattr(args, "quiet", False)):
+        result = _check(args, config, jobs, root, buffer)
+    if args.baseline is not None:
+        _apply_baseline(result, args.baseline, accepted)
+        if args.write_baseline:
+            return 0
+    # rich only for colour on a terminal: plain text, JSON and SARIF never import it
+    console = make_console() if args.format == "text" and is_color_terminal(sys.stdout) else None
+    render(result, args.format, console, args.show_notes, base=Path.cwd())
+    return result.exit_code
+
+
+def _shown(paths: list[str], buffer: SourceFile | None) -> str:
+    if buffer is not None:
+        return str(buffer.path)
+    return paths[0] if len(paths) == 1 else f"{len(paths)} paths"
+
+
+def _check(
+    args: argparse.Namespace,
+    config: Config,
+    jobs: int,
+    root: Path,
+    buffer: SourceFile | None,
+) -> CheckResult:
+    from runnercheck.check.pipeline import check_paths
+
+    return check_paths(
         args.paths,
         config,
         jobs=jobs,
@@ -190,11 +217,3 @@ def _run(args: argparse.Namespace) -> int:
         cache_root=None if args.no_cache else root,
         buffer=buffer,
     )
-    if args.baseline is not None:
-        _apply_baseline(result, args.baseline, accepted)
-        if args.write_baseline:
-            return 0
-    # rich only for colour on a terminal: plain text, JSON and SARIF never import it
-    console = make_console() if args.format == "text" and is_color_terminal(sys.stdout) else None
-    render(result, args.format, console, args.show_notes, base=Path.cwd())
-    return result.exit_code

@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     root = source.resolve().parent if source is not None else None
     mode: Mode = "diff" if args.diff else "check" if args.check else "write"
     err = _console(stderr=True)
-    with _progress(err) as progress:
+    with _progress(None if args.quiet else err) as progress:
         result = apply(
             args.paths,
             select,
