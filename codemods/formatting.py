@@ -16,6 +16,13 @@ from the old one (yapf ``lines``, black ``--line-ranges``, ruff format
 so untouched lines stay byte-identical. A new file is formatted whole. When the
 formatter cannot be imported or run, the text keeps the migration's own layout
 (:func:`layout_note` says so in one line).
+
+When nothing names a formatter, :func:`infer_formatter` finds the one the files
+already follow: the first of yapf's ``pep8``, ``google`` and ``facebook`` styles,
+black and ruff format (those installed), each at its own column limit, under which
+the directory's files are unchanged (:func:`formatter_for` gives the named
+one, else that one). None fits: the rewritten lines keep the migration's layout,
+within the longest line the files have and never beyond 80 (:func:`inferred_limit`).
 """
 
 from __future__ import annotations
@@ -44,6 +51,10 @@ class Formatter:
     declared_by: str
     #: the pinned version, when a requirements file pins one
     pin: str = ""
+    #: inferred (nothing names one): yapf's style (``{based_on_style: pep8}``), and
+    #: the column limit it formats to
+    style: str = ""
+    line_length: int = 0
 
     @property
     def available(self) -> bool:
@@ -135,6 +146,104 @@ def find_formatter(start: Path) -> Formatter | None:
     return declared or pinned
 
 
+#: the styles tried when nothing names a formatter, in order: (tool, yapf's base
+#: style, the column limit it formats to by default)
+_INFERRED = (
+    ("yapf", "pep8", 79),
+    ("yapf", "google", 80),
+    ("yapf", "facebook", 80),
+    ("black", "", 88),
+    ("ruff", "", 88),
+)
+#: the files of a directory a style is tried on (all of them, the largest first up to
+#: this many bytes; tried smallest first)
+_SAMPLE_FILES = 64
+_SAMPLE_BYTES = 600_000
+#: the line length where nothing names one and no style fits (at most)
+FALLBACK_LIMIT = 80
+
+
+def _sample(directory: Path) -> list[str]:
+    """The texts a style is tried on: the largest ``*.py`` files of ``directory``
+    (regular files, no links), smallest first."""
+    import os
+
+    sized: list[tuple[int, str]] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return []
+    for entry in entries:
+        try:
+            if entry.name.endswith(".py") and entry.is_file(follow_symlinks=False):
+                sized.append((entry.stat(follow_symlinks=False).st_size, entry.path))
+        except OSError:
+            continue
+    texts: list[str] = []
+    total = 0
+    for size, name in sorted(sized, reverse=True)[:_SAMPLE_FILES]:
+        if total + size > _SAMPLE_BYTES:
+            continue
+        try:
+            texts.append(Path(name).read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError):
+            continue
+        total += size
+    return [t for t in reversed(texts) if t.strip()]
+
+
+def _candidate(tool: str, base: str, limit: int, directory: Path) -> Formatter:
+    style = f"{{based_on_style: {base}}}" if base else ""
+    what = f"{tool} {base}" if base else tool
+    return Formatter(
+        tool,
+        directory,
+        f"inferred: the files here are unchanged by {what} (column {limit})",
+        style=style,
+        line_length=limit,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def infer_formatter(directory: Path) -> Formatter | None:
+    """The formatter and style under which the files of ``directory`` are already
+    unchanged (see the module docstring); None when none is."""
+    texts = _sample(directory)
+    if not texts:
+        return None
+    for tool, base, limit in _INFERRED:
+        if not _importable(tool):
+            continue
+        candidate = _candidate(tool, base, limit, directory)
+        try:
+            if all(_format_whole(candidate, directory / "x.py", t) == t for t in texts):
+                return candidate
+        except Exception:  # the formatter's own failure: that style does not fit
+            continue
+    return None
+
+
+def formatter_for(path: Path) -> Formatter | None:
+    """The formatter the project names (:func:`find_formatter`), else the one its
+    files follow (:func:`infer_formatter`, from the directory of ``path``)."""
+    found = find_formatter(path)
+    if found is not None:
+        return found
+    directory = (path if path.is_dir() else path.parent).resolve()
+    return infer_formatter(directory)
+
+
+@functools.lru_cache(maxsize=64)
+def inferred_limit(directory: Path) -> int:
+    """The line length of files nothing configures: the inferred formatter's column
+    limit, else the longest line the files have, at most :data:`FALLBACK_LIMIT`."""
+    found = infer_formatter(directory)
+    if found is not None:
+        return found.line_length
+    longest = max((len(line) for t in _sample(directory) for line in t.splitlines()), default=0)
+    return min(longest, FALLBACK_LIMIT) if longest else FALLBACK_LIMIT
+
+
 def layout_note(formatter: Formatter | None) -> str | None:
     """One line when the rewritten lines keep the migration's own layout."""
     if formatter is None:
@@ -174,7 +283,7 @@ def format_change(path: Path, old: str | None, new: str) -> str:
     """``new`` with the project's formatter run on the lines that differ from ``old``
     (all of it when ``old`` is None); ``new`` unchanged when there is no formatter,
     it cannot run, or it fails on the text."""
-    formatter = find_formatter(path)
+    formatter = formatter_for(path)
     if formatter is None or not formatter.available:
         return new
     ranges = changed_ranges(old, new)
@@ -190,30 +299,49 @@ def format_change(path: Path, old: str | None, new: str) -> str:
         return new
 
 
-def _yapf(formatter: Formatter, text: str, ranges: list[tuple[int, int]]) -> str:
+def _format_whole(formatter: Formatter, path: Path, text: str) -> str:
+    """``text`` formatted whole (a style tried on a file)."""
+    if formatter.tool == "yapf":
+        return _yapf(formatter, text, None)
+    if formatter.tool == "black":
+        return _black(formatter, path, text, [])
+    return _ruff(formatter, path, text, [])
+
+
+def _yapf(formatter: Formatter, text: str, ranges: list[tuple[int, int]] | None) -> str:
     import warnings
 
     with warnings.catch_warnings():  # yapf 0.32 imports lib2to3
         warnings.simplefilter("ignore", (DeprecationWarning, PendingDeprecationWarning))
         from yapf.yapflib import file_resources, yapf_api
 
-    style = file_resources.GetDefaultStyleForDir(str(formatter.directory))
-    formatted, _changed = yapf_api.FormatCode(text, style_config=style, lines=ranges)
+        style = formatter.style or file_resources.GetDefaultStyleForDir(str(formatter.directory))
+        formatted, _changed = yapf_api.FormatCode(text, style_config=style, lines=ranges)
     return str(formatted)
 
 
+def _length(formatter: Formatter) -> list[str]:
+    """The column limit of an inferred black or ruff (a named one reads its own)."""
+    if formatter.line_length and formatter.tool != "yapf":
+        return ["--line-length", str(formatter.line_length)]
+    return []
+
+
 def _black(formatter: Formatter, path: Path, text: str, ranges: list[tuple[int, int]]) -> str:
-    args = [sys.executable, "-m", "black", "-q", "--stdin-filename", str(path)]
+    args = [sys.executable, "-m", "black", "-q", *_length(formatter), "--stdin-filename", str(path)]
     for start, end in ranges:
         args += ["--line-ranges", f"{start}-{end}"]
     return _run([*args, "-"], text, formatter.directory)
 
 
 def _ruff(formatter: Formatter, path: Path, text: str, ranges: list[tuple[int, int]]) -> str:
+    base = [sys.executable, "-m", "ruff", "format", *_length(formatter)]
+    base += ["--stdin-filename", str(path)]
+    if not ranges:
+        return _run([*base, "-"], text, formatter.directory)
     # one range per call, bottom up, so the earlier ranges keep their line numbers
     for start, end in sorted(ranges, reverse=True):
-        args = [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(path)]
-        text = _run([*args, "--range", f"{start}:{end}", "-"], text, formatter.directory)
+        text = _run([*base, "--range", f"{start}:{end}", "-"], text, formatter.directory)
     return text
 
 

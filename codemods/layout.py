@@ -2,8 +2,11 @@
 
 :func:`line_limit` reads the limit the target enforces from the nearest
 configuration above it (ruff's ``line-length``, black's ``line-length``, yapf's
-``column_limit``, flake8's ``max-line-length``; 80 when none says). The first
-directory holding any of the configuration files decides.
+``column_limit``, flake8's ``max-line-length``). The first directory holding any of
+the configuration files decides. When none says and no formatter is named, the
+column limit of the style the files follow
+(:func:`codemods.formatting.inferred_limit`), else the longest line they have, at
+most 80.
 
 :func:`wrap_long_statements` re-lays out, within that limit, the statements of a
 rewritten module that the migration wrote or changed and that are too long: a call's
@@ -103,7 +106,12 @@ def line_limit(start: Path) -> int:
                     return value
         if found or (directory / ".git").exists():
             break
-    return DEFAULT_LIMIT
+    # nothing says: the limit of the style the files follow (80 at most when none fits)
+    from codemods.formatting import find_formatter, inferred_limit
+
+    if find_formatter(here) is not None:
+        return DEFAULT_LIMIT
+    return inferred_limit(here)
 
 
 # ------------------------------------------------------------------- re-layout
