@@ -439,7 +439,7 @@ def run_group(group: Group) -> TaskResult:
 
 
 def _run_group(group: Group) -> TaskResult:
-    from codemods import cstutil, formatting, verify
+    from codemods import cstutil, formatting, stale_comments, verify
     from codemods.merge_broadcasts.rewrite import finish, merge
 
     state = _STATE
@@ -458,6 +458,10 @@ def _run_group(group: Group) -> TaskResult:
     sub_refusals: list[Refused] = []
     single = state.single_targets()
     trees: dict[Path, tuple[ast.Module, str]] = {}
+    # the legacy methods the group removed, named by the comments of its files
+    renames = {
+        r.removed_method: contract.prepare_input_method for r in merged.runners if r.removed_method
+    }
     for path, module in merged.modules.items():
         applied: list[str] = []
         module, code, tree = finish(path, module, merged.used_before[path])
@@ -468,6 +472,11 @@ def _run_group(group: Group) -> TaskResult:
                 code = module.code
                 tree = verify.parse(path, code)
         encoding = modules[path].encoding
+        refreshed = stale_comments.refresh(
+            state.sources[path].decode(encoding, "replace"), code, renames
+        )
+        if refreshed != code:
+            code, tree = refreshed, verify.parse(path, refreshed)
         formatted = formatting.format_change(
             path, state.sources[path].decode(encoding, "replace"), code
         )
