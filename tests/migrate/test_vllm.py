@@ -177,7 +177,7 @@ def test_050_keys_per_step_are_the_old_union_less_the_named_duplicates(migrated_
         # the input's own body, or through the helper the inputs share
         text = (new / rfile).read_text()
         assert "asdict_zerocopy()" in text or (
-            "_add_attn_metadata_broadcastable_dict(tensor_dict, self.attn_metadata)" in text
+            re.search(r"_add_attn_metadata_broadcastable_dict\(\s*tensor_dict,\s*self\.attn", text)
             and "attn_metadata.asdict_zerocopy()" in (new / "model_runner_base.py").read_text()
         ), rfile
     assert shared - set(dict_keys(old / "cpu_worker.py", "CPUWorker", "execute_model")) == {
@@ -198,7 +198,8 @@ def test_050_keys_per_step_are_the_old_union_less_the_named_duplicates(migrated_
     assert base.count(f"\ndef {helper}(") == 1
     for rfile in ("model_runner.py", "cpu_model_runner.py"):
         text = (new / rfile).read_text()
-        assert re.search(rf"{helper}\(\s*tensor_dict, self\.sampling_metadata\s*\)", text), rfile
+        # (laid out by yapf's pep8 style, which the release's files follow)
+        assert re.search(rf"{helper}\(\s*tensor_dict,\s*self\.sampling_metadata\s*\)", text), rfile
         assert '"selected_token_indices":' not in text and "SamplingMetadata(" in text, rfile
     assert "_init_sampling_metadata_from_tensor_dict" not in base
     for rfile, rinput in (
