@@ -210,6 +210,7 @@ def _hide_ignored(result: MigrateResult, config: Config, root: Path | None) -> l
     name), as ``check`` does for its findings; one line says how many."""
     from collections import Counter
 
+    from runnercheck.files import ReadError, read_source
     from runnercheck.ignores import PerFileIgnores, codes_of, suppressed, suppressions
 
     codes = codes_of(config.ignore, "ignore")
@@ -221,11 +222,12 @@ def _hide_ignored(result: MigrateResult, config: Config, root: Path | None) -> l
             return False
         if code in codes or per_file.hides(code, path):
             return True
-        if path not in comments:
+        if path not in comments:  # (a refused path may be a FIFO, a device, too large)
             try:
-                comments[path] = suppressions(path.read_text(encoding="utf-8", errors="replace"))
-            except OSError:
-                comments[path] = {}
+                text = read_source(path, config.max_file_size, follow=False)
+            except ReadError:
+                text = b""
+            comments[path] = suppressions(text.decode("utf-8", errors="replace"))
         return suppressed(comments[path], line, code)
 
     hidden = Counter(r.code for r in result.refusals if ignored(r.code, r.path, r.line))
