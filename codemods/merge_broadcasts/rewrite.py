@@ -394,7 +394,11 @@ def rewrite_group(
                         keys=[],
                         dynamic=[],
                         dropped=[],
-                        notes=[(str(plan.path), line, text) for line, text in plan.notes],
+                        notes=[(str(plan.path), line, text) for line, text in plan.notes]
+                        + [
+                            (str(plan.path), line, f"{plan.input_name}.{name} {why}")
+                            for line, name, why in plan.retyped
+                        ],
                     )
                 )
             continue
@@ -413,7 +417,11 @@ def rewrite_group(
                 dynamic=dynamic,
                 dropped=[dataclasses.replace(d, node=None) for d in plan.dropped],
                 narrows=plan.narrows_from,
-                notes=[(str(plan.path), line, text) for line, text in plan.notes],
+                notes=[(str(plan.path), line, text) for line, text in plan.notes]
+                + [
+                    (str(plan.path), line, f"{plan.input_name}.{name} {why}")
+                    for line, name, why in plan.retyped
+                ],
                 removed_method=plan.method.name.value,
                 returned_fields=_returned_fields(plan),
                 optional_fields=[f.name for f in plan.fields if cstutil.is_optional(f.annotation)],

@@ -118,6 +118,9 @@ class RunnerPlan:
     request_uses: dict[int, str] = field(default_factory=dict)
     #: behaviour changes to report: (line in the original file, what changes)
     notes: list[tuple[int, str]] = field(default_factory=list)
+    #: fields typed from the value the driver assigns against an old annotation:
+    #: (line, field, what the old annotations said), noted with the input's final name
+    retyped: list[tuple[int, str, str]] = field(default_factory=list)
     #: the runner's own helpers that build what the legacy non-driver branch builds with
     #: a literal flag, rewritten to read the driver flag: name -> the rewritten method
     flag_helpers: dict[str, cst.FunctionDef] = field(default_factory=dict)

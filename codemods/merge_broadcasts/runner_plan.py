@@ -15,7 +15,7 @@ from codemods.merge_broadcasts.runner_statements import (
 )
 from codemods.positions import Lines
 from codemods.refusal import Refusal
-from runnercheck.analysis.shapes import AFTER_SPLIT, EXTRA_BROADCAST, SplitShape
+from runnercheck.analysis.shapes import AFTER_SPLIT, EXTRA_BROADCAST, SplitShape, same_type
 from runnercheck.contract import Contract
 
 
@@ -151,12 +151,10 @@ def plan_legacy_method(
     # what it is unpacked from) holds where the old ``-> Tuple[...]`` says otherwise
     # (vLLM 0.3's ``Set[int]`` for a set of LoRARequest); the annotation where the
     # value states nothing
-    annotations = {
-        name: annotation
-        for name, annotation in zip(names, _tuple_annotations(method, len(names)), strict=True)
-        if annotation != "Any"
-    }
+    declared = dict(zip(names, _tuple_annotations(method, len(names)), strict=True))
+    annotations = {name: annotation for name, annotation in declared.items() if annotation != "Any"}
     annotations = {**annotations, **stated}
+    retyped = {name: (old, where) for name, old, where in shape.retyped} if shape else {}
     for name in shape.nullable if shape is not None else ():
         annotation = annotations.get(name)
         if annotation is not None and annotation != "Any" and not _optional(annotation):
@@ -171,6 +169,7 @@ def plan_legacy_method(
         for name in fields
     ]
     _none_defaults(plan)
+    _note_retyped(plan, method, declared, stated, retyped, lines, method_line)
     driver_bound = cstutil.bound_in([*plan.prologue, *plan.driver_before, *plan.driver_after])
     non_driver_bound = cstutil.bound_in([*plan.prologue, *plan.non_driver])
     for name in fields:
@@ -184,6 +183,38 @@ def plan_legacy_method(
                 f"bound on the {side} path",
                 returned,
             )
+
+
+def _note_retyped(
+    plan: RunnerPlan,
+    method: cst.FunctionDef,
+    declared: dict[str, str],
+    stated: dict[str, str],
+    retyped: dict[str, tuple[str, str]],
+    lines: Lines | None,
+    method_line: int,
+) -> None:
+    """A note for each field typed from the value the driver assigns where an old
+    annotation (the method's ``-> Tuple[...]``, or the NamedTuple a prepare method
+    returns) says another type, at the line of the legacy method's ``return``."""
+    at = plan.return_stmt
+    line = 0
+    if lines is not None and at is not None:
+        line = lines.line_in(method, method_line, at) if method_line else lines.line(at)
+    for f in plan.fields:
+        value = stated.get(f.name)
+        if value is None:
+            continue
+        olds: list[str] = []
+        if f.name in retyped:
+            annotation, where = retyped[f.name]
+            olds.append(f"`{where}` annotates it `{annotation}`")
+        old = declared.get(f.name, "Any")
+        if old != "Any" and not same_type(old, value) and not same_type(old, f.annotation):
+            olds.append(f"`{method.name.value}` declared `{old}`")
+        if olds:
+            why = f"is `{f.annotation}`, the value the driver assigns; " + " and ".join(olds)
+            plan.retyped.append((line, f.name, why))
 
 
 def _split_extras(

@@ -87,6 +87,9 @@ class SplitShape:
     problem: ShapeProblem | None = None
     #: the type of a local as the old code states it (see :func:`local_types`)
     types: tuple[tuple[str, str], ...] = ()
+    #: locals whose stated type is the value a prepare method assigns, not the
+    #: annotation it declares: (name, the annotation, where it is declared)
+    retyped: tuple[tuple[str, str, str], ...] = ()
     #: locals the method binds to ``None`` somewhere: a stated non-Optional type of
     #: theirs (a stale ``-> Tuple[...]`` element) is really ``Optional``
     nullable: tuple[str, ...] = ()
@@ -288,7 +291,8 @@ def legacy_split(
     extras, extra_problem = _extras(
         func, driver, sends, other, receive_var, shape, contract, set(params)
     )
-    types = tuple(sorted(local_types(func, tree).items())) if tree is not None else ()
+    retyped: dict[str, tuple[str, str]] = {}
+    types = tuple(sorted(local_types(func, tree, retyped).items())) if tree is not None else ()
     nullable = tuple(
         sorted(
             {
@@ -307,6 +311,7 @@ def legacy_split(
         extras=extras,
         problem=problem or extra_problem,
         types=types,
+        retyped=tuple((name, *why) for name, why in sorted(retyped.items())),
         nullable=nullable,
         unpacked=_unpacked(func),
     )
@@ -606,12 +611,115 @@ def _value_type(value: ast.expr, imports: set[str]) -> str | None:
     return None
 
 
-def local_types(func: ast.FunctionDef, tree: ast.Module) -> dict[str, str]:
+def _method_named(tree: ast.Module, func: ast.FunctionDef, name: str) -> ast.FunctionDef | None:
+    for cls in tree.body:
+        if isinstance(cls, ast.ClassDef) and func in cls.body:
+            for item in cls.body:
+                if isinstance(item, ast.FunctionDef) and item.name == name:
+                    return item
+    return None
+
+
+def same_type(annotated: str, assigned: str) -> bool:
+    """Whether a value of type ``assigned`` is what ``annotated`` declares (up to
+    ``Optional`` and the spelling of builtin generics)."""
+
+    def plain(text: str) -> str:
+        text = text.replace(" ", "")
+        for typing_name in ("List", "Dict", "Set", "Tuple"):
+            text = text.replace(f"{typing_name}[", f"{typing_name.lower()}[")
+        if text.startswith("Optional[") and text.endswith("]"):
+            text = text[len("Optional[") : -1]
+        return text
+
+    return plain(annotated) == plain(assigned) or annotated == "Any"
+
+
+def _assigned_types(
+    tree: ast.Module,
+    func: ast.FunctionDef,
+    method: str,
+    annotation: ast.expr,
+    count: int,
+    depth: int,
+) -> list[str | None]:
+    """Per position of what ``self.<method>()`` returns, the type of the values its
+    ``return`` statements assign (a tuple of values, or the NamedTuple of its
+    annotation built by position or keyword), where every such return agrees;
+    None where that is not known."""
+    found = _method_named(tree, func, method)
+    unknown: list[str | None] = [None] * count
+    if found is None or depth > 1:
+        return unknown
+    named = annotation.id if isinstance(annotation, ast.Name) else None
+    cls = _class_named(tree, named) if named is not None else None
+    fields = (
+        [
+            item.target.id
+            for item in cls.body
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name)
+        ]
+        if cls is not None
+        else None
+    )
+    imports = _imports(tree)
+    types = local_types(found, tree, depth=depth + 1)
+    seen: list[set[str | None]] = [set() for _ in range(count)]
+    for node in walk(found):
+        if not isinstance(node, ast.Return) or node.value is None:
+            continue
+        value = node.value
+        values: list[ast.expr | None] = [None] * count
+        if isinstance(value, ast.Tuple) and len(value.elts) == count:
+            values = list(value.elts)
+        elif isinstance(value, ast.Call) and fields is not None and dotted(value.func) == named:
+            for index, arg in enumerate(value.args[:count]):
+                values[index] = arg
+            for keyword in value.keywords:
+                if keyword.arg in fields and fields.index(keyword.arg) < count:
+                    values[fields.index(keyword.arg)] = keyword.value
+        else:
+            continue  # (another constructor, an early empty result: says nothing)
+        for index, item in enumerate(values):
+            if item is None:
+                seen[index].add(None)
+            elif isinstance(item, ast.Name):
+                seen[index].add(types.get(item.id))
+            else:
+                seen[index].add(_value_type(item, imports))
+    out = list(unknown)
+    for index, kinds in enumerate(seen):
+        known = {k for k in kinds if k is not None and k != "None"}
+        if len(known) == 1 and None not in kinds:
+            out[index] = known.pop()
+    return out
+
+
+def _imports(tree: ast.Module) -> set[str]:
+    return {
+        (alias.asname or alias.name).split(".")[0]
+        for node in tree.body
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    } | {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+
+
+def local_types(
+    func: ast.FunctionDef,
+    tree: ast.Module,
+    retyped: dict[str, tuple[str, str]] | None = None,
+    depth: int = 0,
+) -> dict[str, str]:
     """The type of each local of ``func`` as the old code states it: an annotation,
     the element of a ``Tuple[...]`` (or NamedTuple) a method of the class returns
     when its result is unpacked, the class a local is constructed from, or the
     result of ``len``/comparisons. A local also bound to ``None`` is ``Optional``;
-    a local whose stated bindings disagree, or that nothing states, is left out."""
+    a local whose stated bindings disagree, or that nothing states, is left out.
+
+    An unpacked element whose value the method assigns has a known type that is not
+    its annotation (``input_tokens: List[int]`` in the NamedTuple, a tensor built by
+    ``torch.tensor`` in the method) takes the value's type; ``retyped`` then holds
+    the local's annotation and where it is declared."""
     imports = {
         (alias.asname or alias.name).split(".")[0]
         for node in tree.body
@@ -644,6 +752,20 @@ def local_types(func: ast.FunctionDef, tree: ast.Module) -> dict[str, str]:
                         elements = _element_types(returns, tree)
                 if elements is not None and len(elements) != len(target.elts):
                     elements = None
+                if elements is not None:
+                    assert isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                    assert returns is not None
+                    assigned = _assigned_types(
+                        tree, func, value.func.attr, returns, len(elements), depth
+                    )
+                    for index, kind in enumerate(assigned):
+                        element = target.elts[index]
+                        if kind is None or same_type(elements[index], kind):
+                            continue
+                        if retyped is not None and isinstance(element, ast.Name):
+                            where = f"{value.func.attr}() -> {unparse(returns)}"
+                            retyped[element.id] = (elements[index], where)
+                        elements[index] = kind
                 for index, element in enumerate(target.elts):
                     if isinstance(element, ast.Name):
                         note(element.id, elements[index] if elements is not None else None)
