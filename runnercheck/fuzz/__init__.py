@@ -111,13 +111,14 @@ def fuzz(
     seed = options.seed if options.seed is not None else new_seed()
     overrides: dict[Any, Any] = dict(load_configured(config.fuzz_strategies))
     overrides.update(extra_strategies or {})
+    facts = static_facts(targets, options, config)
     checked: list[Target | Step | Unrunnable] = []
     for target in targets:  # fail on unsupported annotations before starting any process
         if isinstance(target, Step):
-            step_strategy(target, StrategyBuilder(overrides))
+            step_strategy(target, _builder(overrides, facts))
         elif isinstance(target, Target):
             try:
-                StrategyBuilder(overrides).for_class(target.cls)
+                _builder(overrides, facts).for_class(target.cls)
             except Exception as exc:
                 if not target.swept or isinstance(exc, ConfigError):
                     raise
@@ -127,7 +128,7 @@ def fuzz(
     own = group is None
     active = group if group is not None else make_group(options)
     try:
-        report = _run(active, targets, options, config, seed, overrides)
+        report = _run(active, targets, options, config, seed, overrides, facts)
     except BaseException:
         if own:
             active.close(force=True)
@@ -135,6 +136,18 @@ def fuzz(
     if own:
         active.close(force=False)
     return report
+
+
+def _builder(
+    overrides: dict[Any, Any],
+    facts: StaticFacts | None,
+    tensor_options: TensorOptions | None = None,
+) -> StrategyBuilder:
+    """A strategy builder: a field the analysis proves driver-only that cannot be
+    generated keeps its default."""
+    builder = StrategyBuilder(overrides, tensor_options)
+    builder.stays_on_driver = facts.driver_only if facts is not None else None
+    return builder
 
 
 def _reason(exc: BaseException) -> str:
@@ -166,6 +179,7 @@ def _run(
     config: Config,
     seed: int,
     overrides: dict[Any, Any],
+    facts: StaticFacts | None,
 ) -> RunReport:
     info = active.start()
     carried = tuple(info.dtypes)
@@ -185,14 +199,14 @@ def _run(
         seed,
         options.device,
         options.attn_backend,
-        static_facts(targets, options, config),
+        facts,
     )
     for target in targets:
         start = time.perf_counter()
         if isinstance(target, Unrunnable):
             report.results.append(ClassResult(target.name, seed, error=target.reason))
             continue
-        builder = StrategyBuilder(overrides, tensor_options)
+        builder = _builder(overrides, facts, tensor_options)
         if isinstance(target, Step):
             result = search_step(active, target, search_options, config, builder)
         else:

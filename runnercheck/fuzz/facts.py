@@ -182,7 +182,9 @@ def left_out(project: Project, cls: ClassFacts) -> dict[str, FieldFact]:
     for name, (owner, fld) in fields.items():
         if name in produced.keys or name in produced.fields or project.is_driver_only(owner, fld):
             continue
-        if name in delivered:  # the worker's merged dict carries it under another part's key
+        if name in delivered or name in project.delivered_keys(owner):
+            # the worker's merged dict carries it under another part's key (to the class
+            # that declares the field, and so to this one, built from the same dict)
             out[name] = FieldFact(True, "another part of the worker's merged dict sends it")
         elif unreachable is not None:
             out[name] = FieldFact(True, unreachable)

@@ -255,10 +255,42 @@ def search(
         expected = snapshotter.take(example)
         return expected, functools.partial(example_text, expected)
 
-    def judge(expected: Snap, outcome: DriverOutcome) -> list[Problem]:
-        return evaluate(expected, outcome, job, options.facts)
+    #: Fields whose problems an earlier search reported: the next one looks past them.
+    reported: set[str] = set()
 
-    return drive(group, job, target.name, strategy, options, expect, judge)
+    def judge(expected: Snap, outcome: DriverOutcome) -> list[Problem]:
+        problems = evaluate(expected, outcome, job, options.facts)
+        return [p for p in problems if _top_field(p.field) not in reported]
+
+    first = drive(group, job, target.name, strategy, options, expect, judge)
+    result = first
+    for _ in range(MAX_SEARCHES - 1):
+        fields = {_top_field(p.field) for p in result.problems}
+        if not fields or "" in fields or any(p.code == "RC306" for p in result.problems):
+            break  # nothing more to look past (an error of no one field ends the class)
+        reported.update(fields)
+        job = dataclasses.replace(job, job_id=next(job_ids))
+        result = drive(group, job, target.name, strategy, options, expect, judge)
+        if not result.problems:
+            break
+        first.problems = merge([*first.problems, *result.problems])
+        label = "minimal example" if result.shrunk else "example (not shrunk)"
+        shown = ", ".join(sorted({p.field for p in result.problems}))
+        first.note = "\n".join(
+            line for line in (first.note, f"{label} for {shown}: {result.example}") if line
+        )
+    return first
+
+
+#: Searches of one class at most: each after the first looks past the fields whose
+#: problems the ones before reported, so that every problem of the class is reported,
+#: not only the first one shrinking settles on.
+MAX_SEARCHES = 4
+
+
+def _top_field(path: str) -> str:
+    """The input's own field a problem's field path starts with."""
+    return path.partition(".")[0].partition("[")[0]
 
 
 #: Examples out with the ranks at once while the search runs ahead (up to this many,

@@ -350,6 +350,9 @@ class StrategyBuilder:
         self.tensor_options = tensor_options or TensorOptions()
         self.max_size = max_size
         self._building: dict[type, SearchStrategy[Any]] = {}
+        #: Whether a field stays on the driver (the static analysis proves it): one that
+        #: cannot be generated keeps its default instead of stopping the class.
+        self.stays_on_driver: Callable[[type, str], bool] | None = None
         #: The branches of the unions, fixed and converted values and instances built here, by
         #: the id of their strategy (kept, so that the id stays theirs).
         self._known: dict[int, tuple[SearchStrategy[Any], tuple[Branch, ...]]] = {}
@@ -406,7 +409,14 @@ class StrategyBuilder:
                 if strategy is not None:
                     parts[f.name] = (("draw", strategy),)
                     continue
-                strategy = self.for_annotation(annotations[f.name], where, depth + 1, True)
+                try:
+                    strategy = self.for_annotation(annotations[f.name], where, depth + 1, True)
+                except StrategyError:
+                    kept = self._driver_default(cls, f)
+                    if kept is None:
+                        raise
+                    parts[f.name] = kept
+                    continue
                 branches = self._branches(strategy)
                 # the default first: examples shrink to it, so minimal examples show only
                 # the fields that matter
@@ -418,6 +428,17 @@ class StrategyBuilder:
         finally:
             del self._building[cls]
         return self._made(Instances(cls, parts))
+
+    def _driver_default(self, cls: type, f: dataclasses.Field[Any]) -> tuple[Branch, ...] | None:
+        """The default of a field that stays on the driver (None: it has none, or it
+        is not known to stay there)."""
+        if self.stays_on_driver is None or not self.stays_on_driver(cls, f.name):
+            return None
+        if f.default is not dataclasses.MISSING:
+            return (("value", f.default),)
+        if f.default_factory is not dataclasses.MISSING:
+            return (("call", f.default_factory),)
+        return None
 
     def _remember(
         self, strategy: SearchStrategy[Any], branches: tuple[Branch, ...]
@@ -649,8 +670,10 @@ class StrategyBuilder:
                 if param.default is not param.empty:
                     continue
                 raise self._fail(tp, where, f"constructor parameter {name!r} has no annotation")
+            # a tensor the object holds may travel as a tensor: helpers of the input's
+            # dict put such values under keys of their own (vLLM's sampling metadata)
             parts[name] = self.for_annotation(
-                hints[name], f"{where} ({tp.__qualname__}.{name})", depth + 1, False
+                hints[name], f"{where} ({tp.__qualname__}.{name})", depth + 1, True
             )
         return self._instances(tp, parts)
 

@@ -83,3 +83,12 @@ def test_a_field_sent_in_part_is_compared_on_what_is_sent(group2: Any) -> None:
     assert run_one(group2, SampledInput).passed
     result = run_one(group2, SampledInput, static_facts=False)
     assert [p.field for p in result.problems] == ["sampling_metadata.seq_groups"]
+
+
+def test_every_lost_field_of_a_class_is_reported(group2: Any) -> None:
+    from tests.fuzz.fixtures.defects import DropsTwoFields
+
+    result = run_one(group2, DropsTwoFields)
+    assert sorted(p.field for p in result.problems) == ["lora_requests", "request_ids_to_seq_ids"]
+    assert result.example.startswith("DropsTwoFields(")
+    assert "minimal example for " in result.note
