@@ -14,8 +14,14 @@ from runnercheck.config import Config
 from runnercheck.contract import VLLM
 from runnercheck.fuzz import ClassResult, FuzzOptions, Target, fuzz
 from runnercheck.fuzz.facts import analyse, around, source_files
+from runnercheck.fuzz.strategies import StrategyError
 from tests.fuzz.fixtures import good
-from tests.fuzz.fixtures.engine.model_runner import ModelInput, OrphanInput, SampledInput
+from tests.fuzz.fixtures.engine.model_runner import (
+    ModelInput,
+    OrphanInput,
+    SampledInput,
+    StatefulInput,
+)
 
 ENGINE = Path(__file__).parent / "fixtures" / "engine"
 
@@ -42,6 +48,7 @@ def test_the_analysis_tells_proven_from_unproven_fields() -> None:
         "tests.fuzz.fixtures.engine.model_runner:ModelInput",
         "tests.fuzz.fixtures.engine.model_runner:OrphanInput",
         "tests.fuzz.fixtures.engine.model_runner:SampledInput",
+        "tests.fuzz.fixtures.engine.model_runner:StatefulInput",
     }
     assert facts.driver_only(ModelInput, "seq_lens")
     assert not facts.driver_only(ModelInput, "lora_mapping")
@@ -92,3 +99,9 @@ def test_every_lost_field_of_a_class_is_reported(group2: Any) -> None:
     assert sorted(p.field for p in result.problems) == ["lora_requests", "request_ids_to_seq_ids"]
     assert result.example.startswith("DropsTwoFields(")
     assert "minimal example for " in result.note
+
+
+def test_a_driver_only_field_that_cannot_be_generated_keeps_its_default(group2: Any) -> None:
+    assert run_one(group2, StatefulInput).passed
+    with pytest.raises(StrategyError, match="SchedulerState"):
+        run_one(group2, StatefulInput, static_facts=False)
