@@ -222,16 +222,6 @@ class RawBroadcast:
         self.close()
 
 
-def raw_rate(
-    dicts: list[dict[str, Any]], world: int, device: str, reps: int, timeout: float = 300.0
-) -> dict[str, Any]:
-    """The raw broadcast alone: ``reps`` runs of all the dicts."""
-    with RawBroadcast(dicts, world, device, timeout) as raw:
-        times = [raw.run() for _ in range(reps)]
-        count = raw.count
-    return {"dicts": count, "per_s": spread([count / t for t in times])}
-
-
 def process_cpu(pid: int) -> float | None:
     """CPU seconds a process has spent so far, all its threads (None without /proc)."""
     try:

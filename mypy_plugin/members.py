@@ -127,12 +127,6 @@ def instance_of(info: TypeInfo) -> Instance:
     return filled.partial_fallback if isinstance(filled, TupleType) else filled
 
 
-def signature_for(info: TypeInfo, member: Member) -> CallableType | None:
-    """``member``'s declared signature with the owner's type variables replaced by what
-    ``info`` (a subclass of the owner) binds them to."""
-    return bound_to(info, member.owner, member.signature)
-
-
 def bound_to(
     info: TypeInfo, owner: TypeInfo, signature: CallableType | None
 ) -> CallableType | None:

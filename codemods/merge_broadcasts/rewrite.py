@@ -6,7 +6,6 @@ import ast
 import dataclasses
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import libcst as cst
@@ -111,14 +110,6 @@ def _relative_tail(start: Path, level: int, target: Path) -> str:
         base = base.parent
     rel = target.with_suffix("").relative_to(base)
     return ".".join(rel.parts)
-
-
-@dataclass
-class _Bases:
-    input_base: str
-    runner_base: str
-    #: where they live (None: to be generated next to the first runner)
-    path: Path | None
 
 
 def _find_bases(project: Project, contract: Contract) -> dict[str, Path]:

@@ -91,13 +91,6 @@ def bound_in(statements: Iterable[ast.AST]) -> set[str]:
     return out
 
 
-def loaded_in(statements: Iterable[ast.AST]) -> set[str]:
-    out: set[str] = set()
-    for statement in statements:
-        out |= loaded(statement)
-    return out
-
-
 def ordered_loads(node: ast.AST) -> list[str]:
     """The names ``node`` reads, each once, in source order."""
     wanted = loaded(node)

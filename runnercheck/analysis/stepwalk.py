@@ -59,10 +59,6 @@ class PathCount:
             self.count + other.count, self.sites + other.sites, max(self.stage, other.stage)
         )
 
-    @property
-    def runs_model(self) -> bool:
-        return self.stage == 2
-
 
 ZERO = PathCount(0)
 PREPARED = PathCount(0, (), 1)

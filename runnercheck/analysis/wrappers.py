@@ -376,16 +376,6 @@ class Wrappers:
         ref = self.hierarchy.resolve_method(cls, self.contract.execute_method)
         return ref is None or ref.func.is_stub or ref.func.is_abstract
 
-    def _concrete_subclasses(self, cls: ClassFacts) -> list[ClassFacts]:
-        return [
-            c
-            for c in self.hierarchy.all_classes()
-            if c is not cls
-            and cls in self.hierarchy.mro(c)
-            and not self._abstract_step(c)
-            and not self.roles.is_abstract(c)
-        ]
-
     def _walking(self, cls: ClassFacts) -> bool:
         """A wrapper whose step is being walked (it is no delegate's target)."""
         return id(cls) in self._wrapper_memo and self._wrapper_memo[id(cls)] is None

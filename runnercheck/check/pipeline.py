@@ -98,15 +98,6 @@ class CheckResult:
 # --------------------------------------------------------------- discovery
 
 
-def discover(
-    paths: Sequence[str | Path], exclude: Sequence[str] = (), root: Path | None = None
-) -> list[SourceFile]:
-    """Python files under ``paths`` (directories recursively), minus ``exclude`` globs.
-
-    Raises :class:`UsageError` naming the first path that does not exist."""
-    return discover_walk(paths, exclude, root)[0]
-
-
 # ----------------------------------------------------------------- analysis
 
 
