@@ -27,10 +27,15 @@ environment's. Then ``migrate vllm tests`` runs and is written, and:
   refactor (0.5.0 -> 0.5.1 on the same files plus the new ones, an upper bound:
   the release has other changes too) where one follows the release.
 
+``--stripped`` measures each release a second time with every tool configuration
+file (:data:`STRIPPED`) removed from the tree while ``migrate`` runs (a plain copy:
+no ``pyproject.toml``, no ``.git``, no pins; the formatter and the line length are
+inferred from the files) and put back for the judging, and prints that table too.
+
 Usage::
 
     python benchmarks/migrate_release.py [--versions 0.5.0 ...] [--mirror DIR]
-                                         [--json out.json]
+                                         [--stripped] [--json out.json]
 """
 
 from __future__ import annotations
@@ -62,6 +67,20 @@ CONFIG_OF = {"0.3.2": "0.3.3", "0.4.0": "0.4.1", "0.4.0.post1": "0.4.1"}
 #: the release holding the hand-written refactor that follows each release
 HAND = {"0.5.0": "0.5.1", "0.5.0.post1": "0.5.1"}
 REMOVED = "prepare_input_tensors"
+#: the tool configuration files removed in the ``--stripped`` measurement
+STRIPPED = (
+    "pyproject.toml",
+    "setup.cfg",
+    "mypy.ini",
+    ".style.yapf",
+    "tox.ini",
+    ".flake8",
+    "ruff.toml",
+    ".ruff.toml",
+    "format.sh",
+    "requirements-lint.txt",
+    "requirements-dev.txt",
+)
 _ERROR = re.compile(r"^([^:]+):\d+: error: (.*)$")
 
 
@@ -84,6 +103,8 @@ class Row:
     removed: int = 0
     hand_added: int | None = None
     hand_removed: int | None = None
+    #: lines over 80 columns migrate wrote into test files
+    long_test_lines: int = 0
 
 
 #: run in the tool environment: the lines yapf would change in each file, with the
@@ -165,20 +186,32 @@ def _layout(version: str, root: Path, mirror: Path | None) -> tuple[str, Path, P
     return source, yapf, mypy or Path(sys.executable)
 
 
-def measure(version: str, work: Path, mirror: Path | None) -> Row:
-    root = work / version
+def measure(version: str, work: Path, mirror: Path | None, stripped: bool = False) -> Row:
+    root = work / (f"{version}-stripped" if stripped else version)
     source, yapf, mypy = _layout(version, root, mirror)
-    row = Row(version, source, _tool_versions(yapf, mypy))
+    row = Row(version, source + (", stripped" if stripped else ""), _tool_versions(yapf, mypy))
     original = {p: p.read_text() for p in root.rglob("*.py")}
     row.test_calls = sum(t.count(f".{REMOVED}(") for p, t in original.items() if "tests" in p.parts)
+    kept = {n: (root / n).read_bytes() for n in STRIPPED if stripped and (root / n).is_file()}
+    for name in kept:
+        (root / name).unlink()
     outcome = migrate_and_write(version, [root / "vllm", root / "tests"])
+    for name, data in kept.items():  # judged by the release's own configuration
+        (root / name).write_bytes(data)
     changed = sorted(outcome.changes)
     row.files = len(changed)
     rel = [str(p.relative_to(root)) for p in changed if p.suffix == ".py"]
     row.tests_updated = sum(1 for p in changed if "tests" in p.relative_to(root).parts)
-    row.calls_named = sum(1 for n in outcome.notes if n.kind == "callers")
+    row.calls_named = sum(1 for r in outcome.refusals if r.code == "MIG112")
+    row.long_test_lines = sum(
+        1
+        for p in changed
+        if "tests" in p.relative_to(root).parts
+        for line in p.read_text().splitlines()
+        if len(line) > 80 and line not in original.get(p, "").splitlines()
+    )
     vllm_files = [r for r in rel if r.startswith("vllm/")]
-    before_root = work / f"{version}-before"
+    before_root = work / f"{root.name}-before"
     shutil.copytree(root, before_root, ignore=shutil.ignore_patterns(".mypy_cache"))
     for path, text in original.items():
         (before_root / path.relative_to(root)).write_text(text)
@@ -242,7 +275,8 @@ def _tool_versions(yapf: Path, mypy: Path) -> str:
 def table(rows: list[Row]) -> str:
     lines = [
         "| release | config | tools | files | yapf lines before → after | mypy errors before → after "
-        "(new) | test calls: updated / named | WorkerInput classes | diff +/- (hand 0.5.1) |",
+        "(new) | test calls: files updated / named (new lines > 80) | WorkerInput classes "
+        "| diff +/- (hand 0.5.1) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
@@ -250,7 +284,7 @@ def table(rows: list[Row]) -> str:
         lines.append(
             f"| {r.version} | {r.config_from} | {r.tools} | {r.files} | {r.yapf_before} → {r.yapf_after} "
             f"| {r.mypy_before} → {r.mypy_after} ({len(r.mypy_new or [])}) "
-            f"| {r.test_calls}: {r.tests_updated} / {r.calls_named} "
+            f"| {r.test_calls}: {r.tests_updated} / {r.calls_named} ({r.long_test_lines}) "
             f"| {len(r.worker_inputs or [])}: {', '.join(r.worker_inputs or [])} "
             f"| +{r.added}/-{r.removed}{hand} |"
         )
@@ -264,21 +298,31 @@ def main(argv: list[str] | None = None) -> int:
         "--mirror", type=Path, default=Path("/work/.mirror"),
         help="git repositories holding vLLM's tags (<owner>+<name>/repo); none: the sdists",
     )  # fmt: skip
+    parser.add_argument(
+        "--stripped", action="store_true",
+        help="also measure each release with every tool configuration file removed",
+    )  # fmt: skip
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
-    rows = []
+    rows: list[Row] = []
+    bare: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="migrate-release-") as tmp:
         for version in args.versions:
             mirror = args.mirror if args.mirror.is_dir() else None
             rows.append(measure(version, Path(tmp), mirror))
+            if args.stripped:
+                bare.append(measure(version, Path(tmp), mirror, stripped=True))
             print(f"{version}: done", file=sys.stderr)
     print(table(rows))
-    for r in rows:
+    if bare:
+        print("\nevery tool configuration file removed while migrate runs:\n")
+        print(table(bare))
+    for r in rows + bare:
         for error in r.mypy_new or []:
-            print(f"{r.version} new mypy error: {error}")
+            print(f"{r.version} ({r.config_from}) new mypy error: {error}")
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2))
-    clean = all(r.yapf_after == 0 and not r.mypy_new for r in rows)
+        args.json.write_text(json.dumps([asdict(r) for r in rows + bare], indent=2))
+    clean = all(r.yapf_after == 0 and not r.mypy_new for r in rows + bare)
     return 0 if clean else 1
 
 
