@@ -14,17 +14,11 @@ from runnercheck.analysis.schedule import (
     SchedulePath,
     schedules,
 )
-from runnercheck.catalog import Rule
+from runnercheck.catalog import Rule, _variant
 from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
 
-RULE = Rule(
-    code="RC112",
-    name="role-schedules-differ",
-    tool="check",
-    summary="On some path the driver and the other ranks run different collectives under the same shared values: a rank waits for a broadcast that is never sent, or reads another step's dict.",
-    why="Every rank of the group must run the same collectives in the same order. A branch on a value received from a broadcast is taken alike by every rank; a branch on the role, the rank or the driver's own data (the request, a local computation) is not. vLLM's speculative-decoding worker (0.5.0, 0.5.1) skipped its proposer on the driver when speculation was disabled for the batch while the other ranks ran it `max(k, 1)` times: the ranks hang or the proposer reads the scorer's dict (fixed upstream in 0.6.0 by sending the flag and branching on it on every rank). The step is followed through `self`/`super()` calls, the runner, helpers and inner workers, with loop counts kept symbolic; a path is reported when no path of the other ranks agrees with it for any loop count its shared values allow.",
-    bad="""\
+_BAD = """\
 from vllm.distributed import broadcast_tensor_dict
 
 
@@ -61,48 +55,43 @@ class SpecWorker:
         for _ in range(max(data["lookahead"], 1)):
             self.proposer_worker.execute_model()
         return self.scorer_worker.execute_model()
-""",
-    good="""\
-from vllm.distributed import broadcast_tensor_dict
+"""
 
-
-class Worker:
-    def __init__(self, is_driver_worker):
-        self.is_driver_worker = is_driver_worker
-
-    def execute_model(self, request=None):
-        if self.is_driver_worker:
-            broadcast_tensor_dict({"tokens": request["tokens"]}, src=0)
-            return self.run(request["tokens"])
-        data = broadcast_tensor_dict(src=0)
-        return self.run(data["tokens"])
-
-
-class SpecWorker:
-    def __init__(self, proposer: Worker, scorer: Worker, rank):
-        self.proposer_worker = proposer
-        self.scorer_worker = scorer
-        self.rank = rank
-
-    def execute_model(self, request=None):
-        if self.rank != 0:
-            return self._run_non_driver_rank()
+#: The fix: the flag that decides whether the proposer runs travels with the control
+#: dict, and every rank branches on it.
+_GOOD = _variant(
+    _BAD,
+    (
+        """\
+        k = request["lookahead"]
+        broadcast_tensor_dict({"lookahead": k}, src=0)
+        if not request["disable_speculation"]:""",
+        """\
         k = request["lookahead"]
         skip = request["disable_speculation"]
         # every rank learns whether the proposer runs, and branches on it alike
         broadcast_tensor_dict({"lookahead": k, "skip": skip}, src=0)
-        if not skip:
-            for _ in range(k):
-                self.proposer_worker.execute_model(request)
-        return self.scorer_worker.execute_model(request)
-
-    def _run_non_driver_rank(self):
-        data = broadcast_tensor_dict(src=0)
+        if not skip:""",
+    ),
+    (
+        """\
+        for _ in range(max(data["lookahead"], 1)):
+            self.proposer_worker.execute_model()""",
+        """\
         if not data["skip"]:
             for _ in range(data["lookahead"]):
-                self.proposer_worker.execute_model()
-        return self.scorer_worker.execute_model()
-""",
+                self.proposer_worker.execute_model()""",
+    ),
+)
+
+RULE = Rule(
+    code="RC112",
+    name="role-schedules-differ",
+    tool="check",
+    summary="On some path the driver and the other ranks run different collectives under the same shared values: a rank waits for a broadcast that is never sent, or reads another step's dict.",
+    why="Every rank of the group must run the same collectives in the same order. A branch on a value received from a broadcast is taken alike by every rank; a branch on the role, the rank or the driver's own data (the request, a local computation) is not. vLLM's speculative-decoding worker (0.5.0, 0.5.1) skipped its proposer on the driver when speculation was disabled for the batch while the other ranks ran it `max(k, 1)` times: the ranks hang or the proposer reads the scorer's dict (fixed upstream in 0.6.0 by sending the flag and branching on it on every rank). The step is followed through `self`/`super()` calls, the runner, helpers and inner workers, with loop counts kept symbolic; a path is reported when no path of the other ranks agrees with it for any loop count its shared values allow.",
+    bad=_BAD,
+    good=_GOOD,
 )
 
 #: Decisions named in a message before the rest are counted.
