@@ -526,7 +526,8 @@ def drive(
 
 
 def _raised_at(exc: BaseException) -> str:
-    """`` at FILE:LINE`` of the innermost frame outside Hypothesis and this package."""
+    """`` at FILE:LINE`` of the innermost frame outside Hypothesis and this package,
+    preferring the code under test to the packages it calls (torch)."""
     import traceback
 
     frames = [
@@ -534,6 +535,8 @@ def _raised_at(exc: BaseException) -> str:
         for f in traceback.extract_tb(exc.__traceback__)
         if "/hypothesis/" not in f.filename and "/runnercheck/fuzz/" not in f.filename
     ]
+    own = [f for f in frames if "-packages/" not in f.filename]
+    frames = own or frames
     return f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
 
 
