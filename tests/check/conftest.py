@@ -33,12 +33,14 @@ class CliResult:
 
 @pytest.fixture
 def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    """``run_check(*args)``: ``runnercheck check ARGS`` from the repository root."""
+    """``run_check(*args)``: ``runnercheck check ARGS`` from the repository root, without
+    the facts cache (which would be written into the repository, beside the nearest
+    ``pyproject.toml``; ``tests/check/test_cache.py`` runs it in copies)."""
     monkeypatch.chdir(REPO)
 
     def run(*args: str) -> CliResult:
         capsys.readouterr()
-        code = main(["check", *args])
+        code = main(["check", *(() if "--no-cache" in args else ("--no-cache",)), *args])
         captured = capsys.readouterr()
         return CliResult(code, captured.out, captured.err)
 
