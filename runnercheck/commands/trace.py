@@ -15,7 +15,9 @@ have not reached stops the run after --deadline seconds. Whatever the command le
 running when it ends (in its session or escaped from it) is ended and named; a process
 that cannot be ended is reported with its pid, and fails the run. --deadline and
 --timeout hold even when the command stops this process (kill -STOP $PPID): a watchdog
-process ends the run then.
+process ends the run then. --timeline FILE writes the run as a trace-event file (one
+track per rank: steps, broadcasts and collectives as spans, the divergence marked) for
+Perfetto or chrome://tracing.
 """
 
 from __future__ import annotations
@@ -84,6 +86,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "before the command runs; written whole or not at all)",
     )
     parser.add_argument(
+        "--timeline",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="also write every rank's steps and collectives to FILE as trace-event JSON, "
+        "for Perfetto or chrome://tracing (checked before the command runs; written whole "
+        "or not at all)",
+    )
+    parser.add_argument(
         "--keep",
         type=Path,
         default=None,
@@ -117,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--step-method {name!r}: not a method name")
     contract = load_config(Path.cwd(), args.config).contract()
     check_output_file("--json", args.json)
+    check_output_file("--timeline", args.timeline)
     prepare_output_dir("--keep", args.keep, holds="*.trace")
     step_methods = tuple(args.step_method) if args.step_method else None
     options = TraceOptions(
@@ -137,4 +149,8 @@ def run(args: argparse.Namespace) -> int:
     render(report, console, per_step=args.steps)
     if args.json is not None:
         write_output_file("--json", args.json, json.dumps(report.as_json(), indent=2) + "\n")
+    if args.timeline is not None:
+        from runnercheck.trace.timeline import dumps, timeline
+
+        write_output_file("--timeline", args.timeline, dumps(timeline(report)))
     return EXIT_CLEAN if report.ok else EXIT_FINDINGS

@@ -21,12 +21,19 @@ import os
 import re
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from runnercheck.trace.bootstrap import STACK_SIGNAL
 from runnercheck.trace.recorder import readable_part
-from runnercheck.trace.records import BytesLine, CollectiveRecord, CostLine, WorldLine, decode
+from runnercheck.trace.records import (
+    BytesLine,
+    CollectiveRecord,
+    CostLine,
+    EndLine,
+    WorldLine,
+    decode_with_end,
+)
 
 
 @dataclass
@@ -159,7 +166,9 @@ class Monitor:
         return bool(lines)
 
     def _feed(self, state: _File, line: str, now: float) -> None:
-        item = decode(line)
+        item, ended = decode_with_end(line)
+        if ended is not None and state.world is not None:
+            self._amend(state.world[1], ended)
         if isinstance(item, WorldLine):
             world = self._world_for(item, state.pid)
             rank = world.ranks.setdefault(item.rank, RankTrace(item.rank, state.pid))
@@ -173,11 +182,19 @@ class Monitor:
             world.last_change = now
         elif isinstance(item, CostLine) and state.world is not None:
             state.world[1].cost = (item.seconds, item.calls)
-        elif isinstance(item, BytesLine) and state.world is not None:
-            records = state.world[1].records
-            if 0 <= item.index < len(records) and records[item.index].index == item.index:
-                old = records[item.index]
-                records[item.index] = _with_bytes(old, item.nbytes)
+        elif isinstance(item, (BytesLine, EndLine)) and state.world is not None:
+            self._amend(state.world[1], item)
+
+    @staticmethod
+    def _amend(rank: RankTrace, item: BytesLine | EndLine) -> None:
+        """Bytes or the end of a record this rank wrote before."""
+        records = rank.records
+        if 0 <= item.index < len(records) and records[item.index].index == item.index:
+            old = records[item.index]
+            if isinstance(item, BytesLine):
+                records[item.index] = replace(old, nbytes=item.nbytes)
+            else:
+                records[item.index] = replace(old, end_ns=item.end_ns)
 
     def _world_for(self, line: WorldLine, pid: int) -> WorldTrace:
         for world in reversed(self.worlds):
@@ -308,12 +325,6 @@ class Monitor:
 
     def world_named(self, key: str) -> WorldTrace | None:
         return next((world for world in self.worlds if world.key == key), None)
-
-
-def _with_bytes(record: CollectiveRecord, nbytes: int) -> CollectiveRecord:
-    from dataclasses import replace
-
-    return replace(record, nbytes=nbytes)
 
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')

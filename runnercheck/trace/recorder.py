@@ -164,6 +164,9 @@ class _World:
     logical_frame: FrameType | None = None
     method_frame: FrameType | None = None
     method_label: str = ""
+    #: (index, monotonic ns) of the last call that returned, not written yet: the next
+    #: call's line carries it (an ``e`` line when there is no next call).
+    ended: tuple[int, int] | None = None
 
 
 class Sink:
@@ -356,6 +359,7 @@ class Recorder:
             os.register_at_fork(after_in_child=self._after_fork)
 
     def uninstall(self) -> None:
+        self._write_end()
         while self._patches:
             owner, name, original = self._patches.pop()
             setattr(owner, name, original)
@@ -373,6 +377,7 @@ class Recorder:
         """The collectives recorded so far (memory sink only), bytes amended."""
         if not isinstance(self.sink, MemorySink):
             raise TypeError("records() needs a MemorySink")
+        self._write_end()
         return list(parse_lines(self.sink.lines).values())
 
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
@@ -382,12 +387,20 @@ class Recorder:
     def finish(self) -> None:
         """At the process's exit: tell the trace file what recording cost, close it."""
         try:
+            self._write_end()
             if self.calls:
                 self.sink.write(records.encode_cost(self.seconds, self.calls))
             if isinstance(self.sink, FileSink):
                 self.sink.close()
         except Exception as exc:
             self._fail(exc)
+
+    def _write_end(self) -> None:
+        """Write the end of the current world's last call, if no line carries it yet."""
+        world = self._world
+        if world is not None and world.ended is not None:
+            self.sink.write(records.encode_end(*world.ended))
+            world.ended = None
 
     def _after_fork(self) -> None:
         self.seconds = 0.0
@@ -400,6 +413,10 @@ class Recorder:
 
     def _wrap_lifecycle(self, original: Callable[..., Any], hook: Any) -> Callable[..., Any]:
         def lifecycle(*args: Any, **kwargs: Any) -> Any:
+            try:
+                self._write_end()
+            except Exception as exc:
+                self._fail(exc)
             self._world = None
             result = original(*args, **kwargs)
             if hook is not None:
@@ -487,6 +504,7 @@ class Recorder:
             return kwargs.get(key)
 
         clock = time.thread_time
+        now = time.monotonic_ns
 
         def collective(*args: Any, **kwargs: Any) -> Any:
             if self._local.busy:
@@ -511,9 +529,15 @@ class Recorder:
                 state.object_bytes = 0
                 called = clock()
                 result = original(*args, **kwargs)
+                ended = now()
                 returned = clock()
-                if record is not None and record[1]:
-                    self._amend(record[0], state.object_bytes, args)
+                if record is not None:
+                    world = record[2]
+                    if world.ended is not None:  # another thread's call is still unwritten
+                        self._write_end()
+                    world.ended = (record[0], ended)
+                    if record[1]:
+                        self._amend(record[0], state.object_bytes, args)
                 self.seconds += called - started + clock() - returned
                 self.calls += 1
                 return result
@@ -533,8 +557,9 @@ class Recorder:
         payload: Any,
         objects: bool,
         frame: FrameType,
-    ) -> tuple[int, bool] | None:
-        """Write the line of one call; returns (index, bytes known only afterwards)."""
+    ) -> tuple[int, bool, _World] | None:
+        """Write the line of one call; returns (index, bytes known only afterwards, its
+        world)."""
         world = self._world
         if world is None or not world.announced:
             world = self._current_world()
@@ -589,12 +614,15 @@ class Recorder:
         world.index += 1
         group_text = self._group(group) if group is not None else ""
         peer_value = peer if isinstance(peer, int) else -1
+        ended = world.ended
+        world.ended = None
+        ended_index, ended_ns = ended if ended is not None else (-1, -1)
         self.sink.write(
             f"c\t{index}\t{op}\t{group_text}\t{peer_value}\t{shape}\t{nbytes}\t{step}"
             f"\t{logical}\t{logical_name}\t{kind}\t{method}\t{step_label}\t{site}"
-            f"\t{site_function}\n"
+            f"\t{site_function}\t{time.monotonic_ns()}\t{ended_index}\t{ended_ns}\n"
         )
-        return index, later
+        return index, later, world
 
     def _amend(self, index: int, counted: int, args: tuple[Any, ...]) -> None:
         try:
@@ -742,14 +770,18 @@ def _world_key(init_method: Any, store: Any) -> str:
 
 
 def parse_lines(lines: Iterator[str] | list[str]) -> dict[int, CollectiveRecord]:
-    """Collective records by index, with ``b`` amendments applied (one world)."""
+    """Collective records by index, with ``b`` and ``e`` amendments applied (one world)."""
     found: dict[int, CollectiveRecord] = {}
     for line in lines:
-        item = records.decode(line)
+        item, ended = records.decode_with_end(line)
+        if ended is not None and ended.index in found:
+            found[ended.index] = replace(found[ended.index], end_ns=ended.end_ns)
         if isinstance(item, CollectiveRecord):
             found[item.index] = item
         elif isinstance(item, records.BytesLine) and item.index in found:
             found[item.index] = replace(found[item.index], nbytes=item.nbytes)
+        elif isinstance(item, records.EndLine) and item.index in found:
+            found[item.index] = replace(found[item.index], end_ns=item.end_ns)
     return found
 
 

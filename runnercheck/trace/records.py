@@ -7,11 +7,21 @@ hangs has already told where):
 * ``w KEY RANK WORLD_SIZE`` -- a process group was joined; the records that follow
   belong to that world (``KEY`` is its rendezvous address, equal on every rank);
 * ``c INDEX OP GROUP PEER SHAPE BYTES STEP LOGICAL LOGICAL_NAME KIND METHOD STEP_METHOD
-  SITE SITE_FUNCTION`` -- a collective (see :class:`CollectiveRecord`);
+  SITE SITE_FUNCTION START_NS ENDED ENDED_NS`` -- a collective (see
+  :class:`CollectiveRecord`), and when the previous call of this world returned
+  (``ENDED`` its index, -1 if none is due): an end rides on the next call's line, one
+  write per call;
 * ``b INDEX BYTES`` -- the size of what a receiving rank got, known only afterwards
   (object collectives);
+* ``e INDEX END_NS`` -- the collective returned, when no later call's line says so (at
+  the process's exit, a new world);
 * ``t SECONDS CALLS`` -- at the process's exit: the time its recorder spent on CALLS
   collectives (outside the collectives themselves).
+
+Times are ``time.monotonic_ns()``: one clock for every process of the machine, so the
+ranks' times line up. A reader takes what it knows of a line and ignores fields appended
+after them: a ``c`` line of an earlier version (without ``START_NS``) reads with no time,
+and an ``e`` line is skipped by a version that does not know it.
 """
 
 from __future__ import annotations
@@ -59,6 +69,10 @@ class CollectiveRecord:
     site: str
     #: The function holding :attr:`site`.
     site_function: str
+    #: ``time.monotonic_ns()`` when the call started, and when it returned (-1: unknown,
+    #: or it never returned).
+    start_ns: int = -1
+    end_ns: int = -1
 
     @property
     def point_to_point(self) -> bool:
@@ -103,12 +117,19 @@ def encode_collective(record: CollectiveRecord) -> str:
         _clean(r.step_method),
         _clean(r.site),
         _clean(r.site_function),
+        str(r.start_ns),
+        "-1",
+        "-1",
     )
     return "\t".join(fields) + "\n"
 
 
 def encode_bytes(index: int, nbytes: int) -> str:
     return f"b\t{index}\t{nbytes}\n"
+
+
+def encode_end(index: int, end_ns: int) -> str:
+    return f"e\t{index}\t{end_ns}\n"
 
 
 def encode_cost(seconds: float, calls: int) -> str:
@@ -129,25 +150,48 @@ class BytesLine:
 
 
 @dataclass(frozen=True)
+class EndLine:
+    index: int
+    end_ns: int
+
+
+@dataclass(frozen=True)
 class CostLine:
     seconds: float
     calls: int
 
 
-Line = WorldLine | CollectiveRecord | BytesLine | CostLine
+Line = WorldLine | CollectiveRecord | BytesLine | EndLine | CostLine
 
 
 def decode(line: str) -> Line | None:
     """One line back into its record; None for a line this version does not know."""
+    return decode_with_end(line)[0]
+
+
+def decode_with_end(line: str) -> tuple[Line | None, EndLine | None]:
+    """:func:`decode`, and the end of an earlier call that a ``c`` line carries."""
     parts = line.rstrip("\n").split("\t")
+    ended = None
+    if parts[0] == "c" and len(parts) >= 18 and parts[16] != "-1":
+        try:
+            ended = EndLine(int(parts[16]), int(parts[17]))
+        except ValueError:
+            return None, None
+    return _decode(parts), ended
+
+
+def _decode(parts: list[str]) -> Line | None:
     try:
         if parts[0] == "w" and len(parts) == 4:
             return WorldLine(parts[1], int(parts[2]), int(parts[3]))
         if parts[0] == "b" and len(parts) == 3:
             return BytesLine(int(parts[1]), int(parts[2]))
+        if parts[0] == "e" and len(parts) >= 3:
+            return EndLine(int(parts[1]), int(parts[2]))
         if parts[0] == "t" and len(parts) == 3:
             return CostLine(float(parts[1]), int(parts[2]))
-        if parts[0] == "c" and len(parts) == 15:
+        if parts[0] == "c" and len(parts) >= 15:
             return CollectiveRecord(
                 index=int(parts[1]),
                 op=parts[2],
@@ -163,6 +207,7 @@ def decode(line: str) -> Line | None:
                 step_method=parts[12],
                 site=parts[13],
                 site_function=parts[14],
+                start_ns=int(parts[15]) if len(parts) > 15 else -1,
             )
     except ValueError:
         return None

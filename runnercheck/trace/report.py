@@ -125,6 +125,8 @@ class WorldReport:
     #: rank -> (seconds its recorder spent, collectives recorded), from processes that
     #: exited normally.
     costs: dict[int, tuple[float, int]] = field(default_factory=dict)
+    #: rank -> the pid of its process.
+    pids: dict[int, int] = field(default_factory=dict)
 
     def recorder_us_per_call(self, rank: int = 0) -> float | None:
         cost = self.costs.get(rank)
@@ -361,6 +363,7 @@ def build_report(
             world.size,
             {rank: list(trace.records) for rank, trace in sorted(world.ranks.items())},
             {rank: trace.cost for rank, trace in world.ranks.items() if trace.cost is not None},
+            {rank: trace.pid for rank, trace in world.ranks.items()},
         )
         for world in worlds
         if any(trace.records for trace in world.ranks.values())

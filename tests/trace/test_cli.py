@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -100,6 +101,11 @@ def _output_cases(tmp: Path) -> list[tuple[list[str], str]]:
             f"--json {tmp}/missing/r.json: no such directory: {tmp}/missing",
         ),
         (["--json", str(tmp)], f"--json {tmp}: is a directory"),
+        (
+            ["--timeline", str(tmp / "missing" / "t.json")],
+            f"--timeline {tmp}/missing/t.json: no such directory: {tmp}/missing",
+        ),
+        (["--timeline", str(tmp)], f"--timeline {tmp}: is a directory"),
         (["--json", str(afile / "r.json")], f"--json {afile}/r.json: not a directory: {afile}"),
         (["--keep", str(afile)], f"--keep {afile}: not a directory"),
         (["--keep", str(afile / "sub")], f"--keep {afile}/sub: cannot create it: Not a directory"),
@@ -124,8 +130,11 @@ def test_json_and_keep_are_written(tmp_path: Path, capsys: pytest.CaptureFixture
     report = tmp_path / "report.json"
     report.write_text("old")
     keep = tmp_path / "new" / "traces"
-    assert main(["trace", "--json", str(report), "--keep", str(keep), "--", "true"]) == 0
+    timeline = tmp_path / "timeline.json"
+    argv = ["--json", str(report), "--keep", str(keep), "--timeline", str(timeline)]
+    assert main(["trace", *argv, "--", "true"]) == 0
     assert '"returncode": 0' in report.read_text() and keep.is_dir()
+    assert json.loads(timeline.read_text())["traceEvents"] == []
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import pickle
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -138,3 +139,16 @@ def test_step_methods_are_configurable(one_rank_group: None) -> None:
     assert steps[0] == (0, "all_reduce")
     assert steps[4] == (1, "all_reduce")
     assert all(step == -1 for step, _ in steps[1:4])
+
+
+def test_each_call_is_timed_on_the_monotonic_clock(one_rank_group: None) -> None:
+    worker = Worker()
+    before = time.monotonic_ns()
+    with Recorder() as recorder:
+        worker.execute_model(prepare=True)
+    after = time.monotonic_ns()
+    records = recorder.records()
+    assert len(records) == 4
+    times = [t for r in records for t in (r.start_ns, r.end_ns)]
+    assert before <= times[0] and times == sorted(times) and times[-1] <= after
+    assert all(r.start_ns < r.end_ns for r in records)
