@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,16 @@ from runnercheck.cli import main
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def good_tree(directory: Path, target: Path) -> Path:
+    """A rule fixture's ``good/`` as checked: ``bad/`` (but its hidden directories: a
+    journal) with the files ``good/`` holds put over it (a good fixture holds only the
+    files its fix changes)."""
+    shutil.copytree(directory / "bad", target, ignore=shutil.ignore_patterns("__pycache__", ".*"))
+    for path in (directory / "good").rglob("*.py"):
+        shutil.copy(path, target / path.relative_to(directory / "good"))
+    return target
 
 
 @dataclass

@@ -9,7 +9,7 @@ import pytest
 
 from runnercheck import catalog
 from runnercheck.check.rules import RULES
-from tests.check.conftest import FIXTURES, REPO, CliResult
+from tests.check.conftest import FIXTURES, REPO, CliResult, good_tree
 
 RULE_DIRS = sorted(p for p in FIXTURES.iterdir() if (p / "bad.expected").is_file())
 
@@ -43,8 +43,12 @@ def test_bad_fixture_exact_output(directory: Path, run: Callable[..., CliResult]
     [p for p in RULE_DIRS if (p / "good.py").exists() or (p / "good").is_dir()],
     ids=lambda p: p.name,
 )
-def test_good_fixture_has_no_finding(directory: Path, run: Callable[..., CliResult]) -> None:
-    result = run(_target(directory, "good"))
+def test_good_fixture_has_no_finding(
+    directory: Path, run: Callable[..., CliResult], tmp_path: Path
+) -> None:
+    single = (directory / "good.py").is_file()
+    target = _target(directory, "good") if single else str(good_tree(directory, tmp_path / "good"))
+    result = run(target)
     assert result.finding_lines == []
     assert result.summary.startswith("No findings (")
     assert result.code == 0

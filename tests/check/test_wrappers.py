@@ -14,7 +14,7 @@ from runnercheck.analysis.project import Project
 from runnercheck.analysis.wrappers import evaluate, representative
 from runnercheck.check import check_paths
 from runnercheck.demo.engine import run_engine
-from tests.check.conftest import FIXTURES, REPO
+from tests.check.conftest import FIXTURES, REPO, good_tree
 from tests.spec_decode_fixture import copy_before
 from tests.vllm_wheels import vllm_source
 
@@ -32,7 +32,7 @@ def line_of(path: Path, text: str) -> int:
     return next(i for i, line in enumerate(lines, 1) if text in line)
 
 
-def test_inner_workers_resolve_through_a_factory_and_a_helper() -> None:
+def test_inner_workers_resolve_through_a_factory_and_a_helper(tmp_path: Path) -> None:
     project = project_of(WRAPPER / "bad")
     wrapper = project.resolve_class("LookaheadWorker", "x")
     assert wrapper is not None
@@ -52,7 +52,7 @@ def test_inner_workers_resolve_through_a_factory_and_a_helper() -> None:
         " + 1 (verifier._target: Worker)"
     ) in described
     assert step.counts("driver", {"lookahead": 4}) == {6, 3}
-    good = project_of(WRAPPER / "good")
+    good = project_of(good_tree(WRAPPER, tmp_path / "good"))
     plain = good.resolve_class("LookaheadWorker", "x")
     assert plain is not None
     found = good.wrapper_step(plain)
