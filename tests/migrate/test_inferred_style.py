@@ -64,3 +64,12 @@ def test_with_no_style_that_fits_lines_keep_to_the_longest_line_at_most_80(
     formatting.inferred_limit.cache_clear()
     formatting.infer_formatter.cache_clear()
     assert formatting.inferred_limit(tmp_path.resolve()) == 80
+
+
+def test_a_hand_edit_the_formatter_was_not_run_on_still_tells_the_style(tmp_path: Path) -> None:
+    root = _yapf_tree(tmp_path)
+    runner = root / "model_runner.py"
+    runner.write_text(runner.read_text() + "\n_UNFORMATTED = {'a':1}\n")
+    found = formatting.infer_formatter(root.resolve())
+    assert found is not None and found.style == PEP8
+    assert "differ in 2 lines" in found.declared_by  # (and a blank line before it)
