@@ -11,6 +11,7 @@ import atexit
 import importlib
 import importlib.util
 import os
+import re
 import sys
 import threading
 from collections.abc import Sequence
@@ -86,6 +87,11 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
     return f" (did you mean {' or '.join(repr(g) for g in guesses)}?)" if guesses else ""
 
 
+def _plain(text: str) -> str:
+    """A docstring's line as help text: ````code```` and ``:role:`name``` as plain words."""
+    return re.sub(r":\w+:`([^`]*)`", r"\1", text).replace("``", "")
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with ``only``, the parser of that one command (a command line that
     names it needs no other)."""
@@ -103,7 +109,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             name,
             allow_abbrev=not hasattr(module, "PASS_THROUGH"),
             help=module.HELP,
-            description=module.__doc__.strip().splitlines()[0] if module.__doc__ else None,
+            description=_plain(module.__doc__.strip().splitlines()[0]) if module.__doc__ else None,
             epilog=getattr(module, "EPILOG", EPILOG),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )

@@ -54,3 +54,15 @@ def test_a_missing_path_is_a_usage_error_everywhere(
     missing = tmp_path / "nope"
     assert main([command, str(missing)]) == 2
     assert f"{missing}: no such file or directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "command", ["check", "migrate", "mypy", "fuzz", "trace", "rules", "config"]
+)
+def test_help_is_plain_text(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """No reStructuredText markup (``code``, :class:`X`) in what --help prints."""
+    with pytest.raises(SystemExit) as exited:
+        main([command, "--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert out.strip() and "``" not in out and ":class:`" not in out and ":func:`" not in out
