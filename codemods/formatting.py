@@ -316,7 +316,7 @@ def format_change(path: Path, old: str | None, new: str) -> str:
     formatter = formatter_for(path)
     if formatter is None or not formatter.available:
         return new
-    ranges = changed_ranges(old, new)
+    ranges = _with_blank_lines_above(changed_ranges(old, new), new)
     if not ranges:
         return new
     try:
@@ -327,6 +327,22 @@ def format_change(path: Path, old: str | None, new: str) -> str:
         return _ruff(formatter, path, new, ranges)
     except Exception:  # the formatter's own failure keeps the migration's layout
         return new
+
+
+def _with_blank_lines_above(ranges: list[tuple[int, int]], text: str) -> list[tuple[int, int]]:
+    """Each range from the blank lines right above it: the formatter decides how many
+    blank lines come before a new statement (yapf leaves those outside its ``lines``
+    alone, so a new module-level ``TypeVar`` after a variable kept two)."""
+    lines = text.splitlines()
+    out: list[tuple[int, int]] = []
+    for start, end in ranges:
+        while start > 1 and not lines[start - 2].strip():
+            start -= 1
+        if out and start <= out[-1][1] + 1:
+            out[-1] = (out[-1][0], max(end, out[-1][1]))
+        else:
+            out.append((start, end))
+    return out
 
 
 def _format_whole(formatter: Formatter, path: Path, text: str) -> str:

@@ -73,3 +73,13 @@ def test_a_hand_edit_the_formatter_was_not_run_on_still_tells_the_style(tmp_path
     found = formatting.infer_formatter(root.resolve())
     assert found is not None and found.style == PEP8
     assert "differ in 2 lines" in found.declared_by  # (and a blank line before it)
+
+
+def test_the_blank_lines_above_a_new_statement_are_the_formatters(tmp_path: Path) -> None:
+    """yapf puts one blank line between module-level variables: a ``TypeVar`` written
+    after one with two blank lines above gets one."""
+    old = "import os\n\nx = 1\n\n\nclass A:\n    pass\n"
+    (tmp_path / "a.py").write_text(old)
+    new = old.replace("x = 1\n", "x = 1\n\n\nT = TypeVar('T')\n")
+    assert formatting.format_change(tmp_path / "a.py", old, new) == _yapf(new)
+    assert "x = 1\n\nT = TypeVar('T')\n\n\nclass A:" in _yapf(new)
