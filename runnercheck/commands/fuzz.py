@@ -380,6 +380,7 @@ def _run(args: argparse.Namespace, group: Any) -> int:
 def _show_on_terminal(report: Any) -> None:
     """A swept path's report: each class's lines, then the table in rich."""
     from rich.table import Table
+    from rich.text import Text
 
     from runnercheck.console import echo, make_console
 
@@ -390,8 +391,8 @@ def _show_on_terminal(report: Any) -> None:
     for column in ("status", "class", "examples", "found"):
         table.add_column(column, overflow="fold")
     styles = {"PASS": "green", "FAIL": "red", "ERROR": "yellow"}
-    for status, name, examples, found in report.rows():
-        table.add_row(f"[{styles[status]}]{status}[/]", name, examples, found)
+    for status, name, examples, found in report.rows():  # as written, never as markup
+        table.add_row(Text(status, style=styles[status]), Text(name), examples, Text(found))
     console = make_console()
     console.print(table)
     console.print(report.summary())

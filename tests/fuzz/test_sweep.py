@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import subprocess
 import sys
 from pathlib import Path
@@ -83,3 +84,34 @@ def test_the_json_report_is_all_of_stdout() -> None:
     }
     [unimportable] = [r for r in report["results"] if r["target"] == UNIMPORTABLE]
     assert "a_package_that_is_not_installed" in unimportable["error"]
+
+
+def test_on_a_terminal_the_table_is_drawn_by_rich() -> None:
+    leader, follower = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"}
+    env.update(TERM="xterm-256color", COLUMNS="200")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runnercheck", "fuzz", SWEEP, "--seed", "3"],
+        cwd=ROOT,
+        stdout=follower,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(follower)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert proc.wait(timeout=240) == 1
+    os.close(leader)
+    text = seen.decode(errors="replace")
+    assert "┏" in text and "┃" in text  # rich's table, not the plain one
+    assert "\x1b[" in text  # coloured
+    assert f"FAIL {FAILING}  (after " in text
+    assert "status  class" not in text
+    assert "1 of 4 classes failed, 2 classes could not run" in text
