@@ -5,6 +5,8 @@ fields and driver-only declarations."""
 
 from __future__ import annotations
 
+import pytest
+
 from runnercheck.analysis.hierarchy import module_parts
 from runnercheck.analysis.model import ClassFacts
 from tests.analysis.sources import class_named, project_of
@@ -271,3 +273,22 @@ def test_a_cycle_of_bases_ends() -> None:
     a = class_named(project, "A")
     assert names(project.mro(a))[:2] == ["A", "B"]
     assert project.ancestor_names(a) == {"A", "B"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="syntax.read_import records `from . import base` as `..base` (one dot too "
+    "many: the module's own dots and the separator), so `base.WorkerBase` is looked "
+    "for a package too high and the base class is not found",
+)
+def test_a_class_named_through_a_module_imported_from_its_package() -> None:
+    project = project_of(
+        {
+            "acme/__init__.py": "",
+            "acme/worker/__init__.py": "",
+            "acme/worker/base.py": "class WorkerBase:\n    pass\n",
+            "acme/worker/gpu.py": "from . import base\nclass GPUWorker(base.WorkerBase):\n    pass\n",
+        }
+    )
+    base = project.resolve_class("base.WorkerBase", "acme/worker/gpu.py")
+    assert base is not None and base.path == "acme/worker/base.py"
