@@ -32,7 +32,7 @@ from runnercheck.trace.records import (
     CostLine,
     EndLine,
     WorldLine,
-    decode_with_end,
+    decode,
 )
 
 
@@ -166,9 +166,7 @@ class Monitor:
         return bool(lines)
 
     def _feed(self, state: _File, line: str, now: float) -> None:
-        item, ended = decode_with_end(line)
-        if ended is not None and state.world is not None:
-            self._amend(state.world[1], ended)
+        item = decode(line)
         if isinstance(item, WorldLine):
             world = self._world_for(item, state.pid)
             rank = world.ranks.setdefault(item.rank, RankTrace(item.rank, state.pid))

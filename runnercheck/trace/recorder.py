@@ -164,9 +164,6 @@ class _World:
     logical_frame: FrameType | None = None
     method_frame: FrameType | None = None
     method_label: str = ""
-    #: (index, monotonic ns) of the last call that returned, not written yet: the next
-    #: call's line carries it (an ``e`` line when there is no next call).
-    ended: tuple[int, int] | None = None
 
 
 class Sink:
@@ -359,7 +356,6 @@ class Recorder:
             os.register_at_fork(after_in_child=self._after_fork)
 
     def uninstall(self) -> None:
-        self._write_end()
         while self._patches:
             owner, name, original = self._patches.pop()
             setattr(owner, name, original)
@@ -377,7 +373,6 @@ class Recorder:
         """The collectives recorded so far (memory sink only), bytes amended."""
         if not isinstance(self.sink, MemorySink):
             raise TypeError("records() needs a MemorySink")
-        self._write_end()
         return list(parse_lines(self.sink.lines).values())
 
     def _patch(self, owner: Any, name: str, replacement: Any) -> None:
@@ -387,20 +382,12 @@ class Recorder:
     def finish(self) -> None:
         """At the process's exit: tell the trace file what recording cost, close it."""
         try:
-            self._write_end()
             if self.calls:
                 self.sink.write(records.encode_cost(self.seconds, self.calls))
             if isinstance(self.sink, FileSink):
                 self.sink.close()
         except Exception as exc:
             self._fail(exc)
-
-    def _write_end(self) -> None:
-        """Write the end of the current world's last call, if no line carries it yet."""
-        world = self._world
-        if world is not None and world.ended is not None:
-            self.sink.write(records.encode_end(*world.ended))
-            world.ended = None
 
     def _after_fork(self) -> None:
         self.seconds = 0.0
@@ -413,10 +400,6 @@ class Recorder:
 
     def _wrap_lifecycle(self, original: Callable[..., Any], hook: Any) -> Callable[..., Any]:
         def lifecycle(*args: Any, **kwargs: Any) -> Any:
-            try:
-                self._write_end()
-            except Exception as exc:
-                self._fail(exc)
             self._world = None
             result = original(*args, **kwargs)
             if hook is not None:
@@ -532,10 +515,11 @@ class Recorder:
                 ended = now()
                 returned = clock()
                 if record is not None:
-                    world = record[2]
-                    if world.ended is not None:  # another thread's call is still unwritten
-                        self._write_end()
-                    world.ended = (record[0], ended)
+                    # Written at once: a rank killed later must not look stuck in it.
+                    try:
+                        self.sink.write(f"e\t{record[0]}\t{ended}\n")
+                    except Exception as exc:
+                        self._fail(exc)
                     if record[1]:
                         self._amend(record[0], state.object_bytes, args)
                 self.seconds += called - started + clock() - returned
@@ -557,9 +541,8 @@ class Recorder:
         payload: Any,
         objects: bool,
         frame: FrameType,
-    ) -> tuple[int, bool, _World] | None:
-        """Write the line of one call; returns (index, bytes known only afterwards, its
-        world)."""
+    ) -> tuple[int, bool] | None:
+        """Write the line of one call; returns (index, bytes known only afterwards)."""
         world = self._world
         if world is None or not world.announced:
             world = self._current_world()
@@ -614,15 +597,12 @@ class Recorder:
         world.index += 1
         group_text = self._group(group) if group is not None else ""
         peer_value = peer if isinstance(peer, int) else -1
-        ended = world.ended
-        world.ended = None
-        ended_index, ended_ns = ended if ended is not None else (-1, -1)
         self.sink.write(
             f"c\t{index}\t{op}\t{group_text}\t{peer_value}\t{shape}\t{nbytes}\t{step}"
             f"\t{logical}\t{logical_name}\t{kind}\t{method}\t{step_label}\t{site}"
-            f"\t{site_function}\t{time.monotonic_ns()}\t{ended_index}\t{ended_ns}\n"
+            f"\t{site_function}\t{time.monotonic_ns()}\n"
         )
-        return index, later, world
+        return index, later
 
     def _amend(self, index: int, counted: int, args: tuple[Any, ...]) -> None:
         try:
@@ -773,9 +753,7 @@ def parse_lines(lines: Iterator[str] | list[str]) -> dict[int, CollectiveRecord]
     """Collective records by index, with ``b`` and ``e`` amendments applied (one world)."""
     found: dict[int, CollectiveRecord] = {}
     for line in lines:
-        item, ended = records.decode_with_end(line)
-        if ended is not None and ended.index in found:
-            found[ended.index] = replace(found[ended.index], end_ns=ended.end_ns)
+        item = records.decode(line)
         if isinstance(item, CollectiveRecord):
             found[item.index] = item
         elif isinstance(item, records.BytesLine) and item.index in found:

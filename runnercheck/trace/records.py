@@ -7,14 +7,11 @@ hangs has already told where):
 * ``w KEY RANK WORLD_SIZE`` -- a process group was joined; the records that follow
   belong to that world (``KEY`` is its rendezvous address, equal on every rank);
 * ``c INDEX OP GROUP PEER SHAPE BYTES STEP LOGICAL LOGICAL_NAME KIND METHOD STEP_METHOD
-  SITE SITE_FUNCTION START_NS ENDED ENDED_NS`` -- a collective (see
-  :class:`CollectiveRecord`), and when the previous call of this world returned
-  (``ENDED`` its index, -1 if none is due): an end rides on the next call's line, one
-  write per call;
+  SITE SITE_FUNCTION START_NS`` -- a collective (see :class:`CollectiveRecord`);
 * ``b INDEX BYTES`` -- the size of what a receiving rank got, known only afterwards
   (object collectives);
-* ``e INDEX END_NS`` -- the collective returned, when no later call's line says so (at
-  the process's exit, a new world);
+* ``e INDEX END_NS`` -- the collective returned (written as soon as it did, so a rank
+  killed afterwards does not look stuck in it);
 * ``t SECONDS CALLS`` -- at the process's exit: the time its recorder spent on CALLS
   collectives (outside the collectives themselves).
 
@@ -118,8 +115,6 @@ def encode_collective(record: CollectiveRecord) -> str:
         _clean(r.site),
         _clean(r.site_function),
         str(r.start_ns),
-        "-1",
-        "-1",
     )
     return "\t".join(fields) + "\n"
 
@@ -166,22 +161,7 @@ Line = WorldLine | CollectiveRecord | BytesLine | EndLine | CostLine
 
 def decode(line: str) -> Line | None:
     """One line back into its record; None for a line this version does not know."""
-    return decode_with_end(line)[0]
-
-
-def decode_with_end(line: str) -> tuple[Line | None, EndLine | None]:
-    """:func:`decode`, and the end of an earlier call that a ``c`` line carries."""
     parts = line.rstrip("\n").split("\t")
-    ended = None
-    if parts[0] == "c" and len(parts) >= 18 and parts[16] != "-1":
-        try:
-            ended = EndLine(int(parts[16]), int(parts[17]))
-        except ValueError:
-            return None, None
-    return _decode(parts), ended
-
-
-def _decode(parts: list[str]) -> Line | None:
     try:
         if parts[0] == "w" and len(parts) == 4:
             return WorldLine(parts[1], int(parts[2]), int(parts[3]))

@@ -190,13 +190,18 @@ def _marks(
     events: list[dict[str, Any]] = []
 
     def mark(world: str, rank: int, at: CollectiveRecord | None, cat: str, args: Any) -> None:
+        """At the start of ``at``; a rank that never reached it: after its last call."""
         track = tracks.get((world, rank))
         if track is None:
             return
-        if at is None or at.start_ns < 0:
-            at = _last_timed(report, world, rank)
-        ts = clock.us(at.start_ns) if at is not None else 0.0
-        name = cat if at is None else f"{cat}: {at.op} at {at.site}"
+        if at is not None and at.start_ns >= 0:
+            name, ts = f"{cat}: {at.op} at {at.site}", clock.us(at.start_ns)
+        else:
+            last = _last_timed(report, world, rank)
+            if last is None:
+                name, ts = f"{cat}: no call", 0.0
+            else:
+                name, ts = f"{cat}: after {last.op} at {last.site}", clock.us(_end(last))
         events.append(
             {"name": name, "cat": cat, "ph": "i", "s": "t", "ts": ts}
             | {"pid": track[0], "tid": track[1], "args": args}

@@ -12,6 +12,7 @@ the divergent engine marked on both ranks.
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections import defaultdict
@@ -24,12 +25,13 @@ from runnercheck.trace.records import (
     CollectiveRecord,
     EndLine,
     decode,
-    decode_with_end,
     encode_collective,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
 DIVERGENT = Path(__file__).resolve().parent / "fixtures" / "divergent_engine"
+HANG = "tests/trace/fixtures/torchrun_hang.py"
+BUDGET_SITE = "runnercheck/demo/engine/legacy/model_runner.py:210"
 
 #: Every phase of the format (duration, complete, instant, counter, async, flow, sample,
 #: object, metadata, memory dump, mark, context events).
@@ -146,12 +148,17 @@ def test_the_validator_finds_what_breaks_the_format() -> None:
     assert format_errors([good])
 
 
-def traced(tmp_path: Path, engine: list[str]) -> tuple[subprocess.CompletedProcess[str], Any]:
-    """``runnercheck trace --timeline`` of the demo engine; its result and the file."""
+def traced(
+    tmp_path: Path, engine: list[str], options: tuple[str, ...] = ("--deadline", "60")
+) -> tuple[subprocess.CompletedProcess[str], Any]:
+    """``runnercheck trace --timeline`` of a command (the demo engine at tp 2 by default);
+    its result and the file."""
     timeline = tmp_path / "timeline.json"
-    command = [sys.executable, "-m", "runnercheck", "trace", "--deadline", "60"]
-    command += ["--timeline", str(timeline), "--", sys.executable, "-m"]
-    command += ["runnercheck.demo.engine", "--tp", "2", *engine]
+    command = [sys.executable, "-m", "runnercheck", "trace", *options]
+    command += ["--timeline", str(timeline), "--", sys.executable]
+    if engine[:1] != ["-m"]:
+        command += ["-m", "runnercheck.demo.engine", "--tp", "2"]
+    command += engine
     done = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=ROOT)
     assert timeline.exists(), done.stdout + done.stderr
     return done, json.loads(timeline.read_text())
@@ -181,8 +188,9 @@ def inside(event: dict[str, Any], span: dict[str, Any]) -> bool:
 def test_a_run_is_a_trace_event_file_with_a_track_per_rank(
     tmp_path: Path, shape: str, per_step: int
 ) -> None:
-    done, trace = traced(tmp_path, ["--shape", shape, "--steps", "3"])
-    assert done.returncode == 0, done.stdout + done.stderr
+    budget = ("--deadline", "60", "--max-broadcasts-per-step", "1")
+    done, trace = traced(tmp_path, ["--shape", shape, "--steps", "3"], budget)
+    assert done.returncode == (1 if per_step > 1 else 0), done.stdout + done.stderr
     assert format_errors(trace) == []
     named = tracks(trace)
     assert sorted(named) == ["rank 0", "rank 1"]
@@ -212,6 +220,14 @@ def test_a_run_is_a_trace_event_file_with_a_track_per_rank(
             (c for c in parts if c["args"]["op"] == "broadcast_object_list"),
             key=lambda c: c["ts"],
         )
+    # Legacy runs over the budget of 1 at its second broadcast of step 0, on rank 0.
+    over = [e for e in trace["traceEvents"] if e.get("cat") == "budget"]
+    if per_step > 1:
+        assert [(e["pid"], e["tid"]) for e in over] == [named["rank 0"]]
+        assert over[0]["name"] == "budget: broadcast_object_list at " + BUDGET_SITE
+        assert over[0]["ts"] == firsts["rank 0"][1]["ts"]
+    else:
+        assert over == []
     # One clock: a receiver's part of a broadcast ends after the sender's started.
     sent, received = firsts["rank 0"], firsts["rank 1"]
     assert len(sent) == len(received) == sum(expected)
@@ -239,6 +255,34 @@ def test_the_divergence_is_marked_on_both_ranks(tmp_path: Path) -> None:
         assert marks[0]["ts"] == calls[0]["ts"]
 
 
+@pytest.mark.slow
+def test_a_hang_is_marked_where_each_rank_stands(tmp_path: Path) -> None:
+    """Rank 0 waits in a barrier; rank 1 returned from its last broadcast and sleeps: its
+    last call is a complete event, not one it looks stuck in."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    torchrun = ["-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    done, trace = traced(
+        tmp_path, [*torchrun, "--master-port", str(port), HANG], ("--deadline", "3")
+    )
+    assert done.returncode == 1 and "HANG" in done.stdout, done.stdout + done.stderr
+    assert format_errors(trace) == []
+    named = tracks(trace)
+    waiting, sleeping = on(trace, named["rank 0"]), on(trace, named["rank 1"])
+    barrier = [e for e in waiting if e["name"] == "barrier"]
+    assert len(barrier) == 1 and barrier[0]["ph"] == "i"
+    assert barrier[0]["args"]["end_recorded"] is False
+    marks = [e for e in waiting if e["cat"] == "hang"]
+    assert len(marks) == 1 and marks[0]["ts"] == barrier[0]["ts"]
+    assert marks[0]["name"] == f"hang: barrier at {HANG}:18"
+    calls = [e for e in sleeping if e["cat"] == "collective,broadcast"]
+    assert [c["ph"] for c in calls] == ["X", "X"]
+    marks = [e for e in sleeping if e["cat"] == "hang"]
+    assert len(marks) == 1 and marks[0]["name"] == f"hang: after broadcast_object_list at {HANG}:10"
+    assert _ns(marks[0]["ts"]) == _ns(calls[-1]["ts"]) + _ns(calls[-1]["dur"])
+
+
 def test_collective_lines_read_both_ways() -> None:
     record = CollectiveRecord(
         3, "broadcast", "", 0, "int64:5", 40, 1, 2, "broadcast_tensor_dict", "worker",
@@ -246,14 +290,11 @@ def test_collective_lines_read_both_ways() -> None:
         start_ns=123_456_789,
     )  # fmt: skip
     line = encode_collective(record)
-    assert decode_with_end(line) == (record, None)
-    # The recorder's line also carries when the previous call returned.
-    fields = line.rstrip("\n").split("\t")
-    carrying = "\t".join([*fields[:16], "2", "123456700"]) + "\n"
-    assert decode_with_end(carrying) == (record, EndLine(2, 123_456_700))
-    # A line of the earlier format (no times) reads with none; a later one's extra
+    assert decode(line) == record
+    # A line of the earlier format (no start) reads with no time; a later one's extra
     # fields are left aside.
+    fields = line.rstrip("\n").split("\t")
     old = "\t".join(fields[:15]) + "\n"
     assert decode(old) == CollectiveRecord(**{**record.__dict__, "start_ns": -1})
-    assert decode_with_end(carrying.rstrip("\n") + "\tmore\n") == (record, EndLine(2, 123_456_700))
+    assert decode(line.rstrip("\n") + "\tmore\n") == record
     assert decode("e\t3\t123456999\n") == EndLine(3, 123_456_999)
