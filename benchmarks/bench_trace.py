@@ -18,12 +18,14 @@ The traced runs also give the CPU time the driver's recorder itself spent per st
 Both runs of a pair must produce the same tokens, and the traced run's broadcasts per
 step must equal the engine's own counter. A second figure isolates the recorder: the
 time of one ``torch.distributed.broadcast`` of a small tensor on a one-rank gloo group,
-recorded and not, 30 frames below a step method (about the engine's depth).
+recorded and not, 30 frames below a step method (about the engine's depth), and the
+CPU time the recorder itself spent per call there (the least noisy figure of its cost).
 
 Usage::
 
     python benchmarks/bench_trace.py [--reps 6] [--steps 48] [--warmup-steps 4]
                                      [--shape merged] [--speculative 0] [--json out.json]
+    python benchmarks/bench_trace.py --recorder-only   # the recorder's figures alone
 """
 
 from __future__ import annotations
@@ -101,17 +103,20 @@ def recorder_cost(calls: int, depth: int) -> dict[str, float]:
 
     plain: list[float] = []
     recorded: list[float] = []
+    recording: list[float] = []
     try:
         for _ in range(5):
             plain.append(execute_model())
-            with Recorder():
+            with Recorder() as recorder:
                 recorded.append(execute_model())
+            recording.append(recorder.seconds / recorder.calls)
     finally:
         dist.destroy_process_group()
     return {
         "plain_us": min(plain) * 1e6,
         "recorded_us": min(recorded) * 1e6,
         "added_us": (min(recorded) - min(plain)) * 1e6,
+        "recorder_cpu_us": min(recording) * 1e6,
     }
 
 
@@ -125,7 +130,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--speculative", type=int, default=0, metavar="K")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--recorder-only",
+        action="store_true",
+        help="only the recorder's figures: one broadcast 30 frames deep (no engine runs)",
+    )
     args = parser.parse_args(argv)
+    if args.recorder_only:
+        cost = recorder_cost(calls=2000, depth=30)
+        print(
+            f"one broadcast, 30 frames deep: {cost['plain_us']:.1f} us plain, "
+            f"{cost['recorded_us']:.1f} us recorded, "
+            f"{cost['recorder_cpu_us']:.2f} us of it the recorder's CPU time"
+        )
+        if args.json:
+            args.json.write_text(json.dumps(cost, indent=2) + "\n")
+        return 0
     if args.reps < 1 or args.steps <= args.warmup_steps or args.tp < 2:
         parser.error("need --reps >= 1, --steps > --warmup-steps and --tp >= 2")
 
@@ -199,7 +219,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"one broadcast, 30 frames deep: {cost['plain_us']:.1f} us plain, "
-        f"{cost['recorded_us']:.1f} us recorded (+{cost['added_us']:.1f} us)"
+        f"{cost['recorded_us']:.1f} us recorded (+{cost['added_us']:.1f} us), "
+        f"{cost['recorder_cpu_us']:.1f} us of it the recorder's CPU time"
     )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")
