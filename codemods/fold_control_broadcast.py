@@ -24,13 +24,33 @@ inner step returns None (``WorkerBase.start_worker_execution_loop``'s stop), so 
 non-driver loop still ends. Later inner steps (the rest of the proposer's multi-step
 loop, the scorer, a proposer step after scoring) are unchanged.
 
+Where the control values select the first inner step (vLLM 0.6+: the scorer first
+without speculation, the proposer first with it), the other ranks receive that step's
+broadcast themselves and hand it on::
+
+    non-driver (before)                      non-driver (after)
+    data = broadcast_tensor_dict(src=0)      received = broadcast_tensor_dict(src=0)
+    if not data:                             if not received:
+        return False                             return False
+                                             data = received["broadcast_extras"]
+    if data["no_spec"]:                      if data["no_spec"]:
+        self.scorer_worker.execute_model()       self.scorer_worker.execute_model(received=received)
+                                                 received = None
+    for _ in range(max(k, 1)):               for _ in range(max(k, 1)):
+        self.proposer_worker.execute_model()     self.proposer_worker.execute_model(received=received)
+                                                 received = None
+
+Each call that runs first on some path is handed the dict (then None: later steps
+receive their own); the inner steps must take a ``received`` argument.
+
 The rewrite asks the step model (:meth:`Project.wrapper_step`) and refuses the class,
 naming the shape, unless every path that sends or receives the control values runs the
 same inner worker's step first (the values then reach the same point on every rank),
 the non-driver's first inner step runs unconditionally (plain, or first in a loop that
 provably runs at least once), and that worker's step carries extras (the request's
 ``broadcast_extras`` out, ``received_extras`` back). The result is re-analysed: no
-control broadcast is left and every step path makes one broadcast less.
+control broadcast is left, every step path makes one broadcast less, and the collective
+schedules before and after agree (:func:`runnercheck.analysis.fold.verify_fold`).
 """
 
 from __future__ import annotations
@@ -48,9 +68,10 @@ from codemods import cstutil, registry
 from codemods.command import ContractCommand
 from codemods.fold_plan import CODE, RECEIVED, SENT, Plan, plan_class, refused
 from runnercheck.analysis.extract import extract_source
+from runnercheck.analysis.fold import verify_fold
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
-from runnercheck.analysis.wrappers import evaluate, receive_lines
+from runnercheck.analysis.wrappers import HANDED, evaluate, receive_lines
 from runnercheck.contract import VLLM, Contract
 from runnercheck.records import Refused
 
@@ -122,9 +143,84 @@ class _Rewrite(cst.CSTTransformer):
             original.body.body if isinstance(original.body, cst.IndentedBlock) else []
         ):
             if self._is_receive(statement):
-                new = self._receive(body, index, self._line(statement))
+                if self.plan.handed:
+                    new = self._dispatch(body, index)
+                else:
+                    new = self._receive(body, index, self._line(statement))
                 return updated.with_changes(body=updated.body.with_changes(body=new))
         return updated
+
+    # ---------------------------------------- receive, then dispatch (several firsts)
+    def _dispatch(self, body: list[cst.BaseStatement], index: int) -> list[cst.BaseStatement]:
+        """``data = broadcast(...)`` becomes ``received = broadcast(...)`` (the first
+        inner step's dict, whichever step it is) and ``data = received[SENT]`` after the
+        stop check; the first inner steps are handed it (:meth:`leave_SimpleStatementLine`)."""
+        receive = body[index]
+        assert isinstance(receive, cst.SimpleStatementLine)
+        assign = receive.body[0]
+        assert isinstance(assign, cst.Assign) and isinstance(assign.targets[0].target, cst.Name)
+        data = assign.targets[0].target.value
+        comment = [
+            cst.EmptyLine(indent=True, comment=cst.Comment(f"# {line}"))
+            for line in (
+                "The control values come with the first inner step's broadcast, whichever",
+                "step they select: that step is handed the dict received here.",
+            )
+        ]
+        head = receive.with_changes(
+            body=[assign.with_changes(targets=[cst.AssignTarget(cst.Name(HANDED))])],
+            leading_lines=[*receive.leading_lines, *comment],
+        )
+        rest = body[index + 1 :]
+        out: list[cst.BaseStatement] = [*body[:index], head]
+        if rest and m.matches(
+            rest[0],
+            m.If(test=m.UnaryOperation(operator=m.Not(), expression=m.Name(data)), orelse=None),
+        ):
+            stop = rest[0]
+            assert isinstance(stop, cst.If) and isinstance(stop.test, cst.UnaryOperation)
+            out.append(stop.with_changes(test=stop.test.with_changes(expression=cst.Name(HANDED))))
+            rest = rest[1:]
+        out.append(cst.parse_statement(f'{data} = {HANDED}["{SENT}"]\n'))
+        self.done_receive = True
+        return [*out, *rest]
+
+    def _handed_call(
+        self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement] | None:
+        """A first inner step's call, handed the dict received ahead of it (None: not
+        one)."""
+        small = cstutil.single_small(updated)
+        if not (
+            isinstance(small, cst.Expr)
+            and isinstance(small.value, cst.Call)
+            and self._line(original) in {line for line, _ in self.plan.handed}
+            and m.matches(small.value.func, m.Attribute(attr=m.Name(self.execute)))
+        ):
+            return None
+        call = small.value
+        if call.args:
+            raise _Refuse(
+                f"the first inner step at line {self._line(original)} is called with arguments",
+                "first inner step called with arguments",
+                self._line(original),
+            )
+        handed = call.with_changes(
+            args=[
+                cst.Arg(
+                    keyword=cst.Name(HANDED),
+                    value=cst.Name(HANDED),
+                    equal=cst.AssignEqual(
+                        whitespace_before=cst.SimpleWhitespace(""),
+                        whitespace_after=cst.SimpleWhitespace(""),
+                    ),
+                )
+            ]
+        )
+        cleared = cst.parse_statement(f"{HANDED} = None\n")
+        return cst.FlattenSentinel(
+            [updated.with_changes(body=[small.with_changes(value=handed)]), cleared]
+        )
 
     def _is_receive(self, statement: cst.CSTNode) -> bool:
         if not m.matches(
@@ -145,7 +241,11 @@ class _Rewrite(cst.CSTTransformer):
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-    ) -> cst.BaseStatement:
+    ) -> cst.BaseStatement | cst.FlattenSentinel[cst.BaseStatement]:
+        if self.plan.handed:
+            handed = self._handed_call(original, updated)
+            if handed is not None:
+                return handed
         small = cstutil.single_small(updated)
         if not (
             self._line(original) in self.plan.sends
@@ -321,7 +421,7 @@ def rewrite_module(
             message = f"{cls.name}'s control broadcast or its receive is not a statement of its own"
             skipped.append(refused(cls, CODE, message, "nested broadcast", min(plan.sends)))
             continue
-        failed = _verify(project, path, cls, new, contract)
+        failed = _verify(project, path, cls, new, contract, plan)
         if failed is not None:
             skipped.append(refused(cls, "MIG110", failed, "not one broadcast less", cls.line))
             continue
@@ -333,10 +433,11 @@ def rewrite_module(
 
 
 def _verify(
-    project: Project, path: str, cls: ClassFacts, new: cst.Module, contract: Contract
+    project: Project, path: str, cls: ClassFacts, new: cst.Module, contract: Contract, plan: Plan
 ) -> str | None:
-    """None when the rewritten class has no control broadcast left and its most
-    broadcasts per step drop by one on every role."""
+    """None when the rewritten class has no control broadcast left, its most
+    broadcasts per step drop by one on every role, and its collective schedules
+    before and after agree (:func:`~runnercheck.analysis.fold.verify_fold`)."""
     before = project.wrapper_step(cls)
     others = [facts for p, facts in project.modules.items() if p != path]
     after_project = Project([*others, extract_source(new.code, path, contract)], contract)
@@ -353,7 +454,7 @@ def _verify(
                 f"{cls.name}'s {role} step makes {new_count} broadcasts after the rewrite, "
                 f"not {old - 1} (was {old})"
             )
-    return None
+    return verify_fold(project, after_project, path, cls.name, plan.sends | plan.receives)
 
 
 def _drop_unused_import(module: cst.Module, contract: Contract) -> cst.Module:

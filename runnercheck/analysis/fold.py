@@ -18,6 +18,14 @@ at the top of the method), at most the stop check (``if not data: return ...``) 
 statements without a step follow it before the first inner step, nothing leaves the
 method before that step, and that step runs unconditionally: a plain call, or the one
 call of a ``for _ in range(n)`` whose ``n`` is at least 1 whatever the names it reads.
+
+Where the first inner step differs between paths (the values select it: vLLM 0.6+'s
+scorer first without speculation, proposer first with it), the plan is *receive, then
+dispatch* (:func:`_dispatch`): the other ranks receive the first inner step's broadcast
+themselves, whichever step it is, read the values from it (the request's extras, under
+``broadcast_extras``) and hand the dict to each call that runs first on some path (its
+``received`` argument); every such step must take that argument. :func:`verify_fold`
+checks a rewrite with the collective schedules (:mod:`runnercheck.analysis.schedule`).
 """
 
 from __future__ import annotations
@@ -39,8 +47,10 @@ from runnercheck.analysis.model import (
     TryStep,
 )
 from runnercheck.analysis.project import Project, StepPath, Term
+from runnercheck.analysis.schedule import PROBES, SchedulePath, path_broadcasts, schedules
+from runnercheck.analysis.stepwalk import ROLES
 from runnercheck.analysis.syntax import last_name
-from runnercheck.analysis.wrappers import evaluate, receive_lines
+from runnercheck.analysis.wrappers import HANDED, evaluate, receive_lines
 
 #: The request field the driver fills and the worker attribute the other ranks read
 #: (the inner worker's step sends the one in its merged dict and sets the other).
@@ -56,8 +66,15 @@ class FoldPlan:
     #: Lines of the control broadcast (driver) and of the non-driver receive.
     sends: frozenset[int]
     receives: frozenset[int]
-    #: The attribute holding the worker whose step runs first after the control values.
+    #: The attribute holding the worker whose step runs first after the control values
+    #: (several, joined by ", ", where the values select which: see ``handed``).
     inner: str
+    #: Where the control values select the first inner step: the calls of the
+    #: non-driver's inner steps (``(line, col)``, in the receiving method) that run first
+    #: on some path, each handed the dict received ahead of it; empty otherwise.
+    handed: frozenset[tuple[int, int]] = frozenset()
+    #: The receiving method (its qualified name), where ``handed`` is not empty.
+    receiver: str = ""
 
 
 @dataclass(frozen=True)
@@ -140,15 +157,7 @@ def fold_plan(
                 )
             firsts.setdefault(_attr(first), first)
     if len(firsts) != 1:
-        where = ", ".join(
-            f"{attr} ({t.site.where}:{t.site.line})" for attr, t in sorted(firsts.items())
-        )
-        return FoldRefusal(
-            f"the first inner step after {cls.name}'s control values differs between paths: "
-            f"{where}; the other ranks could not tell which step carries them",
-            "first inner step differs between paths",
-            min(sends),
-        )
+        return _dispatch(project, cls, sends, receives, firsts, paths)
     inner = next(iter(firsts))
     if "." in inner:
         return FoldRefusal(
@@ -355,3 +364,194 @@ def _after_receive(
     return FoldRefusal(
         "no inner step follows the non-driver receive", "receive without an inner step", line
     )
+
+
+# ------------------------------------------- receive, then dispatch (several firsts)
+def _dispatch(
+    project: Project,
+    cls: ClassFacts,
+    sends: frozenset[int],
+    receives: frozenset[int],
+    firsts: dict[str, Term],
+    paths: list[StepPath],
+) -> FoldPlan | FoldRefusal:
+    """The plan where the control values select the first inner step (vLLM 0.6+: the
+    scorer first without speculation, the proposer first with it): the other ranks
+    receive that step's broadcast ahead of it, whichever step it is, read the values
+    from the dict and hand it to the step they select (its ``received`` argument). Each
+    first step must take that argument and carry the request's extras in its dict; the
+    receive must be a statement of its own at the top of one method, which every first
+    step is called from as a plain statement, and that method may leave only at its end
+    or at the stop check."""
+    contract = project.contract
+    where = ", ".join(
+        f"{attr} ({t.site.where}:{t.site.line})" for attr, t in sorted(firsts.items())
+    )
+    differs = (
+        f"the first inner step after {cls.name}'s control values differs between paths: {where}"
+    )
+    for attr in sorted(firsts):
+        held = project.attr_classes(cls, attr) if "." not in attr else ()
+        for klass in held:
+            ref = project.resolve_method(klass, contract.execute_method)
+            takes = ref is not None and HANDED in ref.func.params
+            extras = any(RECEIVED in (*c.annotations, *c.self_attrs) for c in project.mro(klass))
+            if not (takes and extras):
+                return FoldRefusal(
+                    f"{differs}; {attr}'s step ({klass.name}) takes no dict received ahead "
+                    f"of it (a `{HANDED}` argument) or sends no extras of the request: the "
+                    "other ranks could not hand it the broadcast they read the values from",
+                    "first inner step differs between paths",
+                    min(sends),
+                )
+        if not held:
+            what = "a worker held by a helper object" if "." in attr else "a worker not known"
+            return FoldRefusal(
+                f"{differs}; {attr} is {what}: the other ranks could not hand it the "
+                "broadcast they read the values from",
+                "first inner step differs between paths",
+                min(sends),
+            )
+    handed: set[tuple[int, int]] = set()
+    receivers: set[str] = set()
+    for path in paths:
+        first = _first_inner(path, receives, cls.path)
+        if isinstance(first, Term):
+            handed.add((first.site.line, first.site.col))
+            receivers.add(first.site.where)
+            if first.site.path != cls.path:
+                receivers.add("")
+    methods = [f for f in cls.methods.values() if f.qualname in receivers]
+    if len(receivers) != 1 or len(methods) != 1:
+        return FoldRefusal(
+            f"{differs}; the other ranks run those steps from more than one method",
+            "first inner steps in several methods",
+            min(receives),
+        )
+    func = methods[0]
+    refusal = _receiver_shape(project, func, receives, handed)
+    if refusal is not None:
+        return refusal
+    return FoldPlan(
+        cls.name, sends, receives, ", ".join(sorted(firsts)), frozenset(handed), func.qualname
+    )
+
+
+def _receiver_shape(
+    project: Project,
+    func: FunctionFacts,
+    receives: frozenset[int],
+    handed: set[tuple[int, int]],
+) -> FoldRefusal | None:
+    broadcast = project.contract.broadcast_function
+    steps = _kept(func.steps)
+    name = _received_into(func, broadcast)
+    at = next(
+        (
+            i
+            for i, s in enumerate(steps)
+            if isinstance(s, CallStep) and s.step_broadcast and not s.sends and s.line in receives
+        ),
+        None,
+    )
+    line = min(receives)
+    if at is None or name is None:
+        return FoldRefusal(
+            f"{func.qualname}'s receive of the control values is not a statement of its own "
+            "at the top of the method",
+            "nested broadcast",
+            line,
+        )
+    if (
+        HANDED in func.params
+        or HANDED in func.assigned_calls
+        or any(HANDED == b for b in _bound(func.steps))
+    ):
+        return FoldRefusal(
+            f"{func.qualname} already binds `{HANDED}`",
+            "name taken",
+            line,
+        )
+    rest = steps[at + 1 :]
+    if rest and _is_stop(rest[0], name):
+        rest = rest[1:]
+    for position, step in enumerate(rest):
+        last = position == len(rest) - 1
+        for sub in _inside(step):
+            if isinstance(sub, ExitStep) and not (last and sub is step):
+                return FoldRefusal(
+                    "the non-driver can leave the step after the receive before its end "
+                    f"(line {sub.line}): the dict received could go to no step",
+                    "exit before the first inner step",
+                    line,
+                )
+            if (
+                isinstance(sub, CallStep)
+                and (sub.line, sub.col) in handed
+                and (sub.args or sub.kwargs)
+            ):
+                return FoldRefusal(
+                    f"the first inner step at line {sub.line} is called with arguments",
+                    "first inner step called with arguments",
+                    line,
+                )
+    return None
+
+
+def _bound(steps: tuple[Step, ...]) -> Iterator[str]:
+    for step in steps:
+        for sub in _inside(step):
+            name = getattr(sub, "name", None)
+            if isinstance(name, str):
+                yield name
+
+
+# ------------------------------------------------------ verification of a fold
+def verify_fold(
+    before: Project, after: Project, path: str, name: str, sites: frozenset[int]
+) -> str | None:
+    """Why the fold of class ``name`` (file ``path``) is wrong, read from the collective
+    schedules before and after (None: it is right). ``sites``: the lines, before, of
+    its control broadcast and receive. Right is: the roles' sequences pair up on every
+    path after where they did before, and with every loop count at each of the probe
+    values, each role's paths that ran the control broadcast and an inner step make one
+    broadcast less, the others as many."""
+    old_cls = before.modules[path].classes.get(name)
+    new_cls = after.modules[path].classes.get(name) if path in after.modules else None
+    if old_cls is None or new_cls is None:
+        return f"{name} is gone after the rewrite"
+    old_all, new_all = schedules(before), schedules(after)
+    old, new = old_all.schedule(old_cls), new_all.schedule(new_cls)
+    if old is None or new is None:
+        return f"{name} has no step to compare"
+    if any(old.partial.values()) or any(new.partial.values()):
+        return f"{name}'s step has too many paths to compare"
+    differ = len(new_all.disagreements(new))
+    if differ > len(old_all.disagreements(old)):
+        return f"{name}'s roles run different collectives on {differ} paths after the rewrite"
+
+    def control(p: SchedulePath) -> bool:
+        own = any(
+            r.op.kind != "step" and r.op.site.path == path and r.op.site.line in sites
+            for r in p.runs
+        )
+        return own and any(r.op.kind == "step" for r in p.runs)
+
+    for role in ROLES:
+        for count in PROBES:
+            was = {path_broadcasts(p, count) for p in old.paths[role]}
+            wanted = {
+                n - control(p)
+                for p in old.paths[role]
+                if (n := path_broadcasts(p, count)) is not None
+            }
+            now = {path_broadcasts(p, count) for p in new.paths[role]}
+            if None in was or None in now:
+                return f"{name}'s {role} step makes a number of broadcasts not known"
+            if now != wanted:
+                return (
+                    f"{name}'s {role} paths make {sorted(n for n in now if n is not None)} "
+                    f"broadcasts with every loop "
+                    f"count {count} after the rewrite, not {sorted(wanted)}"
+                )
+    return None

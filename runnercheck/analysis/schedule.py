@@ -63,7 +63,7 @@ from runnercheck.analysis.roles import Roles
 from runnercheck.analysis.stepwalk import ROLES, BroadcastSite
 from runnercheck.analysis.syntax import last_name
 from runnercheck.analysis.uses import BROADCAST_SWITCH
-from runnercheck.analysis.wrappers import Wrappers
+from runnercheck.analysis.wrappers import HANDED, Wrappers, handed_receives
 
 #: States per block of one walk; past it the role's schedule is not followed further
 #: (it is partial, and no path of either role is said to disagree).
@@ -85,6 +85,13 @@ UNKNOWN_KIND = "?"
 SCHEDULES = "schedules"
 #: An environment's entry ``ALIAS + value``: the shared value a local one was sent as.
 ALIAS = "\0"
+#: An environment's entry ``PENDING + "line:col"``: a receive whose dict the method hands
+#: to an inner worker's step (:func:`~runnercheck.analysis.wrappers.handed_receives`),
+#: not yet run: it becomes that step's first broadcast, or runs as it is before any
+#: other collective and where the path ends. ``PENDING_NAME + name``: the receive a
+#: name holds.
+PENDING = "\1"
+PENDING_NAME = "\2"
 #: What ``self.do_metadata_broadcast`` stands for: whether any other rank runs the
 #: step (False: the driver alone, whose schedule no other rank has to match).
 SINGLE_RANK = "ranks:do_metadata_broadcast"
@@ -747,6 +754,8 @@ class _Walk:
         merged = _merge(state.decisions, decisions)
         if merged is None:
             return None
+        if runs:
+            state = _flush(state)
         return _State((*state.runs, *runs), merged, state.env)
 
     def collective(self, state: _State, step: CallStep) -> _State | None:
@@ -803,8 +812,30 @@ class _Walk:
                         env[text] = shared
         elif step.step_broadcast:
             self.received[(step.line, step.col)] = part
+            if (step.line, step.col) in handed_receives(func):
+                # the first broadcast of the inner step its dict is handed to
+                flushed = _flush(state)
+                waiting = dict(flushed.env)
+                waiting[f"{PENDING}{step.line}:{step.col}"] = ("pending", op)
+                return _State(flushed.runs, state.decisions, waiting)
         after = self.add(_State(state.runs, state.decisions, env), [Run(op)], decisions)
         return after
+
+    def handed(self, state: _State, step: CallStep) -> tuple[_State, Collective] | None:
+        """The state without the receive that ``step`` hands to the inner step it calls
+        (``received=<name>``), and that receive; None when it hands none."""
+        text = next((t for k, t in step.kwargs if k == HANDED), None)
+        if not text:
+            return None
+        where = state.env.get(PENDING_NAME + text)
+        if not isinstance(where, str):
+            return None
+        pending = state.env.get(PENDING + where)
+        if not isinstance(pending, tuple) or not isinstance(pending[1], Collective):
+            return None
+        env = dict(state.env)
+        del env[PENDING + where]
+        return _State(state.runs, state.decisions, env), pending[1]
 
     def call(self, state: _State, step: CallStep) -> list[_State] | None:
         """The states after a call (None: the call changes nothing the schedule sees)."""
@@ -941,9 +972,14 @@ class _Walk:
     ) -> list[_State]:
         each = self.owner.step_broadcasts(klass, ref)
         runs: list[Run] = []
+        func = self.ref.func
+        site = BroadcastSite(func.path, step.line, step.col, func.qualname, step.callee)
+        handed = self.handed(state, step)
+        if handed is not None and each:
+            # the receive handed to it was its first broadcast: the step, from there
+            state, receive = handed
+            site = receive.site
         if each:
-            func = self.ref.func
-            site = BroadcastSite(func.path, step.line, step.col, func.qualname, step.callee)
             runs.append(Run(Collective("step", part, site, each=each, worker=klass.name)))
         after = self.add(state, runs, chosen)
         return [after] if after is not None else []
@@ -1054,10 +1090,14 @@ class _Walk:
                 held = f"shared:{part}:{name}"
             else:
                 held = ("recv", part)
+                if PENDING + f"{line}:{col}" in env:
+                    env[PENDING_NAME + step.name] = f"{line}:{col}"
         else:
             held = self.resolve(value, state.env)
         if step.test is not None:  # a truth value computed in place: its formula
             held = ("test", (self.freeze(step.test, state.env, step.line), None))
+        if not isinstance(held, tuple) or held[0] != "recv":
+            env.pop(PENDING_NAME + step.name, None)
         env[step.name] = held
         return _State(state.runs, state.decisions, env)
 
@@ -1204,12 +1244,13 @@ class _Walk:
                 count = Count("passes", (("passes", self.local(f"passes@{step.line}")),))
             for body in ft:
                 runs = tuple(Run(r.op, (count, *r.times)) for r in body.runs)
-                after = self.add(state, runs, body.decisions)
+                after = self.add(_consumed(state, body), runs, body.decisions)
                 if after is not None:
-                    after.env = self.join(state, [state, body], step.line).env
+                    joined = self.join(state, [state, body], step.line)
+                    after.env = _consumed(joined, body).env
                     out.append(after)
             for body in ex:
-                after = self.add(state, body.runs, body.decisions)
+                after = self.add(_consumed(state, body), body.runs, body.decisions)
                 if after is not None:
                     exited.append(after)
             if step.count is None:
@@ -1219,6 +1260,30 @@ class _Walk:
             running, ex = self.block(step.orelse, running)
             exited += ex
         return running
+
+
+def _flush(state: _State) -> _State:
+    """``state`` with its pending receives run (see :data:`PENDING`)."""
+    keys = [k for k in state.env if k.startswith(PENDING)]
+    if not keys:
+        return state
+    env = dict(state.env)
+    runs = list(state.runs)
+    for key in keys:
+        held = env.pop(key)
+        if isinstance(held, tuple) and isinstance(held[1], Collective):
+            runs.append(Run(held[1]))
+    return _State(tuple(runs), state.decisions, env)
+
+
+def _consumed(state: _State, body: _State) -> _State:
+    """``state`` without the pending receives that a loop's ``body`` handed on (its
+    first pass did)."""
+    gone = [k for k in state.env if k.startswith(PENDING) and k not in body.env]
+    if not gone:
+        return state
+    env = {k: v for k, v in state.env.items() if k not in gone}
+    return _State(state.runs, state.decisions, env)
 
 
 def _choice(classes: list[Decision]) -> tuple[Decision, ...]:
@@ -1691,6 +1756,7 @@ class Schedules:
         except _Cut:
             self._summaries[key] = ((), True)
             raise
+        ft, ex = [_flush(s) for s in ft], [_flush(s) for s in ex]
         outcomes = tuple(dict.fromkeys((s.runs, s.decisions) for s in (*ft, *ex)))
         # ways that end alike under the same shared values keep the local decisions
         # they share
@@ -1738,6 +1804,7 @@ class Schedules:
             except _Cut:  # too many paths to follow: this role's schedule is not known
                 paths[role], partial[role] = (), True
                 continue
+            ft, ex = [_flush(s) for s in ft], [_flush(s) for s in ex]
             paths[role] = tuple(
                 dict.fromkeys(SchedulePath(s.runs, s.decisions) for s in (*ft, *ex))
             )
@@ -1926,6 +1993,13 @@ def _flatten(
         else:
             out.append((run.op.key, amount, run))
     return out
+
+
+def path_broadcasts(path: SchedulePath, count: int) -> int | None:
+    """The broadcasts ``path`` runs with every loop count's value ``count`` (None: an
+    inner step's broadcasts depend on a class not chosen, or a count not evaluated)."""
+    flat = _flatten(path, dict.fromkeys(path.count_values(), count))
+    return None if flat is None else sum(n for _, n, _ in flat)
 
 
 def _same_shape(a: SchedulePath, b: SchedulePath) -> bool:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from runnercheck.analysis.bindings import SELF_ATTR
 from runnercheck.analysis.hierarchy import Hierarchy, MethodRef
 from runnercheck.analysis.model import (
+    BindStep,
     BranchStep,
     CallStep,
     ClassFacts,
@@ -50,6 +51,11 @@ PROBE = 4
 MAX_PATHS = 32
 #: How deep calls are followed from the wrapper's step.
 MAX_DEPTH = 10
+
+#: The keyword an inner worker's step takes its dict by, when the caller received it
+#: already (a wrapper that reads its own values from that dict first): that step then
+#: makes one broadcast less, the caller's receive being its first.
+HANDED = "received"
 
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
@@ -519,6 +525,48 @@ def _delegate_attrs(steps: Iterable[Step], execute: str) -> list[str]:
     return found
 
 
+def handed_receives(func: FunctionFacts) -> dict[tuple[int, int], str]:
+    """The receives of ``func`` (``(line, col)`` -> the name bound) whose dict it hands
+    to an inner worker's step (``self.X.execute_model(received=<name>)``): that step's
+    first broadcast, received ahead of it."""
+    known = _HANDED_MEMO.get(id(func))
+    if known is not None and known[0] is func:
+        return known[1]
+    if len(_HANDED_MEMO) > 50_000:
+        _HANDED_MEMO.clear()
+    found = _HANDED_MEMO[id(func)] = (func, _handed_receives(func))
+    return found[1]
+
+
+_HANDED_MEMO: dict[int, tuple[FunctionFacts, dict[tuple[int, int], str]]] = {}
+
+
+def _handed_receives(func: FunctionFacts) -> dict[tuple[int, int], str]:
+    handed = {
+        text for step in _calls(func.steps) for keyword, text in step.kwargs if keyword == HANDED
+    }
+    if not handed:
+        return {}
+    out: dict[tuple[int, int], str] = {}
+    for step in _binds(func.steps):
+        if step.name in handed and step.value.startswith("@") and "[" not in step.value:
+            line, _, col = step.value[1:].partition(":")
+            if line.isdigit() and col.isdigit():
+                out[(int(line), int(col))] = step.name
+    return out
+
+
+def _binds(steps: Iterable[Step]) -> Iterator[BindStep]:
+    for step in steps:
+        if isinstance(step, BindStep):
+            yield step
+        elif isinstance(step, BranchStep | LoopStep):
+            yield from _binds((*step.body, *step.orelse))
+        elif isinstance(step, TryStep):
+            yield from _binds((*step.body, *[s for h in step.handlers for s in h]))
+            yield from _binds((*step.orelse, *step.finalbody))
+
+
 def receive_lines(cls: ClassFacts) -> frozenset[int]:
     """Lines of the step broadcasts in ``cls``'s own methods that only receive (no dict:
     a non-driver rank's receive)."""
@@ -526,7 +574,9 @@ def receive_lines(cls: ClassFacts) -> frozenset[int]:
         step.line
         for method in cls.methods.values()
         for step in _calls(method.steps)
-        if step.step_broadcast and not step.sends
+        if step.step_broadcast
+        and not step.sends
+        and (step.line, step.col) not in handed_receives(method)
     )
 
 
@@ -579,6 +629,8 @@ class _Walker:
         if step.collective is not None:
             if not step.step_broadcast:
                 return None
+            if (step.line, step.col) in handed_receives(self.ref.func):
+                return None  # the first broadcast of the inner step it is handed to
             own = ctx.label is None
             label = ctx.cls.name if own else ctx.label or ctx.cls.name
             sends = step.sends and not step.sends_empty

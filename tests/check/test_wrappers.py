@@ -153,7 +153,11 @@ def test_vllm_spec_decode_control_broadcast(version: str, monkeypatch: pytest.Mo
         "(note: `runnercheck migrate --select fold-control-broadcast` refuses it, MIG204: the "
         "first inner step after SpecDecodeWorker's control values differs between paths: "
     ) in message
-    assert "the other ranks could not tell which step carries them)" in message
+    # receiving, then dispatching would fix it, but vLLM's inner steps take no dict
+    # received ahead of them (0.8), or the proposer's is held by a helper (0.5, 0.6)
+    assert message.endswith(
+        "the other ranks could not hand it the broadcast they read the values from)"
+    )
 
 
 DELEGATES = """

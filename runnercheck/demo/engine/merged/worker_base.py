@@ -185,10 +185,14 @@ class LocalOrDistributedWorkerBase(WorkerBase):
         raise NotImplementedError
 
     def execute_model(
-        self, execute_model_req: Optional[ExecuteModelRequest] = None
+        self,
+        execute_model_req: Optional[ExecuteModelRequest] = None,
+        received: Optional[Dict[str, Any]] = None,
     ) -> Optional[List[StepOutput]]:
         """Executes at least one model step on the given sequences, unless no
-        sequences are provided."""
+        sequences are provided. ``received``: on a non-driver rank, this step's dict
+        when the caller has already received it (a wrapper worker reads its own values
+        from it first); None: the step receives it."""
         if self.is_driver_worker:
             if execute_model_req is None:
                 if self.do_metadata_broadcast:
@@ -218,7 +222,8 @@ class LocalOrDistributedWorkerBase(WorkerBase):
                 broadcast_tensor_dict(broadcast_data, src=0)
         else:
             assert self.do_metadata_broadcast
-            received = broadcast_tensor_dict(src=0)
+            if received is None:
+                received = broadcast_tensor_dict(src=0)
             if not received:
                 return None
 
