@@ -17,6 +17,7 @@ from typing import Any
 
 from runnercheck.config import Config
 from runnercheck.errors import ConfigError, UsageError
+from runnercheck.fuzz.cuda_standin import cuda_standins
 from runnercheck.fuzz.facts import StaticFacts, analyse, around
 from runnercheck.fuzz.group import EnvGroup, GroupLost, LocalGroup, torchrun_rank
 from runnercheck.fuzz.ranks import Settings
@@ -107,6 +108,17 @@ def fuzz(
     else one is made for the run and closed after it. A class of a swept path that
     cannot run (:class:`Unrunnable`, or no strategy for it) is one result with the
     reason; any other target's error raises."""
+    with cuda_standins(options.device):
+        return _fuzz(targets, options, config, group, extra_strategies)
+
+
+def _fuzz(
+    targets: Sequence[Target | Step | Unrunnable],
+    options: FuzzOptions,
+    config: Config | None,
+    group: LocalGroup | EnvGroup | None,
+    extra_strategies: dict[Any, Any] | None,
+) -> RunReport:
     config = config or Config()
     seed = options.seed if options.seed is not None else new_seed()
     overrides: dict[Any, Any] = dict(load_configured(config.fuzz_strategies))

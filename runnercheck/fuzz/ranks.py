@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 
 from runnercheck import broadcast as reference
-from runnercheck.fuzz import importing, roundtrip, transfer
+from runnercheck.fuzz import cuda_standin, importing, roundtrip, transfer
 from runnercheck.fuzz.roundtrip import CONTROL_KEY, DriverOutcome, Job, RankError, ReceiverOutcome
 from runnercheck.fuzz.strategies import ALL_DTYPES
 
@@ -69,6 +69,8 @@ def join(rank: int, settings: Settings, store: Any = None) -> Joined:
     """Initialise torch.distributed (``store`` given: on it; else ``env://``)."""
     device = torch.device("cpu")
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    if cuda_standin.needed(settings.device):  # CUDA events and streams the inputs make
+        cuda_standin.install()
     if settings.device == "cuda":
         if not torch.cuda.is_available():
             raise RuntimeError("--device cuda: no CUDA device on this rank")

@@ -41,6 +41,7 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 from runnercheck.errors import ConfigError, RunnerCheckError
+from runnercheck.fuzz.cuda_standin import is_cuda_event, is_cuda_stream
 from runnercheck.fuzz.draws import (
     BOOLS,
     BYTE_VALUES,
@@ -157,6 +158,14 @@ def _unwrap_required(annotation: Any) -> Any:
 
 def _seeded_generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
+
+
+def _cuda_event() -> Any:
+    return torch.cuda.Event()
+
+
+def _cuda_stream() -> Any:
+    return torch.cuda.Stream()
 
 
 def on_a_stub(tp: type) -> bool:
@@ -607,6 +616,10 @@ class StrategyBuilder:
             return self._fixed(tensor_codes(dtypes, self.tensor_options))
         if tp is torch.dtype:
             return self._sampled(ALL_DTYPES)
+        if is_cuda_event(tp):  # torch.cuda's own (a stand-in without a CUDA device)
+            return st.builds(_cuda_event)
+        if is_cuda_stream(tp):
+            return st.builds(_cuda_stream)
         if tp is torch.Generator:  # a request's sampling generator, seeded
             return st.builds(_seeded_generator, st.integers(0, 2**31 - 1))
         if tp is torch.Size:
