@@ -2,7 +2,9 @@
 
 For every release (the wheels' ``vllm/`` package, downloaded once and cached, see
 ``tests/vllm_wheels.py``) and for the engine's own speculative package as it was before
-the fold (``engine``), on a fresh copy of ``vllm/spec_decode`` and ``vllm/worker``:
+the fold (``engine``: its wrapper as vLLM 0.5.1 ships it; ``engine-v06``: as 0.6.x-0.9.x
+do, where the control values select the first inner step), on a fresh copy of
+``vllm/spec_decode`` and ``vllm/worker``:
 
 * *RC110 before / after*: ``check`` on the copy, before and after migrate: errors (the
   fold applies) and notes (the fold refuses that code, MIG204);
@@ -37,10 +39,28 @@ if str(REPO) not in sys.path:
 
 from codemods import apply, registry  # noqa: E402
 from runnercheck.check import check_paths  # noqa: E402
-from tests.spec_decode_fixture import SPEC_DECODE, copy_before  # noqa: E402
+from tests.spec_decode_fixture import (  # noqa: E402
+    BEFORE_WORKER,
+    SPEC_DECODE,
+    V06_WORKER,
+    copy_before,
+)
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
-VERSIONS = ("0.5.1", "0.5.3.post1", "0.6.0", "0.6.3", "0.7.3", "0.8.0", "0.8.5", "engine")
+VERSIONS = (
+    "0.5.1",
+    "0.5.3.post1",
+    "0.6.0",
+    "0.6.3",
+    "0.7.3",
+    "0.8.0",
+    "0.8.5",
+    "engine",
+    "engine-v06",
+)
+#: The engine's speculative package before the fold: its wrapper as vLLM 0.5.1 ships it
+#: (one first inner step), and as 0.6.x-0.9.x do (the control values select it).
+ENGINE = {"engine": BEFORE_WORKER, "engine-v06": V06_WORKER}
 FOLD = registry.FOLD_CONTROL_BROADCAST.name
 MYPY_FLAGS = ("--no-site-packages", "--ignore-missing-imports", "--follow-imports=silent")
 MYPY_INI = "[mypy]\nplugins = mypy_plugin\n"
@@ -67,8 +87,8 @@ class Row:
 def copy_tree(version: str, work: Path) -> tuple[Path, Path]:
     """(the root given to migrate and check, the wrapper's file) for a fresh copy."""
     root = work / version
-    if version == "engine":
-        copy_before(root / "engine" / "spec_decode")
+    if version in ENGINE:
+        copy_before(root / "engine" / "spec_decode", ENGINE[version])
         shutil.copytree(SPEC_DECODE.parent / "merged", root / "engine" / "merged")
         return root, root / "engine" / "spec_decode" / "spec_decode_worker.py"
     package = vllm_package(version)
