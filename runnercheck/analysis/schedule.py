@@ -92,6 +92,8 @@ ALIAS = "\0"
 #: name holds.
 PENDING = "\1"
 PENDING_NAME = "\2"
+#: ``PENDING_NAME + name``'s value once its receive was handed on.
+HANDED_ALREADY = "handed"
 #: What ``self.do_metadata_broadcast`` stands for: whether any other rank runs the
 #: step (False: the driver alone, whose schedule no other rank has to match).
 SINGLE_RANK = "ranks:do_metadata_broadcast"
@@ -835,7 +837,13 @@ class _Walk:
             return None
         env = dict(state.env)
         del env[PENDING + where]
+        env[PENDING_NAME + text] = HANDED_ALREADY
         return _State(state.runs, state.decisions, env), pending[1]
+
+    def handed_again(self, state: _State, step: CallStep) -> bool:
+        """``step`` hands on a dict an inner step was handed before."""
+        text = next((t for k, t in step.kwargs if k == HANDED), None)
+        return bool(text) and state.env.get(PENDING_NAME + str(text)) == HANDED_ALREADY
 
     def call(self, state: _State, step: CallStep) -> list[_State] | None:
         """The states after a call (None: the call changes nothing the schedule sees)."""
@@ -979,6 +987,8 @@ class _Walk:
             # the receive handed to it was its first broadcast: the step, from there
             state, receive = handed
             site = receive.site
+        elif handed is None and self.handed_again(state, step):
+            each -= 1  # a dict handed on before: this step receives nothing for it
         if each:
             runs.append(Run(Collective("step", part, site, each=each, worker=klass.name)))
         after = self.add(state, runs, chosen)
@@ -1229,6 +1239,29 @@ class _Walk:
                 running = [t for s in running for t in self.branch(s, step.test, True, step.line)]
         return running, self.cap(exited)
 
+    def handed_in_loop(
+        self, step: LoopStep, state: _State, body: _State, count: Count
+    ) -> list[_State]:
+        """A loop whose first pass handed a pending receive to an inner step: that pass
+        once, then the later passes, walked again from where the first left the names
+        (a dict handed again is a step that receives nothing)."""
+        first = tuple(Run(r.op, (_first(count), *r.times)) for r in body.runs)
+        start = self.add(_consumed(state, body), first, body.decisions)
+        if start is None:
+            return []
+        start.env = _consumed(self.join(state, [state, body], step.line), body).env
+        for name, value in body.env.items():
+            if name.startswith(PENDING_NAME):
+                start.env[name] = value
+        again, _ = self.block(step.body, [_State((), (), dict(body.env))])
+        out: list[_State] = []
+        for later in again:
+            runs = tuple(Run(r.op, (_later(count), *r.times)) for r in later.runs)
+            after = self.add(start, runs, later.decisions)
+            if after is not None:
+                out.append(after)
+        return out
+
     def loop(self, step: LoopStep, running: list[_State], exited: list[_State]) -> list[_State]:
         out: list[_State] = []
         for state in running:
@@ -1243,11 +1276,13 @@ class _Walk:
             else:
                 count = Count("passes", (("passes", self.local(f"passes@{step.line}")),))
             for body in ft:
+                if _consumed(state, body) is not state:
+                    out += self.handed_in_loop(step, state, body, count)
+                    continue
                 runs = tuple(Run(r.op, (count, *r.times)) for r in body.runs)
-                after = self.add(_consumed(state, body), runs, body.decisions)
+                after = self.add(state, runs, body.decisions)
                 if after is not None:
-                    joined = self.join(state, [state, body], step.line)
-                    after.env = _consumed(joined, body).env
+                    after.env = self.join(state, [state, body], step.line).env
                     out.append(after)
             for body in ex:
                 after = self.add(_consumed(state, body), body.runs, body.decisions)
@@ -1260,6 +1295,14 @@ class _Walk:
             running, ex = self.block(step.orelse, running)
             exited += ex
         return running
+
+
+def _later(count: Count) -> Count:
+    return Count(f"({count.text}) - 1", count.names)
+
+
+def _first(count: Count) -> Count:
+    return Count(f"min({count.text}, 1)", count.names)
 
 
 def _flush(state: _State) -> _State:

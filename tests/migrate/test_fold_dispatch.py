@@ -157,13 +157,34 @@ def test_the_schedules_verify_the_fold() -> None:
     assert len(sites) == 2
     good = Project([extract_source(WORKERS + FOLDED, PATH)])
     assert verify_fold(before, good, PATH, "SpecWorker", sites) is None
-    # the scorer's first step without speculation is not handed the dict
-    wrong = (WORKERS + FOLDED).replace(
-        "self.scorer.execute_model(received=received)", "self.scorer.execute_model()"
-    )
-    assert wrong != WORKERS + FOLDED
-    failed = verify_fold(before, Project([extract_source(wrong, PATH)]), PATH, "SpecWorker", sites)
-    assert failed is not None and "after the rewrite" in failed
+    wrong = {
+        # the scorer's first step without speculation is not handed the dict
+        "not handed": (
+            "self.scorer.execute_model(received=received)",
+            "self.scorer.execute_model()",
+        ),
+        # the later proposer steps are handed the dict the first one was: they receive
+        # nothing, the driver sends theirs
+        "handed again in the loop": (
+            "            self.proposer.execute_model(received=received)\n            received = None\n",
+            "            self.proposer.execute_model(received=received)\n",
+        ),
+        # after the scorer, the proposer is handed the scorer's dict
+        "handed again after": (
+            "            self.scorer.execute_model(received=received)\n            received = None\n",
+            "            self.scorer.execute_model(received=received)\n",
+        ),
+    }
+    for why, (old, new) in wrong.items():
+        source = (WORKERS + FOLDED).replace(old, new)
+        assert source != WORKERS + FOLDED, why
+        after = Project([extract_source(source, PATH)])
+        failed = verify_fold(before, after, PATH, "SpecWorker", sites)
+        assert failed is not None and "after the rewrite" in failed, why
+        # check reports the hang (RC112) where it does not depend on the loop count:
+        # the driver's count, sent as extras, is not tied to the one the others read
+        codes = {f.code for f in check_sources({PATH: source}).findings}
+        assert ("RC112" in codes) == (why != "handed again in the loop"), why
 
 
 @pytest.mark.parametrize(
