@@ -173,6 +173,19 @@ def test_a_branch_on_a_received_value_is_taken_alike_by_every_rank() -> None:
     assert disagreements(WRAPPER.replace("BRANCH", "skip")) == []
 
 
+def test_the_driver_testing_what_it_sent_by_the_expression_it_came_from_is_shared() -> None:
+    """The driver sent ``skip = request.skip`` under "skip" and then tests
+    ``request.skip``: the same value, so still the one every rank received (the other
+    ranks test the dict they received under the same name)."""
+    source = WRAPPER.replace("BRANCH", "request.skip").replace(
+        '            skip = data["skip"]\n', "            request = data\n"
+    )
+    schedule, found = schedule_of(source)
+    driver = {d.value for p in schedule.paths["driver"] for d in p.decisions if d.text}
+    assert "shared::skip" in driver
+    assert found.disagreements(schedule) == []
+
+
 def test_the_engine_s_state_is_shared() -> None:
     schedule, _ = schedule_of(WRAPPER.replace("BRANCH", "not self.use_spec"))
     values = {d.value for p in schedule.paths["driver"] for d in p.decisions if d.text}
