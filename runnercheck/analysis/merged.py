@@ -82,6 +82,8 @@ class MergedStep:
     delivered: dict[int, set[str]] = field(default_factory=dict)
     #: Per part rebuilt from the dict (by id): the keys alive when it starts.
     offered: dict[int, set[str]] = field(default_factory=dict)
+    #: The parts the receiving ranks rebuild from the dict, in that order.
+    parts: list[ClassFacts] = field(default_factory=list)
 
 
 @dataclass
@@ -382,6 +384,8 @@ class MergedDicts:
         """``part.from_broadcasted_tensor_dict(d)``: its ``**`` calls see the keys alive
         (minus what it pops first); afterwards, what it pops is gone."""
         walk.step.offered.setdefault(id(part), set()).update(walk.alive)
+        if not any(known is part for known in walk.step.parts):
+            walk.step.parts.append(part)
         for receiver in self.keys.receivers(part):
             target = receiver.target
             alive = {k: o for k, o in walk.alive.items() if k not in receiver.popped}

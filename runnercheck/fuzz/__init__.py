@@ -127,7 +127,12 @@ def _fuzz(
     checked: list[Target | Step | Unrunnable] = []
     for target in targets:  # fail on unsupported annotations before starting any process
         if isinstance(target, Step):
-            step_strategy(target, _builder(overrides, facts))
+            try:
+                step_strategy(target, _builder(overrides, facts))
+            except Exception as exc:
+                if not target.swept or isinstance(exc, ConfigError):
+                    raise
+                target = Unrunnable(target.name, _reason(exc))
         elif isinstance(target, Target):
             try:
                 _builder(overrides, facts).for_class(target.cls)

@@ -8,7 +8,8 @@ the driver, as RC103 says in a note. Those fields are not reported when the roun
 trip loses them. A field the analysis cannot prove driver-only (no runner in the
 analysed files builds the class, or a runner reads it on every rank) is still
 reported, with the reason; and the classes of a path target are the ones the analysis
-finds (dataclasses with both contract methods).
+finds (dataclasses with both contract methods), with the composed steps its workers
+run (the input classes rebuilt from one merged dict, in order).
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ class StaticFacts:
     """The input classes of the analysed files, by ``module:Class``."""
 
     classes: dict[str, InputClass] = field(default_factory=dict)
+    #: The composed steps the workers run: the ``module:Class`` of each input class
+    #: the receiving ranks rebuild from one merged dict, in that order.
+    steps: list[tuple[str, ...]] = field(default_factory=list)
 
     def of(self, cls: type) -> InputClass | None:
         return self.classes.get(f"{cls.__module__}:{cls.__qualname__}")
@@ -150,6 +154,19 @@ def facts_of(project: Project, module_names: dict[str, str]) -> StaticFacts:
             module, cls.name, cls.path, cls.line, left_out(project, cls), partly_sent(project, cls)
         )
         out.classes.setdefault(found.key, found)
+    for step in project.merged.merged_steps():
+        parts = tuple(
+            f"{module_names[part.path]}:{part.name}"
+            for part in step.parts
+            if part.path in module_names
+        )
+        if (
+            step.runner is not None
+            and len(parts) == len(step.parts) > 1
+            and all(part in out.classes for part in parts)
+            and parts not in out.steps
+        ):
+            out.steps.append(parts)
     return out
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,7 @@ import torch
 
 from runnercheck.contract import Contract
 from runnercheck.errors import UsageError
-from runnercheck.fuzz.targets import Target, Unrunnable, resolve
+from runnercheck.fuzz.targets import SweptStep, Target, Unrunnable, resolve
 
 #: The prefix of an extra part in a step spec.
 EXTRA_PREFIX = "extra:"
@@ -71,6 +71,8 @@ class Step:
     #: The canonical spec (every extra with its type): reports and replay commands use it.
     name: str
     sys_path: tuple[str, ...] = ()
+    #: Found by sweeping a path: a step that cannot run is one line, not the run's end.
+    swept: bool = False
 
     @property
     def extras(self) -> list[StepPart]:
@@ -200,7 +202,8 @@ def resolve_targets(
     specs: Sequence[str], contract: Contract, extras: Mapping[str, str] | None = None
 ) -> list[Target | Step | Unrunnable]:
     """Every target in order: steps for ``A+B`` specs, else each class once (a class of
-    a swept path that cannot run, as an :class:`Unrunnable`)."""
+    a swept path that cannot run, as an :class:`Unrunnable`), and the composed steps a
+    swept path holds."""
     seen: set[type] = set()
     seen_steps: set[str] = set()
     result: list[Target | Step | Unrunnable] = []
@@ -212,7 +215,17 @@ def resolve_targets(
                 result.append(step)
             continue
         for target in resolve(spec, contract):
-            if isinstance(target, Unrunnable):
+            if isinstance(target, SweptStep):
+                if target.spec in seen_steps:
+                    continue
+                seen_steps.add(target.spec)
+                try:
+                    found = resolve_step(target.spec, contract, extras)
+                except UsageError as exc:
+                    result.append(Unrunnable(target.spec, str(exc)))
+                else:
+                    result.append(replace(found, swept=True))
+            elif isinstance(target, Unrunnable):
                 result.append(target)
             elif target.cls not in seen:
                 seen.add(target.cls)

@@ -11,6 +11,8 @@ classes there (:mod:`runnercheck.fuzz.facts`), only the modules that hold one ar
 imported, and a class whose module cannot be imported, or that is no input class once
 imported, is an :class:`Unrunnable` with the reason instead of ending the run (when the
 analysis finds none, every module there is imported and searched, as for a module).
+The composed steps the analysis finds there (a worker's input and its runner's model
+input rebuilt from one merged dict) follow the classes, each a :class:`SweptStep`.
 """
 
 from __future__ import annotations
@@ -39,6 +41,14 @@ class Target:
     sys_path: tuple[str, ...] = ()
     #: Found by sweeping a path: a class that cannot run is one line, not the run's end.
     swept: bool = False
+
+
+@dataclass(frozen=True)
+class SweptStep:
+    """A composed step the analysis found in a swept path: the ``module:Class`` of each
+    input class rebuilt from one merged dict, joined with ``+`` in that order."""
+
+    spec: str
 
 
 @dataclass(frozen=True)
@@ -112,8 +122,9 @@ def _classes_in(module: ModuleType, contract: Contract, sys_path: tuple[str, ...
     return found
 
 
-def resolve(spec: str, contract: Contract) -> list[Target | Unrunnable]:
-    """The input classes a target names (UsageError if none)."""
+def resolve(spec: str, contract: Contract) -> list[Target | Unrunnable | SweptStep]:
+    """The input classes a target names (UsageError if none); for a path, also the
+    composed steps the analysis finds there, after the classes."""
     path = Path(spec)
     if spec.endswith(".py") or path.is_dir() or (path.exists() and ":" not in spec):
         return _resolve_path(path, contract)
@@ -140,15 +151,18 @@ def resolve(spec: str, contract: Contract) -> list[Target | Unrunnable]:
     return [Target(obj, f"{module_name}:{qualname}")]
 
 
-def _resolve_path(path: Path, contract: Contract) -> list[Target | Unrunnable]:
+def _resolve_path(path: Path, contract: Contract) -> list[Target | Unrunnable | SweptStep]:
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
     # the walker check and migrate use: regular files only (importing a FIFO would hang)
     files = sorted(source.path for source in walk([path]).files)
     facts = analyse(files, contract)
     if facts.classes:
-        return _sweep(files, facts.classes.values(), contract)
-    found: list[Target | Unrunnable] = []
+        swept: list[Target | Unrunnable | SweptStep] = []
+        swept.extend(_sweep(files, facts.classes.values(), contract))
+        swept.extend(_steps(facts.steps, swept))
+        return swept
+    found: list[Target | Unrunnable | SweptStep] = []
     for file in files:
         module_name, root = _module_name_for(file)
         if not module_name:
@@ -200,6 +214,23 @@ def _sweep(
     return out
 
 
+def _steps(
+    steps: Iterable[tuple[str, ...]], classes: list[Target | Unrunnable | SweptStep]
+) -> list[SweptStep | Unrunnable]:
+    """The composed steps of a swept path; one with a part that cannot run is an
+    :class:`Unrunnable` naming that part."""
+    cannot = {c.name: c.reason for c in classes if isinstance(c, Unrunnable)}
+    out: list[SweptStep | Unrunnable] = []
+    for parts in steps:
+        spec = "+".join(parts)
+        broken = next((p for p in parts if p in cannot), None)
+        if broken is not None:
+            out.append(Unrunnable(spec, f"its part {broken} cannot run"))
+        else:
+            out.append(SweptStep(spec))
+    return out
+
+
 def _why_not(obj: object, contract: Contract) -> str:
     """Why a class the analysis names is no input class once imported."""
     if not isinstance(obj, type):
@@ -222,6 +253,8 @@ def resolve_all(specs: list[str], contract: Contract) -> list[Target]:
     result = []
     for spec in specs:
         for target in resolve(spec, contract):
+            if isinstance(target, SweptStep):
+                continue
             if isinstance(target, Unrunnable):
                 raise UsageError(f"{target.name}: {target.reason}")
             if target.cls not in seen:

@@ -115,3 +115,30 @@ def test_on_a_terminal_the_table_is_drawn_by_rich() -> None:
     assert f"FAIL {FAILING}  (after " in text
     assert "status  class" not in text
     assert "1 of 4 classes failed, 2 classes could not run" in text
+
+
+STEP_SWEEP = "tests/fuzz/fixtures/step_sweep"
+WORKER_INPUT = "tests.fuzz.fixtures.step_sweep.worker:WorkerInput"
+MODEL_INPUT = "tests.fuzz.fixtures.step_sweep.worker:ModelInput"
+
+
+def test_the_composed_steps_found_there_are_swept_too() -> None:
+    # each class round-trips alone; the worker's step, found by the analysis, does not
+    done = _fuzz(STEP_SWEEP, "--examples", "10")
+    assert done.returncode == 1, done.stderr
+    lines = done.stdout.splitlines()
+    assert f"PASS {WORKER_INPUT}  (10 examples)" in lines
+    assert f"PASS {MODEL_INPUT}  (10 examples)" in lines
+    step = f"{WORKER_INPUT}+{MODEL_INPUT}"
+    assert f"FAIL {step}  (after " in done.stdout
+    assert "ModelInput.__init__() got an unexpected keyword argument 'virtual_engine'" in (
+        done.stdout
+    )
+    assert f"replay: runnercheck fuzz {step} --seed 3 --examples 10" in done.stdout
+    table = lines[lines.index("") + 1 :]
+    assert [row.split()[:2] for row in table[1:4]] == [
+        ["PASS", WORKER_INPUT],
+        ["PASS", MODEL_INPUT],
+        ["FAIL", step],
+    ]
+    assert "Traceback" not in done.stdout + done.stderr

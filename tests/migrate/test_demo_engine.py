@@ -134,11 +134,16 @@ def test_migrated_input_classes_round_trip_through_a_real_broadcast(migrated: Pa
         env={"PYTHONPATH": f"{REPO}:{migrated.parent}", "PATH": "/usr/bin:/bin"},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    # three runner inputs and the one input both workers share (one line each, then
-    # the sweep's table)
+    # three runner inputs and the one input both workers share, then the worker input
+    # merged with each runner's input, as the composed step each worker runs (one line
+    # each, then the sweep's table)
     passed = [line for line in proc.stdout.splitlines() if line.endswith(" examples)")]
-    assert len(passed) == 4, proc.stdout
+    assert len(passed) == 7, proc.stdout
+    assert all(line.startswith("PASS ") for line in passed), proc.stdout
     assert "PASS migrated_engine.worker_input:WorkerInput " in proc.stdout
+    for runner_input in ("model_runner:ModelRunnerInput", "cpu_model_runner:CPUModelRunnerInput"):
+        step = f"migrated_engine.worker_input:WorkerInput+migrated_engine.{runner_input}"
+        assert f"PASS {step}  (8 examples)" in passed, proc.stdout
 
 
 def test_generated_code_narrows_the_received_dict_where_the_legacy_code_did(
