@@ -213,6 +213,24 @@ def recursive_alias(name: str) -> Any:
     return found[0] if len(found) == 1 else None
 
 
+def dotted_name(name: str) -> Any:
+    """What a dotted forward reference inside an imported alias names, as the
+    ``"torch.Tensor"`` of ``Union[list["NestedTensors"], "torch.Tensor"]``: an attribute
+    of a module loaded under the name's leading part (None if none is)."""
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is None:
+            continue
+        value: Any = module
+        for attr in parts[cut:]:
+            value = getattr(value, attr, None)
+            if value is None:
+                return None
+        return value
+    return None
+
+
 def _names_itself(alias: Any, name: str) -> bool:
     stack = list(typing.get_args(alias))
     seen = 0
@@ -605,7 +623,10 @@ class StrategyBuilder:
 
     def _class(self, tp: type, where: str, depth: int, broadcast: bool) -> SearchStrategy[Any]:
         if issubclass(tp, Unresolved):
-            alias = recursive_alias(getattr(tp, "name", tp.__name__))
+            name = getattr(tp, "name", tp.__name__)
+            alias = recursive_alias(name)
+            if alias is None:
+                alias = dotted_name(name)
             if alias is None:
                 raise self._fail(tp, where, "the name is not defined at run time")
             if depth > MAX_DEPTH:  # the alias's other branches end the value here

@@ -228,6 +228,19 @@ def test_a_recursive_alias_imported_from_another_module_is_generated() -> None:
     assert any(nested(v) for v in found.batched.values())
 
 
+def test_a_dotted_forward_reference_in_an_imported_alias_is_generated() -> None:
+    """``Union[List["DottedValues"], "torch.Tensor", ...]`` (vLLM 0.9's NestedTensors):
+    ``"torch.Tensor"`` is the attribute of the loaded module ``torch``."""
+    from tests.fuzz.fixtures.nested_alias_input import BatchedDottedInput
+
+    strategy = StrategyBuilder().for_class(BatchedDottedInput)
+    found = _find(
+        strategy,
+        lambda e: bool(e.batched) and any(isinstance(v, torch.Tensor) for v in e.batched.values()),
+    )
+    assert any(isinstance(v, torch.Tensor) for v in found.batched.values())
+
+
 def test_a_callable_field_is_generated() -> None:
     from tests.fuzz.fixtures.nested_alias_input import WithCallback
 
