@@ -224,16 +224,16 @@ def _run(
             report.results.append(ClassResult(target.name, seed, error=target.reason))
             continue
         builder = _builder(overrides, facts, tensor_options)
-        if isinstance(target, Step):
-            result = search_step(active, target, search_options, config, builder)
-        else:
-            try:
+        try:
+            if isinstance(target, Step):
+                result = search_step(active, target, search_options, config, builder)
+            else:
                 result = search(active, target, search_options, config, builder)
-            except UsageError as exc:
-                if not target.swept:
-                    raise
-                error = _reason(exc).removeprefix(f"{target.name}: ")
-                result = ClassResult(target.name, seed, error=error)
+        except UsageError as exc:
+            if not target.swept:
+                raise
+            error = _reason(exc).removeprefix(f"{target.name}: ")
+            result = ClassResult(target.name, seed, error=error)
         result.seconds = time.perf_counter() - start
         report.results.append(result)
     return report

@@ -142,3 +142,18 @@ def test_the_composed_steps_found_there_are_swept_too() -> None:
         ["FAIL", step],
     ]
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_a_swept_step_that_cannot_be_made_is_one_error_line() -> None:
+    broken = "tests.fuzz.fixtures.step_sweep_broken.worker"
+    done = _fuzz("tests/fuzz/fixtures/step_sweep_broken", "--examples", "5")
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert f"PASS {broken}:WorkerInput  (5 examples)" in lines
+    for name in (f"{broken}:ModelInput", f"{broken}:WorkerInput+{broken}:ModelInput"):
+        assert any(
+            line.startswith(f"ERROR {name}: cannot run: making an example raised TypeError")
+            for line in lines
+        ), done.stdout
+    assert lines[-1] == "2 of 3 classes could not run"
+    assert "Traceback" not in done.stdout + done.stderr
