@@ -78,7 +78,7 @@ def project(source: str = SPEC) -> Project:
 def test_the_workers_an_attribute_holds() -> None:
     p = project()
     spec = class_named(p, "SpecDecodeWorker")
-    # the annotation names an abstract base: its concrete subclass stands for it
+    # the annotation names an abstract base, the factory builds its concrete subclass
     assert [c.name for c in p.attr_classes(spec, "proposer_worker")] == ["MultiStepWorker"]
     assert [c.name for c in p.attr_classes(spec, "scorer_worker")] == ["Worker"]
     assert p.attr_classes(spec, "is_driver_worker") == ()
