@@ -80,6 +80,27 @@ def test_the_stage_of_each_side() -> None:
         "prepare_model_input",
     )
     assert worker_stage(p, worker, "other") is None
+    partial = project_of(
+        {
+            "acme/r.py": """\
+            class PrepareOnly:
+                def prepare_model_input(self, seqs):
+                    return seqs
+
+                def execute_model(self, model_input, kv_caches): ...
+
+            class StubbedRunner:
+                def prepare_model_input(self, seqs):
+                    raise NotImplementedError
+
+                def execute_model(self, seqs, kv_caches): ...
+            """
+        }
+    )
+    # one merged method defined is enough; a stub is no definition (nor legacy: the
+    # name resolves)
+    assert runner_stage(partial, class_named(partial, "PrepareOnly")) == "merged"
+    assert runner_stage(partial, class_named(partial, "StubbedRunner")) is None
 
 
 def test_sides_at_the_same_stage_are_no_mixed_pair() -> None:
