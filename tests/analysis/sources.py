@@ -29,7 +29,9 @@ def project_of(sources: dict[str, str]) -> Project:
 def class_named(project: Project, name: str, path: str | None = None) -> ClassFacts:
     """The one class of that name (in ``path`` when given)."""
     found = [
-        c for c in project.all_classes() if c.name == name and (path is None or c.path == path)
+        c
+        for c in project.hierarchy.all_classes()
+        if c.name == name and (path is None or c.path == path)
     ]
     assert len(found) == 1, f"{len(found)} classes named {name}"
     return found[0]

@@ -34,7 +34,7 @@ def names(classes: list[ClassFacts]) -> list[str]:
 def test_the_mro_is_c3_not_depth_first() -> None:
     project = project_of({"acme/c3.py": C3_EXAMPLE})
     z = class_named(project, "Z")
-    assert names(project.mro(z)) == ["Z", "K1", "K2", "K3", "D", "A", "B", "C", "E", "O"]
+    assert names(project.hierarchy.mro(z)) == ["Z", "K1", "K2", "K3", "D", "A", "B", "C", "E", "O"]
 
 
 def test_a_diamond_visits_the_shared_base_last() -> None:
@@ -53,17 +53,17 @@ def test_a_diamond_visits_the_shared_base_last() -> None:
         }
     )
     both = class_named(project, "Both")
-    assert names(project.mro(both)) == ["Both", "Left", "Right", "Base"]
-    ref = project.resolve_method(both, "step")
+    assert names(project.hierarchy.mro(both)) == ["Both", "Left", "Right", "Base"]
+    ref = project.hierarchy.resolve_method(both, "step")
     assert ref is not None and ref.owner.name == "Left"
     # ``super().step()`` in Left, on a Both, is Right's (the next class of Both's MRO)
     left = class_named(project, "Left")
-    after_left = project.resolve_method(both, "step", after=left)
+    after_left = project.hierarchy.resolve_method(both, "step", after=left)
     assert after_left is not None and after_left.owner.name == "Right"
     right = class_named(project, "Right")
-    after_right = project.resolve_method(both, "step", after=right)
+    after_right = project.hierarchy.resolve_method(both, "step", after=right)
     assert after_right is not None and after_right.owner.name == "Base"
-    assert project.resolve_method(both, "missing") is None
+    assert project.hierarchy.resolve_method(both, "missing") is None
 
 
 def test_classes_outside_the_tree_are_left_out_of_the_mro_and_named_as_ancestors() -> None:
@@ -80,10 +80,12 @@ def test_classes_outside_the_tree_are_left_out_of_the_mro_and_named_as_ancestors
         }
     )
     gpu = class_named(project, "GPURunner")
-    assert names(project.mro(gpu)) == ["GPURunner", "Runner"]
-    assert project.ancestor_names(gpu) == {"Runner", "Module"}  # ABC is neutral
-    assert project.unresolved_bases(gpu) == {"Module"}
-    assert project.inherits(gpu, ["Module"]) and not project.inherits(gpu, ["ABC"])
+    assert names(project.hierarchy.mro(gpu)) == ["GPURunner", "Runner"]
+    assert project.hierarchy.ancestor_names(gpu) == {"Runner", "Module"}  # ABC is neutral
+    assert project.hierarchy.unresolved_bases(gpu) == {"Module"}
+    assert project.hierarchy.inherits(gpu, ["Module"]) and not project.hierarchy.inherits(
+        gpu, ["ABC"]
+    )
 
 
 SPLIT_PACKAGE = {
@@ -133,23 +135,23 @@ SPLIT_PACKAGE = {
 def test_a_class_is_resolved_across_modules_through_relative_absolute_and_aliased_imports() -> None:
     project = project_of(SPLIT_PACKAGE)
     worker_path = "acme/worker/gpu_worker.py"
-    base = project.resolve_class("WorkerBase", worker_path)
+    base = project.hierarchy.resolve_class("WorkerBase", worker_path)
     assert base is not None and base.path == "acme/worker/base.py"
-    runner = project.resolve_class("Runner", worker_path)  # ``import ... as Runner``
+    runner = project.hierarchy.resolve_class("Runner", worker_path)  # ``import ... as Runner``
     assert runner is not None and (runner.name, runner.path) == (
         "GPURunner",
         "acme/runner/gpu_runner.py",
     )
-    dotted = project.resolve_class("rb.RunnerBase", worker_path)  # a module alias
+    dotted = project.hierarchy.resolve_class("rb.RunnerBase", worker_path)  # a module alias
     assert dotted is not None and dotted.path == "acme/runner/runner_base.py"
     pinned = class_named(project, "Pinned")
-    assert names(project.mro(pinned)) == ["Pinned", "RunnerBase"]
-    assert project.resolve_class("Nowhere", worker_path) is None
+    assert names(project.hierarchy.mro(pinned)) == ["Pinned", "RunnerBase"]
+    assert project.hierarchy.resolve_class("Nowhere", worker_path) is None
 
 
 def test_a_function_is_resolved_through_a_relative_import() -> None:
     project = project_of(SPLIT_PACKAGE)
-    build = project.resolve_function("build", "acme/runner/gpu_runner.py")
+    build = project.hierarchy.resolve_function("build", "acme/runner/gpu_runner.py")
     assert build is not None and build.path == "acme/runner/helpers.py"
 
 
@@ -183,9 +185,9 @@ def test_an_unread_module_of_the_package_is_not_a_namesake_elsewhere() -> None:
             "other/base.py": "class WorkerBase: pass\n",
         }
     )
-    assert project.resolve_class("WorkerBase", "acme/worker.py") is None
+    assert project.hierarchy.resolve_class("WorkerBase", "acme/worker.py") is None
     w = class_named(project, "W")
-    assert project.direct_bases(w) == ["WorkerBase"]
+    assert project.hierarchy.direct_bases(w) == ["WorkerBase"]
 
 
 def test_dataclass_fields_are_inherited_and_unknown_with_an_unread_base() -> None:
@@ -217,14 +219,16 @@ def test_dataclass_fields_are_inherited_and_unknown_with_an_unread_base() -> Non
         }
     )
     child = class_named(project, "Child")
-    fields = project.dataclass_fields(child)
+    fields = project.hierarchy.dataclass_fields(child)
     assert fields is not None
     assert list(fields) == ["tokens", "seq_lens", "positions"]  # ClassVar is no field
     assert fields["tokens"][0].name == "Child"  # the override wins
-    driver_only = {name for name, (k, f) in fields.items() if project.is_driver_only(k, f)}
+    driver_only = {
+        name for name, (k, f) in fields.items() if project.hierarchy.is_driver_only(k, f)
+    }
     assert driver_only == {"seq_lens", "positions"}
-    assert project.dataclass_fields(class_named(project, "Elsewhere")) is None
-    assert project.unknown_bases(class_named(project, "Elsewhere")) == {"Unknown"}
+    assert project.hierarchy.dataclass_fields(class_named(project, "Elsewhere")) is None
+    assert project.hierarchy.unknown_bases(class_named(project, "Elsewhere")) == {"Unknown"}
 
 
 def test_a_marker_constant_imported_from_another_module_declares_driver_only() -> None:
@@ -244,9 +248,9 @@ def test_a_marker_constant_imported_from_another_module_declares_driver_only() -
         }
     )
     cls = class_named(project, "Input")
-    fields = project.dataclass_fields(cls)
+    fields = project.hierarchy.dataclass_fields(cls)
     assert fields is not None
-    assert [n for n, (k, f) in fields.items() if project.is_driver_only(k, f)] == ["a"]
+    assert [n for n, (k, f) in fields.items() if project.hierarchy.is_driver_only(k, f)] == ["a"]
 
 
 def test_defines_finds_methods_and_class_attributes_along_the_mro() -> None:
@@ -262,17 +266,17 @@ def test_defines_finds_methods_and_class_attributes_along_the_mro() -> None:
         }
     )
     child = class_named(project, "Child")
-    assert project.defines(child, "do_metadata_broadcast") is class_named(project, "Base")
-    assert project.defines(child, "run") is child
-    assert project.defines(child, "other") is None
+    assert project.hierarchy.defines(child, "do_metadata_broadcast") is class_named(project, "Base")
+    assert project.hierarchy.defines(child, "run") is child
+    assert project.hierarchy.defines(child, "other") is None
 
 
 def test_a_cycle_of_bases_ends() -> None:
     """Code no interpreter runs (each class the other's base): the walk still ends."""
     project = project_of({"acme/cycle.py": "class A(B): pass\nclass B(A): pass\n"})
     a = class_named(project, "A")
-    assert names(project.mro(a))[:2] == ["A", "B"]
-    assert project.ancestor_names(a) == {"A", "B"}
+    assert names(project.hierarchy.mro(a))[:2] == ["A", "B"]
+    assert project.hierarchy.ancestor_names(a) == {"A", "B"}
 
 
 @pytest.mark.xfail(
@@ -290,5 +294,5 @@ def test_a_class_named_through_a_module_imported_from_its_package() -> None:
             "acme/worker/gpu.py": "from . import base\nclass GPUWorker(base.WorkerBase):\n    pass\n",
         }
     )
-    base = project.resolve_class("base.WorkerBase", "acme/worker/gpu.py")
+    base = project.hierarchy.resolve_class("base.WorkerBase", "acme/worker/gpu.py")
     assert base is not None and base.path == "acme/worker/base.py"

@@ -77,7 +77,7 @@ def project() -> Project:
 
 def test_a_literal_dict_s_keys_and_the_fields_they_carry() -> None:
     p = project()
-    produced = p.produced(class_named(p, "ModelInput"))
+    produced = p.keys.produced(class_named(p, "ModelInput"))
     assert produced is not None
     assert list(produced.keys) == ["input_tokens", "input_positions"]
     assert produced.fields == {"input_tokens", "input_positions"}
@@ -87,7 +87,7 @@ def test_a_literal_dict_s_keys_and_the_fields_they_carry() -> None:
 
 def test_super_and_a_module_level_helper_add_their_keys() -> None:
     p = project()
-    produced = p.produced(class_named(p, "GPUInput"))
+    produced = p.keys.produced(class_named(p, "GPUInput"))
     assert produced is not None and produced.calls_super
     assert set(produced.keys) == {"input_tokens", "input_positions", "lora_mapping", "attn"}
     # the helper's key carries the field handed to it
@@ -98,7 +98,7 @@ def test_super_and_a_module_level_helper_add_their_keys() -> None:
 
 def test_a_double_star_merge_of_super_s_dict_adds_its_keys() -> None:
     p = project()
-    produced = p.produced(class_named(p, "Merged"))
+    produced = p.keys.produced(class_named(p, "Merged"))
     assert produced is not None and produced.calls_super
     assert set(produced.keys) == {"input_tokens", "input_positions", "extra"}
     assert not produced.open
@@ -107,7 +107,7 @@ def test_a_double_star_merge_of_super_s_dict_adds_its_keys() -> None:
 def test_a_receiver_and_the_keys_popped_before_it_directly_or_by_a_helper() -> None:
     p = project()
     gpu = class_named(p, "GPUInput")
-    (receiver,) = p.receivers(gpu)
+    (receiver,) = p.keys.receivers(gpu)
     assert receiver.target is gpu and receiver.target_name == "cls"
     assert receiver.line == 49
     # popped with or without a default: either way not handed to the constructor
@@ -115,13 +115,13 @@ def test_a_receiver_and_the_keys_popped_before_it_directly_or_by_a_helper() -> N
     assert not receiver.dynamic_pop
     # the base receives on its own (``cls`` is whichever class it is called on)
     base = class_named(p, "ModelInput")
-    (plain,) = p.receivers(base)
+    (plain,) = p.keys.receivers(base)
     assert plain.target is base and plain.popped == set()
 
 
 def test_the_keys_read_with_no_default_are_required_where_they_are_read() -> None:
     p = project()
-    required = p.required(class_named(p, "GPUInput"))
+    required = p.keys.required(class_named(p, "GPUInput"))
     assert required is not None
     # ``pop("attn")``, ``["input_tokens"]`` and the helper's ``pop("lora_mapping")``;
     # not ``get("maybe")`` nor ``pop("other", None)``
@@ -132,7 +132,7 @@ def test_the_keys_read_with_no_default_are_required_where_they_are_read() -> Non
         44,
     )
     assert not required.open
-    assert p.required(class_named(p, "Merged")) is not None  # inherited from the base
+    assert p.keys.required(class_named(p, "Merged")) is not None  # inherited from the base
 
 
 def test_required_follows_super_into_the_parent_s_reads() -> None:
@@ -149,7 +149,7 @@ def test_required_follows_super_into_the_parent_s_reads() -> None:
         "        return super().from_broadcasted_tensor_dict(tensor_dict)\n",
     )
     p = project_of({"acme/inputs.py": source})
-    required = p.required(class_named(p, "Merged"))
+    required = p.keys.required(class_named(p, "Merged"))
     assert required is not None
     assert {k: r.function for k, r in required.reads.items()} == {
         "extra": "Merged.from_broadcasted_tensor_dict",
@@ -183,22 +183,22 @@ def test_keys_that_cannot_be_told_leave_the_dict_open() -> None:
             """
         }
     )
-    dumped = p.produced(class_named(p, "Dumped"))
+    dumped = p.keys.produced(class_named(p, "Dumped"))
     # every field of the class, as ``asdict`` gives them: which keys is not written
     assert dumped is not None and dumped.all_fields and dumped.open
     child = class_named(p, "Child")
-    produced = p.produced(child)
+    produced = p.keys.produced(child)
     assert produced is not None
     assert produced.unknown_parent and produced.open and set(produced.keys) == {"b"}
-    assert p.reads_unknown_parent(child)
+    assert p.keys.reads_unknown_parent(child)
 
 
 def test_a_class_without_the_method_produces_nothing() -> None:
     p = project_of({"acme/none.py": "class Plain:\n    x = 1\n"})
     plain = class_named(p, "Plain")
-    assert p.produced(plain) is None
-    assert p.receivers(plain) == []
-    assert p.required(plain) is None
+    assert p.keys.produced(plain) is None
+    assert p.keys.receivers(plain) == []
+    assert p.keys.required(plain) is None
 
 
 def test_a_child_that_copies_its_parent_s_literal_dict() -> None:
@@ -211,7 +211,7 @@ def test_a_child_that_copies_its_parent_s_literal_dict() -> None:
         "        }\n",
     ).replace("        _add_attn(tensor_dict, self.attn_metadata)\n", "")
     p = project_of({"acme/inputs.py": source})
-    copy = p.dict_copy(class_named(p, "GPUInput"))
+    copy = p.keys.dict_copy(class_named(p, "GPUInput"))
     assert copy is not None
     assert copy.parent == "ModelInput"
     assert copy.missing == ("input_positions",)  # a drifted copy
@@ -256,12 +256,12 @@ def test_a_dict_built_by_a_helper_or_a_method_of_self_holds_the_helper_s_keys() 
             """
         }
     )
-    helped = p.produced(class_named(p, "Helped"))
+    helped = p.keys.produced(class_named(p, "Helped"))
     assert helped is not None and set(helped.keys) == {"input_tokens", "lens"}
     assert not helped.open and helped.unknown_sources == []
-    via_self = p.produced(class_named(p, "ViaSelf"))
+    via_self = p.keys.produced(class_named(p, "ViaSelf"))
     assert via_self is not None and set(via_self.keys) == {"own"} and not via_self.open
-    unfollowed = p.produced(class_named(p, "Unfollowed"))
+    unfollowed = p.keys.produced(class_named(p, "Unfollowed"))
     assert unfollowed is not None and unfollowed.unknown_sources == ["make_dict"]
     assert unfollowed.open
 
@@ -292,6 +292,6 @@ def test_a_dict_from_a_call_of_any_name_is_followed_or_left_open() -> None:
             """
         }
     )
-    produced = p.produced(class_named(p, "Input"))
+    produced = p.keys.produced(class_named(p, "Input"))
     assert produced is not None
     assert set(produced.keys) == {"a"} or produced.open

@@ -81,7 +81,7 @@ def test_a_pair_with_one_broadcasting_method_per_runner_is_taken() -> None:
         }
     )
     runner = class_named(with_base, "ModelRunner")
-    assert [c.name for c in with_base.mro(runner)] == ["ModelRunner", "ModelRunnerBase"]
+    assert [c.name for c in with_base.hierarchy.mro(runner)] == ["ModelRunner", "ModelRunnerBase"]
     assert [c.name for c in group_runners(with_base, runner)] == [
         "ModelRunner",
         "CPUModelRunner",

@@ -22,7 +22,7 @@ def project(read: str, source: str = SOURCE) -> Project:
 
 
 def step_of(p: Project) -> MergedStep:
-    step = p.merged_step(class_named(p, "AccelWorker"), class_named(p, "AccelModelRunner"))
+    step = p.merged.merged_step(class_named(p, "AccelWorker"), class_named(p, "AccelModelRunner"))
     assert step is not None
     return step
 
@@ -32,7 +32,7 @@ def test_the_send_the_receive_and_the_parts_in_order() -> None:
     step = step_of(p)
     assert step.send.func.qualname == step.receive.func.qualname == "AccelWorker.execute_model"
     assert [c.name for c in step.parts] == ["WorkerInput", "ModelInputForAccelWithSampling"]
-    assert [(s.worker.name, s.runner and s.runner.name) for s in p.merged_steps()] == [
+    assert [(s.worker.name, s.runner and s.runner.name) for s in p.merged.merged_steps()] == [
         ("AccelWorker", "AccelModelRunner")
     ]
 
@@ -42,14 +42,14 @@ def test_a_key_read_without_pop_reaches_the_next_part_s_constructor() -> None:
     sampling = class_named(p, "ModelInputForAccelWithSampling")
     assert step_of(p).delivered[id(sampling)] == {"input_tokens", "sampling", "virtual_engine"}
     # a base only built through its subclass gets what the subclass is delivered
-    assert p.delivered_keys(class_named(p, "ModelInputForAccel")) == {
+    assert p.merged.delivered_keys(class_named(p, "ModelInputForAccel")) == {
         "input_tokens",
         "sampling",
         "virtual_engine",
     }
-    assert "virtual_engine" in p.offered_keys(sampling)
+    assert "virtual_engine" in p.merged.offered_keys(sampling)
     # its own dict never carries the field, but the worker input's key delivers it
-    assert p.unbroadcast_fields(class_named(p, "ModelInputForAccel")) == []
+    assert p.merged.unbroadcast_fields(class_named(p, "ModelInputForAccel")) == []
     assert step_of(p).leaks == []  # the subclass inherits the field: it accepts the key
 
 
@@ -57,7 +57,7 @@ def test_a_popped_key_is_not_delivered() -> None:
     p = project(POPS)
     sampling = class_named(p, "ModelInputForAccelWithSampling")
     assert step_of(p).delivered[id(sampling)] == {"input_tokens", "sampling"}
-    assert [f.name for f in p.unbroadcast_fields(class_named(p, "ModelInputForAccel"))] == [
+    assert [f.name for f in p.merged.unbroadcast_fields(class_named(p, "ModelInputForAccel"))] == [
         "virtual_engine"
     ]
 

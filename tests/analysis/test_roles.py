@@ -104,13 +104,13 @@ def named(p: Project, *names: str) -> list[ClassFacts]:
 
 def test_workers_and_runners_by_base_or_by_name_and_step() -> None:
     p = project()
-    assert sorted(c.name for c in p.workers()) == [
+    assert sorted(c.name for c in p.roles.workers()) == [
         "AbstractHelperWorker",
         "FactoryWorker",
         "Worker",
         "WorkerV1Worker",
     ]
-    assert sorted(c.name for c in p.runners()) == [
+    assert sorted(c.name for c in p.roles.runners()) == [
         "GPUModelRunnerV1",
         "GPURunner",
         "GPURunnerBase",
@@ -118,12 +118,12 @@ def test_workers_and_runners_by_base_or_by_name_and_step() -> None:
     ]
     # named like a worker, but no step of its own
     plain = project_of({"acme/plain.py": "class PlainWorker:\n    pass\n"})
-    assert plain.workers() == []
+    assert plain.roles.workers() == []
 
 
 def test_abstract_by_declaration_base_name_or_an_open_type_variable() -> None:
     p = project()
-    abstract = {c.name for c in p.all_classes() if p.is_abstract(c)}
+    abstract = {c.name for c in p.hierarchy.all_classes() if p.roles.is_abstract(c)}
     # still generic over T: ``Generic2`` and ``Holder`` are bases of other classes;
     # ``GPURunner`` fixes its input type
     assert abstract == {
@@ -133,41 +133,45 @@ def test_abstract_by_declaration_base_name_or_an_open_type_variable() -> None:
         "Generic2",
         "Holder",
     }
-    assert not p.is_abstract(class_named(p, "GPURunner"))
+    assert not p.roles.is_abstract(class_named(p, "GPURunner"))
 
 
 def test_the_runners_a_worker_holds_by_assignment_or_by_annotation() -> None:
     p = project()
     worker, factory = named(p, "Worker", "FactoryWorker")
-    assert {a: [r.name for r in rs] for a, rs in p.runner_candidates(worker).items()} == {
+    assert {a: [r.name for r in rs] for a, rs in p.roles.runner_candidates(worker).items()} == {
         "model_runner": ["SmallRunner", "GPURunner"]
     }
     # built by a factory method: the annotation says which runner
-    assert {a: [r.name for r in rs] for a, rs in p.runner_candidates(factory).items()} == {
+    assert {a: [r.name for r in rs] for a, rs in p.roles.runner_candidates(factory).items()} == {
         "model_runner": ["GPURunner"]
     }
-    pairs = {(w.name, r.name) for w, r in p.worker_runner_pairs()}
+    pairs = {(w.name, r.name) for w, r in p.roles.worker_runner_pairs()}
     assert pairs == {
         ("Worker", "SmallRunner"),
         ("Worker", "GPURunner"),
         ("FactoryWorker", "GPURunner"),
         ("WorkerV1Worker", "GPUModelRunnerV1"),
     }
-    assert {r.name for r in p.paired_runners()} == {"SmallRunner", "GPURunner", "GPUModelRunnerV1"}
+    assert {r.name for r in p.roles.paired_runners()} == {
+        "SmallRunner",
+        "GPURunner",
+        "GPUModelRunnerV1",
+    }
 
 
 def test_a_v0_pair_is_on_the_contract_and_a_v1_pair_is_not() -> None:
     p = project()
     gpu, worker, small = named(p, "GPURunner", "Worker", "SmallRunner")
-    assert p.uses_contract(gpu)  # a runner base and the rebuild method
-    assert p.uses_contract(worker)  # the step worker base
-    assert not p.uses_contract(small)
-    assert p.on_contract(small)  # paired with a worker that uses it
+    assert p.roles.uses_contract(gpu)  # a runner base and the rebuild method
+    assert p.roles.uses_contract(worker)  # the step worker base
+    assert not p.roles.uses_contract(small)
+    assert p.roles.on_contract(small)  # paired with a worker that uses it
     v1_runner, v1_worker = named(p, "GPUModelRunnerV1", "WorkerV1Worker")
-    assert not p.uses_contract(v1_runner) and not p.uses_contract(v1_worker)
+    assert not p.roles.uses_contract(v1_runner) and not p.roles.uses_contract(v1_worker)
     assert p.roles.builds_own_input(v1_runner)
-    assert not p.on_contract(v1_runner)
-    assert not p.on_contract(v1_worker)  # every runner it holds builds its own input
+    assert not p.roles.on_contract(v1_runner)
+    assert not p.roles.on_contract(v1_worker)  # every runner it holds builds its own input
 
 
 def test_calling_the_broadcast_puts_a_class_on_the_contract() -> None:
@@ -186,7 +190,7 @@ def test_calling_the_broadcast_puts_a_class_on_the_contract() -> None:
         }
     )
     spec, child = named(p, "SpecWorker", "Child")
-    assert p.uses_contract(spec) and p.uses_contract(child)  # along the MRO
+    assert p.roles.uses_contract(spec) and p.roles.uses_contract(child)  # along the MRO
 
 
 def test_a_configured_contract_renames_the_bases() -> None:
@@ -198,7 +202,7 @@ def test_a_configured_contract_renames_the_bases() -> None:
         pass
     """
     default = project_of({"acme/r.py": source})
-    assert default.runners() == []
+    assert default.roles.runners() == []
     renamed = Contract(runner_bases=("EngineRunnerBase",))
     p = Project([facts_of(source, "acme/r.py")], renamed)
-    assert sorted(c.name for c in p.runners()) == ["EngineRunnerBase", "MyRunner"]
+    assert sorted(c.name for c in p.roles.runners()) == ["EngineRunnerBase", "MyRunner"]

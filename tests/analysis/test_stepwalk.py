@@ -61,7 +61,7 @@ def project(source: str = LEGACY) -> Project:
 def test_each_role_broadcasts_twice_a_step_the_worker_s_then_the_runner_s() -> None:
     p = project()
     worker, runner = class_named(p, "Worker"), class_named(p, "ModelRunner")
-    counts = p.broadcasts_per_step(worker, runner)
+    counts = p.steps.broadcasts_per_step(worker, runner)
     assert {role: c.count for role, c in counts.items()} == {"driver": 2, "non-driver": 2}
     assert [s.line for s in counts["driver"].sites] == [34, 11]
     assert [s.line for s in counts["non-driver"].sites] == [36, 13]
@@ -82,7 +82,7 @@ def test_a_merged_worker_broadcasts_once() -> None:
         "            num_seq_groups = 1\n",
     )
     p = project(merged)
-    counts = p.broadcasts_per_step(class_named(p, "Worker"), class_named(p, "ModelRunner"))
+    counts = p.steps.broadcasts_per_step(class_named(p, "Worker"), class_named(p, "ModelRunner"))
     assert {role: c.count for role, c in counts.items()} == {"driver": 1, "non-driver": 1}
 
 
@@ -97,7 +97,7 @@ def test_a_constant_that_switches_the_broadcast_off_is_followed() -> None:
         "            return self.model_runner.execute_model(seq_group_metadata_list, None)\n",
     )
     p = project(source)
-    counts = p.broadcasts_per_step(class_named(p, "Worker"), class_named(p, "ModelRunner"))
+    counts = p.steps.broadcasts_per_step(class_named(p, "Worker"), class_named(p, "ModelRunner"))
     # the worker's own broadcasts are never reached: only the runner's are left
     assert [s.line for s in counts["driver"].sites] == [11]
     assert [s.line for s in counts["non-driver"].sites] == [13]
@@ -106,7 +106,7 @@ def test_a_constant_that_switches_the_broadcast_off_is_followed() -> None:
 def test_the_collectives_a_method_reaches_with_the_chain_and_the_side() -> None:
     p = project()
     runner = class_named(p, "ModelRunner")
-    reached = p.collectives_reachable(runner, "execute_model")
+    reached = p.steps.collectives_reachable(runner, "execute_model")
     assert [(r.site.line, r.chain, r.non_driver, r.driver_only) for r in reached] == [
         (
             11,
@@ -122,7 +122,7 @@ def test_the_collectives_a_method_reaches_with_the_chain_and_the_side() -> None:
         ),
         (19, ("ModelRunner.execute_model",), False, False),
     ]
-    assert p.collectives_reachable(runner, "missing") == []
+    assert p.steps.collectives_reachable(runner, "missing") == []
 
 
 def test_a_path_that_returns_before_the_step_is_not_the_step() -> None:
@@ -138,7 +138,7 @@ def test_a_path_that_returns_before_the_step_is_not_the_step() -> None:
         "        if self.is_driver_worker:\n            if seq_group_metadata_list is None:",
     )
     p = project(source)
-    counts = p.broadcasts_per_step(class_named(p, "Worker"), class_named(p, "ModelRunner"))
+    counts = p.steps.broadcasts_per_step(class_named(p, "Worker"), class_named(p, "ModelRunner"))
     assert {role: (c.count, c.stage) for role, c in counts.items()} == {
         "driver": (2, 2),
         "non-driver": (2, 2),
@@ -165,7 +165,7 @@ def test_a_collective_reached_through_a_call_only_the_driver_makes_is_driver_onl
             """
         }
     )
-    reached = p.collectives_reachable(class_named(p, "Worker"), "execute_model")
+    reached = p.steps.collectives_reachable(class_named(p, "Worker"), "execute_model")
     assert [(r.site.line, r.chain[-1], r.driver_only, r.non_driver) for r in reached] == [
         (10, "Worker._send", True, False),
         (13, "Worker._always", False, False),

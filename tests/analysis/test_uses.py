@@ -76,9 +76,9 @@ def project(source: str = ENGINE) -> Project:
 def test_the_inputs_a_runner_builds() -> None:
     p = project()
     runner, model_input = class_named(p, "GPURunner"), class_named(p, "ModelInput")
-    assert p.runner_inputs(runner) == [model_input]
-    assert p.runners_of(model_input) == [runner]
-    assert p.sends_through(model_input, model_input)
+    assert p.uses.runner_inputs(runner) == [model_input]
+    assert p.uses.runners_of(model_input) == [runner]
+    assert p.uses.sends_through(model_input, model_input)
 
 
 def test_the_fields_every_rank_reads() -> None:
@@ -86,22 +86,22 @@ def test_the_fields_every_rank_reads() -> None:
     driver's alone), not ``scratch`` (each rank writes it), not ``lora_requests``
     (read only under ``self.lora_config``, which the constructor refuses)."""
     p = project()
-    assert p.every_rank_reads(class_named(p, "ModelInput")) == {"tokens"}
+    assert p.uses.every_rank_reads(class_named(p, "ModelInput")) == {"tokens"}
     plain = project_of({"acme/other.py": "class Other:\n    pass\n"})
-    assert plain.every_rank_reads(class_named(plain, "Other")) is None
+    assert plain.uses.every_rank_reads(class_named(plain, "Other")) is None
 
 
 def test_a_worker_whose_broadcast_switch_is_off_never_broadcasts() -> None:
     p = project()
-    assert p.never_broadcasts(class_named(p, "SingleWorker"))
-    assert not p.never_broadcasts(class_named(p, "Worker"))
-    assert p.silent_worker(class_named(p, "SingleWorker")) == (
+    assert p.uses.never_broadcasts(class_named(p, "SingleWorker"))
+    assert not p.uses.never_broadcasts(class_named(p, "Worker"))
+    assert p.uses.silent_worker(class_named(p, "SingleWorker")) == (
         "SingleWorker.do_metadata_broadcast is always False: it never broadcasts"
     )
     # one worker still broadcasts: some rank rebuilds the input
-    assert p.unreachable_input(class_named(p, "ModelInput")) is None
+    assert p.uses.unreachable_input(class_named(p, "ModelInput")) is None
     single = project(ENGINE.replace("class Worker(LocalOrDistributedWorkerBase):", "class Unused:"))
-    assert single.unreachable_input(class_named(single, "ModelInput")) == (
+    assert single.uses.unreachable_input(class_named(single, "ModelInput")) == (
         "only SingleWorker rebuilds it, and its do_metadata_broadcast is always False"
     )
 

@@ -79,14 +79,14 @@ def test_the_workers_an_attribute_holds() -> None:
     p = project()
     spec = class_named(p, "SpecDecodeWorker")
     # the annotation names an abstract base, the factory builds its concrete subclass
-    assert [c.name for c in p.attr_classes(spec, "proposer_worker")] == ["MultiStepWorker"]
-    assert [c.name for c in p.attr_classes(spec, "scorer_worker")] == ["Worker"]
-    assert p.attr_classes(spec, "is_driver_worker") == ()
-    assert {a: [c.name for c in cs] for a, cs in p.inner_workers(spec).items()} == {
+    assert [c.name for c in p.wrappers.attr_classes(spec, "proposer_worker")] == ["MultiStepWorker"]
+    assert [c.name for c in p.wrappers.attr_classes(spec, "scorer_worker")] == ["Worker"]
+    assert p.wrappers.attr_classes(spec, "is_driver_worker") == ()
+    assert {a: [c.name for c in cs] for a, cs in p.wrappers.inner_workers(spec).items()} == {
         "proposer_worker": ["MultiStepWorker"],
         "scorer_worker": ["Worker"],
     }
-    assert p.inner_workers(class_named(p, "Worker")) == {}
+    assert p.wrappers.inner_workers(class_named(p, "Worker")) == {}
     # with no factory constructing it, the abstract base alone stands for its subclass
     factory = SPEC[
         SPEC.index("    @classmethod") : SPEC.index(
@@ -94,7 +94,7 @@ def test_the_workers_an_attribute_holds() -> None:
         )
     ]
     alone = project(SPEC.replace(factory, ""))
-    held = alone.attr_classes(class_named(alone, "SpecDecodeWorker"), "proposer_worker")
+    held = alone.wrappers.attr_classes(class_named(alone, "SpecDecodeWorker"), "proposer_worker")
     assert [c.name for c in held] == ["MultiStepWorker"]
 
 
@@ -105,13 +105,13 @@ def test_a_factory_classmethod_says_what_a_plain_parameter_holds() -> None:
     )
     p = project(source)
     spec = class_named(p, "SpecDecodeWorker")
-    assert [c.name for c in p.attr_classes(spec, "proposer_worker")] == ["MultiStepWorker"]
-    assert [c.name for c in p.attr_classes(spec, "scorer_worker")] == ["Worker"]
+    assert [c.name for c in p.wrappers.attr_classes(spec, "proposer_worker")] == ["MultiStepWorker"]
+    assert [c.name for c in p.wrappers.attr_classes(spec, "scorer_worker")] == ["Worker"]
 
 
 def test_one_step_through_the_inner_workers_per_role() -> None:
     p = project()
-    step = p.wrapper_step(class_named(p, "SpecDecodeWorker"))
+    step = p.wrappers.wrapper_step(class_named(p, "SpecDecodeWorker"))
     assert step is not None
     driver = step.most("driver")
     assert driver.describe() == (
@@ -131,8 +131,8 @@ def test_one_step_through_the_inner_workers_per_role() -> None:
 
 def test_a_worker_that_runs_no_inner_step_has_no_wrapper_step() -> None:
     p = project()
-    assert p.wrapper_step(class_named(p, "Worker")) is None
-    assert p.wrapper_step(class_named(p, "MultiStepWorker")) is None
+    assert p.wrappers.wrapper_step(class_named(p, "Worker")) is None
+    assert p.wrappers.wrapper_step(class_named(p, "MultiStepWorker")) is None
 
 
 @pytest.mark.parametrize(
@@ -171,7 +171,7 @@ def test_evaluate_refuses_what_is_not_a_count_or_has_no_value(
 
 def test_a_negative_count_runs_nothing() -> None:
     p = project()
-    step = p.wrapper_step(class_named(p, "SpecDecodeWorker"))
+    step = p.wrappers.wrapper_step(class_named(p, "SpecDecodeWorker"))
     assert step is not None
     times = StepPath(step.most("driver").terms[1:2]).times("n")
     assert times.count({"n": -2, "k": 3}) == 0
