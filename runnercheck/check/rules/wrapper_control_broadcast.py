@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import PurePath
 
-from runnercheck.analysis.fold import FoldRefusal, fold_plan
+from runnercheck.analysis.fold import FoldPlan, FoldRefusal, fold_plan
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project, StepPath, Term
 from runnercheck.analysis.wrappers import representative
@@ -101,13 +101,18 @@ def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:
         f"workers' steps that broadcast too: up to {_count(chosen)}; "
     )
     plan = fold_plan(project, cls)
+    fix = "send the control keys in the first inner worker's dict"
+    if isinstance(plan, FoldPlan) and plan.handed:
+        fix = (
+            "send the control keys in the dict of the first inner step, whichever they "
+            "select (the other ranks receive it and hand it to that step),"
+        )
     finding = Finding(
         control.site.path,
         control.site.line,
         control.site.col,
         RULE.code,
-        found + "send the control keys in the first inner worker's dict to save a broadcast per "
-        f"step (`runnercheck migrate --select {CODEMOD}`)",
+        found + f"{fix} to save a broadcast per step (`runnercheck migrate --select {CODEMOD}`)",
     )
     if isinstance(plan, FoldRefusal):
         # the codemod refuses this code: an inefficiency with no fix that works here
