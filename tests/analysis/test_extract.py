@@ -21,7 +21,7 @@ from runnercheck.analysis.model import (
 )
 from tests.analysis.sources import facts_of
 
-# ------------------------------------------------------------- refusals
+# ------------------------------------------------- files that do not parse
 
 
 @pytest.mark.parametrize(
