@@ -390,20 +390,31 @@ def _dispatch(
     differs = (
         f"the first inner step after {cls.name}'s control values differs between paths: {where}"
     )
-    for attr in sorted(firsts):
+    # the steps the other ranks run first are handed the dict: checked first, they name
+    # what stops the fold; the driver's (the same workers, maybe through a helper) send it
+    theirs = {
+        _attr(first): first
+        for path in paths
+        if isinstance(first := _first_inner(path, receives, cls.path), Term)
+    }
+    for attr in [*sorted(theirs), *sorted(set(firsts) - set(theirs))]:
         held = project.attr_classes(cls, attr) if "." not in attr else ()
         for klass in held:
             ref = project.resolve_method(klass, contract.execute_method)
-            takes = ref is not None and HANDED in ref.func.params
-            extras = any(RECEIVED in (*c.annotations, *c.self_attrs) for c in project.mro(klass))
-            if not (takes and extras):
-                return FoldRefusal(
-                    f"{differs}; {attr}'s step ({klass.name}) takes no dict received ahead "
-                    f"of it (a `{HANDED}` argument) or sends no extras of the request: the "
-                    "other ranks could not hand it the broadcast they read the values from",
-                    "first inner step differs between paths",
-                    min(sends),
-                )
+            if ref is not None and not schedules(project).step_broadcasts(klass, ref):
+                why = "never broadcasts (no dict to hand it)"
+            elif ref is None or HANDED not in ref.func.params:
+                why = f"takes no dict received ahead of it (a `{HANDED}` argument)"
+            elif not any(RECEIVED in (*c.annotations, *c.self_attrs) for c in project.mro(klass)):
+                why = "sends no extras of the request"
+            else:
+                continue
+            return FoldRefusal(
+                f"{differs}; {attr}'s step ({klass.name}) {why}: the other ranks could not "
+                "hand it the broadcast they read the values from",
+                "first inner step differs between paths",
+                min(sends),
+            )
         if not held:
             what = "a worker held by a helper object" if "." in attr else "a worker not known"
             return FoldRefusal(

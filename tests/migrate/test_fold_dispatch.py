@@ -199,6 +199,17 @@ def test_the_schedules_verify_the_fold() -> None:
             "first inner step differs between paths",
             "a `received` argument",
         ),
+        # a proposer that may be one whose step never broadcasts (vLLM's n-gram proposer)
+        (
+            (
+                "class SpecWorker:\n    def __init__(self, proposer: Worker,",
+                "class NGram:\n    def execute_model(self, execute_model_req=None, received=None):\n"
+                "        return []\n\n\nclass SpecWorker:\n"
+                "    def __init__(self, proposer: Worker | NGram,",
+            ),
+            "first inner step differs between paths",
+            "proposer's step (NGram) never broadcasts (no dict to hand it)",
+        ),
         # the other ranks can leave the step with the dict received and handed to none
         (
             (
