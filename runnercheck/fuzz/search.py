@@ -138,6 +138,31 @@ def with_hint(problem: Problem, hint: str) -> Problem:
     return Problem(problem.code, problem.message + hint, problem.field, problem.ranks)
 
 
+def sender_precondition(cls: type, as_dict_method: str) -> Callable[[Any], bool] | None:
+    """When ``cls``'s conversion asserts something of the input it sends
+    (``assert self.frozen_model_input is not None``: what the driver always builds), a
+    test of whether an example meets it; examples that do not are not generated (the
+    driver never sends them). None when the conversion asserts nothing."""
+    method = getattr(cls, as_dict_method, None)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(method)))  # type: ignore[arg-type]
+    except (OSError, TypeError, SyntaxError):
+        return None
+    if not any(isinstance(node, ast.Assert) for node in ast.walk(tree)):
+        return None
+
+    def accepts(example: Any) -> bool:
+        try:
+            getattr(example, as_dict_method)()
+        except AssertionError:
+            return False
+        except Exception:  # any other failure is the round trip's to report
+            return True
+        return True
+
+    return accepts
+
+
 def unproven_reason(problem: Problem, cls: type | None, facts: StaticFacts | None) -> Problem:
     """A lost field that the class's dict leaves out, with why the analysis could not
     prove it driver-only."""
@@ -249,6 +274,9 @@ def search(
         target.sys_path,
     )
     strategy = builder.for_class(target.cls)
+    accepts = sender_precondition(target.cls, contract.as_dict_method)
+    if accepts is not None:
+        strategy = strategy.filter(accepts)
     snapshotter = Snapshotter(driver_only_rule(config, options.facts), True, options.device)
 
     def expect(example: Any) -> tuple[Snap, Callable[[], str]]:

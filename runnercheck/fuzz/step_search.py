@@ -21,8 +21,10 @@ from hypothesis.strategies import SearchStrategy
 
 from runnercheck.config import Config
 from runnercheck.fuzz import strategies
+from runnercheck.fuzz.backend import backend_for
 from runnercheck.fuzz.compare import describe
 from runnercheck.fuzz.compare import differences as compare
+from runnercheck.fuzz.facts import StaticFacts
 from runnercheck.fuzz.report import ClassResult, Problem, merge
 from runnercheck.fuzz.roundtrip import DriverOutcome, ReceiverOutcome
 from runnercheck.fuzz.search import (
@@ -34,6 +36,8 @@ from runnercheck.fuzz.search import (
     error_problem,
     example_text,
     job_ids,
+    sender_precondition,
+    unproven_reason,
     with_hint,
 )
 from runnercheck.fuzz.snapshot import Items, Snap, Snapshotter
@@ -41,12 +45,17 @@ from runnercheck.fuzz.step_roundtrip import StepDriverOutcome, StepJob, StepRece
 from runnercheck.fuzz.steps import Step, StepPart, extra_annotation
 
 
-def step_strategy(step: Step, builder: strategies.StrategyBuilder) -> SearchStrategy[Any]:
-    """Tuples with one value per part (raises StrategyError for what cannot be generated)."""
+def step_strategy(
+    step: Step, builder: strategies.StrategyBuilder, as_dict_method: str | None = None
+) -> SearchStrategy[Any]:
+    """Tuples with one value per part (raises StrategyError for what cannot be generated);
+    given the conversion's name, each part meets what its conversion asserts."""
     parts: list[SearchStrategy[Any]] = []
     for part in step.parts:
         if part.cls is not None:
-            parts.append(builder.for_class(part.cls))
+            strategy = builder.for_class(part.cls)
+            accepts = sender_precondition(part.cls, as_dict_method) if as_dict_method else None
+            parts.append(strategy.filter(accepts) if accepts is not None else strategy)
         else:
             where = f"extra {part.key!r}"
             annotation = extra_annotation(part.type_text, f"step {step.name!r}: {where}")
@@ -161,8 +170,14 @@ def _taken_by_earlier(
     return ""
 
 
-def evaluate_step(job: StepJob, expected: Sequence[Snap], outcome: DriverOutcome) -> list[Problem]:
-    """Every problem a step's outcome shows against the expected snapshots (one per part)."""
+def evaluate_step(
+    job: StepJob,
+    expected: Sequence[Snap],
+    outcome: DriverOutcome,
+    facts: StaticFacts | None = None,
+) -> list[Problem]:
+    """Every problem a step's outcome shows against the expected snapshots (one per part),
+    each part's fields judged with the static facts as the class alone is."""
     problems: list[Problem] = []
     producers = outcome.producers if isinstance(outcome, StepDriverOutcome) else {}
     if outcome.error is not None:
@@ -180,6 +195,10 @@ def evaluate_step(job: StepJob, expected: Sequence[Snap], outcome: DriverOutcome
         if isinstance(receiver.rebuilt, Items):
             for part, sent, got in zip(job.parts, expected, receiver.rebuilt.items, strict=False):
                 for diff in compare(sent, got, part.label):
+                    inner = diff.path[len(part.label) + 1 :]
+                    if facts is not None and part.cls is not None:
+                        if facts.rebuilt_in_part(part.cls, inner):
+                            continue  # a part of a field that the dict does not send, by design
                     if diff.path == part.label and diff.aspect == "type":
                         message = f"rebuilt as {diff.actual}, sent {diff.expected}"
                         problems.append(Problem("RC303", message, part.label, ranks))
@@ -188,7 +207,10 @@ def evaluate_step(job: StepJob, expected: Sequence[Snap], outcome: DriverOutcome
                         message = diff.change()
                         if diff.lost:
                             message += _taken_by_earlier(part, diff.path, receiver, job, producers)
-                        problems.append(Problem(code, message, diff.path, ranks))
+                        found = unproven_reason(
+                            Problem(code, message, inner, ranks), part.cls, facts
+                        )
+                        problems.append(Problem(code, found.message, diff.path, ranks))
         for diff in receiver.nondeterministic:
             message = f"two runs of the step's receiving calls on one dict differ: {diff.text()}"
             problems.append(Problem("RC304", message, "", ranks))
@@ -204,15 +226,25 @@ def search_step(
 ) -> ClassResult:
     """Fuzz one composed step through ``group``; never raises for what its parts do wrong."""
     contract = config.contract()
+    # without a backend given, the stand-in of the first part that rebuilds its
+    # attention metadata with one (the model input), as for that class alone
+    backends = (
+        backend_for(part.cls, contract.from_dict_method, None)
+        for part in step.parts
+        if part.cls is not None
+    )
+    attn_backend = options.attn_backend
+    if attn_backend is None:
+        attn_backend = next((b for b in backends if b is not None), None)
     job = StepJob(
         next(job_ids),
         step.parts,
         contract.as_dict_method,
         contract.from_dict_method,
-        options.attn_backend,
+        attn_backend,
         step.sys_path,
     )
-    strategy = step_strategy(step, builder)
+    strategy = step_strategy(step, builder, contract.as_dict_method)
     snapshotter = Snapshotter(driver_only_rule(config, options.facts), True, options.device)
 
     def expect(example: Any) -> tuple[list[Snap], Callable[[], str]]:
@@ -220,6 +252,6 @@ def search_step(
         return expected, functools.partial(step_example_text, step, expected)
 
     def judge(expected: list[Snap], outcome: DriverOutcome) -> list[Problem]:
-        return evaluate_step(job, expected, outcome)
+        return evaluate_step(job, expected, outcome, options.facts)
 
     return drive(group, job, step.name, strategy, options, expect, judge)

@@ -105,3 +105,23 @@ def test_a_driver_only_field_that_cannot_be_generated_keeps_its_default(group2: 
     assert run_one(group2, StatefulInput).passed
     with pytest.raises(StrategyError, match="SchedulerState"):
         run_one(group2, StatefulInput, static_facts=False)
+
+
+def run_step(group: Any, spec: str) -> ClassResult:
+    from runnercheck.contract import VLLM
+    from runnercheck.fuzz.steps import resolve_step
+
+    settings = group.settings
+    step = resolve_step(spec, VLLM)
+    options = FuzzOptions(settings.world_size, settings.device, 30, 3, settings.deadline)
+    return fuzz([step], options, Config(), group).results[0]
+
+
+def test_a_composed_step_rebuilds_attention_metadata_into_its_annotated_class(
+    group2: Any,
+) -> None:
+    result = run_step(
+        group2,
+        "tests.fuzz.fixtures.steps:WorkerStepInput+tests.fuzz.fixtures.good:FlatAttentionInput",
+    )
+    assert result.passed, [p.message for p in result.problems]
