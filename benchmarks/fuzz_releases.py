@@ -2,14 +2,15 @@
 
 For each release, the wheel's sources are unpacked once (``tests/vllm_wheels.py``) and
 ``runnercheck fuzz vllm/worker/ --stub-imports '*' --format json`` runs in that tree
-with nothing else configured. The table lists each class: PASS, FAIL with the fields
+with nothing else configured. The table lists each class and each composed step (the
+worker input and a runner's model input in one dict): PASS, FAIL with the fields
 found (and, where it has been judged, whether the finding is true, with the code that
 proves it, or false), or ERROR (cannot run, with why); then the wall time of each
 release's command.
 
 Usage::
 
-    python benchmarks/fuzz_releases.py [--versions 0.5.1 0.6.3 0.8.0] [--seed 1]
+    python benchmarks/fuzz_releases.py [--versions 0.5.1 0.6.3 0.8.0 0.9.2] [--seed 1]
                                        [--examples N] [--json out.json]
 """
 
@@ -30,7 +31,7 @@ if str(REPO) not in sys.path:
 
 from tests.vllm_wheels import vllm_source  # noqa: E402
 
-VERSIONS = ("0.5.1", "0.6.3", "0.8.0")
+VERSIONS = ("0.5.1", "0.6.3", "0.8.0", "0.9.2")
 
 #: Findings judged against the release's code: (release, class, field) -> verdict.
 #: "true: ..." names the lines that prove it; "false: ..." says why it is not a bug.
@@ -111,6 +112,141 @@ _true(
     ("token_types",),
     "model_runner.py:104 leaves it out of the dict it inherits, execute_model reads it at "
     "pooling_model_runner.py:106-107",
+)
+
+
+def _false(version: str, target: str, fields: tuple[str, ...], why: str) -> None:
+    for name in fields:
+        VERDICTS[(version, f"vllm.worker.{target}", name)] = f"false: {why}"
+
+
+def _step(model_input: str) -> str:
+    """A composed step's target: the worker input, then ``model_input``."""
+    return f"worker_base:WorkerInput+vllm.worker.{model_input}"
+
+
+def _in_step(model_input: str, fields: tuple[str, ...]) -> tuple[str, ...]:
+    """The fields of ``model_input`` as a composed step names them."""
+    label = model_input.partition(":")[2]
+    return tuple(f"{label}.{name}" for name in fields)
+
+
+# the composed steps lose what their model input loses alone
+for _version, _target in [
+    ("0.6.3", "xpu_model_runner:ModelInputForXPUWithSamplingMetadata"),
+    ("0.6.3", "cpu_model_runner:ModelInputForCPUWithSamplingMetadata"),
+    ("0.6.3", "cpu_enc_dec_model_runner:EncoderDecoderModelInputForCPU"),
+    ("0.8.0", "cpu_model_runner:ModelInputForCPUWithSamplingMetadata"),
+    ("0.8.0", "xpu_model_runner:ModelInputForXPUWithSamplingMetadata"),
+    ("0.8.0", "hpu_model_runner:ModelInputForHPUWithSamplingMetadata"),
+    ("0.8.0", "pooling_model_runner:ModelInputForGPUWithPoolingMetadata"),
+]:
+    for (_v, _t, _field), _verdict in list(VERDICTS.items()):
+        if _v == _version and _t == f"vllm.worker.{_target}":
+            VERDICTS[(_version, f"vllm.worker.{_step(_target)}", *_in_step(_target, (_field,)))] = (
+                _verdict
+            )
+
+_VE = ("virtual_engine",)
+_true(
+    "0.5.1",
+    _step("cpu_model_runner:CPUModelInput"),
+    _VE,
+    "WorkerInput.from_broadcasted_tensor_dict reads it without popping it "
+    "(worker_base.py:144), CPUModelInput(**tensor_dict) has no such field "
+    "(cpu_model_runner.py:68): a TypeError on every other rank (execute_model, "
+    "worker_base.py:254-258)",
+)
+_true(
+    "0.5.1",
+    _step("xpu_model_runner:ModelInputForXPU"),
+    _VE,
+    "WorkerInput.from_broadcasted_tensor_dict reads it without popping it "
+    "(worker_base.py:144), ModelInputForXPU(**tensor_dict) has no such field "
+    "(xpu_model_runner.py:75): a TypeError on every other rank",
+)
+_MULTI_STEP = "multi_step_model_runner:StatefulModelInput"
+for _version, _line in (("0.6.3", 192), ("0.8.0", 196)):
+    _false(
+        _version,
+        _MULTI_STEP,
+        ("num_prefills",),
+        "the attention metadata of the frozen input is rebuilt with the runner's backend, "
+        f"always given (multi_step_model_runner.py:{_line}); the stand-in backend is only "
+        "made for an input with an attn_metadata field of its own",
+    )
+    _false(
+        _version,
+        _step(_MULTI_STEP),
+        ("WorkerInput.virtual_engine",),
+        "the driver fills WorkerInput.virtual_engine and frozen_model_input.virtual_engine "
+        "from one request; the generator ties fields of one name only at the top level",
+    )
+_false(
+    "0.8.0",
+    _MULTI_STEP,
+    (
+        "frozen_model_input.sampling_metadata.categorized_sample_indices",
+        "frozen_model_input.sampling_metadata.seq_groups",
+    ),
+    "the sampling metadata is sent in part by design (selected_token_indices); the "
+    "static facts are applied to the input's own fields, not to a nested input's",
+)
+_true(
+    "0.9.2",
+    "cpu_model_runner:ModelInputForCPUWithSamplingMetadata",
+    ("lora_requests", "lora_mapping"),
+    "cpu_model_runner.py:96-106 re-lists the keys without it, execute_model reads it at :622-625",
+)
+_true(
+    "0.9.2",
+    _step("cpu_model_runner:ModelInputForCPUWithSamplingMetadata"),
+    _in_step("cpu_model_runner:ModelInputForCPUWithSamplingMetadata", ("lora_requests",)),
+    "cpu_model_runner.py:96-106 re-lists the keys without it, execute_model reads it at :622-625",
+)
+for _target, _line in (
+    ("xpu_model_runner:ModelInputForXPU", 62),
+    ("xpu_model_runner:ModelInputForXPUWithSamplingMetadata", 90),
+):
+    _proof = (
+        f"xpu_model_runner.py:{_line} leaves it out of the dict, execute_model reads it at :567"
+    )
+    _true("0.9.2", _target, _MM, _proof)
+    _true("0.9.2", _step(_target), _in_step(_target, _MM), _proof)
+_TT = ("token_types",)
+_TT_PROOF = (
+    "model_runner.py:108 leaves it out of the dict (the pooling input inherits it), "
+    "PoolingModelRunner.execute_model reads it at pooling_model_runner.py:114-115"
+)
+_true("0.9.2", "model_runner:ModelInputForGPU", _TT, _TT_PROOF)
+_true("0.9.2", "pooling_model_runner:ModelInputForGPUWithPoolingMetadata", _TT, _TT_PROOF)
+_true(
+    "0.9.2",
+    _step("pooling_model_runner:ModelInputForGPUWithPoolingMetadata"),
+    _in_step("pooling_model_runner:ModelInputForGPUWithPoolingMetadata", _TT),
+    _TT_PROOF,
+)
+_HPU = "hpu_model_runner:ModelInputForHPUWithSamplingMetadata"
+_true(
+    "0.9.2",
+    _HPU,
+    ("real_batch_size", "batch_size_padded", "is_first_multi_step", "is_last_step"),
+    "hpu_model_runner.py:459-466 re-lists the keys without it, execute_model reads it at "
+    ":1970-1978 (is_first_multi_step, is_last_step) and :2003-2004 (the batch sizes)",
+)
+_true(
+    "0.9.2",
+    _step(_HPU),
+    _in_step(_HPU, ("batch_size_padded", "real_batch_size")),
+    "hpu_model_runner.py:459-466 re-lists the keys without it, execute_model reads it at "
+    ":2003-2004",
+)
+_false(
+    "0.9.2",
+    _step(_HPU),
+    _in_step(_HPU, ("is_prompt",)),
+    "left out by design (the comment at hpu_model_runner.py:454-455); execute_model reads "
+    "it under the driver flag (:1944) or expects None on the other ranks (:1985-1986)",
 )
 
 
