@@ -19,15 +19,19 @@ process of that interpreter with the working tree on ``PYTHONPATH``:
    ``RUNNERCHECK_REQUIRE_CUDA=1`` (a missing GPU is an error, not a skip). A rehearsal
    selects the tests marked ``gpu`` alone (every file is still collected): they must
    all skip for want of CUDA; the CPU tests of those files run in the main suite.
-4. ``benchmark``: benchmarks/bench_gpu.py.
+4. ``sweep``: ``runnercheck fuzz`` on a directory and a file of fixtures (no network:
+   nothing is downloaded), on CUDA (on the CPU in a rehearsal): every input class and
+   the composed step the analysis finds there; each must end as expected (the classes
+   and the input holding CUDA events PASS, the step's leaked key is found).
+5. ``benchmark``: benchmarks/bench_gpu.py.
 
 Each part has a hard timeout (its cap, and never past the whole run's budget); a part
 that fails or times out does not stop the next one. ``--rehearse``: the same on a
 machine without a GPU (CUDA tests skip and must say so; the benchmark runs ``--quick``
 on the CPU); benchmarks/gpu_check.sh makes the environment for it.
 
-The JSON (``gpu_check.json``), the log (``gpu_check.log``) and pytest's JUnit XML
-(``gpu_tests.xml``) go to ``--out DIR``, else ``$OUT``, else ``./gpu-check-out``.
+The JSON (``gpu_check.json``), the log (``gpu_check.log``), pytest's JUnit XML
+(``gpu_tests.xml``) and the sweep's report (``gpu_sweep.json``) go to ``--out DIR``, else ``$OUT``, else ``./gpu-check-out``.
 Exit status: 0 when the verdict is PASS, 1 otherwise.
 """
 
@@ -39,6 +43,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import shlex
 import shutil
 import signal
 import subprocess
@@ -61,8 +66,18 @@ from benchmarks.gpu_requirements import needed, requirement_name, unsatisfied  #
 #: Seconds the whole run may take (the GPU machine's check must end within 8 minutes).
 BUDGET = 450.0
 #: Each part's own cap in seconds.
-CAPS = {"install": 90.0, "environment": 60.0, "tests": 240.0, "benchmark": 150.0}
+CAPS = {"install": 90.0, "environment": 60.0, "tests": 240.0, "sweep": 90.0, "benchmark": 150.0}
 TESTS = ["tests/gpu", "tests/fuzz/test_cuda.py", "tests/fuzz/test_without_static_tools.py"]
+#: What the sweep fuzzes, and how each target must end (status, then each problem's
+#: code and field).
+SWEEP_TARGETS = ["tests/fuzz/fixtures/step_sweep", "tests/fuzz/fixtures/cuda_events.py"]
+_WORKER = "tests.fuzz.fixtures.step_sweep.worker"
+EXPECTED_SWEEP = {
+    f"{_WORKER}:WorkerInput": "PASS",
+    f"{_WORKER}:ModelInput": "PASS",
+    f"{_WORKER}:WorkerInput+{_WORKER}:ModelInput": "FAIL RC302 virtual_engine",
+    "tests.fuzz.fixtures.cuda_events:EventInput": "PASS",
+}
 #: What the skip reason of a test that needs a GPU says.
 NO_CUDA = "no CUDA device"
 
@@ -253,6 +268,32 @@ def parse_junit(path: Path) -> dict[str, Any]:
     return {**counts, "cases": cases}
 
 
+def sweep_command(python: str, report: Path, rehearse: bool) -> list[str]:
+    """``runnercheck fuzz`` on the sweep's targets, its JSON report written to ``report``
+    (the engine's and runnercheck's other lines go to the log)."""
+    device = "cpu" if rehearse else "cuda"
+    fuzz = [python, "-m", "runnercheck", "fuzz", *SWEEP_TARGETS, "--device", device]
+    fuzz += ["--examples", "10", "--seed", "3", "--format", "json"]
+    return ["sh", "-c", f"exec {' '.join(map(shlex.quote, fuzz))} > {shlex.quote(str(report))}"]
+
+
+def sweep_outcomes(report: dict[str, Any]) -> dict[str, str]:
+    """Each target of a fuzz JSON report: its status, then each problem's code and field."""
+    out = {}
+    for result in report.get("results", []):
+        found = [f"{p['code']} {p['field']}" for p in result.get("problems", [])]
+        out[result["target"]] = " ".join([result["status"], *sorted(found)])
+    return out
+
+
+def read_sweep(report: Path) -> dict[str, Any]:
+    try:
+        outcomes = sweep_outcomes(json.loads(report.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return {"error": f"{report.name}: {type(exc).__name__}: {exc}"}
+    return {"outcomes": outcomes}
+
+
 def pytest_command(python: str, junit: Path, rehearse: bool) -> list[str]:
     command = [python, "-m", "pytest", "-q", "-rfEs", "-p", "no:cacheprovider"]
     if rehearse:
@@ -273,9 +314,27 @@ def verdict(summary: dict[str, Any], rehearse: bool) -> tuple[bool, str]:
     if "error" in summary.get("install", {}):
         problems.append(summary["install"]["error"])
     parts = summary["parts"]
+    sweep = summary.get("sweep")
     for name, part in parts.items():
+        # the sweep finds the leak it is made to find (exit 1): its outcomes judge it
+        if name == "sweep" and part.get("exit_code") in (0, 1) and sweep is not None:
+            continue
         if part["status"] != "ok":
             problems.append(f"{name}: {part['status']}")
+    if sweep is not None and "error" in sweep:
+        problems.append(f"sweep: {sweep['error']}")
+    elif sweep is not None and sweep.get("outcomes") != EXPECTED_SWEEP:
+        got = sweep.get("outcomes", {})
+        wrong = [
+            f"{target}: {got.get(target, 'missing')} (expected {want})"
+            for target, want in EXPECTED_SWEEP.items()
+            if got.get(target) != want
+        ]
+        wrong += [
+            f"{target}: {got[target]} (not expected)"
+            for target in got.keys() - EXPECTED_SWEEP.keys()
+        ]
+        problems.append(f"sweep: {'; '.join(wrong)}")
     tests = summary.get("tests", {})
     if "error" in tests:
         problems.append(f"tests: {tests['error']}")
@@ -307,6 +366,11 @@ def verdict(summary: dict[str, Any], rehearse: bool) -> tuple[bool, str]:
         figures = [
             f"offline install of {len(wheels)} distributions",
             f"{len(skips)} GPU tests collected and skipped (no GPU)",
+            *(
+                [f"directory sweep on the CPU: {len(EXPECTED_SWEEP)} targets as expected"]
+                if sweep is not None
+                else []
+            ),
             "benchmark logic ran (--quick on the CPU: no figures)",
         ]
         return True, f"{head} PASS: " + ", ".join(figures)
@@ -314,6 +378,11 @@ def verdict(summary: dict[str, Any], rehearse: bool) -> tuple[bool, str]:
     if skips:
         reasons = sorted({c.get("message", "") for c in skips})
         figures.append(f"{len(skips)} skipped ({'; '.join(reasons)})")
+    if sweep is not None:
+        figures.append(
+            f"directory sweep on CUDA: {len(EXPECTED_SWEEP)} targets as expected "
+            "(the composed step's leaked key found)"
+        )
     bench = summary.get("benchmark", {})
     decode = bench.get("step_dict", {}).get("decode", {}).get("two_over_one")
     if decode:
@@ -418,6 +487,10 @@ def check(
     junit.unlink(missing_ok=True)
     runner.run("tests", pytest_command(python, junit, args.rehearse))
     summary["tests"] = parse_junit(junit)
+    sweep_json = out / "gpu_sweep.json"
+    sweep_json.unlink(missing_ok=True)
+    runner.run("sweep", sweep_command(python, sweep_json, args.rehearse))
+    summary["sweep"] = read_sweep(sweep_json)
     bench_json = out / "gpu_bench.json"
     bench_json.unlink(missing_ok=True)
     command = [python, "benchmarks/bench_gpu.py", "--json", str(bench_json)]

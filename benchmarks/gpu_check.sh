@@ -8,10 +8,10 @@
 # check needs and that interpreter lacks is installed into a temporary folder, from
 # the wheelhouse (default .whl/, made by scripts/gpu_wheelhouse.sh on a machine with
 # the package index) without any network, or from the package index when there is no
-# wheelhouse. Then the GPU tests and the GPU benchmark run, each under a hard timeout,
-# all within 8 minutes; benchmarks/gpu_check.py says what each part does. Output:
-# DIR (else $OUT, else ./gpu-check-out) gets gpu_check.json, gpu_check.log,
-# gpu_tests.xml and gpu_bench.json; the last line printed is the verdict.
+# wheelhouse. Then the GPU tests, a fuzz sweep on CUDA and the GPU benchmark run, each
+# under a hard timeout, within 8 minutes; benchmarks/gpu_check.py says what each part does.
+# Output: DIR (else $OUT, else ./gpu-check-out) gets gpu_check.json, gpu_check.log,
+# gpu_tests.xml, gpu_sweep.json and gpu_bench.json; the last line printed is the verdict.
 #
 #   bash benchmarks/gpu_check.sh --rehearse [--out DIR]
 #

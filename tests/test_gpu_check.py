@@ -112,9 +112,11 @@ def summary(cases: list[dict[str, Any]], cuda: bool = True) -> dict[str, Any]:
         "round_trips": [{"device": "cuda", "world_size": 2, "round_trips_per_s": {"median": 99}}],
     }
     parts = {name: {"status": "ok"} for name in ("install", "environment", "tests", "benchmark")}
+    parts["sweep"] = {"status": "failed (exit 1)", "exit_code": 1}  # the leak it finds
     return {
         "parts": parts,
         "tests": {**tests, "cases": cases},
+        "sweep": {"outcomes": dict(gpu_check.EXPECTED_SWEEP)},
         "benchmark": bench,
         "environment": {"cuda_available": cuda},
         "install": {"installed": ["pydantic-2"]},
@@ -140,6 +142,42 @@ def test_verdict_on_a_gpu() -> None:
     assert line == ("GPU CHECK FAIL: benchmark: timed out after 150 s; 1 tests failed (t::d)")
     ok, line = gpu_check.verdict(summary([PASSED], cuda=False), rehearse=False)
     assert not ok and "torch sees no CUDA device" in line
+
+
+def test_the_sweep_must_end_as_expected() -> None:
+    ok, line = gpu_check.verdict(summary([PASSED]), rehearse=False)
+    assert ok and "directory sweep on CUDA: 4 targets as expected" in line
+    ok, line = gpu_check.verdict(summary([NO_GPU], cuda=False), rehearse=True)
+    assert ok and "directory sweep on the CPU: 4 targets as expected" in line
+    step = next(t for t in gpu_check.EXPECTED_SWEEP if "+" in t)
+    missed = summary([PASSED])
+    missed["sweep"]["outcomes"][step] = "PASS"
+    ok, line = gpu_check.verdict(missed, rehearse=False)
+    assert not ok and f"sweep: {step}: PASS (expected FAIL RC302 virtual_engine)" in line
+    crashed = summary([PASSED])
+    crashed["parts"]["sweep"] = {"status": "timed out after 90 s", "exit_code": None}
+    crashed["sweep"] = {"error": "gpu_sweep.json: JSONDecodeError: Expecting value"}
+    ok, line = gpu_check.verdict(crashed, rehearse=False)
+    assert not ok and "sweep: timed out after 90 s" in line and "JSONDecodeError" in line
+
+
+def test_the_sweep_outcomes_of_a_fuzz_report() -> None:
+    report = {
+        "results": [
+            {"target": "m:A", "status": "PASS", "problems": []},
+            {
+                "target": "m:A+m:B",
+                "status": "FAIL",
+                "problems": [{"code": "RC302", "field": "x"}, {"code": "RC301", "field": "y"}],
+            },
+            {"target": "m:C", "status": "ERROR", "problems": []},
+        ]
+    }
+    assert gpu_check.sweep_outcomes(report) == {
+        "m:A": "PASS",
+        "m:A+m:B": "FAIL RC301 y RC302 x",
+        "m:C": "ERROR",
+    }
 
 
 def test_verdict_of_a_rehearsal() -> None:
