@@ -491,6 +491,8 @@ def check(
     sweep_json.unlink(missing_ok=True)
     runner.run("sweep", sweep_command(python, sweep_json, args.rehearse))
     summary["sweep"] = read_sweep(sweep_json)
+    if summary["sweep"].get("outcomes") == EXPECTED_SWEEP:
+        log("== sweep: every row as expected (its exit 1 is the composed step's finding)")
     bench_json = out / "gpu_bench.json"
     bench_json.unlink(missing_ok=True)
     command = [python, "benchmarks/bench_gpu.py", "--json", str(bench_json)]
