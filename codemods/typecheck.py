@@ -3,7 +3,11 @@ configuration: the errors the rewrite adds, each with its line in the new file.
 
 The configuration is read from the project directory above the files (``mypy.ini``,
 ``.mypy.ini``, ``setup.cfg [mypy]``, ``pyproject.toml [tool.mypy]``); when there is
-none, nothing runs. Its ``plugins`` are left out (``migrate`` never imports the
+none (a plain copy of a tree, or a project that never configured mypy), mypy's
+defaults plus ``check_untyped_defs`` judge (:data:`DEFAULT_CONFIG`: engine code is
+mostly unannotated, and without it mypy reads no body of an untyped function), from
+the project directory or, without one, from the directory above the files' top
+package. Its ``plugins`` are left out (``migrate`` never imports the
 target's code). The old and the new texts of the changed files are written, at
 their paths relative to the project, into two temporary trees checked in one
 process each: modules outside the changed files are not there, so the target's
@@ -50,8 +54,29 @@ def _ini_value(value: object) -> str:
     return str(value)
 
 
+#: what judges a tree that configures no mypy: the defaults, and the bodies of
+#: unannotated functions read too
+DEFAULT_CONFIG = "[mypy]\ncheck_untyped_defs = True\n"
+
+
+def mypy_settings(start: Path) -> tuple[Path, str]:
+    """The project directory and the mypy configuration the rewrite is judged by: the
+    tree's own (:func:`mypy_config`), else :data:`DEFAULT_CONFIG` from the project
+    directory or, in a plain copy without one, from above the top package."""
+    found = mypy_config(start)
+    if found is not None:
+        return found
+    directory = project_dir(start)
+    if directory is None:
+        directory = (start if start.is_dir() else start.parent).resolve()
+        while (directory / "__init__.py").is_file() and directory.parent != directory:
+            directory = directory.parent
+    return directory, DEFAULT_CONFIG
+
+
 def mypy_config(start: Path) -> tuple[Path, str] | None:
-    """The project directory and its mypy configuration as ini text (no plugins)."""
+    """The project directory and its mypy configuration as ini text (no plugins); None
+    when the tree configures no mypy."""
     directory = project_dir(start)
     if directory is None:
         return None
@@ -108,13 +133,32 @@ def _write(parser: configparser.ConfigParser) -> str:
     return text.getvalue()
 
 
+def _cache_dir(config: str) -> Path | None:
+    """mypy's cache for these checks, kept between runs (per mypy version and
+    configuration, which decides what a cached module holds) in the user's cache
+    directory; None when it cannot be made."""
+    import hashlib
+    import os
+
+    from mypy.version import __version__
+
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    digest = hashlib.sha256(config.encode()).hexdigest()[:16]
+    path = Path(base) / "runnercheck" / "mypy" / __version__ / digest
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return path
+
+
 def _errors(root: Path, config: str, files: list[Path]) -> list[MypyError]:
     from mypy import api
 
     (root / "mypy.ini").write_text(config, encoding="utf-8")
-    # one cache for both trees: the second run reads what the first made of the modules
-    # outside them (typeshed, torch) instead of analysing them again
-    cache = root.parent / ".mypy_cache"
+    # one cache for both trees and for every run: a run reads what an earlier one made
+    # of the modules outside them (typeshed, torch) instead of analysing them again
+    cache = _cache_dir(config) or root.parent / ".mypy_cache"
     args = [
         "--config-file", str(root / "mypy.ini"), "--cache-dir", str(cache),
         "--show-error-codes", "--no-error-summary", "--hide-error-context",
@@ -139,14 +183,11 @@ def _errors(root: Path, config: str, files: list[Path]) -> list[MypyError]:
 def new_errors(changes: Mapping[Path, tuple[bytes | None, bytes]]) -> list[MypyError]:
     """The plain-mypy errors in the new texts that the old ones lack (paths as given)."""
     by_project: dict[Path, tuple[str, dict[Path, tuple[bytes | None, bytes]]]] = {}
-    configs: dict[Path, tuple[Path, str] | None] = {}  # (read once per directory)
+    configs: dict[Path, tuple[Path, str]] = {}  # (read once per directory)
     for path, texts in changes.items():
         if path.parent not in configs:
-            configs[path.parent] = mypy_config(path)
-        found = configs[path.parent]
-        if found is None:
-            continue
-        directory, config = found
+            configs[path.parent] = mypy_settings(path)
+        directory, config = configs[path.parent]
         by_project.setdefault(directory, (config, {}))[1][path] = texts
     out: list[MypyError] = []
     for directory, (config, files) in sorted(by_project.items()):
@@ -159,7 +200,10 @@ def new_errors(changes: Mapping[Path, tuple[bytes | None, bytes]]) -> list[MypyE
                         continue
                     target = root / relative[path]
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_bytes(data)
+                    # a last comment of this run's own: the kept cache never takes
+                    # a checked text for one it has seen, so each run reports its
+                    # errors (the lines above it are the text's)
+                    target.write_bytes(data + f"\n# {tmp}\n".encode())
                     for parent in target.relative_to(root).parents:  # packages stay packages
                         init = root / parent / "__init__.py"
                         if parent != Path(".") and not init.exists():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codemods.typecheck import mypy_config, new_errors
+from codemods.typecheck import DEFAULT_CONFIG, mypy_config, mypy_settings, new_errors
 
 OLD = b"""\
 from typing import Optional
@@ -39,10 +39,49 @@ def test_a_new_error_is_reported_at_its_line_in_the_new_text(tmp_path: Path) -> 
     assert new_errors({path: (NEW, NEW)}) == []
 
 
-def test_nothing_runs_without_a_mypy_configuration(tmp_path: Path) -> None:
+UNTYPED_OLD = b"""\
+def step(data):
+    return data.get("n", 0)
+"""
+UNTYPED_NEW = b"""\
+from typing import Optional
+
+
+def swap(n: int) -> int:
+    return n
+
+
+def step(data):
+    n: Optional[int] = data.get("n")
+    return swap(n)
+"""
+
+
+def test_without_a_mypy_configuration_the_defaults_and_untyped_bodies_judge(
+    tmp_path: Path,
+) -> None:
+    """A plain copy of a tree (no project file, no mypy configuration): mypy's defaults
+    plus ``check_untyped_defs`` judge, so an error in the body of an unannotated
+    function, as engine code mostly is, is new; relative to the top package."""
+    package = tmp_path / "copy" / "engine" / "worker"
+    package.mkdir(parents=True)
+    for directory in (package, package.parent):
+        (directory / "__init__.py").write_text("")
+    path = package / "worker.py"
+    path.write_bytes(UNTYPED_NEW)
+    assert mypy_config(path) is None
+    assert mypy_settings(path) == (tmp_path / "copy", DEFAULT_CONFIG)
+    errors = new_errors({path: (UNTYPED_OLD, UNTYPED_NEW)})
+    assert [(e.path, e.line, e.code) for e in errors] == [(path, 10, "arg-type")]
+    assert new_errors({path: (UNTYPED_NEW, UNTYPED_NEW)}) == []
+
+
+def test_a_project_without_mypy_settings_is_judged_by_the_defaults(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.ruff]\nline-length = 80\n")
     assert mypy_config(tmp_path / "m.py") is None
-    assert new_errors({tmp_path / "m.py": (OLD, NEW)}) == []
+    assert mypy_settings(tmp_path / "m.py") == (tmp_path.resolve(), DEFAULT_CONFIG)
+    errors = new_errors({tmp_path / "m.py": (UNTYPED_OLD, UNTYPED_NEW)})
+    assert [(e.line, e.code) for e in errors] == [(10, "arg-type")]
 
 
 def test_a_created_file_importing_what_the_environment_lacks_adds_no_error(
