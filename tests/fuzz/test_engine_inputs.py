@@ -49,14 +49,27 @@ def test_attention_fields_are_rebuilt_into_the_annotated_class_without_a_backend
     assert report.passed, report.text()
 
 
-def test_a_step_names_the_backend_its_failing_part_needs(group2: Any) -> None:
+def test_a_step_rebuilds_attention_fields_into_the_annotated_class_without_a_backend(
+    group2: Any,
+) -> None:
     from runnercheck.fuzz import resolve_step
 
+    # as the model input alone: the stand-in backend of the part that takes one
     step = resolve_step(
         f"{MERGED}.worker_base:WorkerInput+{MERGED}.cpu_model_runner:CPUModelInput", VLLM
     )
     report = fuzz([step], FuzzOptions(2, "cpu", 30, seed=7, deadline=10.0), Config(), group2)
+    assert report.passed, report.text()
+
+
+def test_a_step_names_the_backend_its_failing_part_needs(group2: Any) -> None:
+    from runnercheck.fuzz import resolve_step
+
+    # no stand-in can be made for a part without an attn_metadata field of its own
+    fixtures = "tests.fuzz.fixtures.steps"
+    step = resolve_step(f"{fixtures}:LeakyWorkerInput+{fixtures}:CPUStepInput", VLLM)
+    report = fuzz([step], FuzzOptions(2, "cpu", 30, seed=7, deadline=10.0), Config(), group2)
     messages = [problem.message for problem in report.results[0].problems]
     assert any(
-        "CPUModelInput.from_broadcasted_tensor_dict() takes an attn_backend" in m for m in messages
+        "CPUStepInput.from_broadcasted_tensor_dict() takes an attn_backend" in m for m in messages
     ), messages
