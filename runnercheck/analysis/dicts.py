@@ -406,7 +406,14 @@ class DictReader:
                 value = node.value
                 if isinstance(value, ast.Name):
                     returns.append(value.id)
-                    self._dict(value.id)
+                    known = value.id in self.facts.dicts or value.id in self.params
+                    facts = self._dict(value.id)
+                    if not known:  # a name bound by a call not named as a dict, or else
+                        callee = self.facts.assigned_calls.get(value.id)
+                        if callee is not None:
+                            facts.sources.append(callee)  # followed, or left open
+                        else:
+                            facts.dynamic = True
                 elif isinstance(value, (ast.Dict, ast.DictComp)) or (
                     isinstance(value, ast.Call) and dotted(value.func) == "dict"
                 ):

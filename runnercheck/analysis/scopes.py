@@ -77,6 +77,7 @@ def _loaded(sub: ast.AST, hidden: frozenset[str], found: set[str]) -> None:
     elif isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
         args = sub.args
         params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]}
+        params |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
         hidden = hidden | params | bound_in(sub.body)
     if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Load) and sub.id not in hidden:
         found.add(sub.id)

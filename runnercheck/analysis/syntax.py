@@ -257,7 +257,9 @@ def read_import(node: ast.Import | ast.ImportFrom, out: dict[str, str]) -> None:
         return
     module = "." * node.level + (node.module or "")
     for alias in node.names:
-        out[alias.asname or alias.name] = f"{module}.{alias.name}" if module else alias.name
+        # `from . import base` is `.base`: a module of dots alone takes no separator
+        joined = f"{module}{alias.name}" if module.endswith(".") else f"{module}.{alias.name}"
+        out[alias.asname or alias.name] = joined if module else alias.name
 
 
 def read_import_source(

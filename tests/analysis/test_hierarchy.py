@@ -5,8 +5,6 @@ fields and driver-only declarations."""
 
 from __future__ import annotations
 
-import pytest
-
 from runnercheck.analysis.hierarchy import module_parts
 from runnercheck.analysis.model import ClassFacts
 from tests.analysis.sources import class_named, project_of
@@ -279,12 +277,6 @@ def test_a_cycle_of_bases_ends() -> None:
     assert project.hierarchy.ancestor_names(a) == {"A", "B"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="syntax.read_import records `from . import base` as `..base` (one dot too "
-    "many: the module's own dots and the separator), so `base.WorkerBase` is looked "
-    "for a package too high and the base class is not found",
-)
 def test_a_class_named_through_a_module_imported_from_its_package() -> None:
     project = project_of(
         {

@@ -5,8 +5,6 @@ the keys the receiving side reads with no default."""
 
 from __future__ import annotations
 
-import pytest
-
 from runnercheck.analysis.project import Project
 from tests.analysis.sources import class_named, project_of
 
@@ -266,13 +264,6 @@ def test_a_dict_built_by_a_helper_or_a_method_of_self_holds_the_helper_s_keys() 
     assert unfollowed.open
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dicts.DictReader: a dict taken from a call whose name does not say 'dict' "
-    "(`tensor_dict = self._to_send()`) and returned unchanged is read as an empty dict, "
-    "neither followed nor open (check then reports RC103 on every field it sends; "
-    "named `self._to_dict()` it reports nothing)",
-)
 def test_a_dict_from_a_call_of_any_name_is_followed_or_left_open() -> None:
     p = project_of(
         {

@@ -46,12 +46,6 @@ def test_loaded(text: str, names: set[str]) -> None:
     assert loaded(statement(text)) == names
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="scopes._loaded hides a nested function's positional and keyword-only "
-    "parameters but not its *args and **kwargs (a lambda's are hidden): they count "
-    "as reads of the enclosing scope",
-)
 def test_a_nested_function_s_star_parameters_are_its_own() -> None:
     assert loaded(statement("def helper(*args, **kwargs):\n    return args, kwargs")) == set()
 
