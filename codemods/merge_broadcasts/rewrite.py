@@ -33,7 +33,7 @@ from codemods.merge_broadcasts.shared_helpers import Helpers, shared_helpers, us
 from codemods.merge_broadcasts.shared_worker_input import SharedInput, shared_inputs
 from codemods.merge_broadcasts.worker_hoist import Hoist, Member, plan_hoist, slim_worker
 from codemods.merge_broadcasts.worker_model import WorkerPlan
-from codemods.merge_broadcasts.worker_notes import loop_exit_notes
+from codemods.merge_broadcasts.worker_notes import loop_exit_notes, sent_unlike_used_notes
 from codemods.merge_broadcasts.worker_rewrite import (
     needs_optional,
     rewrite_worker,
@@ -343,6 +343,10 @@ def rewrite_group(
                         (str(path), line, text) for line, text in hoist.notes.get(ref, [])
                     ]
                 result.worker_notes += exits
+                result.worker_notes += [
+                    (str(path), n, text)
+                    for n, text in sent_unlike_used_notes(plan_any, lines, facts)
+                ]
                 if common is not None:
                     body.append(new_w)
                     continue

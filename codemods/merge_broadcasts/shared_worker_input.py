@@ -9,7 +9,10 @@ generated ``worker_input.py`` beside them. The class holds every field any of th
 sends:
 
 * a field every one of them sends stays as each planned it (``Optional`` when a
-  receiver defaulted it to None, the receive default when all receivers agree); a
+  receiver defaulted it to None, the receive default when all receivers agree; a
+  worker whose driver always sends a value that is never None, a tensor it builds,
+  asserts it set after the receive even where its receiver read it with
+  ``data.get(...)``: its ranks relied on it as one that indexed it did); a
   value whose type one worker's plan could not read (``Any``) takes the type another
   worker states for the same key, unless that worker states two types for it;
 * a field some worker does not send is ``Optional[...] = None``: that worker leaves
@@ -62,6 +65,8 @@ class Field:
     default: str | None
     #: ``Any`` because the worker states two types for it (not for want of one)
     contested: bool = False
+    #: the worker's driver always sends a value that is never None
+    valued: bool = False
 
     def written(self) -> str:
         return f"Optional[{self.annotation}]" if self.optional else self.annotation
@@ -146,7 +151,7 @@ def _fields_of(
             return None
         text, needs, names = resolved
         optional = field_annotation(key) != key.annotation
-        fields.append(Field(key.key, text, optional, key.default, key.contested))
+        fields.append(Field(key.key, text, optional, key.default, key.contested, key.valued))
         imports.update(needs)
         typing |= names | ({"Optional"} if optional else set())
     return InputFields(tuple(fields), frozenset(imports), frozenset(typing))
@@ -280,8 +285,10 @@ def _one_class(planned: Mapping[ClassRef, InputFields]) -> list[_Class]:
         annotation = stated.pop() if stated else "Any"
         if optional and annotation != "Any":
             annotation = f"Optional[{annotation}]"
+            # a sender whose ranks relied on it being set asserts it: its receiver
+            # indexed it, or read it with a None default its driver never lets happen
             for ref, f in senders:
-                if not f.optional:
+                if not f.optional or f.valued:
                     asserted.setdefault(ref, []).append(key)
         default = defaults.pop() if len(defaults) == 1 else None
         fields.append(SharedField(key, annotation, default, partial))

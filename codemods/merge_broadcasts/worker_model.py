@@ -21,6 +21,9 @@ class KeyPlan:
     default: str | None  # None: no default (the receiver indexed it)
     #: the worker states two types for the value (``annotation`` stays ``Any``)
     contested: bool = False
+    #: ``annotation`` is the sent value's own type and says it is never None (a
+    #: tensor built, a count, a local declared so): the driver always sets the key
+    valued: bool = False
 
 
 @dataclass

@@ -65,3 +65,63 @@ def loop_exit_notes(
             )
         )
     return notes
+
+
+def _bound_names(func: cst.FunctionDef, node_ids: set[int]) -> dict[int, str]:
+    """The local each received value in ``node_ids`` is bound to (``n = data["n"]``)."""
+    out: dict[int, str] = {}
+    for node in cstutil.find_all(func, cst.Assign):
+        assert isinstance(node, cst.Assign)
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            if id(node.value) in node_ids:
+                out[id(node.value)] = node.targets[0].target.value
+    return out
+
+
+def sent_unlike_used_notes(
+    plan: WorkerPlan, lines: Lines, facts: ClassFacts | None = None
+) -> list[tuple[int, str]]:
+    """``(line, note)`` for each key whose value the driver sends is not the value it
+    goes on with: the other ranks bind the received key to a local (``blocks_to_copy =
+    data["blocks_to_copy"]``) that the driver rebinds to something else before it
+    sends (vLLM 0.5.0's CPU worker builds a tensor of the blocks to copy and uses it,
+    but sends the request's list): the ranks run the same code on different values."""
+    send, recv = plan.send_func, plan.recv_func
+    if send is None or recv is None:
+        return []
+    received = _bound_names(recv, set(plan.key_reads))
+    local_of = {plan.key_reads[i]: name for i, name in received.items()}
+    notes = []
+    for key in plan.keys:
+        name = local_of.get(key.key)
+        if name is None or (isinstance(key.value, cst.Name) and key.value.value == name):
+            continue
+        bound = [
+            node
+            for node in cstutil.find_all(send, cst.Assign)
+            if isinstance(node, cst.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Name)
+            and node.targets[0].target.value == name
+            and id(node.value) not in plan.key_reads  # (the other ranks' own binding)
+        ]
+        if not bound or bound[-1].value.deep_equals(key.value):
+            continue
+        own = cstutil.code(bound[-1].value).strip()
+        if "\n" in own:
+            own = own.split("(", 1)[0] + "(...)"
+        at = (
+            lines.line(bound[-1])
+            if facts is None
+            else line_in_method(lines, plan.cdef, facts, bound[-1])
+        )
+        notes.append(
+            (
+                at,
+                f"{plan.name}'s driver goes on with its own `{name} = {own}` here but "
+                f"sends `{cstutil.code(key.value).strip()}` as `{key.key}`: the other "
+                f"ranks' `{name}` is the value sent, not this one (carried over as it "
+                f"was; send `{name}`)",
+            )
+        )
+    return notes

@@ -211,8 +211,9 @@ def _plan_send(
                 element,
             )
         assert isinstance(element, cst.DictElement)
+        annotation = _annotation(element.value, annotations, values)
         plan.keys.append(
-            KeyPlan(key, element.value, _annotation(element.value, annotations, values), "None")
+            KeyPlan(key, element.value, annotation, "None", valued=_never_none(annotation))
         )
 
 
@@ -234,6 +235,17 @@ def _local_values(func: cst.FunctionDef) -> dict[str, cst.BaseExpression]:
             for name in cstutil.target_names(target.target):
                 seen.setdefault(name.value, []).append(node.value)
     return {name: found[0] for name, found in seen.items() if len(found) == 1}
+
+
+def _never_none(annotation: str) -> bool:
+    """Whether a value of this type is never None (``Any`` may be anything)."""
+    text = annotation.replace(" ", "")
+    return not (
+        text in ("Any", "None", "object")
+        or text.startswith(("Optional[", "Union["))
+        or "|None" in text
+        or "None|" in text
+    )
 
 
 def _annotation(

@@ -22,6 +22,7 @@ common to share one base (:mod:`.worker_hoist`).
 from __future__ import annotations
 
 import ast
+import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -252,7 +253,17 @@ def split_step(
         prepare_body[0] = moved[0].with_changes(leading_lines=cstutil.comments(lead))
     param = f"{request}: {cstutil.without_optional(annotation)}" if annotation else request
     prepare = _method(PREPARE, param, plan.input_name, prepare_body)
-    execute = _method(EXECUTE, f"{WORKER_INPUT}: {plan.input_name}", "None", operation)
+    # the operation's own method asserts what it reads set (moved from the receive, so
+    # workers whose step differed only there share it)
+    checks = _set_checks(step, operation)
+    drop: dict[int, cst.CSTNode] = {id(c): cst.RemovalSentinel.REMOVE for c in checks}  # type: ignore[misc]
+    step = [_replaced(m, drop) for m in step]
+    execute = _method(
+        EXECUTE,
+        f"{WORKER_INPUT}: {plan.input_name}",
+        "None",
+        [*(c.with_changes(leading_lines=[]) for c in checks), *operation],
+    )
     attributes = sorted(
         {
             a.attr.value
@@ -329,6 +340,31 @@ def _cache_operation(
             replace[id(statement)] = cst.RemovalSentinel.REMOVE  # type: ignore[assignment]
     operation = [s.with_changes(leading_lines=cstutil.comments(s.leading_lines)) for s in runs[0]]  # type: ignore[attr-defined]
     return [_replaced(m, replace) for m in step], operation
+
+
+_SET_CHECK = re.compile(rf"assert {WORKER_INPUT}\.(\w+) is not None")
+
+
+def _set_checks(
+    step: list[cst.FunctionDef], operation: list[cst.BaseStatement]
+) -> list[cst.SimpleStatementLine]:
+    """The step's ``assert worker_input.<field> is not None`` (a field its ranks relied
+    on being set, made ``Optional`` by a shared input) for each field the cache
+    operation reads: a type checker narrows within one method, so the operation,
+    moved into its own, asserts it there instead."""
+    read = "\n".join(cstutil.code(s) for s in operation)
+    out: list[cst.SimpleStatementLine] = []
+    seen: set[str] = set()
+    for func in step:
+        for line in cstutil.find_all(func, cst.SimpleStatementLine):
+            assert isinstance(line, cst.SimpleStatementLine)
+            match = _SET_CHECK.fullmatch(cstutil.code(line).strip())
+            if match is None or match[1] in seen:
+                continue
+            if re.search(rf"\b{WORKER_INPUT}\.{match[1]}\b", read):
+                seen.add(match[1])
+                out.append(line)
+    return out
 
 
 def _method(name: str, param: str, returns: str, body: list[cst.BaseStatement]) -> cst.FunctionDef:

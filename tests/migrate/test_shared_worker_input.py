@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from codemods.pipeline import MERGE, migrate
 from runnercheck.check import check_paths
 from tests.migrate import variants
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
@@ -72,14 +73,18 @@ def test_workers_of_two_groups_share_one_generated_class(
         assert "WorkerInput(" in text, name
     assert "WorkerInput.from_broadcasted_tensor_dict(data)" in (work / "cpu_worker.py").read_text()
     # the GPU worker and its copy differ only in what they send: their step is one, in
-    # the base, and the receiver there indexed the key (relied on it): it asserts it is set
+    # the base; the receiver there indexed the key (relied on it): the cache operation
+    # that reads it, in each worker's own execute_worker, asserts it is set (a type
+    # checker narrows within one method)
     base = (work / "worker_base.py").read_text()
     for name in ("worker.py", "accel_worker.py"):
-        assert "(LocalOrDistributedWorkerBase):" in (work / name).read_text(), name
-    assert (
-        "WorkerInput.from_broadcasted_tensor_dict(data)\n"
-        "        assert worker_input.blocks_to_swap is not None\n"
-    ) in base
+        text = (work / name).read_text()
+        assert "(LocalOrDistributedWorkerBase):" in text, name
+        assert (
+            "    def execute_worker(self, worker_input: WorkerInput) -> None:\n"
+            "        assert worker_input.blocks_to_swap is not None\n"
+        ) in text, name
+    assert "assert worker_input" not in base
     assert "assert worker_input" not in (work / "cpu_worker.py").read_text()
     assert check_paths([work]).findings == []
     again = snapshot(work)
@@ -199,3 +204,26 @@ def test_a_value_of_no_readable_type_takes_the_type_another_worker_states(
     for name in ("worker.py", "accel_worker.py", "cpu_worker.py"):
         assert IMPORT in (work / name).read_text(), name
     assert check_paths([work]).findings == []
+
+
+def test_a_value_the_driver_always_sets_is_asserted_where_a_receiver_read_it_with_get(
+    tmp_path: Path,
+) -> None:
+    """The copied worker's receiver reads the blocks with ``data.get(...)`` (None when
+    the key is missing), but its driver always sends a tensor: its ranks rely on it
+    being set as the GPU worker's do, so the shared ``Optional`` field (the CPU worker
+    sends none) is asserted set after the receive (passed to ``swap(blocks_to_swap:
+    torch.Tensor)`` unchecked, it was a new plain-mypy message where the legacy
+    ``data.get`` was ``Any``)."""
+    read = '        self.swap(data["blocks_to_swap"])\n'
+    work = _engine_with_a_copied_worker(
+        tmp_path, (read, read.replace('data["blocks_to_swap"]', 'data.get("blocks_to_swap")'))
+    )
+    result = migrate([work], select=(MERGE,))
+    assert not result.refusals, result.refusals
+    shared = result.changes[work / "worker_input.py"].new.decode()
+    assert '    blocks_to_swap: "Optional[torch.Tensor]" = None\n' in shared, shared
+    accel = result.changes[work / "accel_worker.py"].new.decode()
+    assert "        assert worker_input.blocks_to_swap is not None\n" in accel, accel
+    typed = [n.message for n in result.notes if n.kind == "mypy"]
+    assert typed == [], typed

@@ -103,3 +103,49 @@ def test_a_created_file_importing_what_the_environment_lacks_adds_no_error(
     broken = made + b"y: int = 'no'\n"
     errors = new_errors({old_file: (uses, uses), created: (None, broken)})
     assert [(e.path, e.line, e.code) for e in errors] == [(created, 4, "assignment")]
+
+
+MOVED_OLD = b"""\
+from typing import List
+
+
+class Runner:
+    def run(self, caches: List[int]) -> None:
+        pass
+
+
+def step(runner: Runner) -> None:
+    caches = [None]
+    runner.run(caches)
+"""
+MOVED_NEW = b"""\
+from typing import List
+
+
+class RunnerBase:
+    def run(self, caches: List[int]) -> None:
+        pass
+
+
+class Runner(RunnerBase):
+    pass
+
+
+def step(runner: Runner) -> None:
+    caches = [None]
+    runner.run(caches)
+"""
+
+
+def test_an_error_whose_method_moved_to_a_base_is_not_new(tmp_path: Path) -> None:
+    """The rewrite moves a runner's method into a generated base: mypy's message for the
+    same bad call names the base now (``of "RunnerBase"``), which is not a new error;
+    a new call's is."""
+    (tmp_path / "pyproject.toml").write_text("[tool.mypy]\ncheck_untyped_defs = true\n")
+    path = tmp_path / "m.py"
+    path.write_bytes(MOVED_NEW)
+    assert new_errors({path: (MOVED_OLD, MOVED_NEW)}) == []
+    more = MOVED_NEW + b"    names = ['x']\n    runner.run(names)\n"
+    errors = new_errors({path: (MOVED_OLD, more)})
+    assert [(e.line, e.code) for e in errors] == [(17, "arg-type")]
+    assert 'of "RunnerBase"' in errors[0].message
