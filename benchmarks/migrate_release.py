@@ -30,7 +30,13 @@ environment's. Then ``migrate vllm tests`` runs and is written, and:
 ``--stripped`` measures each release a second time with every tool configuration
 file (:data:`STRIPPED`) removed from the tree while ``migrate`` runs (a plain copy:
 no ``pyproject.toml``, no ``.git``, no pins; the formatter and the line length are
-inferred from the files) and put back for the judging, and prints that table too.
+inferred from the files) and put back for the judging, and prints that table too,
+with one more column, *plain mypy*: this environment's mypy with no configuration
+file, its defaults plus ``--check-untyped-defs`` (what ``migrate`` judges a plain
+copy by), on the rewritten ``vllm/`` files before and after, errors in those files
+only (the imports it follows are reported too), new by file, code and message as
+``migrate`` compares them (``codemods.typecheck.same_message``: the class a called
+method is defined in aside, since the migration moves methods into generated bases).
 
 Usage::
 
@@ -57,6 +63,7 @@ if str(REPO) not in sys.path:
 
 from benchmarks import release_config  # noqa: E402
 from benchmarks.migrate_coverage import VERSIONS, migrate_and_write  # noqa: E402
+from codemods.typecheck import same_message  # noqa: E402
 from tests.vllm_sdists import CONFIG_FILES, sdist_root  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 
@@ -105,6 +112,12 @@ class Row:
     hand_removed: int | None = None
     #: lines over 80 columns migrate wrote into test files
     long_test_lines: int = 0
+    #: ``--stripped``: mypy's defaults plus ``check_untyped_defs`` (what ``migrate``
+    #: judges a plain copy by), this environment's mypy, in the rewritten files
+    plain_before: int | None = None
+    plain_after: int | None = None
+    plain_new: list[str] | None = None
+    plain_new_exact: int | None = None
 
 
 #: run in the tool environment: the lines yapf would change in each file, with the
@@ -147,16 +160,23 @@ def _diff_size(old: str, new: str) -> tuple[int, int]:
     return added, removed
 
 
-def _mypy(python: Path, root: Path, files: list[str]) -> set[tuple[str, str]]:
+def _mypy(python: Path, root: Path, files: list[str], plain: bool = False) -> set[tuple[str, str]]:
+    """(file, message) of each error in ``files``; ``plain``: no configuration file,
+    mypy's defaults plus ``check_untyped_defs``."""
+    config = (
+        ["--config-file", "", "--check-untyped-defs"]
+        if plain
+        else ["--config-file", "pyproject.toml"]
+    )
     proc = subprocess.run(
-        [str(python), "-m", "mypy", "--config-file", "pyproject.toml", "--no-error-summary",
-         "--show-error-codes", "--cache-dir", str(root / ".mypy_cache"), *files],
+        [str(python), "-m", "mypy", *config, "--no-error-summary", "--show-error-codes",
+         "--hide-error-context", "--cache-dir", str(root / ".mypy_cache"), *files],
         cwd=root, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     found = set()
     for line in proc.stdout.splitlines():
         match = _ERROR.match(line)
-        if match:
+        if match and (not plain or match.group(1) in files):
             found.add((match.group(1), match.group(2)))
     return found
 
@@ -232,6 +252,19 @@ def measure(version: str, work: Path, mirror: Path | None, stripped: bool = Fals
     row.mypy_new = sorted(
         f"{f}: {m}" for f, m in after - before if not (f not in existed and m in missing)
     )
+    if stripped:  # followed imports are reported too: only the rewritten files count
+        plain_before = _mypy(Path(sys.executable), before_root, existed, plain=True)
+        plain_after = _mypy(Path(sys.executable), root, vllm_files, plain=True)
+        row.plain_before, row.plain_after = len(plain_before), len(plain_after)
+        # by exact text, and as migrate compares them
+        exact = {
+            (f, m) for f, m in plain_after - plain_before if not (f not in existed and m in missing)
+        }
+        row.plain_new_exact = len(exact)
+        old_messages = {(f, same_message(m)) for f, m in plain_before}
+        row.plain_new = sorted(
+            f"{f}: {m}" for f, m in exact if (f, same_message(m)) not in old_messages
+        )
     row.worker_inputs = sorted(
         {
             f"{m.group(1)} ({p.name})"
@@ -276,17 +309,23 @@ def table(rows: list[Row]) -> str:
     lines = [
         "| release | config | tools | files | yapf lines before → after | mypy errors before → after "
         "(new) | test calls: files updated / named (new lines > 80) | WorkerInput classes "
-        "| diff +/- (hand 0.5.1) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| diff +/- (hand 0.5.1) | plain mypy before → after (new; by exact text) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         hand = "" if r.hand_added is None else f" ({r.hand_added}/{r.hand_removed})"
+        plain = (
+            "-"
+            if r.plain_new is None
+            else f"{r.plain_before} → {r.plain_after} ({len(r.plain_new)}; {r.plain_new_exact})"
+        )
         lines.append(
             f"| {r.version} | {r.config_from} | {r.tools} | {r.files} | {r.yapf_before} → {r.yapf_after} "
             f"| {r.mypy_before} → {r.mypy_after} ({len(r.mypy_new or [])}) "
             f"| {r.test_calls}: {r.tests_updated} / {r.calls_named} ({r.long_test_lines}) "
             f"| {len(r.worker_inputs or [])}: {', '.join(r.worker_inputs or [])} "
-            f"| +{r.added}/-{r.removed}{hand} |"
+            f"| +{r.added}/-{r.removed}{hand} "
+            f"| {plain} |"
         )
     return "\n".join(lines)
 
@@ -320,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows + bare:
         for error in r.mypy_new or []:
             print(f"{r.version} ({r.config_from}) new mypy error: {error}")
+        for error in r.plain_new or []:
+            print(f"{r.version} ({r.config_from}) new plain-mypy message: {error}")
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in rows + bare], indent=2))
     clean = all(r.yapf_after == 0 and not r.mypy_new for r in rows + bare)
