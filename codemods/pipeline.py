@@ -1001,11 +1001,18 @@ def _migrate(
     if result.changes and plain_mypy:  # (the type checks load only then)
         from codemods import typecheck
 
+        checked = {p: (c.old, c.new) for p, c in result.changes.items() if not c.exact}
+        try:
+            errors = typecheck.new_errors(checked)
+        except OSError as exc:  # its temporary trees cannot be written (disk full, a limit)
+            errors = []
+            first = min(checked, default=None)
+            if first is not None:
+                reason = exc.strerror or str(exc)
+                result.notes.append(Note("mypy", first, 0, f"plain mypy not run: {reason}"))
         result.notes += [
             Note("mypy", e.path, e.line, f"a new plain-mypy error [{e.code}]: {e.message}")
-            for e in typecheck.new_errors(
-                {p: (c.old, c.new) for p, c in result.changes.items() if not c.exact}
-            )
+            for e in errors
         ]
     result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
     result.changes = dict(sorted(result.changes.items()))
