@@ -14,8 +14,10 @@ from runnercheck.contract import Contract
 
 
 def field_annotation(key: KeyPlan) -> str:
-    """The field's annotation: ``Optional[...]`` when the receiver defaults it to None."""
-    if key.default == "None" and key.annotation != "Any":
+    """The field's annotation: ``Optional[...]`` when the receiver defaults it to None,
+    unless the driver always sends a value that is never None (the default never
+    applies: the ranks relied on it being set)."""
+    if key.default == "None" and key.annotation != "Any" and not key.valued:
         return f"Optional[{key.annotation}]"
     return key.annotation
 

@@ -55,3 +55,26 @@ def test_a_value_sent_unlike_the_one_the_driver_uses_gets_a_note(tmp_path: Path)
 def test_a_worker_that_sends_what_it_uses_gets_no_note(tmp_path: Path) -> None:
     notes, _new = _notes(_engine(tmp_path, sends_the_request=False))
     assert notes == []
+
+
+def test_a_key_read_with_get_that_the_driver_always_sets_is_not_optional(
+    tmp_path: Path,
+) -> None:
+    """The GPU worker alone (no CPU worker to share its input with) reads the blocks
+    with ``data.get(...)``, but its driver always sends the tensor it builds: the
+    field is ``torch.Tensor``, not ``Optional`` (passed to ``swap(blocks_to_swap:
+    torch.Tensor)``, an ``Optional`` field was a new plain-mypy message)."""
+    work = copy_tree(FIXTURES / "engine" / "before", tmp_path / "engine")
+    for name in ("cpu_worker.py", "cpu_model_runner.py"):
+        (work / name).unlink()
+    text = (work / "worker.py").read_text()
+    assert text.count(READ) == 1
+    (work / "worker.py").write_text(
+        text.replace(READ, READ.replace('data["blocks_to_swap"]', 'data.get("blocks_to_swap")'))
+    )
+    result = migrate([work], select=(MERGE,))
+    assert not result.refusals, result.refusals
+    new = result.changes[work / "worker.py"].new.decode()
+    fields = new[new.index("class WorkerInput") :].split("def ")[0]
+    assert "    blocks_to_swap: torch.Tensor\n" in fields, fields
+    assert [n.message for n in result.notes if n.kind == "mypy"] == []
