@@ -145,6 +145,7 @@ def plugin_codes(tmp_path: Path, example: str) -> set[str]:
     return {m.group(1) for line in proc.stdout.splitlines() if (m := _MYPY_CODE.search(line))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", runnable("mypy"), ids=lambda r: r.code)
 def test_plugin_examples(rule: Rule, tmp_path: Path) -> None:
     assert plugin_codes(tmp_path / "bad", rule.bad) == {rule.name}

@@ -74,6 +74,7 @@ def test_mypy_stage_fails_on_a_defect(tmp_path: Path) -> None:
     assert "[from-dict-fixed-return]" in result.details["errors"][0]
 
 
+@pytest.mark.slow
 def test_demo_rejects_bad_arguments() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "runnercheck", "demo", "--steps", "2"],

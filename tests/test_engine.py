@@ -130,6 +130,7 @@ def test_cli_json_fields(runs: dict[tuple[str, int], dict[str, Any]], shape: str
     assert len(result["tokens_sha256"]) == 64
 
 
+@pytest.mark.slow
 def test_copied_engine_directory_runs_in_place(
     runs: dict[tuple[str, int], dict[str, Any]], tmp_path: Path
 ) -> None:
@@ -174,6 +175,7 @@ def test_swap_only_step_merged_loop_goes_on() -> None:
     assert non_driver["host_blocks_written"] == driver["host_blocks_written"] > 0
 
 
+@pytest.mark.slow
 def test_cli_reports_a_failing_rank_in_one_line(tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     shutil.copytree(engine_source_dir("legacy"), broken)

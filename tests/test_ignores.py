@@ -37,6 +37,7 @@ def project(tmp_path: Path, source: Path, table: str) -> Path:
     return tree
 
 
+@pytest.mark.slow
 def test_a_refusal_fails_migrate_check_until_the_project_ignores_it(tmp_path: Path) -> None:
     tree = project(tmp_path, REFUSED, "")
     refused = cli(tmp_path, "migrate", "--check", "--no-cache", "pkg")
@@ -56,6 +57,7 @@ def test_a_refusal_fails_migrate_check_until_the_project_ignores_it(tmp_path: Pa
     assert (tree / "model_runner.py").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_an_inline_comment_on_the_refused_line_hides_that_code_only(tmp_path: Path) -> None:
     tree = project(tmp_path, REFUSED, "")
     runner = tree / "model_runner.py"

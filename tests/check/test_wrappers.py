@@ -72,6 +72,7 @@ def before_fold(tmp_path: Path) -> Path:
     return copy_before(tmp_path / "spec_decode")
 
 
+@pytest.mark.slow
 def test_speculative_engine_static_count_equals_its_counter() -> None:
     """Static: the paths of SpecDecodeWorker's step with the lookahead count at K;
     run time: the engine's own broadcast counter, at tp 2 (a broadcast at tp 1 sends

@@ -160,6 +160,7 @@ class Step:
     engine: int = 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(2))
 def test_fields_shrink_to_their_defaults_around_the_ones_that_matter(seed: int) -> None:
     """With the picks of the fields that draw on their own in the fixed draw as well,

@@ -41,6 +41,7 @@ def test_merged_engine_inputs_round_trip(group2: Any) -> None:
     assert [r.examples for r in report.results] == [60] * 5
 
 
+@pytest.mark.slow
 def test_attention_fields_are_rebuilt_into_the_annotated_class_without_a_backend(
     group2: Any,
 ) -> None:

@@ -68,6 +68,7 @@ def test_a_drop_in_call_is_rewritten_when_its_file_is_given(tmp_path: Path) -> N
     assert "unpacks 2 values" in named[1].message
 
 
+@pytest.mark.slow
 def test_a_call_outside_the_given_paths_is_rewritten_as_a_rename_would(tmp_path: Path) -> None:
     """The project's tests call the removed method: rewritten with the group, also when
     only the engine is given; ``callers=False`` (``--no-callers``) names them instead."""
@@ -123,6 +124,7 @@ def test_check_fails_on_a_caller_it_cannot_rewrite(tmp_path: Path, migrate_cli: 
     assert "test_runner.py:2: MIG112" in done.out, done.out
 
 
+@pytest.mark.slow
 def test_callers_are_written_with_their_group(tmp_path: Path, migrate_cli: Any) -> None:
     root = _project(tmp_path)
     done = migrate_cli(str(root / "engine"))

@@ -58,6 +58,7 @@ def test_a_second_run_reads_the_facts_of_unchanged_files_from_the_cache(
     assert _outcome(second) == _outcome(first)
 
 
+@pytest.mark.slow
 def test_the_files_of_a_group_keep_their_loaded_names_in_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

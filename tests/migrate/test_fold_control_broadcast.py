@@ -251,6 +251,7 @@ def test_the_engines_wrapper_is_the_codemods_output(tmp_path: Path) -> None:
     assert BEFORE_WORKER.read_text() != text
 
 
+@pytest.mark.slow
 @pytest.mark.vllm
 def test_vllm_0_8_0_is_refused_with_the_shape(tmp_path: Path) -> None:
     """One release through ``benchmarks/spec_decode_vllm.py`` (the per-release table):

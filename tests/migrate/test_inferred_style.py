@@ -66,6 +66,7 @@ def test_with_no_style_that_fits_lines_keep_to_the_longest_line_at_most_80(
     assert formatting.inferred_limit(tmp_path.resolve()) == 80
 
 
+@pytest.mark.slow
 def test_a_hand_edit_the_formatter_was_not_run_on_still_tells_the_style(tmp_path: Path) -> None:
     root = _yapf_tree(tmp_path)
     runner = root / "model_runner.py"

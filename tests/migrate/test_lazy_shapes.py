@@ -84,6 +84,7 @@ def _later(text: str, path: str) -> ModuleFacts:
     return facts
 
 
+@pytest.mark.slow
 def test_shapes_read_later_are_the_shapes_read_with_the_facts() -> None:
     with_shapes = 0
     for path, text in _sources().items():
@@ -175,6 +176,7 @@ def test_a_run_that_plans_no_group_reads_no_shapes(
     assert not read and not counted
 
 
+@pytest.mark.slow
 def test_a_cached_file_gets_its_shapes_the_first_time_it_is_in_a_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -108,6 +108,7 @@ def test_the_rewrites_of_fixture_trees(source: Path, tmp_path: Path) -> None:
         _same_as_difflib(old, new)
 
 
+@pytest.mark.slow
 @pytest.mark.vllm
 @pytest.mark.parametrize("version", ["0.4.2", "0.5.0"])
 def test_the_rewrites_of_vllm(version: str, tmp_path: Path) -> None:

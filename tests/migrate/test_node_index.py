@@ -73,6 +73,7 @@ def _fresh() -> Iterator[None]:
     node_index.forget()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
 def test_every_subtree_lists_what_a_visit_of_it_meets(name: str, text: str) -> None:
     module = cst.parse_module(text)

@@ -50,6 +50,7 @@ WORKERS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", SHAPES)
 def test_variant_migrates_to_its_golden_files(shape: str, tmp_path: Path, migrate_cli) -> None:
     work = variants.write(variants.before(shape), tmp_path / shape)

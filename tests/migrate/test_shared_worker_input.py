@@ -159,6 +159,7 @@ def test_the_shape_golden_shares_the_class_and_keeps_the_subclass_worker() -> No
     assert after["xpu_worker.py"] == variants.before("shared_worker_input")["xpu_worker.py"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_worker_whose_group_is_refused_is_left_out_of_the_shared_class(
     jobs: str, tmp_path: Path, migrate_cli

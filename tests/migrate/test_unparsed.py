@@ -229,6 +229,7 @@ def test_a_last_line_without_a_line_break_is_parsed() -> None:
     assert type(_functions(module)["free"].body) is not UnparsedBlock
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("version", ["0.3.3", "0.5.0"])
 def test_real_files_print_back_and_keep_the_text_of_their_statements(version: str) -> None:
     """Every ``worker/`` file of a release with every body it can leave unparsed: the
@@ -260,6 +261,7 @@ def _output(result: Any) -> dict[Path, bytes]:
     return {path: change.new for path, change in result.changes.items()}
 
 
+@pytest.mark.slow
 def test_a_run_on_vllm_0_5_0_leaves_bodies_unparsed_asks_for_none_and_gives_a_whole_runs_result(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -287,6 +289,7 @@ def test_a_run_on_vllm_0_5_0_leaves_bodies_unparsed_asks_for_none_and_gives_a_wh
     assert [str(n) for n in result.notes] == [str(n) for n in whole.notes]
 
 
+@pytest.mark.slow
 def test_a_group_that_asks_for_an_unparsed_body_is_done_again_with_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -250,6 +250,7 @@ def test_051_merge_changes_nothing(tmp_path: Path) -> None:
     assert {r["code"] for r in report["refusals"]} <= {"MIG105"}
 
 
+@pytest.mark.slow
 def test_050_worker_dir_copied_alone_still_resolves_its_imports(tmp_path: Path) -> None:
     """``vllm.worker.model_runner`` imports resolve when only ``worker/`` is given, under
     another name (the nearest module with the same tail)."""

@@ -241,6 +241,7 @@ def test_a_second_worker_that_never_checks_the_stop_signal_is_not_hoisted(
     )
 
 
+@pytest.mark.slow
 def test_a_shared_step_that_does_not_verify_is_not_written(
     tmp_path: Path, migrate_cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:

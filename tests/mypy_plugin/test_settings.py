@@ -221,6 +221,7 @@ def test_changed_settings_invalidate_the_cache(tmp_path: Path) -> None:
     assert second.stdout.count("\n") == first.stdout.count("\n") - 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("config_name", "text", "line"),
     [

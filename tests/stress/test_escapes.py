@@ -165,6 +165,7 @@ def test_special_files_in_the_facts_cache_never_hang_check(project: Path, specia
     assert len([line for line in again.stderr.splitlines() if "facts cache" in line]) == 1
 
 
+@pytest.mark.slow
 def test_a_hard_linked_file_is_refused_unless_replacing_is_asked_for(
     project: Path, outside: Path
 ) -> None:

@@ -162,6 +162,7 @@ def test_an_edit_while_a_file_is_written_waits_and_is_kept(plan: Plan) -> None:
     assert all(c.path.read_bytes() == c.new for c in others)
 
 
+@pytest.mark.slow
 def test_an_edit_before_the_write_refuses_the_group_and_is_kept(plan: Plan) -> None:
     reset(plan)
     victim = plan.existing()[-1]

@@ -113,6 +113,7 @@ def test_forcing_a_read_only_file_of_another_user_says_why_it_cannot(work: Path)
     assert snapshot(work) == before
 
 
+@pytest.mark.slow
 def test_a_directory_that_cannot_be_written_is_named(work: Path, tmp_path: Path) -> None:
     os.chown(work, 1234, 1234)  # model_runner_base.py cannot be created in it
     before = snapshot(work)

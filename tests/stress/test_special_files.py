@@ -86,6 +86,7 @@ def test_check_reports_each_special_file_once_and_checks_the_rest(tree: Path) ->
     assert len(lines_with(result.stdout, " RC106 ")) == 3
 
 
+@pytest.mark.slow
 def test_migrate_skips_them_migrates_the_rest_and_leaves_them_as_they_were(tree: Path) -> None:
     result = run(tree.parent, "migrate", "tree")
     assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
