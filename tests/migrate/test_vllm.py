@@ -286,6 +286,7 @@ def test_050_every_note_with_a_line_cites_the_line_of_the_new_file(migrated_050)
         "on a path the other ranks take": lambda line: line.startswith("execute_model_kwargs"),
         "left alone": lambda line: line.startswith("class Neuron"),
         "keeps its own execute_model": lambda line: "execute_model_req is" in line,
+        "goes on with its own": lambda line: line.startswith("blocks_to_copy = torch.tensor("),
     }
     # ``(file.py:N)`` inside a message: what the words before it name
     inner = {
