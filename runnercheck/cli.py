@@ -8,43 +8,35 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import importlib
 import importlib.util
 import os
 import re
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 
 from runnercheck import __version__
+from runnercheck.commands import registry
 from runnercheck.errors import EXIT_INTERRUPTED, EXIT_USAGE, RunnerCheckError
-
-#: Subcommands in the order ``--help`` lists them, and the module of each.
-COMMANDS = {
-    "check": "runnercheck.commands.check",
-    "migrate": "runnercheck.commands.migrate",
-    "mypy": "runnercheck.commands.mypy",
-    "fuzz": "runnercheck.commands.fuzz",
-    "trace": "runnercheck.commands.trace",
-    "demo": "runnercheck.demo.command",
-    "rules": "runnercheck.commands.rules",
-    "config": "runnercheck.commands.config",
-}
 
 EPILOG = "exit status: 0 clean, 1 findings or files changed, 2 usage or input error"
 
 
-def _command_modules(only: str | None = None) -> dict[str, ModuleType]:
-    """The command modules, or only ``only``'s: each command imports what it needs,
-    so naming one (``check`` in a pre-commit hook) never imports the others."""
-    modules: dict[str, ModuleType] = {}
-    for name, qualified in COMMANDS.items():
-        if only is not None and name != only:
-            continue
-        if importlib.util.find_spec(qualified) is not None:
-            modules[name] = importlib.import_module(qualified)
+def _command_modules(only: str | None = None) -> dict[str, ModuleType | RunnerCheckError]:
+    """The command modules (:mod:`runnercheck.commands.registry`), or only ``only``'s:
+    each command imports what it needs, so naming one (``check`` in a pre-commit hook)
+    never imports the others. A command that is not installed is its one-line error;
+    naming it raises that error."""
+    if only is not None:
+        return {only: registry.load(only)}
+    modules: dict[str, ModuleType | RunnerCheckError] = {}
+    for name in registry.names():
+        try:
+            modules[name] = registry.load(name)
+        except registry.CommandMissing as missing:
+            modules[name] = missing
     return modules
 
 
@@ -54,7 +46,7 @@ def _named_command(argv: Sequence[str]) -> str | None:
         if arg == "--":
             return None
         if not arg.startswith("-"):
-            return arg if arg in COMMANDS else None
+            return arg if arg in registry.NAMES else None
     return None
 
 
@@ -74,7 +66,7 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
 
     choice = re.match(r"argument COMMAND: invalid choice: '(.*?)'", message)
     if choice:
-        wanted, known = [choice.group(1)], list(COMMANDS)
+        wanted, known = [choice.group(1)], list(registry.names())
     elif message.startswith("unrecognized arguments: "):
         wanted = [w.split("=")[0] for w in message.split()[2:] if w.startswith("-")]
         known = [o for a in parser._actions for o in a.option_strings if o.startswith("--")]
@@ -105,6 +97,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     parser.set_defaults(_parser=parser)
     for name, module in _command_modules(only).items():
+        if isinstance(module, RunnerCheckError):  # listed, and said when named
+            sub.add_parser(name, help="(not installed)", add_help=False).set_defaults(
+                _run=_raiser(module), _parser=parser
+            )
+            continue
         command_parser = sub.add_parser(
             name,
             allow_abbrev=not hasattr(module, "PASS_THROUGH"),
@@ -126,6 +123,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             _parser=command_parser,
         )
     return parser
+
+
+def _raiser(error: RunnerCheckError) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        raise error
+
+    return run
 
 
 #: The project's other top-level packages, installed beside ``runnercheck``.
@@ -162,7 +166,10 @@ def own_siblings() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     own_siblings()
     arguments = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_named_command(arguments))
+    try:
+        parser = build_parser(_named_command(arguments))
+    except RunnerCheckError as exc:  # the command named is not installed
+        return _report(exc)
     args, unknown = parser.parse_known_args(arguments)
     through = getattr(args, "_pass_through", "")
     if unknown and not through:  # said with the usage of the command that got them
@@ -176,15 +183,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args))
     except RunnerCheckError as exc:
-        from runnercheck.console import echo
-
-        echo(f"runnercheck: error: {exc}", stderr=True, newlines=False)
-        return exc.exit_code
+        return _report(exc)
     except KeyboardInterrupt:
         print("runnercheck: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0
+
+
+def _report(error: RunnerCheckError) -> int:
+    """Say ``error`` in one line on stderr; its exit status."""
+    from runnercheck.console import echo
+
+    echo(f"runnercheck: error: {error}", stderr=True, newlines=False)
+    return error.exit_code
 
 
 #: Commands whose process may end without Python's teardown (see :func:`finish`).

@@ -2,6 +2,8 @@
 
 It fails only on the contract's codes (the RC2xx rules), or, with ``--baseline``, only
 on errors that the committed baseline does not hold; see :mod:`mypy_plugin.gate`.
+``runnercheck`` finds this module through its entry point (the group
+``runnercheck.commands`` in ``pyproject.toml``; :mod:`runnercheck.commands.registry`).
 """
 
 from __future__ import annotations

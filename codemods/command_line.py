@@ -10,6 +10,9 @@ stays byte-identical. New sources must compile and re-analyse clean with
 transaction under a lock on the tree, with a journal that the next run (or
 `--recover`) uses to roll back a group an interrupted run left half-written
 (see runnercheck.writes.transaction). The code read is never imported or executed.
+
+``runnercheck`` finds this module through its entry point (the group
+``runnercheck.commands`` in ``pyproject.toml``; :mod:`runnercheck.commands.registry`).
 """
 
 from __future__ import annotations
