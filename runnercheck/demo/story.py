@@ -4,7 +4,7 @@ Stages, each on a copy in a temporary directory (the package's own files are nev
 touched):
 
 1. ``check``: the legacy engine has paired broadcasts (RC106 for each worker/runner pair).
-2. ``migrate``: the codemods rewrite the copy into the merged shape.
+2. ``migrate``: ``runnercheck migrate`` (the codemods) rewrites the copy into the merged shape.
 3. ``recheck``: ``runnercheck check`` finds the migrated copy clean.
 4. ``mypy``: mypy with the runnercheck plugin finds the migrated copy clean.
 5. ``fuzz``: the migrated input classes round-trip through a real 2-process broadcast.
@@ -17,6 +17,7 @@ Every stage reports ``ok``; the demo exits non-zero when any stage disagrees.
 from __future__ import annotations
 
 import gc
+import json
 import os
 import shutil
 import statistics
@@ -98,17 +99,40 @@ def stage_check(ws: Workspace, options: DemoOptions) -> StageResult:
 
 
 def stage_migrate(ws: Workspace, options: DemoOptions) -> StageResult:
-    from codemods import apply
-    from runnercheck.config import Config
-
-    result = apply([str(ws.migrated)], config=Config())
-    written = result.written
-    refusals = [str(r) for r in result.refusals]
-    names = sorted(str(Path(p).relative_to(ws.migrated)) for p in written)
+    """``runnercheck migrate`` on the copy, run as a user runs it: the command line finds
+    the command through its entry point (:mod:`runnercheck.commands.registry`), and its
+    JSON report says what was written and what was refused."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "runnercheck",
+        "migrate",
+        "--quiet",
+        "--format",
+        "json",
+        "--no-cache",
+        ws.migrated.name,
+    ]
+    proc = subprocess.run(cmd, cwd=ws.root, capture_output=True, text=True, timeout=600)
+    if proc.returncode not in (0, 1):  # a usage or input error, said in one line
+        said = proc.stderr.strip().splitlines() or [f"exit status {proc.returncode}"]
+        return StageResult(
+            "migrate",
+            ok=False,
+            summary=said[-1],
+            details={"returncode": proc.returncode, "stderr": proc.stderr[-2000:]},
+        )
+    report = json.loads(proc.stdout)
+    names = sorted(  # (paths are said relative to the current directory, where they can be)
+        str((ws.root / change["path"]).resolve().relative_to(ws.migrated.resolve()))
+        for change in report["changes"]
+        if change["written"]
+    )
+    refusals = [f"{r['path']}:{r['line']}: {r['code']} {r['message']}" for r in report["refusals"]]
     return StageResult(
         "migrate",
-        ok=bool(written) and not refusals,
-        summary=f"{len(written)} files written ({', '.join(names)}), {len(refusals)} refused",
+        ok=bool(names) and not refusals,
+        summary=f"{len(names)} files written ({', '.join(names)}), {len(refusals)} refused",
         details={"written": names, "refusals": refusals},
     )
 
