@@ -4,7 +4,9 @@ Engines rebuild the attention metadata of a received dict with the backend the r
 built (``attn_backend.make_metadata(**fields)`` over the fields of
 ``attn_backend.get_metadata_cls()``). Without ``--attn-backend``, an input class whose
 ``from_broadcasted_tensor_dict`` takes one gets :class:`AnnotatedBackend`: the
-metadata class its ``attn_metadata`` field is annotated with (the one generated), so
+metadata class its ``attn_metadata`` field is annotated with (the one generated; for an
+input that holds another input class, as vLLM's multi-step input holds the single-step
+one, that class's), so
 the metadata keys of the dict are rebuilt into that class, as the engine's backend
 would rebuild its own, instead of reaching ``cls(**tensor_dict)``.
 """
@@ -44,29 +46,53 @@ class AnnotatedBackend:
         return self.metadata_cls(*args, **kwargs)
 
 
-def metadata_class(cls: type) -> type | None:
+def metadata_class(cls: type, from_dict_method: str | None = None) -> type | None:
     """The dataclass ``cls``'s ``attn_metadata`` field is annotated with (inside an
-    Optional), or None."""
-    if not dataclasses.is_dataclass(cls):
+    Optional), or None. Given the contract's ``from_dict_method``, an input without such
+    a field of its own is looked into: a field that holds another input class (one
+    with that method; vLLM's multi-step input holds the single-step input, whose
+    metadata its receivers rebuild with the runner's backend) gives that class's."""
+    return _metadata_class(cls, from_dict_method, set())
+
+
+def _metadata_class(cls: type, from_dict_method: str | None, seen: set[type]) -> type | None:
+    if not dataclasses.is_dataclass(cls) or cls in seen:
         return None
-    names = {f.name for f in dataclasses.fields(cls)}
-    if METADATA_FIELD not in names:
-        return None
+    seen.add(cls)
     try:
-        annotation = field_annotations(cls).get(METADATA_FIELD)
+        annotations = field_annotations(cls)
     except Exception:  # an annotation that does not resolve: the strategy says so
         return None
+    names = {f.name for f in dataclasses.fields(cls)}
+    if METADATA_FIELD in names:
+        found = _dataclasses_in(annotations.get(METADATA_FIELD))
+        return found[0] if len(found) == 1 else None
+    if from_dict_method is None:
+        return None
+    inner = {
+        metadata
+        for name in names
+        for nested in _dataclasses_in(annotations.get(name))
+        if callable(getattr(nested, from_dict_method, None))
+        for metadata in [_metadata_class(nested, from_dict_method, seen)]
+        if metadata is not None
+    }
+    return inner.pop() if len(inner) == 1 else None
+
+
+def _dataclasses_in(annotation: Any) -> list[type]:
+    """The dataclasses an annotation names, alone or inside an Optional/Union."""
     candidates = typing.get_args(annotation) or (annotation,)
-    found = [c for c in candidates if isinstance(c, type) and dataclasses.is_dataclass(c)]
-    return found[0] if len(found) == 1 else None
+    return [c for c in candidates if isinstance(c, type) and dataclasses.is_dataclass(c)]
 
 
 def backend_for(cls: type, from_dict_method: str, given: Any) -> Any:
     """The backend receivers rebuild ``cls`` with: the given one, else a stand-in for
-    the annotated metadata class when ``from_dict_method`` takes a backend."""
+    the annotated metadata class (of ``cls`` or of an input class it holds) when
+    ``from_dict_method`` takes a backend."""
     if given is not None:
         return given
     if not takes_backend(getattr(cls, from_dict_method, None)):
         return None
-    metadata = metadata_class(cls)
+    metadata = metadata_class(cls, from_dict_method)
     return AnnotatedBackend(metadata) if metadata is not None else None

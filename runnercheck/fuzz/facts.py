@@ -4,8 +4,10 @@
 imported) tell, for each input class, which of its fields its dict leaves out and
 whether that is harmless: a field that no runner building the class reads on the path
 every rank runs (or a callable, or a class only single-rank workers rebuild) stays on
-the driver, as RC103 says in a note. Those fields are not reported when the round
-trip loses them. A field the analysis cannot prove driver-only (no runner in the
+the driver, as RC103 says in a note; so does one whose declaration's comment says it
+is not broadcast and is the driver's. Those fields are not reported when the round
+trip loses them. A field that holds another input class (vLLM's multi-step input holds
+the single-step one) is judged with that class's own facts. A field the analysis cannot prove driver-only (no runner in the
 analysed files builds the class, or a runner reads it on every rank) is still
 reported, with the reason; and the classes of a path target are the ones the analysis
 finds (dataclasses with both contract methods), with the composed steps its workers
@@ -14,8 +16,12 @@ run (the input classes rebuilt from one merged dict, in order).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import inspect
 import os
+import re
+import typing
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,15 +85,36 @@ class StaticFacts:
         fact = found.left_out.get(name) if found is not None else None
         return fact is not None and fact.proven
 
+    def nested(self, cls: type, name: str) -> type | None:
+        """The input class (one the analysis found) that field ``name`` of ``cls`` is
+        annotated with, alone or inside an Optional (vLLM's multi-step input holds the
+        single-step input as ``frozen_model_input``); None for any other field. Such a
+        field is judged with that class's own facts."""
+        if self.of(cls) is None or not dataclasses.is_dataclass(cls):
+            return None
+        from runnercheck.fuzz.strategies import field_annotations
+
+        try:
+            annotation = field_annotations(cls).get(name)
+        except Exception:  # an annotation that does not resolve: not an input class
+            return None
+        candidates = typing.get_args(annotation) or (annotation,)
+        found = [c for c in candidates if isinstance(c, type) and self.of(c) is not None]
+        return found[0] if len(found) == 1 else None
+
     def rebuilt_in_part(self, cls: type, path: str) -> bool:
         """``path`` (``field.inner...``) lies in a field the dict sends in part, and is
-        not among the keys it sends: receivers never get it, by design."""
+        not among the keys it sends: receivers never get it, by design. A path into a
+        field that holds another input class is judged with that class's facts."""
         found = self.of(cls)
         outer, dot, rest = path.partition(".")
-        if found is None or not dot or outer not in found.partly_sent:
+        if found is None or not dot:
             return False
-        inner = rest.partition(".")[0].partition("[")[0]
-        return inner not in found.partly_sent[outer]
+        if outer in found.partly_sent:
+            inner = rest.partition(".")[0].partition("[")[0]
+            return inner not in found.partly_sent[outer]
+        inner_cls = self.nested(cls, outer)
+        return inner_cls is not None and self.rebuilt_in_part(inner_cls, rest)
 
     def unproven(self, cls: type, name: str) -> str | None:
         """Why a field the dict leaves out may not be driver-only (None: it is sent, or
@@ -95,6 +122,18 @@ class StaticFacts:
         found = self.of(cls)
         fact = found.left_out.get(name) if found is not None else None
         return fact.reason if fact is not None and not fact.proven else None
+
+    def unproven_at(self, cls: type, path: str) -> tuple[type, str] | None:
+        """For a field path (``frozen_model_input.token_types``): the input class that
+        declares its last field (inside the input classes the path goes through) and
+        why that field may not be driver-only; None when the analysis says nothing."""
+        outer, dot, rest = path.partition(".")
+        name = outer.partition("[")[0]
+        if not dot:
+            reason = self.unproven(cls, name)
+            return (cls, reason) if reason is not None else None
+        inner_cls = self.nested(cls, outer)
+        return self.unproven_at(inner_cls, rest) if inner_cls is not None else None
 
 
 def module_name_for(path: Path) -> tuple[str, Path]:
@@ -207,6 +246,12 @@ def left_out(project: Project, cls: ClassFacts) -> dict[str, FieldFact]:
             out[name] = FieldFact(True, unreachable)
         elif "Callable" in fld.annotation:
             out[name] = FieldFact(True, "a callable cannot be broadcast; it is the driver's own")
+        elif (comment := declared_unsent(owner.path, fld.line)) is not None:
+            out[name] = FieldFact(
+                True,
+                f"the comment above it says it is not broadcast and is the driver's "
+                f"({Path(owner.path).name}:{comment}); the other ranks hold its default",
+            )
         elif reads is None:
             out[name] = FieldFact(
                 False,
@@ -225,6 +270,42 @@ def left_out(project: Project, cls: ClassFacts) -> dict[str, FieldFact]:
                 "(check: RC103)",
             )
     return out
+
+
+#: A comment that says a field is not broadcast (``We do not broadcast it``,
+#: ``never broadcast``, ``isn't broadcast``) ...
+_NOT_BROADCAST = re.compile(r"(?:\bnot|\bnever|n't)\s+(?:be\s+|been\s+)?broadcast", re.IGNORECASE)
+#: ... and that it is the driver's (``only used by the driver worker``).
+_DRIVER = re.compile(r"\bdriver\b", re.IGNORECASE)
+
+
+def declared_unsent(path: str, line: int) -> int | None:
+    """The first line of the comment right above a field's line that declares it not
+    broadcast and the driver's own (vLLM's ``# Used for speculative decoding. We do not
+    broadcast it because it is only used by the driver worker.``), or None. The author
+    says so where the field is declared, as a ``# Driver-only:`` comment would: the
+    other ranks are meant to hold the field's default."""
+    lines = _source_lines(path)
+    index = line - 2
+    first = None
+    while 0 <= index < len(lines) and lines[index].lstrip().startswith("#"):
+        first = index
+        index -= 1
+    if first is None:
+        return None
+    text = " ".join(lines[i].lstrip().lstrip("#").strip() for i in range(first, line - 1))
+    if _NOT_BROADCAST.search(text) and _DRIVER.search(text):
+        return first + 1
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def _source_lines(path: str) -> tuple[str, ...]:
+    try:
+        data = read_source(path, DEFAULT_MAX_FILE_SIZE)
+    except (ReadError, OSError):
+        return ()
+    return tuple(data.decode("utf-8", "replace").splitlines())
 
 
 def around(classes: Iterable[type], extra: Iterable[Path] = ()) -> list[Path]:

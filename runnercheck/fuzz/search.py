@@ -34,6 +34,7 @@ from runnercheck.fuzz import prng, strategies, transfer
 from runnercheck.fuzz.backend import backend_for
 from runnercheck.fuzz.compare import describe
 from runnercheck.fuzz.compare import differences as compare
+from runnercheck.fuzz.explain import explain
 from runnercheck.fuzz.facts import StaticFacts
 from runnercheck.fuzz.group import GroupLost
 from runnercheck.fuzz.report import ClassResult, Problem, merge
@@ -166,12 +167,13 @@ def sender_precondition(cls: type, as_dict_method: str) -> Callable[[Any], bool]
 def unproven_reason(problem: Problem, cls: type | None, facts: StaticFacts | None) -> Problem:
     """A lost field that the class's dict leaves out, with why the analysis could not
     prove it driver-only."""
-    if problem.code != "RC301" or facts is None or cls is None or "." in problem.field:
+    if problem.code != "RC301" or facts is None or cls is None:
         return problem
-    reason = facts.unproven(cls, problem.field.partition("[")[0])
-    if reason is None:
+    found = facts.unproven_at(cls, problem.field)
+    if found is None:
         return problem
-    return with_hint(problem, f"; {cls.__qualname__}'s dict does not send it, and {reason}")
+    owner, reason = found
+    return with_hint(problem, f"; {owner.__qualname__}'s dict does not send it, and {reason}")
 
 
 def evaluate(
@@ -548,7 +550,7 @@ def drive(
             where = _raised_at(exc)
             raise UsageError(
                 f"{name}: making an example raised {type(exc).__name__}: "
-                f"{' '.join(str(exc).split())}{where}"
+                f"{' '.join(str(exc).split())}{where}{explain(exc)}"
             ) from None
     return result
 

@@ -63,27 +63,49 @@ def step_strategy(
 
     @st.composite
     def examples(draw: st.DrawFn) -> tuple[Any, ...]:
-        return _tie(step.parts, [draw(s) for s in parts])
+        return _tie(step.parts, [draw(s) for s in parts], as_dict_method)
 
     return examples()
 
 
-def _tie(parts: Sequence[StepPart], values: list[Any]) -> tuple[Any, ...]:
-    """Give fields of one name the first input's value in every later input."""
+def _tie(
+    parts: Sequence[StepPart], values: list[Any], as_dict_method: str | None = None
+) -> tuple[Any, ...]:
+    """Give fields of one name the first input's value in every later input; given the
+    conversion's name, also inside the inputs a part holds (a field whose value is an
+    input with that conversion, as vLLM's multi-step input holds the single-step one:
+    the worker fills both from one request)."""
     shared: dict[str, Any] = {}
     for index, part in enumerate(parts):
-        if part.cls is None or not dataclasses.is_dataclass(values[index]):
-            continue
-        names = [f.name for f in dataclasses.fields(part.cls) if f.init]
-        tied = {n: shared[n] for n in names if n in shared}
-        if tied:
-            try:
-                values[index] = dataclasses.replace(values[index], **tied)
-            except Exception:
-                reject()
-        for name in names:
-            shared.setdefault(name, getattr(values[index], name))
+        if part.cls is not None:
+            values[index] = _tied(values[index], shared, as_dict_method, set())
     return tuple(values)
+
+
+def _tied(value: Any, shared: dict[str, Any], as_dict_method: str | None, seen: set[int]) -> Any:
+    """``value`` with the fields ``shared`` names set to their values (and the inputs it
+    holds likewise); its own fields join ``shared`` for the parts after it."""
+    if not dataclasses.is_dataclass(value) or isinstance(value, type) or id(value) in seen:
+        return value
+    seen.add(id(value))
+    names = [f.name for f in dataclasses.fields(value) if f.init]
+    changes = {n: shared[n] for n in names if n in shared}
+    if as_dict_method is not None:
+        for name in names:
+            inner = getattr(value, name, None)
+            if name in changes or not callable(getattr(type(inner), as_dict_method, None)):
+                continue
+            tied = _tied(inner, shared, as_dict_method, seen)
+            if tied is not inner:
+                changes[name] = tied
+    if changes:
+        try:
+            value = dataclasses.replace(value, **changes)
+        except Exception:
+            reject()
+    for name in names:
+        shared.setdefault(name, getattr(value, name))
+    return value
 
 
 def step_example_text(step: Step, expected: Sequence[Snap]) -> str:
