@@ -165,33 +165,6 @@ _true(
     "(worker_base.py:144), ModelInputForXPU(**tensor_dict) has no such field "
     "(xpu_model_runner.py:75): a TypeError on every other rank",
 )
-_MULTI_STEP = "multi_step_model_runner:StatefulModelInput"
-for _version, _line in (("0.6.3", 192), ("0.8.0", 196)):
-    _false(
-        _version,
-        _MULTI_STEP,
-        ("num_prefills",),
-        "the attention metadata of the frozen input is rebuilt with the runner's backend, "
-        f"always given (multi_step_model_runner.py:{_line}); the stand-in backend is only "
-        "made for an input with an attn_metadata field of its own",
-    )
-    _false(
-        _version,
-        _step(_MULTI_STEP),
-        ("WorkerInput.virtual_engine",),
-        "the driver fills WorkerInput.virtual_engine and frozen_model_input.virtual_engine "
-        "from one request; the generator ties fields of one name only at the top level",
-    )
-_false(
-    "0.8.0",
-    _MULTI_STEP,
-    (
-        "frozen_model_input.sampling_metadata.categorized_sample_indices",
-        "frozen_model_input.sampling_metadata.seq_groups",
-    ),
-    "the sampling metadata is sent in part by design (selected_token_indices); the "
-    "static facts are applied to the input's own fields, not to a nested input's",
-)
 _true(
     "0.9.2",
     "cpu_model_runner:ModelInputForCPUWithSamplingMetadata",
@@ -227,27 +200,13 @@ _true(
     _TT_PROOF,
 )
 _HPU = "hpu_model_runner:ModelInputForHPUWithSamplingMetadata"
-_true(
-    "0.9.2",
-    _HPU,
-    ("real_batch_size", "batch_size_padded", "is_first_multi_step", "is_last_step"),
+_HPU_LOST = ("real_batch_size", "batch_size_padded", "is_first_multi_step", "is_last_step")
+_HPU_PROOF = (
     "hpu_model_runner.py:459-466 re-lists the keys without it, execute_model reads it at "
-    ":1970-1978 (is_first_multi_step, is_last_step) and :2003-2004 (the batch sizes)",
+    ":1970-1978 (is_first_multi_step, is_last_step) and :2003-2004 (the batch sizes)"
 )
-_true(
-    "0.9.2",
-    _step(_HPU),
-    _in_step(_HPU, ("batch_size_padded", "real_batch_size")),
-    "hpu_model_runner.py:459-466 re-lists the keys without it, execute_model reads it at "
-    ":2003-2004",
-)
-_false(
-    "0.9.2",
-    _step(_HPU),
-    _in_step(_HPU, ("is_prompt",)),
-    "left out by design (the comment at hpu_model_runner.py:454-455); execute_model reads "
-    "it under the driver flag (:1944) or expects None on the other ranks (:1985-1986)",
-)
+_true("0.9.2", _HPU, _HPU_LOST, _HPU_PROOF)
+_true("0.9.2", _step(_HPU), _in_step(_HPU, _HPU_LOST), _HPU_PROOF)
 
 
 def run_release(version: str, seed: int, examples: int | None) -> dict[str, Any]:
@@ -285,26 +244,41 @@ def run_release(version: str, seed: int, examples: int | None) -> dict[str, Any]
     return {"version": version, "seconds": seconds, "exit": done.returncode, "report": report}
 
 
-def rows(run: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def rows(run: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """(release, target, status, what was found, kind): the kind is PASS, true (every
+    finding of the row judged true), false (one judged false), not judged, or cannot
+    run."""
     version = run["version"]
     if "report" not in run:
-        return [(version, "(the command)", "ERROR", run["error"])]
+        return [(version, "(the command)", "ERROR", run["error"], "cannot run")]
     out = []
     for result in run["report"]["results"]:
         name = result["target"]
         if result["status"] == "ERROR":
-            out.append((version, name, "ERROR", result["error"]))
+            out.append((version, name, "ERROR", result["error"], "cannot run"))
             continue
         if result["status"] == "PASS":
-            out.append((version, name, "PASS", ""))
+            out.append((version, name, "PASS", "", "PASS"))
             continue
         found = []
+        verdicts = []
         for problem in result["problems"]:
             field = problem["field"]
             verdict = VERDICTS.get((version, name, field), "not judged")
+            verdicts.append(verdict.partition(":")[0])
             found.append(f"{problem['code']} {field} [{verdict}]")
-        out.append((version, name, "FAIL", "; ".join(found)))
+        kind = (
+            "false"
+            if "false" in verdicts
+            else "true"
+            if verdicts and all(v == "true" for v in verdicts)
+            else "not judged"
+        )
+        out.append((version, name, "FAIL", "; ".join(found), kind))
     return out
+
+
+KINDS = ("PASS", "true", "false", "not judged", "cannot run")
 
 
 def main() -> int:
@@ -321,11 +295,14 @@ def main() -> int:
         print("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row[:3])), row[3])
     print()
     for run in runs:
-        counts: dict[str, int] = {}
-        for row in rows(run):
-            counts[row[2]] = counts.get(row[2], 0) + 1
-        shown = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-        print(f"vLLM {run['version']}: {shown}; {run['seconds']:.1f} s (exit {run['exit']})")
+        kinds = [row[4] for row in rows(run)]
+        shown = ", ".join(f"{kinds.count(kind)} {kind}" for kind in KINDS)
+        print(
+            f"vLLM {run['version']}: {len(kinds)} rows: {shown}; "
+            f"{run['seconds']:.1f} s (exit {run['exit']})"
+        )
+    kinds = [row[4] for row in table]
+    print(f"all: {len(kinds)} rows: " + ", ".join(f"{kinds.count(k)} {k}" for k in KINDS))
     if args.json:
         args.json.write_text(json.dumps(runs, indent=2))
     return 0
