@@ -7,11 +7,12 @@ every rank runs (or a callable, or a class only single-rank workers rebuild) sta
 the driver, as RC103 says in a note; so does one whose declaration's comment says it
 is not broadcast and is the driver's. Those fields are not reported when the round
 trip loses them. A field that holds another input class (vLLM's multi-step input holds
-the single-step one) is judged with that class's own facts. A field the analysis cannot prove driver-only (no runner in the
-analysed files builds the class, or a runner reads it on every rank) is still
-reported, with the reason; and the classes of a path target are the ones the analysis
-finds (dataclasses with both contract methods), with the composed steps its workers
-run (the input classes rebuilt from one merged dict, in order).
+the single-step one) is judged with that class's own facts. A field the analysis
+cannot prove driver-only (no runner in the analysed files builds the class, or a
+runner reads it on every rank) is still reported, with the reason; and the classes of
+a path target are the ones the analysis finds (dataclasses with both contract
+methods), with the composed steps its workers run (the input classes rebuilt from one
+merged dict, in order).
 """
 
 from __future__ import annotations
@@ -299,8 +300,17 @@ def declared_unsent(path: str, line: int) -> int | None:
     return None
 
 
-@functools.lru_cache(maxsize=64)
 def _source_lines(path: str) -> tuple[str, ...]:
+    """The lines of a source file (read once while it stays as it is)."""
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return ()
+    return _read_lines(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_lines(path: str, mtime_ns: int, size: int) -> tuple[str, ...]:
     try:
         data = read_source(path, DEFAULT_MAX_FILE_SIZE)
     except (ReadError, OSError):
