@@ -75,14 +75,25 @@ def cached_releases() -> list[str]:
 
 
 def fixture_trees() -> list[Path]:
-    """Every fixture tree of the tests, and the demo engine's two shapes."""
+    """Every fixture tree of the tests, and the demo engine's two shapes; the trees the
+    tests build from diffs (the refused trees, the speculative wrappers) are written
+    under a temporary directory."""
+    from tests.check import built as check_built
+    from tests.migrate import refusals
+    from tests.spec_decode_fixture import write_wrappers
+
+    built = Path(tempfile.mkdtemp(prefix="runnercheck-fixtures-"))
     trees = [REPO / "runnercheck" / "demo" / "engine" / "legacy"]
     trees.append(REPO / "runnercheck" / "demo" / "engine" / "merged")
     for fixtures in (
         REPO / "tests" / "migrate" / "fixtures",
-        REPO / "tests" / "check" / "fixtures",
+        check_built.materialize(built / "check") / "tests" / "check" / "fixtures",
     ):
-        trees += sorted(p for p in fixtures.iterdir() if p.is_dir())
+        trees += sorted(p for p in fixtures.iterdir() if p.is_dir() and any(p.rglob("*.py")))
+    trees += [
+        refusals.write_all(built / "refusals"),
+        write_wrappers(built / "fold-control-broadcast"),
+    ]
     return trees
 
 

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from runnercheck.ignores import PerFileIgnores, codes_of, suppressed, suppressions
+from tests.migrate import refusals
 
 ROOT = Path(__file__).resolve().parents[1]
-REFUSED = ROOT / "tests" / "migrate" / "fixtures" / "refusals" / "extra-broadcast"
+#: the refused tree (MIG101) of ``tests.migrate.refusals``
+REFUSED = "extra-broadcast"
 LEGACY = ROOT / "runnercheck" / "demo" / "engine" / "legacy"
 
 
@@ -30,9 +32,13 @@ def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def project(tmp_path: Path, source: Path, table: str) -> Path:
-    tree = Path(shutil.copytree(source, tmp_path / "pkg"))
-    (tree / "expected.txt").unlink(missing_ok=True)
+def project(tmp_path: Path, source: Path | str, table: str) -> Path:
+    """``source`` (a directory, or the name of a refused tree) copied to ``pkg`` under a
+    ``pyproject.toml`` with the ``[tool.runnercheck]`` table ``table``."""
+    if isinstance(source, str):
+        tree = refusals.write(source, tmp_path / "pkg")
+    else:
+        tree = Path(shutil.copytree(source, tmp_path / "pkg"))
     (tmp_path / "pyproject.toml").write_text(f"[tool.runnercheck]\n{table}", encoding="utf-8")
     return tree
 

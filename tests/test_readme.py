@@ -19,10 +19,12 @@ import pytest
 
 from codemods import registry
 from runnercheck import cli
+from runnercheck.check import check_paths
 from runnercheck.commands import rules
 from runnercheck.commands.registry import NAMES as COMMAND_NAMES
 from runnercheck.config import Config
 from runnercheck.demo.engine import engine_source_dir
+from tests.vllm_wheels import vllm_source
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -221,3 +223,78 @@ def test_the_fuzz_manual_shows_what_its_examples_print(command: str, shown: list
     printed = [line for line in run.stdout.splitlines() if not line.startswith("  (tensor")]
     # the manual leaves out the header line and the note on dtypes this transport skips
     assert printed[1:] == shown, run.stderr
+
+
+def release_table() -> list[tuple[str, int, int, int, int]]:
+    """(release, files seen, files parsed, errors, notes) of each row of the check
+    manual's table of what `check` finds on vLLM releases."""
+    section = manual("check").split("## What it finds on real vLLM releases", 1)[1]
+    rows = re.findall(
+        r"^\| (\d[\w.]*) \| (\d+) / (\d+) \| (\d+): [^|]*\| (\d+)[:,] ", section, re.M
+    )
+    assert len(rows) >= 5, "the check manual lost its table of releases"
+    return [(release, *map(int, counts)) for release, *counts in rows]
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+@pytest.mark.parametrize("release,seen,parsed,errors,notes", release_table(), ids=lambda v: str(v))
+def test_the_check_manuals_release_table_is_what_check_finds(
+    release: str,
+    seen: int,
+    parsed: int,
+    errors: int,
+    notes: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`runnercheck check vllm/` on each release's wheel (downloaded once, then cached):
+    the files seen and parsed, the errors and the notes, as the table counts them."""
+    monkeypatch.chdir(vllm_source(release))
+    result = check_paths(["vllm"])
+    found = (result.files_seen, result.files_parsed, len(result.findings), len(result.notes))
+    assert found == (seen, parsed, errors, notes)
+
+
+def test_the_check_manuals_demo_output_is_what_check_prints() -> None:
+    """The check manual's run on the demo's legacy engine, line for line."""
+    blocks = re.findall(
+        r"```text\n(\$ runnercheck check runnercheck/demo/[^\n]*)\n(.*?)```", manual("check"), re.S
+    )
+    assert len(blocks) == 1, "the check manual lost its run on the demo engine"
+    command, shown = blocks[0]
+    run = subprocess.run(
+        [sys.executable, "-m", "runnercheck", *shlex.split(command)[2:], "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"},
+        timeout=120,
+    )
+    assert run.returncode == 1, run.stderr
+    assert run.stdout.splitlines() == shown.splitlines()
+
+
+def shown_release_lines() -> list[tuple[str, str]]:
+    """(release, line) for each finding the check manual shows under `$ runnercheck
+    check vllm/          # the vLLM X wheel`."""
+    shown = []
+    for release, block in re.findall(
+        r"```text\n\$ runnercheck check vllm/ +# the vLLM ([\w.]+) wheel\n(.*?)```",
+        manual("check"),
+        re.S,
+    ):
+        shown += [(release, line) for line in block.splitlines()]
+    assert shown, "the check manual lost its runs on vLLM releases"
+    return shown
+
+
+@pytest.mark.vllm
+def test_the_check_manuals_release_lines_are_what_check_prints(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    printed: dict[str, set[str]] = {}
+    for release, line in shown_release_lines():
+        if release not in printed:
+            monkeypatch.chdir(vllm_source(release))
+            printed[release] = {f.as_text() for f in check_paths(["vllm"]).findings}
+        assert line in printed[release], (release, line)

@@ -1,8 +1,8 @@
 """The speculative-decoding wrapper shaped as vLLM 0.6.x-0.9.x ship it
-(``tests/migrate/fixtures/fold-control-broadcast/spec_decode_worker_v06.py``): the scorer
-runs first on a prefill or with speculation disabled for the batch, the proposer is
-skipped when speculation is disabled, and otherwise runs ``max(k, 1)`` times before the
-scorer; a control broadcast tells the other ranks which. Run for real at tp 2 (gloo),
+(``tests.spec_decode_fixture.V06_WORKER``, an edit of the wrapper before the fold): the
+scorer runs first on a prefill or with speculation disabled for the batch, the proposer
+is skipped when speculation is disabled, and otherwise runs ``max(k, 1)`` times before
+the scorer; a control broadcast tells the other ranks which. Run for real at tp 2 (gloo),
 and read by ``check``."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ STEPS = 10
 SPECULATIVE, PREFILL, DISABLED = K + 2, 3, 2
 
 #: The same wrapper whose other ranks run the proposer even where the driver skips it.
-HANG = V06_WORKER.read_text().replace(
+HANG = V06_WORKER.replace(
     """        if not data["disable_all_speculation"]:
             # The proposer runs once per lookahead slot (once when there is none: it
             # keeps its KV cache in step with the scorer's).
@@ -75,7 +75,7 @@ def test_the_v06_wrapper_generates_the_plain_engines_tokens_on_every_path(
     assert _prefixes_of(outputs, _outputs(plain)) == []
 
 
-def _check(tmp_path: Path, worker: Path | str) -> list[tuple[str, str]]:
+def _check(tmp_path: Path, worker: str) -> list[tuple[str, str]]:
     package = copy_before(tmp_path / "spec_decode", worker)
     result = check_paths([package])
     return sorted(
@@ -92,5 +92,5 @@ def test_check_gives_no_schedule_error_on_the_v06_wrapper(tmp_path: Path) -> Non
 def test_check_reports_the_hang_where_the_other_ranks_run_the_skipped_proposer(
     tmp_path: Path,
 ) -> None:
-    assert HANG != V06_WORKER.read_text()
+    assert HANG != V06_WORKER
     assert ("RC112", "error") in _check(tmp_path, HANG)

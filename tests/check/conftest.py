@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from runnercheck.cli import main
+from tests.check import built
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -17,10 +17,10 @@ FIXTURES = Path(__file__).parent / "fixtures"
 def good_tree(directory: Path, target: Path) -> Path:
     """A rule fixture's ``good/`` as checked: ``bad/`` (but its hidden directories: a
     journal) with the files ``good/`` holds put over it (a good fixture holds only the
-    files its fix changes)."""
-    shutil.copytree(directory / "bad", target, ignore=shutil.ignore_patterns("__pycache__", ".*"))
-    for path in (directory / "good").rglob("*.py"):
-        shutil.copy(path, target / path.relative_to(directory / "good"))
+    files its fix changes), built files included (:mod:`tests.check.built`)."""
+    built.tree(directory / "bad", target)
+    for name, text in built.sources(directory / "good").items():
+        (target / name).write_text(text)
     return target
 
 
@@ -55,4 +55,18 @@ def run(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):  #
         captured = capsys.readouterr()
         return CliResult(code, captured.out, captured.err)
 
+    return run
+
+
+@pytest.fixture(scope="session")
+def fixtures_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding ``tests/check/fixtures`` with its built files written."""
+    return built.materialize(tmp_path_factory.mktemp("built"))
+
+
+@pytest.fixture
+def run_built(run, fixtures_root: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """``run``, from :func:`fixtures_root`: the fixtures' relative paths name the same
+    files, built ones included."""
+    monkeypatch.chdir(fixtures_root)
     return run

@@ -48,8 +48,17 @@ def test_syntax_error_is_reported_and_the_rest_still_checked(run: Run) -> None:
 
 
 def test_internal_error_does_not_stop_the_run(run: Run) -> None:
-    expected = (FIXTURES / "internal-error" / "bad.expected").read_text().splitlines()
-    result = run("-j", "2", rel(FIXTURES / "internal-error" / "bad"))
+    """A file the checker cannot analyse is one RC002; the file beside it is checked."""
+    expected = [
+        *(FIXTURES / "internal-error" / "bad.expected").read_text().splitlines(),
+        *(FIXTURES / "recursive-from-dict" / "bad.expected").read_text().splitlines(),
+    ]
+    result = run(
+        "-j",
+        "2",
+        rel(FIXTURES / "internal-error" / "bad"),
+        rel(FIXTURES / "recursive-from-dict" / "bad.py"),
+    )
     assert result.finding_lines == expected
     assert "Traceback" not in result.out + result.err
     assert result.code == 1
@@ -256,10 +265,11 @@ def test_check_sources_in_memory() -> None:
     assert clean.findings == [] and clean.files_parsed == 2
 
 
-def test_partner_files_are_read_from_disk(run: Run) -> None:
-    """A pre-commit hook passes only the worker: its runner is imported, so it is read."""
+def test_partner_files_are_read_from_disk(run_built: Run) -> None:
+    """A pre-commit hook passes only the worker: its runner is imported, so it is read
+    (``paired-broadcast/bad``'s files in a package, built: ``tests.check.built``)."""
     engine = CLI / "partners" / "engine"
-    result = run(rel(engine / "worker.py"))
+    result = run_built(rel(engine / "worker.py"))
     assert result.finding_lines == [
         "tests/check/fixtures/cli/partners/engine/worker.py:28:9: RC106 Worker and ModelRunner "
         "broadcast step metadata 2 times per step on the driver path (worker.py:28, "
@@ -270,7 +280,7 @@ def test_partner_files_are_read_from_disk(run: Run) -> None:
         "(1 file seen, 1 parsed, 0 skipped by the prefilter, 2 imported files read for context)."
     )
     # findings located in partner files are not reported: the runner alone is fine
-    alone = run(rel(engine / "model_runner.py"))
+    alone = run_built(rel(engine / "model_runner.py"))
     assert alone.finding_lines == [] and alone.code == 0
 
 

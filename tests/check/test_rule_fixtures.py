@@ -27,9 +27,9 @@ def test_every_check_rule_has_fixtures() -> None:
 
 
 @pytest.mark.parametrize("directory", RULE_DIRS, ids=lambda p: p.name)
-def test_bad_fixture_exact_output(directory: Path, run: Callable[..., CliResult]) -> None:
+def test_bad_fixture_exact_output(directory: Path, run_built: Callable[..., CliResult]) -> None:
     expected = (directory / "bad.expected").read_text().splitlines()
-    result = run("--show-notes", _target(directory, "bad"))
+    result = run_built("--show-notes", _target(directory, "bad"))
     assert result.finding_lines == expected
     assert result.code == 1
     assert result.err == ""

@@ -14,6 +14,7 @@ from runnercheck.analysis.project import Project
 from runnercheck.analysis.wrappers import evaluate, representative
 from runnercheck.check import check_paths
 from runnercheck.demo.engine import run_engine
+from tests.check import built
 from tests.check.conftest import FIXTURES, REPO, good_tree
 from tests.spec_decode_fixture import copy_before
 from tests.vllm_wheels import vllm_source
@@ -33,7 +34,7 @@ def line_of(path: Path, text: str) -> int:
 
 
 def test_inner_workers_resolve_through_a_factory_and_a_helper(tmp_path: Path) -> None:
-    project = project_of(WRAPPER / "bad")
+    project = project_of(built.tree(WRAPPER / "bad", tmp_path / "bad"))
     wrapper = project.resolve_class("LookaheadWorker", "x")
     assert wrapper is not None
     # annotated WorkerBase (abstract): the classes come from `build`'s `cls(draft, target)`

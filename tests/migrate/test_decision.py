@@ -9,6 +9,7 @@ releases."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +23,20 @@ from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM
 from runnercheck.demo.engine import engine_source_dir
+from tests.migrate import refusals
 from tests.migrate.conftest import FIXTURES
+from tests.spec_decode_fixture import write_wrappers
 
 CHECK_FIXTURES = Path(__file__).parents[1] / "check" / "fixtures"
 #: The demo engine's two shapes, and fixtures where each single-class codemod changes
-#: or refuses something (the benchmark runs every fixture tree).
-TREES = {
+#: or refuses something (the benchmark runs every fixture tree); a tree built at test
+#: time is the function that writes it.
+TREES: dict[str, Path | Callable[[Path], Path]] = {
     "demo-legacy": engine_source_dir("legacy"),
     "demo-merged": engine_source_dir("merged"),
     "single-class codemods": FIXTURES / "single",
-    "refusals": FIXTURES / "refusals",
-    "fold-control-broadcast": FIXTURES / "fold-control-broadcast",
+    "refusals": refusals.write_all,
+    "fold-control-broadcast": write_wrappers,
     "super-dict (RC104)": CHECK_FIXTURES / "parent-dict-drift",
     "driver-only (RC103)": CHECK_FIXTURES / "unbroadcast-field",
     "self-return": CHECK_FIXTURES / "recursive-from-dict",
@@ -51,9 +55,13 @@ def outcome(result: MigrateResult) -> dict[str, Any]:
 def test_the_same_result_with_and_without_the_decision(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tree = shutil.copytree(
-        TREES[name], tmp_path / "tree", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    source = TREES[name]
+    if isinstance(source, Path):
+        tree = shutil.copytree(
+            source, tmp_path / "tree", ignore=shutil.ignore_patterns("__pycache__")
+        )
+    else:
+        tree = source(tmp_path / "tree")
     monkeypatch.chdir(tmp_path)
     without = apply([tree], mode="check", decide=False, exact=False)
     with_ = apply([tree], mode="check", decide=True, exact=False)

@@ -19,7 +19,7 @@ from runnercheck.analysis.extract import extract_tree, read_shapes
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.contract import VLLM
 from runnercheck.demo.engine import engine_source_dir
-from tests.migrate import variants
+from tests.migrate import refusals, variants
 from tests.migrate.conftest import FIXTURES
 
 #: Names defined twice: the facts hold the last class of a name, and its last method
@@ -65,10 +65,13 @@ if dist.is_initialized():
 
 def _sources() -> dict[str, str]:
     found: dict[str, str] = {"twice.py": TWICE}
-    trees = [engine_source_dir("legacy"), FIXTURES / "engine" / "before", FIXTURES / "refusals"]
+    trees = [engine_source_dir("legacy"), FIXTURES / "engine" / "before"]
     for root in trees:
         for path in sorted(root.rglob("*.py")):
             found[str(path)] = path.read_text()
+    for refused in refusals.NAMES:
+        for name, text in refusals.tree(refused).items():
+            found[f"{refused}/{name}"] = text
     for shape in ("after_split", "hardware_subclass", "request_after_prepare"):
         for name, text in variants.before(shape).items():
             if name.endswith(".py"):
@@ -158,9 +161,11 @@ def test_a_run_that_plans_no_group_reads_no_shapes(
 ) -> None:
     """The merged engine has no group; every group of ``missing-runner`` is refused as
     found (MIG103, MIG104), and a refused group is never planned."""
-    source = engine_source_dir("merged") if tree == "merged" else FIXTURES / "refusals" / tree
     work = tmp_path / tree
-    shutil.copytree(source, work)
+    if tree == "merged":
+        shutil.copytree(engine_source_dir("merged"), work)
+    else:
+        refusals.write(tree, work)
     read = _counting_shapes(monkeypatch)
     counted: Counter[str] = Counter()
     real = extract._method_shape

@@ -25,6 +25,7 @@ from runnercheck.analysis.model import CallSite, ClassFacts, FunctionFacts, Modu
 from runnercheck.analysis.project import Project
 from runnercheck.check.pipeline import CheckResult, check_paths
 from runnercheck.demo.engine import engine_source_dir
+from tests.migrate import refusals
 
 #: What a run reads and must not leave to the garbage collector.
 _RUN_OBJECTS = (
@@ -65,9 +66,6 @@ def _cyclic_garbage(run: Callable[[], object]) -> tuple[object, list[object]]:
         gc.enable()
 
 
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "engine",
@@ -76,12 +74,15 @@ FIXTURES = Path(__file__).parent / "fixtures"
         # verification walking the values of every rank
         engine_source_dir("legacy"),
         # a group whose planning is refused (the refusal is kept for the run)
-        FIXTURES / "refusals" / "extra-broadcast",
+        "extra-broadcast",
     ],
     ids=["legacy-engine", "refused-plan"],
 )
-def test_a_run_leaves_no_cycle_that_holds_its_trees(engine: Path, tmp_path: Path) -> None:
-    tree = shutil.copytree(engine, tmp_path / "engine")
+def test_a_run_leaves_no_cycle_that_holds_its_trees(engine: Path | str, tmp_path: Path) -> None:
+    if isinstance(engine, str):
+        tree = refusals.write(engine, tmp_path / "engine")
+    else:
+        tree = shutil.copytree(engine, tmp_path / "engine")
     migrate([str(tree)])  # imports, first-use caches
     result, garbage = _cyclic_garbage(lambda: migrate([str(tree)]))
     assert isinstance(result, MigrateResult)

@@ -10,20 +10,19 @@ import pytest
 
 from runnercheck.records import Change
 from runnercheck.writes.transaction import commit
+from tests.migrate import refusals
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot
 
-REFUSALS = FIXTURES / "refusals"
 BEFORE = FIXTURES / "engine" / "before"
 AFTER = FIXTURES / "engine" / "after"
 
 
-@pytest.mark.parametrize("name", ["extra-broadcast", "untraceable-key", "missing-runner"])
+@pytest.mark.parametrize("name", refusals.NAMES)
 def test_refusal_leaves_every_file_byte_identical_and_names_the_reason(
     name: str, tmp_path: Path, migrate_cli, monkeypatch
 ) -> None:
-    work = copy_tree(REFUSALS / name, tmp_path / name)
-    expected = (work / "expected.txt").read_text().splitlines()
-    (work / "expected.txt").unlink()
+    work = refusals.write(name, tmp_path / name)
+    expected = refusals.expected(name)
     before = snapshot(work)
     monkeypatch.chdir(work)
     result = migrate_cli(".")

@@ -4,13 +4,13 @@ refusal where it leaves it, so that a tree ``migrate`` has been run on passes ``
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from codemods.pipeline import migrate
 from runnercheck.check import check_paths
+from tests.check import built
 from tests.check.conftest import FIXTURES
 
 MERGE = FIXTURES / "semantics" / "merge-refused"
@@ -18,7 +18,7 @@ MERGE = FIXTURES / "semantics" / "merge-refused"
 
 @pytest.mark.parametrize("side", ["true", "false"])
 def test_rc106_is_an_error_exactly_where_the_merge_applies(tmp_path: Path, side: str) -> None:
-    shutil.copy(MERGE / f"{side}.py", tmp_path / "worker.py")
+    (tmp_path / "worker.py").write_text(built.text(MERGE / f"{side}.py"))
     result = migrate([tmp_path], select=("merge-broadcasts",))
     checked = check_paths([tmp_path])
     rc106 = [f for f in checked.findings if f.code == "RC106"]
