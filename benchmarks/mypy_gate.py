@@ -17,11 +17,21 @@ with wall seconds beside them.
 
     python benchmarks/mypy_gate.py                      # 0.5.0 and 0.6.3, both targets
     python benchmarks/mypy_gate.py --versions 0.6.3 --targets vllm/worker/
+    python benchmarks/mypy_gate.py --versions 0.5.0 --counts-only   # mypy as is only
+
+The error counts depend on the environment mypy runs in, which is this script's
+interpreter: with torch (and numpy) installed beside mypy, as ``scripts/setup.sh`` sets
+up, more of vLLM's types resolve and mypy reports more errors than in an environment
+with runnercheck's static tools alone (``pip install .``, no torch). Each row names
+torch's version in that environment, or null. For the static tools' figures, run this
+script with such an environment's Python (``/path/to/venv/bin/python
+benchmarks/mypy_gate.py ...``).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import re
 import resource
@@ -60,16 +70,41 @@ def fresh(work: Path) -> None:
     shutil.rmtree(work / ".mypy_cache", ignore_errors=True)
 
 
-def measure(version: str, target: str, root: Path) -> dict[str, object]:
+def plain_mypy(work: Path, target: str) -> tuple[float, dict[str, object]]:
+    """mypy as is on ``target``, from a cold cache: its CPU seconds, and its exit status,
+    errors, files and times as a row."""
+    fresh(work)
+    cpu, plain = timed([sys.executable, "-m", "mypy", target], work)
+    found = SUMMARY.search(plain.stdout)
+    return cpu, {
+        "mypy_exit": plain.returncode,
+        "mypy_errors": int(found.group(1)) if found else 0,
+        "mypy_files": int(found.group(2)) if found else 0,
+        "mypy_cpu_s": round(cpu, 1),
+        "mypy_wall_s": round(WALL[-1], 1),
+    }
+
+
+def torch_version() -> str | None:
+    """torch's version in this interpreter's environment, without importing it."""
+    try:
+        return importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def measure(
+    version: str, target: str, root: Path, *, counts_only: bool = False
+) -> dict[str, object]:
     work = root / version
     if not work.exists():
         shutil.copytree(vllm_source(version) / "vllm", work / "vllm")
         (work / "mypy.ini").write_text("[mypy]\nplugins = mypy_plugin\n", encoding="utf-8")
+    plain_s, plain = plain_mypy(work, target)
+    head = {"version": version, "target": target, "torch": torch_version(), **plain}
+    if counts_only:
+        return head
     py = sys.executable
-    fresh(work)
-    plain_s, plain = timed([py, "-m", "mypy", target], work)
-    plain_wall = WALL[-1]
-    found = SUMMARY.search(plain.stdout)
     fresh(work)
     gate_s, gate = timed([py, "-m", "runnercheck", "mypy", "--all", target], work)
     gate_wall = WALL[-1]
@@ -93,13 +128,7 @@ def measure(version: str, target: str, root: Path) -> dict[str, object]:
         worker.write_text(original, encoding="utf-8")
     new_lines = [line for line in new.stdout.splitlines() if ": error: " in line]
     return {
-        "version": version,
-        "target": target,
-        "mypy_exit": plain.returncode,
-        "mypy_errors": int(found.group(1)) if found else 0,
-        "mypy_files": int(found.group(2)) if found else 0,
-        "mypy_cpu_s": round(plain_s, 1),
-        "mypy_wall_s": round(plain_wall, 1),
+        **head,
         "gate_exit": gate.returncode,
         "gate_summary": last,
         "gate_cpu_s": round(gate_s, 1),
@@ -118,12 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--versions", nargs="+", default=["0.5.0", "0.6.3"])
     parser.add_argument("--targets", nargs="+", default=["vllm/worker/", "vllm/"])
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--counts-only", action="store_true", help="run mypy as is only, not the gate"
+    )
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-mypy-gate-") as tmp:
         for version in args.versions:
             for target in args.targets:
-                row = measure(version, target, Path(tmp))
+                row = measure(version, target, Path(tmp), counts_only=args.counts_only)
                 rows.append(row)
                 print(json.dumps(row), flush=True)
     if args.json:

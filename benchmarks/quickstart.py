@@ -10,14 +10,18 @@ the migrated tree.
 
 The commands run with this checkout's environment (``python -m runnercheck``), in a
 git repository holding the copy (so that pre-commit-style runs and ``git diff`` work
-as in an engine's clone); the mypy steps use a ``mypy.ini`` naming the plugin, as the
-README's configuration does. Times are wall seconds on whatever machine runs it.
+as in an engine's clone); the mypy steps use a ``mypy.ini`` that names the plugin and
+nothing else, as the README's configuration does. Times are wall seconds on whatever
+machine runs it; the header names the environment (Python, torch, the load average),
+since mypy's error counts depend on whether torch is installed beside it.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -31,7 +35,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.vllm_wheels import vllm_source  # noqa: E402
 
-MYPY_INI = "[mypy]\nplugins = mypy_plugin\nignore_missing_imports = True\n"
+MYPY_INI = "[mypy]\nplugins = mypy_plugin\n"
 
 
 @dataclass
@@ -70,6 +74,7 @@ def steps() -> list[Step]:
     return [
         Step("1. check", ["check", "vllm/"], 1),
         Step("2. the plugin, in CI", ["mypy", "vllm/worker/"], 0),
+        Step("2. the plugin, whole tree", ["mypy", "vllm/"], 0),
         Step("3. migrate --check", ["migrate", "--check", "vllm/worker/"], 1),
         Step("3. migrate", ["migrate", "vllm/worker/"], 0),
         Step("3. check again", ["check", "vllm/"], 1),
@@ -85,11 +90,22 @@ def steps() -> list[Step]:
     ]
 
 
+def environment() -> str:
+    """The Python, torch's version (or its absence) and the load average."""
+    try:
+        torch = f"torch {importlib.metadata.version('torch')}"
+    except importlib.metadata.PackageNotFoundError:
+        torch = "no torch"
+    load = ", ".join(f"{value:.1f}" for value in os.getloadavg())
+    return f"Python {platform.python_version()}, {torch}, {os.cpu_count()} cores, load {load}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", default="0.5.0")
     options = parser.parse_args()
     source = vllm_source(options.version) / "vllm"
+    started = environment()
     with tempfile.TemporaryDirectory(prefix="runnercheck-quickstart-") as tmp:
         tree = Path(tmp) / "engine"
         shutil.copytree(source, tree / "vllm", ignore=shutil.ignore_patterns("__pycache__"))
@@ -103,6 +119,7 @@ def main() -> int:
             )
         done = [run(step, tree) for step in steps()]
     print(f"vLLM {options.version}: the README's quick start, step by step")
+    print(f"{started} at the start; load {os.getloadavg()[0]:.1f} at the end")
     print(f"{'step':27} {'exit':>4} {'want':>4} {'seconds':>8}  last line")
     for step in done:
         mark = "" if step.ok else "  <-- not as the README says"
