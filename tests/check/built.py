@@ -9,7 +9,10 @@ stored as near-copies of another:
   inner worker named ``ExtrasWorker`` (the package beside it has a ``Worker`` of its
   own) under a docstring saying what the file shows;
 * ``cli/partners/engine/{model_runner,worker}.py``: ``paired-broadcast/bad``'s, the
-  worker importing its runner relatively (the package holds them).
+  worker importing its runner relatively (the package holds them);
+* ``half-applied-migration``'s old file and the journal an interrupted ``migrate`` left:
+  the old contents are ``tests/migrate/fixtures/engine/before``'s CPU files, the new
+  ones those the fixture holds (``bad/`` the file already written, ``good/`` the rest).
 
 Tests run ``check`` on a copy of the fixtures with those files written
 (:func:`materialize`), from the copy's root, so that the paths printed are the ones
@@ -28,6 +31,7 @@ from tests.migrate.variants import apply_diff
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).parent / "fixtures"
+MIGRATE_BEFORE = REPO / "tests" / "migrate" / "fixtures" / "engine" / "before"
 
 _SPEC_BAD = """\
 A wrapper whose fold applies: every path runs the proposer's step first after the
@@ -59,6 +63,12 @@ def _copy(name: str, *edits: tuple[str, str]) -> Callable[[], str]:
     return make
 
 
+def _migrate_before(name: str) -> Callable[[], str]:
+    return lambda: (MIGRATE_BEFORE / name).read_text()
+
+
+_JOURNAL = "half-applied-migration/bad/.runnercheck-migrate"
+
 #: the files built from something other than a diff beside them (relative to FIXTURES)
 _MADE: dict[str, Callable[[], str]] = {
     "wrapper-control-broadcast/bad/spec.py": _wrapper(_SPEC_BAD, RC110.bad),
@@ -68,6 +78,12 @@ _MADE: dict[str, Callable[[], str]] = {
         "paired-broadcast/bad/worker.py",
         ("from engine.model_runner import", "from .model_runner import"),
     ),
+    "half-applied-migration/bad/cpu_worker.py": _migrate_before("cpu_worker.py"),
+    f"{_JOURNAL}/old/0": _migrate_before("cpu_model_runner.py"),
+    f"{_JOURNAL}/old/1": _migrate_before("cpu_worker.py"),
+    f"{_JOURNAL}/new/0": _copy("half-applied-migration/bad/cpu_model_runner.py"),
+    f"{_JOURNAL}/new/1": _copy("half-applied-migration/good/cpu_worker.py"),
+    f"{_JOURNAL}/new/2": _copy("half-applied-migration/good/model_runner_base.py"),
 }
 
 _HEADER = re.compile(r"^--- a/(\S+)\n\+\+\+ b/(\S+)\n", re.MULTILINE)
@@ -94,9 +110,7 @@ def built() -> dict[Path, str]:
 
 def text(path: Path) -> str:
     """A fixture file's text, stored or built."""
-    if path.suffix == ".py" and not path.is_file():
-        return built()[path]
-    return path.read_text()
+    return path.read_text() if path.is_file() else built()[path]
 
 
 def materialize(root: Path) -> Path:
@@ -105,7 +119,9 @@ def materialize(root: Path) -> Path:
     target = root / FIXTURES.relative_to(REPO)
     shutil.copytree(FIXTURES, target, ignore=shutil.ignore_patterns("__pycache__", "*.diff"))
     for path, content in built().items():
-        (target / path.relative_to(FIXTURES)).write_text(content)
+        written = target / path.relative_to(FIXTURES)
+        written.parent.mkdir(parents=True, exist_ok=True)
+        written.write_text(content)
     return root
 
 
@@ -117,9 +133,9 @@ def sources(directory: Path) -> dict[str, str]:
         for p in directory.rglob("*.py")
         if "__pycache__" not in p.parts
     }
-    for path, content in built().items():
-        if path.is_relative_to(directory):
-            found[str(path.relative_to(directory))] = content
+    for path, content in _built_in(directory).items():
+        if path.suffix == ".py":
+            found[str(path)] = content
     return found
 
 
@@ -128,7 +144,16 @@ def tree(directory: Path, target: Path) -> Path:
     directories left out), its built files written."""
     ignore = shutil.ignore_patterns("__pycache__", "*.diff", ".*")
     shutil.copytree(directory, target, ignore=ignore)
-    for path, content in built().items():
-        if path.is_relative_to(directory):
-            (target / path.relative_to(directory)).write_text(content)
+    for path, content in _built_in(directory).items():
+        (target / path).write_text(content)
     return target
+
+
+def _built_in(directory: Path) -> dict[Path, str]:
+    """The built files under ``directory`` (not in a hidden directory), relative to it."""
+    return {
+        path.relative_to(directory): content
+        for path, content in built().items()
+        if path.is_relative_to(directory)
+        and not any(part.startswith(".") for part in path.relative_to(directory).parts)
+    }
