@@ -2,9 +2,9 @@
 stored as near-copies of another:
 
 * ``<name>.diff``: the file its ``+++`` header names, as an edit of the file its ``---``
-  header names, both in the diff's directory (the true side of a semantics case from
-  its false side); every hunk must apply exactly, as :mod:`tests.migrate.variants`
-  reads a diff;
+  header names, both relative to the diff's directory (the true side of a semantics
+  case from its false side, a rule's ``good/`` file from its ``../bad/`` one); every
+  hunk must apply exactly, as :mod:`tests.migrate.variants` reads a diff;
 * ``wrapper-control-broadcast/{bad,good}/spec.py``: RC110's catalog examples, with the
   inner worker named ``ExtrasWorker`` (the package beside it has a ``Worker`` of its
   own) under a docstring saying what the file shows;

@@ -11,15 +11,17 @@ from codemods import verify
 from codemods.facts.values import ValueFacts
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.config import Config
+from tests.check import built
 
 CHECK_FIXTURES = Path(__file__).parents[1] / "check" / "fixtures"
 
 
 def _read(tree: Path) -> dict[Path, ModuleFacts]:
+    """The facts of a fixture directory's files, stored or built (``tests.check.built``)."""
     config = Config()
     out = {}
-    for path in sorted(tree.glob("*.py")):
-        text = path.read_text()
+    for name, text in sorted(built.sources(tree).items()):
+        path = tree / name
         out[path] = verify.facts(path, ast.parse(text), text, config)
     return out
 
