@@ -7,6 +7,7 @@ the migrated tree.
 
     python benchmarks/quickstart.py                 # vLLM 0.5.0
     python benchmarks/quickstart.py --version 0.5.1
+    python benchmarks/quickstart.py --verbose       # each step's whole output too
 
 The commands run with this checkout's environment (``python -m runnercheck``), in a
 git repository holding the copy (so that pre-commit-style runs and ``git diff`` work
@@ -22,6 +23,7 @@ import argparse
 import importlib.metadata
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -43,16 +45,30 @@ class Step:
     what: str
     args: list[str]
     expected: int
+    #: git commands run in the tree first (not timed)
+    git: tuple[tuple[str, ...], ...] = ()
     status: int = -1
     seconds: float = 0.0
     last: str = ""
+    output: str = ""
 
     @property
     def ok(self) -> bool:
         return self.status == self.expected
 
 
+def git(cwd: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=q", "-c", "user.email=q@example.com", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
+
+
 def run(step: Step, cwd: Path) -> Step:
+    for args in step.git:
+        git(cwd, *args)
     env = {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
     started = time.perf_counter()
     done = subprocess.run(
@@ -67,6 +83,7 @@ def run(step: Step, cwd: Path) -> Step:
     step.status = done.returncode
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     step.last = lines[-1][:110] if lines else ""
+    step.output = done.stdout + done.stderr
     return step
 
 
@@ -87,6 +104,18 @@ def steps() -> list[Step]:
         ),
         Step("CI: check gate", ["check", "--baseline", "runnercheck-baseline.txt", "vllm/"], 0),
         Step("CI: mypy gate", ["mypy", "vllm/"], 0),
+        # the pre-commit hook runs `migrate --check` on the staged files: the migrated
+        # tree committed, then the release's worker/ files back, cpu_worker.py staged
+        Step(
+            "4. migrate hook, one file",
+            ["migrate", "--check", "vllm/worker/cpu_worker.py"],
+            1,
+            git=(
+                ("add", "-A"),
+                ("commit", "-qm", "migrated"),
+                ("checkout", "HEAD~1", "--", "vllm/worker/"),
+            ),
+        ),
     ]
 
 
@@ -103,6 +132,9 @@ def environment() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--version", default="0.5.0")
+    parser.add_argument(
+        "--verbose", action="store_true", help="also print each step's whole output"
+    )
     options = parser.parse_args()
     source = vllm_source(options.version) / "vllm"
     started = environment()
@@ -111,12 +143,7 @@ def main() -> int:
         shutil.copytree(source, tree / "vllm", ignore=shutil.ignore_patterns("__pycache__"))
         (tree / "mypy.ini").write_text(MYPY_INI, encoding="utf-8")
         for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "vllm"]):
-            subprocess.run(
-                ["git", "-c", "user.name=q", "-c", "user.email=q@example.com", *args],
-                cwd=tree,
-                check=True,
-                capture_output=True,
-            )
+            git(tree, *args)
         done = [run(step, tree) for step in steps()]
     print(f"vLLM {options.version}: the README's quick start, step by step")
     print(f"{started} at the start; load {os.getloadavg()[0]:.1f} at the end")
@@ -129,6 +156,10 @@ def main() -> int:
     gates = [s for s in done if s.what.startswith("CI:")]
     green = all(s.ok for s in gates)
     print(f"CI on the migrated tree: {'green' if green else 'red'}")
+    if options.verbose:
+        for step in done:
+            print(f"\n$ runnercheck {shlex.join(step.args)}    # {step.what}, exit {step.status}")
+            print(step.output, end="")
     return 0 if all(step.ok for step in done) else 1
 
 
