@@ -298,3 +298,25 @@ def test_the_check_manuals_release_lines_are_what_check_prints(
             monkeypatch.chdir(vllm_source(release))
             printed[release] = {f.as_text() for f in check_paths(["vllm"]).findings}
         assert line in printed[release], (release, line)
+
+
+@pytest.mark.vllm
+def test_the_quick_starts_first_check_is_what_check_prints_on_vllm_050() -> None:
+    """The README's `runnercheck check vllm/` on vLLM 0.5.0: each finding (shown up to
+    its "...") and the summary line, as the command prints them."""
+    block = readme().split("$ runnercheck check vllm/ ", 1)[1].split("```", 1)[0]
+    shown = block.splitlines()[1:]
+    assert shown[-1].startswith("Found 4 findings"), shown
+    run = subprocess.run(
+        [sys.executable, "-m", "runnercheck", "check", "--no-cache", "vllm/"],
+        capture_output=True,
+        text=True,
+        cwd=vllm_source("0.5.0"),
+        env={**os.environ, "PYTHONPATH": str(ROOT), "NO_COLOR": "1"},
+        timeout=120,
+    )
+    printed = run.stdout.splitlines()
+    assert run.returncode == 1, run.stderr
+    assert len(printed) == len(shown)
+    for line, real in zip(shown, printed, strict=True):
+        assert real.startswith(line.removesuffix(" ...").removesuffix("...")), (line, real)
