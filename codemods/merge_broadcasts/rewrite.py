@@ -30,6 +30,7 @@ from codemods.merge_broadcasts.runner_rewrite import (
 )
 from codemods.merge_broadcasts.runner_statements import subscript_key
 from codemods.merge_broadcasts.shared_helpers import Helpers, shared_helpers, use_helpers
+from codemods.merge_broadcasts.shared_inputs import SharedInputs, share_inputs
 from codemods.merge_broadcasts.shared_worker_input import SharedInput, shared_inputs
 from codemods.merge_broadcasts.worker_hoist import Hoist, Member, plan_hoist, slim_worker
 from codemods.merge_broadcasts.worker_model import WorkerPlan
@@ -238,6 +239,8 @@ def rewrite_group(
         by_class[(plan.path, plan.name)] = plan
     for plan_w in worker_plans:
         by_class[(plan_w.path, plan_w.name)] = plan_w
+    inputs = _input_classes(project, contract, runner_plans, planned, helpers, input_base, group)
+    common_input = inputs.common
     for path in group.files:
         module = modules[path]
         body: list[cst.BaseStatement] = []
@@ -254,28 +257,40 @@ def rewrite_group(
                 assert isinstance(statement, cst.ClassDef)
                 new_cls = _rewrite_runner_class(plan_any, contract, runner_base)
                 if plan_any.method is not None:
-                    generated = (
-                        planned.input_class(plan_any, input_base, contract)
-                        if planned is not None
-                        else input_class(plan_any, input_base, contract)
-                    )
-                    generated[1], called = use_helpers(generated[1], helpers, contract)
+                    generated = inputs.statements(plan_any, path)
+                    emitted = "\n".join(cstutil.code(g) for g in generated)
+                    called = [h for h in inputs.called() if _names(emitted, h)]
+                    if (
+                        common_input is not None
+                        and id(plan_any) in common_input.classes
+                        and common_input.host.path != path
+                    ):
+                        host_path = common_input.host.path
+                        from_imports.append((imported(path, host_path), [common_input.name]))
                     generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
                     new_cls = new_cls.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
                     body.extend(generated)
                     needs_dataclass = True
-                    typing_names |= {"Any", "Dict", "Type", "TypeVar"}
                     typing_names |= {
                         name
-                        for f in plan_any.fields
-                        for name in ("Optional", "Union", "List", "Tuple", "Set")
-                        if re.search(rf"\b{name}\[", f.annotation)
+                        for name in (
+                            "Any",
+                            "Dict",
+                            "Type",
+                            "TypeVar",
+                            "Optional",
+                            "Union",
+                            "List",
+                            "Tuple",
+                            "Set",
+                        )
+                        if _names(emitted, name)
                     }
-                    owner_names = [input_base, *called]
+                    owner_names = [*([input_base] if _names(emitted, input_base) else []), *called]
                     if plan_any.add_base:
                         owner_names.append(runner_base)
                     assert base_file is not None
-                    if base_file != path:
+                    if base_file != path and owner_names:
                         from_imports.append((imported(path, base_file), owner_names))
                 elif plan_any.owner is not None and plan_any.execute is not None:
                     owner = plan_any.owner
@@ -425,6 +440,72 @@ def rewrite_group(
     for plan_w in worker_plans:
         result.worker_keys[plan_w.name] = [k.key for k in plan_w.keys]
     return result
+
+
+def _names(text: str, name: str) -> bool:
+    """``name`` appears in ``text`` as a word."""
+    return re.search(rf"(?<![\w.]){re.escape(name)}\b", text) is not None
+
+
+@dataclasses.dataclass
+class _Inputs:
+    """The group's generated input classes, sharing a base where they are near-identical
+    (:mod:`.shared_inputs`), by runner plan, and the base once, in its host file."""
+
+    generated: dict[int, tuple[list[cst.BaseStatement], list[str]]]
+    common: SharedInputs | None
+    placed: bool = False
+
+    def called(self) -> list[str]:
+        """The helpers any input class calls (each file imports those its classes call)."""
+        return [*dict.fromkeys(h for _, called in self.generated.values() for h in called)]
+
+    def statements(self, plan: RunnerPlan, path: Path) -> list[cst.BaseStatement]:
+        common = self.common
+        if common is None or id(plan) not in common.classes:
+            return list(self.generated[id(plan)][0])
+        out = list(common.classes[id(plan)])
+        if path == common.host.path and not self.placed:
+            self.placed = True
+            blank = [cst.EmptyLine(), cst.EmptyLine()]
+            out = [*common.base, cstutil.with_leading(out[0], blank), *out[1:]]
+        return out
+
+
+def _input_classes(
+    project: Project,
+    contract: Contract,
+    runner_plans: list[RunnerPlan],
+    planned: Planned | None,
+    helpers: Helpers,
+    input_base: str,
+    group: Group,
+) -> _Inputs:
+    generated: dict[int, tuple[list[cst.BaseStatement], list[str]]] = {}
+    for plan in runner_plans:
+        if plan.method is None:
+            continue
+        made = (
+            planned.input_class(plan, input_base, contract)
+            if planned is not None
+            else input_class(plan, input_base, contract)
+        )
+        made[1], called = use_helpers(made[1], helpers, contract)
+        generated[id(plan)] = (made, called)
+    taken: set[str] = set()
+    for path in group.files:
+        facts = project.modules.get(str(path))
+        if facts is not None:
+            taken |= set(facts.top_level_names)
+    for plan in runner_plans:
+        taken |= {plan.input_name, plan.typevar, plan.generic, plan.generic_typevar}
+    common = share_inputs(
+        [(p, generated[id(p)][0]) for p in runner_plans if id(p) in generated],
+        input_base,
+        contract,
+        taken,
+    )
+    return _Inputs(generated, common)
 
 
 def _returned_fields(plan: RunnerPlan) -> list[str]:

@@ -42,6 +42,7 @@ SHAPES = (
     "request_after_prepare",
     "hardware_subclass",
     "shared_worker_input",
+    "twin_inputs",
 )
 #: the worker each variant runs with (``module:Class`` of its package)
 WORKERS = {

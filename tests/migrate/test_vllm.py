@@ -62,9 +62,28 @@ def _keys_built(node: ast.AST) -> list[str]:
     return out
 
 
+def _class_in(directory: Path, cls: str) -> tuple[Path, ast.ClassDef] | None:
+    """The module of ``directory`` that defines the class ``cls``, and the class."""
+    for module in sorted(directory.glob("*.py")):
+        for node in ast.parse(module.read_bytes()).body:
+            if isinstance(node, ast.ClassDef) and node.name == cls:
+                return module, node
+    return None
+
+
+def _bases_of(directory: Path, cls: str) -> list[tuple[Path, ast.ClassDef]]:
+    """The classes of ``directory`` that ``cls`` derives from (directly)."""
+    found = _class_in(directory, cls)
+    assert found is not None, cls
+    parents = [_class_in(directory, b.id) for b in found[1].bases if isinstance(b, ast.Name)]
+    return [p for p in parents if p is not None]
+
+
 def dict_keys(path: Path, cls: str, method: str) -> list[str]:
-    """String keys of the dicts built in ``cls.method`` (read with ``ast``), and in the
-    helpers of the base module beside it that the method calls."""
+    """String keys of the dicts built in ``cls.method`` (read with ``ast``), in the
+    helpers of the base module beside it that the method calls, and in the method of
+    the class's base (a class of the same directory) that it calls through ``super()``
+    or inherits."""
     tree = ast.parse(path.read_bytes())
     base = path.parent / "model_runner_base.py"
     helpers = {
@@ -72,19 +91,25 @@ def dict_keys(path: Path, cls: str, method: str) -> list[str]:
         for f in (ast.parse(base.read_bytes()).body if base.exists() else [])
         if isinstance(f, ast.FunctionDef)
     }
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == cls:
-            for item in node.body:
-                if isinstance(item, ast.FunctionDef) and item.name == method:
-                    called = [
-                        helpers[c.func.id]
-                        for c in ast.walk(item)
-                        if isinstance(c, ast.Call)
-                        and isinstance(c.func, ast.Name)
-                        and c.func.id in helpers
-                    ]
-                    return [k for n in [item, *called] for k in _keys_built(n)]
-    raise AssertionError(f"{cls}.{method} not found in {path}")
+    node = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls), None)
+    assert node is not None, f"{cls} not found in {path}"
+    parents = [_class_in(path.parent, b.id) for b in node.bases if isinstance(b, ast.Name)]
+    inherited = [found for found in parents if found is not None]
+    item = next((f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == method), None)
+    if item is None:
+        assert inherited, f"{cls}.{method} not found in {path}"
+        module, parent = inherited[0]
+        return dict_keys(module, parent.name, method)
+    called = [
+        helpers[c.func.id]
+        for c in ast.walk(item)
+        if isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in helpers
+    ]
+    keys = [k for n in [item, *called] for k in _keys_built(n)]
+    if f"super().{method}(" in ast.unparse(item):
+        module, parent = inherited[0]
+        keys += dict_keys(module, parent.name, method)
+    return keys
 
 
 def plugin_errors(root: Path, package: str) -> set[str]:
@@ -175,7 +200,9 @@ def test_050_keys_per_step_are_the_old_union_less_the_named_duplicates(migrated_
         assert dropped <= old_keys
         # the attention metadata's own dict still travels in the same broadcast: in
         # the input's own body, or through the helper the inputs share
-        text = (new / rfile).read_text()
+        text = "".join(
+            (new / f).read_text() for f in {rfile, *(m.name for m, _ in _bases_of(new, rinput))}
+        )
         assert "asdict_zerocopy()" in text or (
             re.search(r"_add_attn_metadata_broadcastable_dict\(\s*tensor_dict,\s*self\.attn", text)
             and "attn_metadata.asdict_zerocopy()" in (new / "model_runner_base.py").read_text()
@@ -184,13 +211,20 @@ def test_050_keys_per_step_are_the_old_union_less_the_named_duplicates(migrated_
         "blocks_to_swap_in", "blocks_to_swap_out",
     }  # fmt: skip
     # the GPU and embedding inputs repeated the attention metadata's (de)serialisation:
-    # it is one pair of helpers in the generated base module, which both call
+    # it is one pair of helpers in the generated base module, called once, by the base
+    # input the two share (in the GPU runner's module, which the embedding one imports)
     base = (new / "model_runner_base.py").read_text()
     for helper in ("_add_attn_metadata_broadcastable_dict", "_init_attn_metadata_from_tensor_dict"):
         assert base.count(f"\ndef {helper}(") == 1, helper
-        for rfile in ("model_runner.py", "embedding_model_runner.py"):
-            text = (new / rfile).read_text()
-            assert f"{helper}(" in text and f"def {helper}" not in text, (helper, rfile)
+        calls = {
+            rfile: (new / rfile).read_text().count(f"{helper}(")
+            for rfile in ("model_runner.py", "embedding_model_runner.py")
+        }
+        assert calls == {"model_runner.py": 1, "embedding_model_runner.py": 0}, helper
+    assert (
+        "class EmbeddingModelRunnerInput(CommonModelRunnerInput):"
+        in (new / "embedding_model_runner.py").read_text()
+    )
     # the GPU and CPU inputs send the sampling metadata's indices alike: one helper;
     # they rebuild it with different arguments (the CPU runner's older signature): each
     # keeps its own statements

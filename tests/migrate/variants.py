@@ -5,7 +5,8 @@ Each variant is a unified diff in ``fixtures/variants/``:
 
 * ``<name>.diff``: the variant's legacy tree (``before``), as an edit of its base's:
   ``gpu_only`` is the legacy engine's GPU files (no embedding or CPU runner), the
-  others change ``gpu_only`` or another variant in one way each;
+  others change ``gpu_only`` or another variant in one way each, or start from the
+  legacy engine's GPU files plus some of its other files (``legacy_files``);
 * ``<name>.migrated.diff``: what ``migrate`` should write (``after``), as an edit of the
   base's ``after`` plus the files the variant adds (as they are before).
 
@@ -41,6 +42,9 @@ class Variant:
     base: str | None
     #: files copied from another of the base's before the edit: new name -> copied
     copies: dict[str, str] = field(default_factory=dict)
+    #: the legacy engine's files besides :data:`GPU_FILES` a variant without a base
+    #: starts from
+    legacy_files: tuple[str, ...] = ()
 
 
 VARIANTS: dict[str, Variant] = {
@@ -51,6 +55,8 @@ VARIANTS: dict[str, Variant] = {
     "hardware_subclass": Variant("gpu_only"),
     "shared_worker_input": Variant("hardware_subclass", copies={"hpu_worker.py": "worker.py"}),
     "sampling_flag": Variant("gpu_only"),
+    # two runners whose inputs differ in one field each (sampling vs pooling metadata)
+    "twin_inputs": Variant(None, legacy_files=("embedding_model_runner.py",)),
 }
 
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -163,7 +169,7 @@ def _start(name: str) -> Tree:
     """What a variant's ``diff`` edits: its base's tree with the copies made."""
     variant = VARIANTS[name]
     if variant.base is None:
-        tree = {f: (LEGACY / f).read_text() for f in GPU_FILES}
+        tree = {f: (LEGACY / f).read_text() for f in (*GPU_FILES, *variant.legacy_files)}
     else:
         tree = before(variant.base)
     for new, copied in variant.copies.items():
