@@ -39,9 +39,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
-
-from typing_extensions import Self
+from typing import Any, ClassVar
 
 #: Key of the older dataclass field metadata that marks a field driver-only.
 DRIVER_ONLY_METADATA_KEY = "runnercheck"
@@ -136,19 +134,3 @@ class Contract:
 
 #: The contract with vLLM's names.
 VLLM = Contract()
-
-
-@runtime_checkable
-class BroadcastableInput(Protocol):
-    """What a model-runner input type must provide (vLLM's names).
-
-    ``from_broadcasted_tensor_dict`` returns ``Self``, so a subclass's classmethod
-    returns the subclass without a ``cast()``.
-    """
-
-    def as_broadcastable_tensor_dict(self) -> dict[str, Any]: ...
-
-    @classmethod
-    def from_broadcasted_tensor_dict(
-        cls, tensor_dict: dict[str, Any], attn_backend: Any = None
-    ) -> Self: ...

@@ -123,10 +123,6 @@ def encode_bytes(index: int, nbytes: int) -> str:
     return f"b\t{index}\t{nbytes}\n"
 
 
-def encode_end(index: int, end_ns: int) -> str:
-    return f"e\t{index}\t{end_ns}\n"
-
-
 def encode_cost(seconds: float, calls: int) -> str:
     return f"t\t{seconds:.6f}\t{calls}\n"
 
