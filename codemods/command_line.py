@@ -233,8 +233,14 @@ def _hide_ignored(result: MigrateResult, config: Config, root: Path | None) -> l
             comments[path] = suppressions(text.decode("utf-8", errors="replace"))
         return suppressed(comments[path], line, code)
 
-    hidden = Counter(r.code for r in result.refusals if ignored(r.code, r.path, r.line))
-    result.refusals = [r for r in result.refusals if not ignored(r.code, r.path, r.line)]
+    hidden: Counter[str] = Counter()
+    kept = []
+    for refusal in result.refusals:
+        if ignored(refusal.code, refusal.path, refusal.line):
+            hidden[refusal.code] += 1
+        else:
+            kept.append(refusal)
+    result.refusals = kept
     result.notes = [n for n in result.notes if not ignored(n.code, n.path, n.line)]
     if not hidden:
         return []

@@ -79,7 +79,8 @@ def codes_of(values: Iterable[str], where: str) -> frozenset[str]:
 
 class PerFileIgnores:
     """``per_file_ignores``, compiled: ``codes(display)`` are the codes hidden in a
-    file; :meth:`unmatched` names the globs no file asked about matched."""
+    file (matched once per file); :meth:`unmatched` names the globs that match none of
+    the files asked about or seen."""
 
     def __init__(self, table: Mapping[str, Iterable[str]], root: Path | None) -> None:
         self.root = root
@@ -88,29 +89,47 @@ class PerFileIgnores:
             for glob, codes in table.items()
         ]
         self._matched: set[str] = set()
+        self._codes: dict[str, frozenset[str]] = {}
 
     def __bool__(self) -> bool:
         return bool(self._globs)
 
-    def codes(self, display: str | Path) -> frozenset[str]:
+    def _names(self, display: str | Path) -> tuple[str, str]:
+        """The path as shown and relative to the root, as globs match them."""
         shown = str(display).replace(os.sep, "/")
-        relative = shown
-        if self.root is not None:
-            relative = os.path.relpath(os.path.abspath(display), self.root).replace(os.sep, "/")
-        hidden: set[str] = set()
-        for glob, matches, codes in self._globs:
-            if matches(shown, relative):
-                self._matched.add(glob)
-                hidden |= codes
-        return frozenset(hidden)
+        if self.root is None:
+            return shown, shown
+        relative = os.path.relpath(os.path.abspath(display), self.root)
+        return shown, relative.replace(os.sep, "/")
+
+    def codes(self, display: str | Path) -> frozenset[str]:
+        key = str(display)
+        found = self._codes.get(key)
+        if found is None:
+            shown, relative = self._names(display)
+            hidden: set[str] = set()
+            for glob, matches, codes in self._globs:
+                if matches(shown, relative):
+                    self._matched.add(glob)
+                    hidden |= codes
+            found = self._codes[key] = frozenset(hidden)
+        return found
 
     def hides(self, code: str, display: str | Path) -> bool:
         return bool(self._globs) and code in self.codes(display)
 
-    def unmatched(self, source: str) -> list[str]:
-        """One line per glob that matched none of the files asked about."""
+    def unmatched(self, source: str, seen: Iterable[str | Path] = ()) -> list[str]:
+        """One line per glob that matched none of the files asked about nor of ``seen``
+        (each tried against the globs not matched yet, until none is left)."""
+        left = [(glob, matches) for glob, matches, _ in self._globs if glob not in self._matched]
+        for display in seen:
+            if not left:
+                break
+            if str(display) in self._codes:
+                continue  # (asked about: what it matched is known)
+            shown, relative = self._names(display)
+            left = [(glob, matches) for glob, matches in left if not matches(shown, relative)]
         return [
             f"{source}: note: per_file_ignores[{glob!r}] matches no file of this run"
-            for glob, _, _ in self._globs
-            if glob not in self._matched
+            for glob, _ in left
         ]

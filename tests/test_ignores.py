@@ -8,10 +8,13 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
+from runnercheck import ignores
+from runnercheck.excludes import Excludes
 from runnercheck.ignores import PerFileIgnores, codes_of, suppressed, suppressions
 from tests.migrate import refusals
 
@@ -123,3 +126,36 @@ def test_per_file_globs_match_as_exclude_does_and_codes_expand(tmp_path: Path) -
     assert not ignores.hides("RC106", tmp_path / "pkg" / "worker_base.py")
     assert ignores.unmatched("x") == []
     assert "MIG204" in codes_of(["MIG2"], "ignore") and "MIG101" not in codes_of(["MIG2"], "i")
+
+
+def test_a_file_is_matched_once_and_unmatched_tries_only_the_globs_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each glob is matched once per file however often the file is asked about; the
+    files a run saw are tried against the globs nothing matched yet, until none is."""
+    tried: Counter[tuple[str, str]] = Counter()
+
+    class Counting(Excludes):
+        def __init__(self, patterns: list[str]) -> None:
+            [self.glob] = patterns
+            super().__init__(patterns)
+
+        def __call__(self, display: str, relative: str) -> bool:
+            tried[(relative, self.glob)] += 1
+            return super().__call__(display, relative)
+
+    monkeypatch.setattr(ignores, "Excludes", Counting)
+    per_file = PerFileIgnores({"pkg/*": ["RC106"], "other/*": ["RC101"]}, tmp_path)
+    asked = tmp_path / "pkg" / "a.py"
+    for _ in range(3):
+        assert per_file.hides("RC106", asked) and not per_file.hides("RC101", asked)
+    assert tried == {("pkg/a.py", "pkg/*"): 1, ("pkg/a.py", "other/*"): 1}
+    tried.clear()
+    seen = [asked, tmp_path / "pkg" / "b.py", tmp_path / "other" / "c.py", tmp_path / "d.py"]
+    assert per_file.unmatched("x", seen) == []
+    # a.py was asked about; b.py and c.py try the one glob left, which c.py matches
+    assert tried == {("pkg/b.py", "other/*"): 1, ("other/c.py", "other/*"): 1}
+    fresh = PerFileIgnores({"pkg/*": ["RC106"], "nowhere/*": ["RC101"]}, tmp_path)
+    assert fresh.unmatched("x", seen) == [
+        "x: note: per_file_ignores['nowhere/*'] matches no file of this run"
+    ]

@@ -436,14 +436,19 @@ def _check_paths(
     found = [f for f in found if _selected(f.code, select_codes, ignore_codes)]
     if config.per_file_ignores:
         per_file = PerFileIgnores(config.per_file_ignores, root)
-        hidden = {f for f in found if per_file.hides(f.code, f.path)}
-        for source in sources:
-            per_file.codes(source.display)
+        kept: list[Finding] = []
+        hidden: set[Finding] = set()
+        for finding in found:
+            if per_file.hides(finding.code, finding.path):
+                hidden.add(finding)
+            else:
+                kept.append(finding)
         result.suppressed += sum(1 for f in hidden if not f.is_note)
-        found = [f for f in found if f not in hidden]
+        found = kept
         result.notes = [n for n in result.notes if not per_file.hides(n.code, n.path)]
         if all(os.path.isdir(path) for path in paths):  # (files alone: a pre-commit run)
-            result.walk_notes += per_file.unmatched("[tool.runnercheck]")
+            seen = (source.display for source in sources)
+            result.walk_notes += per_file.unmatched("[tool.runnercheck]", seen)
     result.findings = sorted(set(found))
     return result
 
