@@ -33,6 +33,7 @@ Exits 1 when a tree differs.
 from __future__ import annotations
 
 import argparse
+import atexit
 import contextlib
 import hashlib
 import inspect
@@ -83,6 +84,7 @@ def fixture_trees() -> list[Path]:
     from tests.spec_decode_fixture import write_wrappers
 
     built = Path(tempfile.mkdtemp(prefix="runnercheck-fixtures-"))
+    atexit.register(shutil.rmtree, built, ignore_errors=True)
     trees = [REPO / "runnercheck" / "demo" / "engine" / "legacy"]
     trees.append(REPO / "runnercheck" / "demo" / "engine" / "merged")
     for fixtures in (
