@@ -14,6 +14,11 @@ process each: modules outside the changed files are not there, so the target's
 ``follow_imports``/``ignore_missing_imports`` decide how they read (vLLM skips
 them). An error is new when the old files lack one of the same file, code and
 message (:func:`same_message`: the class a called method is defined in aside).
+
+mypy's cache is kept per configuration in the user's cache directory, in files of
+its own rather than SQLite (runs side by side never wait on a lock or a disk sync),
+and so are the errors of each set of texts judged (:mod:`codemods.typecheck_results`):
+the old texts are judged once per tree, and a repeated run judges nothing again.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codemods.formatting import project_dir
+from codemods.typecheck_results import ResultCache
 from runnercheck.errors import ConfigError
 from runnercheck.tomlfile import load_toml
 
@@ -133,18 +139,15 @@ def _write(parser: configparser.ConfigParser) -> str:
     return text.getvalue()
 
 
-def _cache_dir(config: str) -> Path | None:
-    """mypy's cache for these checks, kept between runs (per mypy version and
-    configuration, which decides what a cached module holds) in the user's cache
-    directory; None when it cannot be made."""
-    import hashlib
+def _kept(name: str) -> Path | None:
+    """A directory of the user's cache for these checks, per mypy version; None when
+    it cannot be made."""
     import os
 
     from mypy.version import __version__
 
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    digest = hashlib.sha256(config.encode()).hexdigest()[:16]
-    path = Path(base) / "runnercheck" / "mypy" / __version__ / digest
+    path = Path(base) / "runnercheck" / "mypy" / __version__ / name
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError:
@@ -152,17 +155,27 @@ def _cache_dir(config: str) -> Path | None:
     return path
 
 
+def _cache_dir(config: str) -> Path | None:
+    """mypy's cache for these checks, kept between runs per configuration (which
+    decides what a cached module holds)."""
+    import hashlib
+
+    return _kept(hashlib.sha256(config.encode()).hexdigest()[:16])
+
+
 def _errors(root: Path, config: str, files: list[Path]) -> list[MypyError]:
     from mypy import api
 
     (root / "mypy.ini").write_text(config, encoding="utf-8")
     # one cache for both trees and for every run: a run reads what an earlier one made
-    # of the modules outside them (typeshed, torch) instead of analysing them again
+    # of the modules outside them (typeshed, torch) instead of analysing them again; in
+    # files of their own (no SQLite database): runs side by side never wait on a lock,
+    # and none waits for the disk to sync a commit
     cache = _cache_dir(config) or root.parent / ".mypy_cache"
     args = [
         "--config-file", str(root / "mypy.ini"), "--cache-dir", str(cache),
         "--show-error-codes", "--no-error-summary", "--hide-error-context",
-        "--no-color-output", "--show-absolute-path",
+        "--no-color-output", "--show-absolute-path", "--no-sqlite-cache",
         *[str(root / f) for f in files],
     ]  # fmt: skip
     stdout, _stderr, _status = api.run(args)
@@ -203,34 +216,47 @@ def new_errors(changes: Mapping[Path, tuple[bytes | None, bytes]]) -> list[MypyE
     out: list[MypyError] = []
     for directory, (config, files) in sorted(by_project.items()):
         relative = {p: p.resolve().relative_to(directory) for p in files}
-        with tempfile.TemporaryDirectory(prefix="runnercheck-mypy-") as tmp:
-            before, after = Path(tmp) / "before", Path(tmp) / "after"
-            for path, (old, new) in files.items():
-                for root, data in ((before, old), (after, new)):
-                    if data is None:
-                        continue
-                    target = root / relative[path]
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    # a last comment of this run's own: the kept cache never takes
-                    # a checked text for one it has seen, so each run reports its
-                    # errors (the lines above it are the text's)
-                    target.write_bytes(data + f"\n# {tmp}\n".encode())
-                    for parent in target.relative_to(root).parents:  # packages stay packages
-                        init = root / parent / "__init__.py"
-                        if parent != Path(".") and not init.exists():
-                            init.write_text("")
-            olds = [relative[p] for p, (old, _new) in files.items() if old is not None]
-            old_errors = _errors(before, config, olds) if olds else []
-            seen = {(e.path, e.code, same_message(e.message)) for e in old_errors}
-            # a module the environment lacks is the environment's, not the rewrite's:
-            # a created file importing what the old files imported is not a new error
-            missing = {(e.code, e.message) for e in old_errors if e.code in _IMPORT_CODES}
-            back = {v: k for k, v in relative.items()}
-            for error in _errors(after, config, list(relative.values())):
-                key = (error.path, error.code, same_message(error.message))
-                if key in seen or error.path not in back:
-                    continue
-                if (error.code, error.message) in missing:
-                    continue
-                out.append(MypyError(back[error.path], error.line, error.code, error.message))
+        before = {relative[p]: old for p, (old, _new) in files.items() if old is not None}
+        after = {relative[p]: new for p, (_old, new) in files.items()}
+        results = ResultCache(config, directory, _kept("results"))
+        old_errors = _judged(results, config, before)
+        seen = {(e.path, e.code, same_message(e.message)) for e in old_errors}
+        # a module the environment lacks is the environment's, not the rewrite's:
+        # a created file importing what the old files imported is not a new error
+        missing = {(e.code, e.message) for e in old_errors if e.code in _IMPORT_CODES}
+        back = {v: k for k, v in relative.items()}
+        for error in _judged(results, config, after):
+            key = (error.path, error.code, same_message(error.message))
+            if key in seen or error.path not in back:
+                continue
+            if (error.code, error.message) in missing:
+                continue
+            out.append(MypyError(back[error.path], error.line, error.code, error.message))
     return out
+
+
+def _judged(results: ResultCache, config: str, texts: Mapping[Path, bytes]) -> list[MypyError]:
+    """mypy's errors in these texts (paths relative to the project), from the results
+    cache when the same texts were judged in the same setting, else by a run on a
+    temporary tree holding them."""
+    if not texts:
+        return []
+    cached = results.get(texts)
+    if cached is not None:
+        return cached
+    with tempfile.TemporaryDirectory(prefix="runnercheck-mypy-") as tmp:
+        root = Path(tmp) / "tree"
+        for relative, data in texts.items():
+            target = root / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            # a last comment of this run's own: mypy's kept cache never takes a checked
+            # text for one it has seen, so each run reports its errors (the lines
+            # above it are the text's)
+            target.write_bytes(data + f"\n# {tmp}\n".encode())
+            for parent in relative.parents:  # packages stay packages
+                init = root / parent / "__init__.py"
+                if parent != Path(".") and not init.exists():
+                    init.write_text("")
+        found = _errors(root, config, sorted(texts))
+    results.put(texts, found)
+    return found

@@ -3,9 +3,11 @@ changed files: the errors the rewrite adds, at their lines in the new text."""
 
 from __future__ import annotations
 
+import json
+import uuid
 from pathlib import Path
 
-from codemods.typecheck import DEFAULT_CONFIG, mypy_config, mypy_settings, new_errors
+from codemods.typecheck import DEFAULT_CONFIG, _kept, mypy_config, mypy_settings, new_errors
 
 OLD = b"""\
 from typing import Optional
@@ -149,3 +151,35 @@ def test_an_error_whose_method_moved_to_a_base_is_not_new(tmp_path: Path) -> Non
     errors = new_errors({path: (MOVED_OLD, more)})
     assert [(e.line, e.code) for e in errors] == [(17, "arg-type")]
     assert 'of "RunnerBase"' in errors[0].message
+
+
+def test_a_judgement_is_kept_and_read_again_until_the_setting_changes(tmp_path: Path) -> None:
+    """The same texts judged again in the same setting read the kept result (altered
+    here, to see where it comes from); another file of the project changed, or another
+    configuration, is a new setting that mypy judges again."""
+    (tmp_path / "pyproject.toml").write_text("[tool.mypy]\ncheck_untyped_defs = true\n")
+    (tmp_path / "pkg").mkdir()
+    path = tmp_path / "pkg" / "m.py"
+    path.write_bytes(NEW)
+    # a project of its own (files are known by content): judged for the first time
+    (tmp_path / "pkg" / "stamp.py").write_text(f"STAMP = {str(uuid.uuid4())!r}\n")
+    kept = _kept("results")
+    assert kept is not None
+    before = set(kept.iterdir())
+    assert [(e.line, e.code) for e in new_errors({path: (OLD, NEW)})] == [(6, "arg-type")]
+    made = set(kept.iterdir()) - before
+    assert len(made) == 2  # the old texts and the new ones
+    for entry in made:
+        rows = json.loads(entry.read_text())
+        if rows:
+            rows[0][3] = "kept, not judged again"
+            entry.write_text(json.dumps(rows))
+    again = new_errors({path: (OLD, NEW)})
+    assert [(e.line, e.code, e.message) for e in again] == [
+        (6, "arg-type", "kept, not judged again")
+    ]
+    (tmp_path / "pkg" / "other.py").write_text("X = 1\n")
+    assert [e.message for e in new_errors({path: (OLD, NEW)})] != ["kept, not judged again"]
+    assert [(e.line, e.code) for e in new_errors({path: (OLD, NEW)})] == [(6, "arg-type")]
+    (tmp_path / "pyproject.toml").write_text("[tool.mypy]\n")  # unannotated bodies unread
+    assert new_errors({path: (OLD, NEW)}) != again

@@ -1,0 +1,123 @@
+"""The results of plain-mypy runs, kept between runs.
+
+``migrate`` judges the same old texts on every run over a tree, and the same new ones
+when a run is repeated (``migrate --diff``, then ``migrate``). One mypy run costs about
+a second even with mypy's own cache warm, and several on a tree mypy has not seen yet.
+
+An entry is the list of errors mypy reported for a set of texts (paths relative to the
+project) under one configuration. It is keyed by everything that can change them:
+- the texts and the configuration;
+- mypy's and Python's versions, and ``MYPYPATH``;
+- the import path, each entry with its modification time (installing or removing a
+  package changes its directory's);
+- the project's Python files, by relative path and content (an engine installed in
+  development mode is read through the import path); content, not modification
+  times, so that a copy of a tree reads what was kept for the tree.
+
+Entries live beside mypy's cache (:func:`codemods.typecheck.cache_dir`). An entry that
+cannot be read or written is a miss, never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from codemods.typecheck import MypyError
+
+#: directories never read for the project's fingerprint: tools' caches, environments
+#: (a directory holding ``pyvenv.cfg``), builds
+_SKIPPED = frozenset({"__pycache__", "node_modules", "site-packages", "build", "dist"})
+
+
+class ResultCache:
+    """The kept results for one project directory and configuration: :meth:`get` the
+    errors of a set of texts, :meth:`put` them after a run."""
+
+    def __init__(self, config: str, directory: Path, root: Path | None) -> None:
+        self._root = root
+        self._setting = b""
+        if root is None:
+            return
+        from mypy.version import __version__
+
+        digest = hashlib.sha256()
+        for part in (__version__, sys.version, os.environ.get("MYPYPATH", ""), config):
+            digest.update(part.encode() + b"\0")
+        for entry in sys.path:
+            digest.update(f"{entry}\0{_mtime(Path(entry or '.'))}\0".encode())
+        for line in _project_files(directory):
+            digest.update(line.encode() + b"\0")
+        self._setting = digest.digest()
+
+    def _path(self, texts: Mapping[Path, bytes]) -> Path | None:
+        if self._root is None:
+            return None
+        digest = hashlib.sha256(self._setting)
+        for relative in sorted(texts):
+            data = texts[relative]
+            digest.update(f"{relative.as_posix()}\0{len(data)}\0".encode() + data)
+        return self._root / f"{digest.hexdigest()}.json"
+
+    def get(self, texts: Mapping[Path, bytes]) -> list[MypyError] | None:
+        from codemods.typecheck import MypyError
+
+        path = self._path(texts)
+        if path is None:
+            return None
+        try:
+            rows = json.loads(path.read_text(encoding="utf-8"))
+            return [MypyError(Path(p), int(line), str(c), str(m)) for p, line, c, m in rows]
+        except (OSError, ValueError, TypeError):  # absent, unreadable, not ours
+            return None
+
+    def put(self, texts: Mapping[Path, bytes], errors: list[MypyError]) -> None:
+        path = self._path(texts)
+        if path is None:
+            return
+        rows = [[e.path.as_posix(), e.line, e.code, e.message] for e in errors]
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(rows, out)
+            os.replace(tmp, path)  # whole or absent, also with runs side by side
+        except OSError:
+            return
+
+
+def _mtime(path: Path) -> int:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return 0
+
+
+def _project_files(directory: Path) -> Iterator[str]:
+    """Each Python file under the project directory, in a fixed order, as its relative
+    path and the digest of its content."""
+    for parent, dirs, files in os.walk(directory):
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".")
+            and d not in _SKIPPED
+            and not os.path.exists(os.path.join(parent, d, "pyvenv.cfg"))
+        )
+        for name in sorted(files):
+            if not name.endswith((".py", ".pyi")):
+                continue
+            full = os.path.join(parent, name)
+            try:
+                with open(full, "rb") as file:
+                    digest = hashlib.sha1(file.read()).hexdigest()
+            except OSError:
+                continue
+            yield f"{os.path.relpath(full, directory)}\0{digest}"
