@@ -17,9 +17,9 @@ from pathlib import Path
 
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
-from runnercheck.check.partners import ModuleFinder
 from runnercheck.contract import Contract
 from runnercheck.files import MAX_ANALYSED_SIZE, ReadError, read_source
+from runnercheck.workspace.finder import ModuleFinder
 
 #: How many re-exports (``from .sampling_metadata import SamplingMetadata`` in a
 #: package's ``__init__``) are followed to a class's definition.

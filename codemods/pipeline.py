@@ -34,7 +34,7 @@ from codemods.definitions import flag_classes, read_definitions
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.facts.values import ValueFacts
 from codemods.refusal import Refusal
-from codemods.source import Collected, collect, package_files, read_all
+from codemods.source import Collected, collect, package_files
 from runnercheck import collector, deep
 from runnercheck.analysis.extract import FunctionReader, extract_tree, read_shapes
 from runnercheck.analysis.model import ModuleFacts
@@ -45,6 +45,7 @@ from runnercheck.config import Config
 from runnercheck.files import MAX_ANALYSED_SIZE, too_large_to_analyse, within_roots
 from runnercheck.jobs import worker_count
 from runnercheck.records import Change, Note, Refused
+from runnercheck.workspace.reading import ParseFailure, parse_module, read_all
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -52,8 +53,8 @@ if TYPE_CHECKING:
     from codemods import verify
     from codemods.merge_broadcasts.planned import Planned
     from codemods.results import GroupResult
-    from runnercheck.check.cache import FactsCache
     from runnercheck.contract import Contract
+    from runnercheck.workspace.cache import FactsCache
 
 MERGE = registry.MERGE_BROADCASTS.name
 CODEMODS = registry.NAMES
@@ -753,7 +754,7 @@ def migrate(
     (:mod:`codemods.decision`), every given file goes through the single-class codemods
     (the same result, slower: for the tests and the benchmark). ``cache_root``: read the
     facts of unchanged files from, and write new ones to, the facts cache under it
-    (:mod:`runnercheck.check.cache`). ``exact`` (``--check``, with ``decide``): a file
+    (:mod:`runnercheck.workspace.cache`). ``exact`` (``--check``, with ``decide``): a file
     whose single-class rewrites the analysis replays (:func:`exact_file`) goes through no
     LibCST; its change has no new bytes. ``plain_mypy=False`` (``--check``): the
     changed files are not run through plain mypy before and after (no new-error
@@ -838,7 +839,6 @@ def _migrate(
     hits: set[Path] = set()
     for path in wanted:
         data = read[path]
-        refused: Refused | None = None
         if len(data) > MAX_ANALYSED_SIZE:
             result.refusals.append(
                 Refused("parse", "MIG002", path, 0, too_large_to_analyse(len(data)))
@@ -851,20 +851,10 @@ def _migrate(
             facts[path] = cached
             hits.add(path)
             continue
-        try:
-            tree = ast.parse(data, filename=str(path))
-            too_deep = deep.too_deep(tree, data)
-            if too_deep is not None:
-                refused = Refused("parse", "MIG001", path, 0, too_deep)
-        except SyntaxError as exc:
-            message = f"does not parse: {exc.msg}"
-            refused = Refused("parse", "MIG001", path, exc.lineno or 0, message)
-        except (ValueError, RecursionError, MemoryError) as exc:
-            message = f"does not parse: {deep.parse_failure(exc)}"
-            refused = Refused("parse", "MIG001", path, 0, message)
-        if refused is not None:
+        tree = parse_module(data, path)
+        if isinstance(tree, ParseFailure):
             if path in given:  # a context file that does not parse adds nothing
-                result.refusals.append(refused)
+                result.refusals.append(Refused("parse", "MIG001", path, tree.line, tree.message))
             continue
         text = data.decode("utf-8", "replace")
         module_facts = extract_tree(
@@ -1033,7 +1023,7 @@ _CACHED = "migrate"
 def _facts_cache(root: Path | None, contract: Contract) -> FactsCache | None:
     if root is None:
         return None
-    from runnercheck.check.cache import FactsCache
+    from runnercheck.workspace.cache import FactsCache
 
     return FactsCache(root, contract)
 

@@ -1,4 +1,5 @@
-"""The files a migration reads: collected under the given paths, read as bytes.
+"""The files a migration reads: collected under the given paths (read as bytes by
+:func:`runnercheck.workspace.reading.read_all`).
 
 Nothing here imports or executes the code it reads. The walk is
 :func:`runnercheck.files.walk` (the one ``check`` uses too) in its ``migrate`` form:
@@ -11,11 +12,11 @@ larger than ``max_file_size`` is reported instead of read.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from runnercheck.files import DEFAULT_MAX_FILE_SIZE, ReadError, read_source, walk
+from runnercheck.files import walk
 from runnercheck.records import Note, Refused
 
 
@@ -45,17 +46,6 @@ def collect(paths: Iterable[str | os.PathLike[str]]) -> Collected:
             skipped.append(Refused("parse", code, path, 0, problem.message))
     files = tuple(sorted({source.real for source in walked.files}))
     return Collected(walked.roots, files, tuple(skipped), tuple(walked.journals))
-
-
-def read_all(
-    files: Iterable[Path], limit: int = DEFAULT_MAX_FILE_SIZE
-) -> Iterator[tuple[Path, bytes | OSError]]:
-    """Each file's bytes, or the :class:`ReadError` that says why it was not read."""
-    for path in files:
-        try:
-            yield path, read_source(path, limit)
-        except ReadError as exc:
-            yield path, exc
 
 
 def package_files(files: Iterable[Path], known: Iterable[Path]) -> tuple[Path, ...]:

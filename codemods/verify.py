@@ -22,9 +22,10 @@ from runnercheck.analysis.holds import changed_values as compare_values
 from runnercheck.analysis.model import ClassFacts, FunctionFacts, ModuleFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.syntax import module_level, read_import, shift_lines
-from runnercheck.check.pipeline import FileOutcome, check_outcomes, parse_codes
 from runnercheck.config import Config
 from runnercheck.findings import Finding
+from runnercheck.rules.outcomes import check_outcomes, parse_codes
+from runnercheck.workspace.reading import FileOutcome
 
 #: The positions a finding's message may cite: ``file.py:12``, ``(line 12)``, and the
 #: pseudo names of unnamed dicts (``<return@12>``, ``<arg@12:5>``).

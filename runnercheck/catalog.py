@@ -3,7 +3,7 @@
 A :class:`Rule` holds a code, its name, the tool that reports it, a one-line summary,
 why it matters, and a bad and a good example that run as tests (a bad example
 produces exactly its code, a good one nothing). The rules of ``runnercheck check``
-keep their entries beside their checks (:mod:`runnercheck.check.rules`); the entries
+keep their entries beside their checks (:mod:`runnercheck.rules`); the entries
 here are the ones the layering keeps central: the errors of ``check`` itself, the
 mypy plugin's rules (``name`` is the mypy error code: ``# type: ignore[name]``,
 ``disable_error_code``), the runtime validator's, and the reasons ``migrate`` refuses

@@ -5,7 +5,7 @@ broadcast, read from the step model alone: the plan of ``runnercheck migrate``'s
 One question, two askers. The codemod (:mod:`codemods.fold_plan`,
 :mod:`codemods.fold_control_broadcast`) rewrites a wrapper only where :func:`fold_plan`
 gives a :class:`FoldPlan`, and refuses with its :class:`FoldRefusal` elsewhere; RC110
-(:mod:`runnercheck.check.rules.wrapper_control_broadcast`) is an error only where there
+(:mod:`runnercheck.rules.wrapper_control_broadcast`) is an error only where there
 is a plan, and a note naming the refusal elsewhere. A tree ``migrate`` leaves as it is
 therefore passes ``check``.
 

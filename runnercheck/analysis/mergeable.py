@@ -1,7 +1,7 @@
 """Whether ``runnercheck migrate``'s merge-broadcasts takes a worker/runner pair with a
 paired broadcast as it is found, or refuses it before any planning: the decisions its
 group finder (:mod:`codemods.facts.groups`) makes from the step model alone, asked by
-RC106 (:mod:`runnercheck.check.rules.paired_broadcast`) too, so that a broadcast the
+RC106 (:mod:`runnercheck.rules.paired_broadcast`) too, so that a broadcast the
 merge refuses as found is no error of ``check``'s (a note naming the refusal).
 
 A pair is refused as found when a runner of its group (the runner, its bases below the

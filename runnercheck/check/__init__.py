@@ -1,8 +1,10 @@
 """``runnercheck check``: the fast syntactic engine (stdlib ``ast``, never imports the code).
 
-* :mod:`runnercheck.check.pipeline`: find the files, read their facts (the analysis
-  layer, :mod:`runnercheck.analysis`), run the rules, apply suppressions;
-* :mod:`runnercheck.check.rules`: one module per rule, each with its catalog entry.
+* :mod:`runnercheck.check.pipeline`: read the facts of the given paths (the workspace,
+  :mod:`runnercheck.workspace`), run the rules (:mod:`runnercheck.rules`, one module per
+  rule, each with its catalog entry), apply suppressions;
+* :mod:`runnercheck.check.discovery`: what the walk and ``migrate``'s journal add;
+* :mod:`runnercheck.check.report`: the formats of the result.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ __all__ = ["CheckResult", "check_paths", "check_sources"]
 
 
 def __getattr__(name: str) -> Any:
-    """The pipeline is imported on first use: a module of this package that another
-    command reads (``partners`` for ``migrate``) does not load the rules."""
+    """The pipeline is imported on first use: importing a module of this package does
+    not load the rules."""
     if name in __all__:
         from runnercheck.check import pipeline
 

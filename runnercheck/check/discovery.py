@@ -1,9 +1,9 @@
-"""What ``check`` reads, and what the walk and ``migrate``'s journal have to say.
+"""What the walk and ``migrate``'s journal have to say to ``check``.
 
-The files come from :func:`runnercheck.files.walk` (the walker ``migrate`` uses too).
-What the walk could not read becomes a finding when it may hide source (RC001: an
-unreadable directory or file, a file over ``max_file_size``, an argument that is not
-a regular file) and a note otherwise (a FIFO, socket or device met while walking, a
+The files come from :func:`runnercheck.workspace.reading.discover` (over
+:func:`runnercheck.files.walk`, the walker ``migrate`` uses too). What the walk could
+not read becomes a finding when it may hide source (RC001: an unreadable directory or
+file, a file over ``max_file_size``, an argument that is not a regular file) and a note otherwise (a FIFO, socket or device met while walking, a
 symbolic link that loops or dangles). A group that an interrupted ``migrate`` left
 half-applied is RC003, at the first of its files that was written.
 """
@@ -12,32 +12,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from runnercheck.files import Walk, walk
+from runnercheck.files import Walk
 from runnercheck.findings import Finding
-from runnercheck.writes import journal
-
-
-@dataclass(frozen=True)
-class SourceFile:
-    path: Path
-    #: The path as findings show it (relative when the argument was relative).
-    display: str
-    #: The contents to read instead of the file's (a buffer given on stdin).
-    data: bytes | None = None
-
-
-def discover_walk(
-    paths: Sequence[str | Path], exclude: Sequence[str] = (), root: Path | None = None
-) -> tuple[list[SourceFile], Walk]:
-    """Python files under ``paths`` (directories recursively), minus ``exclude`` globs,
-    with the walk's problems and the journals it met.
-
-    Raises :class:`UsageError` naming the first path that does not exist."""
-    walked = walk(paths, suffixes=(".py", ".pyi"), exclude=exclude, root=root, links="read")
-    return [SourceFile(s.path, s.display) for s in walked.files], walked
+from runnercheck.writes.reader import pending
 
 
 def _shown(path: Path) -> str:
@@ -60,7 +39,7 @@ def walk_findings(
         else:
             notes.append(f"{problem.display}: note: {problem.message}")
     covered: set[str] = set()
-    for item in journal.pending(paths, walked.journals):
+    for item in pending(paths, walked.journals):
         if item.half_applied:
             findings.append(Finding(_shown(item.path), 1, 1, "RC003", item.message))
             covered.update(os.path.abspath(path) for path in item.files)

@@ -14,9 +14,9 @@ from urllib.parse import quote
 
 from runnercheck import __version__, catalog
 from runnercheck.check.pipeline import CheckResult
-from runnercheck.check.rules import RULES
 from runnercheck.console import echo, printable
 from runnercheck.findings import Finding
+from runnercheck.rules import RULES
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -18,9 +18,9 @@ from runnercheck import collector
 if TYPE_CHECKING:
     from collections import Counter
 
-    from runnercheck.check.discovery import SourceFile
     from runnercheck.check.pipeline import CheckResult
     from runnercheck.config import Config
+    from runnercheck.workspace.reading import SourceFile
 
 HELP = "check sources for broadcast-contract bugs (fast, syntactic)"
 EPILOG = (
@@ -141,7 +141,7 @@ def _stdin_buffer(args: argparse.Namespace) -> SourceFile | None:
     data = sys.stdin.buffer.read(DEFAULT_MAX_FILE_SIZE + 1)
     if len(data) > DEFAULT_MAX_FILE_SIZE:
         raise UsageError(f"-: more than {DEFAULT_MAX_FILE_SIZE} bytes on stdin")
-    from runnercheck.check.discovery import SourceFile
+    from runnercheck.workspace.reading import SourceFile
 
     return SourceFile(path, str(path), data)
 

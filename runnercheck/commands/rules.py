@@ -7,8 +7,8 @@ import json
 
 from runnercheck import catalog
 from runnercheck.catalog import Rule
-from runnercheck.check.rules import RULES as CHECK_RULES
 from runnercheck.errors import UsageError
+from runnercheck.rules import RULES as CHECK_RULES
 
 HELP = "list the rules, or show one rule's documentation"
 

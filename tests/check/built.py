@@ -26,7 +26,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from runnercheck.check.rules.wrapper_control_broadcast import RULE as RC110
+from runnercheck.rules.wrapper_control_broadcast import RULE as RC110
 from tests.migrate.variants import apply_diff
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from runnercheck.check import check_paths
-from runnercheck.check.cache import CACHE_DIR, FACTS_DIR, MAGIC, FactsCache
 from runnercheck.config import Config
 from runnercheck.contract import Contract
+from runnercheck.workspace.cache import CACHE_DIR, FACTS_DIR, MAGIC, FactsCache
 from tests.check.conftest import FIXTURES, REPO
 
 BAD = FIXTURES / "recursive-from-dict" / "bad.py"

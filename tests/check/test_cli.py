@@ -13,7 +13,7 @@ from pathlib import Path
 
 from runnercheck import catalog
 from runnercheck.check import check_sources
-from runnercheck.check.rules import RULES
+from runnercheck.rules import RULES
 from tests.check.conftest import FIXTURES, REPO, CliResult
 
 Run = Callable[..., CliResult]

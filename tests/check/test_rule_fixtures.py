@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runnercheck import catalog
-from runnercheck.check.rules import RULES
+from runnercheck.rules import RULES
 from tests.check.conftest import FIXTURES, REPO, CliResult, good_tree
 
 RULE_DIRS = sorted(p for p in FIXTURES.iterdir() if (p / "bad.expected").is_file())

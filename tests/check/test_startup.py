@@ -92,8 +92,8 @@ def test_check_imports_what_this_run_uses() -> None:
     code, uncached = imported("check", "--no-cache", bad)
     assert code == 1
     migrate_only = {"runnercheck.analysis.shapes", "runnercheck.analysis.requests"}
-    assert uncached & ({"runnercheck.check.cache", "pickle"} | migrate_only) == set()
+    assert uncached & ({"runnercheck.workspace.cache", "pickle"} | migrate_only) == set()
     code, cached = imported("check", bad)
     assert code == 1
-    assert "runnercheck.check.cache" in cached
+    assert "runnercheck.workspace.cache" in cached
     assert cached & migrate_only == set()

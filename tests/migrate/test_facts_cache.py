@@ -1,5 +1,5 @@
 """``migrate`` reads the facts of an unchanged file from the facts cache
-(:mod:`runnercheck.check.cache`): a second run parses no original file with ``ast``,
+(:mod:`runnercheck.workspace.cache`): a second run parses no original file with ``ast``,
 a changed file is read again, and the result is the same as without the cache."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 
 from codemods import pipeline
 from codemods.pipeline import MigrateResult, migrate
-from runnercheck.check.cache import CACHE_DIR
 from runnercheck.demo.engine import engine_source_dir
+from runnercheck.workspace.cache import CACHE_DIR
 
 from .conftest import snapshot
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from runnercheck.check.cache import CACHE_DIR, FACTS_DIR
 from runnercheck.cli import main
 from runnercheck.files import JOURNAL_NAME
+from runnercheck.workspace.cache import CACHE_DIR, FACTS_DIR
 from runnercheck.writes import checkpoints
 from runnercheck.writes import journal as jr
 from tests.migrate.conftest import FIXTURES, snapshot

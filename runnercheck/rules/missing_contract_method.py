@@ -8,8 +8,8 @@ from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.syntax import last_name
 from runnercheck.catalog import Rule
-from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
+from runnercheck.rules.base import CheckRule
 
 RULE = Rule(
     code="RC107",

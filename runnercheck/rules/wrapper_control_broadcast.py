@@ -10,8 +10,8 @@ from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project, StepPath, Term
 from runnercheck.analysis.wrappers import representative
 from runnercheck.catalog import MIG204_WORKERS, Rule
-from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
+from runnercheck.rules.base import CheckRule
 
 RULE = Rule(
     code="RC110",

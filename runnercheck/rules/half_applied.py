@@ -13,8 +13,8 @@ from runnercheck import catalog
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.stages import MixedPair, mixed_message, mixed_pairs
-from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
+from runnercheck.rules.base import CheckRule
 
 RULE = catalog.get("RC003")
 

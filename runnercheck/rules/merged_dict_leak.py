@@ -9,8 +9,8 @@ from pathlib import PurePath
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import Leak, Project
 from runnercheck.catalog import Rule
-from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
+from runnercheck.rules.base import CheckRule
 
 RULE = Rule(
     code="RC109",

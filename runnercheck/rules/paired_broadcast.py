@@ -11,8 +11,8 @@ from runnercheck.analysis.mergeable import MergeRefusal, pair_refusal
 from runnercheck.analysis.model import ClassFacts, ModuleFacts, Role
 from runnercheck.analysis.project import BroadcastSite, PathCount, Project
 from runnercheck.catalog import Rule
-from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
+from runnercheck.rules.base import CheckRule
 
 RULE = Rule(
     code="RC106",

@@ -15,8 +15,8 @@ from runnercheck.analysis.schedule import (
     schedules,
 )
 from runnercheck.catalog import Rule, _variant
-from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
+from runnercheck.rules.base import CheckRule
 
 _BAD = """\
 from vllm.distributed import broadcast_tensor_dict

@@ -1,4 +1,4 @@
-"""The facts cache of ``check``: a file's facts, read once per content.
+"""The facts cache of ``check`` and ``migrate``: a file's facts, read once per content.
 
 A repeated ``runnercheck check`` on a tree that did not change reads each file's facts
 from ``.runnercheck_cache/`` under the project root instead of parsing it again. An

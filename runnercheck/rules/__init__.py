@@ -11,7 +11,8 @@ from __future__ import annotations
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import Project
 from runnercheck.catalog import Rule, central
-from runnercheck.check.rules import (
+from runnercheck.findings import Finding
+from runnercheck.rules import (
     collective_in_prepare,
     half_applied,
     merged_dict_leak,
@@ -26,8 +27,7 @@ from runnercheck.check.rules import (
     unsent_broadcast_key,
     wrapper_control_broadcast,
 )
-from runnercheck.check.rules.base import CheckRule
-from runnercheck.findings import Finding
+from runnercheck.rules.base import CheckRule
 
 CHECKS: tuple[CheckRule, ...] = (
     recursive_from_dict.CHECK,

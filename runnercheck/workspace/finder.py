@@ -23,7 +23,7 @@ from runnercheck.contract import Contract
 from runnercheck.files import DEFAULT_MAX_FILE_SIZE, MAX_ANALYSED_SIZE, ReadError, read_source
 
 if TYPE_CHECKING:
-    from runnercheck.check.cache import FactsCache
+    from runnercheck.workspace.cache import FactsCache
 
 #: How far up from a file an absolute import's top-level package is looked for.
 MAX_LEVELS = 8

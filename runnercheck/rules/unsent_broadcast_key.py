@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import KeyRead, Project
 from runnercheck.catalog import Rule
-from runnercheck.check.rules.base import CheckRule
 from runnercheck.findings import Finding
+from runnercheck.rules.base import CheckRule
 
 RULE = Rule(
     code="RC111",
