@@ -23,6 +23,7 @@ import libcst as cst
 
 from codemods import cstutil
 from codemods.merge_broadcasts.runner_model import RunnerPlan, is_docstring
+from codemods.merge_broadcasts.shared_make import generic_members, is_input_class_attribute
 from runnercheck.contract import Contract
 
 
@@ -36,17 +37,24 @@ def _starts_blank(statement: cst.BaseStatement) -> bool:
 
 
 def split_generic(
-    plan: RunnerPlan, cdef: cst.ClassDef, contract: Contract
+    plan: RunnerPlan, cdef: cst.ClassDef, contract: Contract, shares_make: bool = False
 ) -> list[cst.BaseStatement]:
     """The TypeVar, the generic base and the runner itself, in place of ``cdef``
-    (the runner as rewritten, with ``ModelRunnerBase[<its input>]`` among its bases)."""
+    (the runner as rewritten, with ``ModelRunnerBase[<its input>]`` among its bases).
+    ``shares_make``: the base holds the rebuilding method of its runners
+    (:mod:`.shared_make`)."""
     own = {contract.prepare_input_method, contract.make_input_method, contract.execute_method}
     items = list(cstutil.body_of(cdef.body))
     doc = items[:1] if items and is_docstring(items[0]) else []
     concrete: list[cst.BaseStatement] = [
-        i for i in items[len(doc) :] if isinstance(i, cst.FunctionDef) and i.name.value in own
+        i
+        for i in items[len(doc) :]
+        if (isinstance(i, cst.FunctionDef) and i.name.value in own) or is_input_class_attribute(i)
     ]
     shared = [i for i in items[len(doc) :] if not any(i is c for c in concrete)]
+    if shares_make:
+        declaration, method = generic_members(plan, contract)
+        shared = [declaration, *shared, method]
     runner_base, input_base = contract.runner_bases[0], contract.input_bases[0]
     specific = f"{runner_base}[{plan.input_name}]"
     bases = [

@@ -31,6 +31,7 @@ from codemods.merge_broadcasts.runner_rewrite import (
 from codemods.merge_broadcasts.runner_statements import subscript_key
 from codemods.merge_broadcasts.shared_helpers import Helpers, shared_helpers, use_helpers
 from codemods.merge_broadcasts.shared_inputs import SharedInputs, share_inputs
+from codemods.merge_broadcasts.shared_make import shared_make, with_input_class
 from codemods.merge_broadcasts.shared_worker_input import SharedInput, shared_inputs
 from codemods.merge_broadcasts.worker_hoist import Hoist, Member, plan_hoist, slim_worker
 from codemods.merge_broadcasts.worker_model import WorkerPlan
@@ -132,7 +133,11 @@ def _runners_beside(project: Project, base_file: Path, planned: Planned | None) 
     ]
 
 
-def _rewrite_runner_class(plan: RunnerPlan, contract: Contract, runner_base: str) -> cst.ClassDef:
+def _rewrite_runner_class(
+    plan: RunnerPlan, contract: Contract, runner_base: str, shares_make: bool = False
+) -> cst.ClassDef:
+    """The runner rewritten; ``shares_make``: its rebuilding method is its generic
+    base's (:mod:`.shared_make`), it names its input class instead."""
     replace: dict[int, cst.CSTNode] = {}
     for call in plan.self_execute_calls:
         replace[id(call)] = wrap_self_execute(call, contract)
@@ -140,6 +145,8 @@ def _rewrite_runner_class(plan: RunnerPlan, contract: Contract, runner_base: str
     for item in cstutil.body_of(plan.cdef.body):
         if item is plan.method:
             new_methods = runner_methods(plan, contract)
+            if shares_make:
+                new_methods = new_methods[:1]
             if plan.narrows:
                 new_methods = [cstutil.ignore_on_def_line(m, "override") for m in new_methods]
             items.extend(new_methods)
@@ -154,6 +161,8 @@ def _rewrite_runner_class(plan: RunnerPlan, contract: Contract, runner_base: str
             item = plan.flag_helpers[item.name.value]
         items.append(item)
     cdef = plan.cdef.with_changes(body=plan.cdef.body.with_changes(body=items))
+    if shares_make:
+        cdef = with_input_class(cdef, plan)
     if plan.add_base:
         arg = cst.Arg(value=cst.parse_expression(f"{runner_base}[{plan.input_plan.input_name}]"))
         bases = [b for b in cdef.bases if cstutil.dotted(b.value) != "object"]
@@ -241,6 +250,9 @@ def rewrite_group(
         by_class[(plan_w.path, plan_w.name)] = plan_w
     inputs = _input_classes(project, contract, runner_plans, planned, helpers, input_base, group)
     common_input = inputs.common
+    texts = [cstutil.module_code(modules[p]) for p in group.files if p in modules]
+    make_hosts = shared_make(runner_plans, texts)
+    result.worker_notes += _unshared_make_notes(project, contract, runner_plans, make_hosts)
     for path in group.files:
         module = modules[path]
         body: list[cst.BaseStatement] = []
@@ -255,7 +267,9 @@ def rewrite_group(
             )
             if isinstance(plan_any, RunnerPlan):
                 assert isinstance(statement, cst.ClassDef)
-                new_cls = _rewrite_runner_class(plan_any, contract, runner_base)
+                new_cls = _rewrite_runner_class(
+                    plan_any, contract, runner_base, id(plan_any) in make_hosts
+                )
                 if plan_any.method is not None:
                     generated = inputs.statements(plan_any, path)
                     emitted = "\n".join(cstutil.code(g) for g in generated)
@@ -306,7 +320,8 @@ def rewrite_group(
                     if parent.path != path:
                         from_imports.append((imported(path, parent.path), [parent.generic]))
                 if plan_any.generic:
-                    body.extend(split_generic(plan_any, new_cls, contract))
+                    shares = make_hosts.get(id(plan_any)) is plan_any
+                    body.extend(split_generic(plan_any, new_cls, contract, shares))
                 else:
                     body.append(new_cls)
                 continue
@@ -440,6 +455,30 @@ def rewrite_group(
     for plan_w in worker_plans:
         result.worker_keys[plan_w.name] = [k.key for k in plan_w.keys]
     return result
+
+
+def _unshared_make_notes(
+    project: Project,
+    contract: Contract,
+    runner_plans: list[RunnerPlan],
+    make_hosts: dict[int, RunnerPlan],
+) -> list[tuple[str, int, str]]:
+    """A note where two or more runners of the group each get the rebuilding method
+    (alike but for the input class) and no runner base they share can hold it."""
+    apart = [p for p in runner_plans if p.method is not None and id(p) not in make_hosts]
+    if len(apart) < 2:
+        return []
+    first = apart[0]
+    facts = project.modules[str(first.path)].classes.get(first.name)
+    names = ", ".join(p.name for p in apart)
+    return [
+        (
+            str(first.path),
+            facts.line if facts is not None else 1,
+            f"{names} each keep their own `{contract.make_input_method}` (the same but for "
+            "the input class it rebuilds): they share no runner base to hold it once",
+        )
+    ]
 
 
 def _names(text: str, name: str) -> bool:

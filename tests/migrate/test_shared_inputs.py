@@ -170,3 +170,58 @@ def test_the_embedding_runner_of_the_variant_gives_the_legacy_embeddings_at_tp_2
     assert merged["broadcasts_per_step"] == 1
     assert legacy["embeddings_sha256"] is not None
     assert merged["embeddings_sha256"] == legacy["embeddings_sha256"]
+
+
+def test_the_rebuilding_method_is_written_once_in_the_runner_base_they_share() -> None:
+    tree = variants.after(VARIANT)
+    classes = _classes(tree)
+    method = "make_model_input_from_broadcasted_tensor_dict"
+    defined = [
+        name
+        for name, cdef in classes.items()
+        if any(isinstance(f, ast.FunctionDef) and f.name == method for f in cdef.body)
+    ]
+    # the generic base both runners derive from (the GPU runner's split) holds it
+    assert len(defined) == 1, defined
+    (holder,) = defined
+    for runner in ("ModelRunner", "EmbeddingModelRunner"):
+        assert _base_names(classes[runner])[0].startswith(f"{holder}["), runner
+    # each runner names the input class it rebuilds
+    assert "_model_input_cls = ModelRunnerInput" in tree["model_runner.py"]
+    assert "_model_input_cls = EmbeddingModelRunnerInput" in tree["embedding_model_runner.py"]
+
+
+#: a method of the embedding runner that runs its parent's step: the runner stays a
+#: subclass of the GPU runner (no generic base is split off for the two to share)
+PARENT_STEP = '''    def sampled_execute(
+        self,
+        seq_group_metadata_list: Optional[List[SequenceGroupMetadata]],
+        kv_caches: Optional[List[torch.Tensor]],
+    ) -> Any:
+        """The GPU runner's step on the same requests (sampling instead of pooling)."""
+        return super().execute_model(seq_group_metadata_list, kv_caches)
+
+'''
+
+
+def test_runners_that_share_no_base_keep_their_method_and_a_note_says_why(
+    tmp_path: Path, migrate_cli
+) -> None:
+    work = variants.write(variants.before(VARIANT), tmp_path / "engine")
+    runner = work / "embedding_model_runner.py"
+    text = runner.read_text()
+    marker = "    # Pools instead of sampling"
+    assert text.count(marker) == 1
+    runner.write_text(text.replace(marker, PARENT_STEP + marker))
+    result = migrate_cli(str(work))
+    assert result.code == 0, result.out + result.err
+    method = "def make_model_input_from_broadcasted_tensor_dict("
+    assert runner.read_text().count(method) == 1
+    assert (work / "model_runner.py").read_text().count(method) == 1
+    assert "_model_input_cls" not in runner.read_text()
+    (note,) = [line for line in result.out.splitlines() if "share no runner base" in line]
+    new_lines = runner.read_text().splitlines()
+    path, line = note.split(":")[:2]
+    assert path.endswith("embedding_model_runner.py")
+    assert new_lines[int(line) - 1].startswith("class EmbeddingModelRunner(")
+    assert "EmbeddingModelRunner, ModelRunner each keep their own" in note
