@@ -280,7 +280,10 @@ def rewrite_group(
                         and common_input.host.path != path
                     ):
                         host_path = common_input.host.path
-                        from_imports.append((imported(path, host_path), [common_input.name]))
+                        names = [common_input.name]
+                        if _names(emitted, common_input.typevar):
+                            names.append(common_input.typevar)
+                        from_imports.append((imported(path, host_path), names))
                     generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
                     new_cls = new_cls.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
                     body.extend(generated)

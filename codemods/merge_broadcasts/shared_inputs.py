@@ -57,6 +57,8 @@ class SharedInputs:
     before ``host``'s."""
 
     name: str
+    #: the base's TypeVar, which the methods of the classes on it take too
+    typevar: str
     host: RunnerPlan
     base: list[cst.BaseStatement]
     classes: dict[int, list[cst.BaseStatement]] = field(default_factory=dict)
@@ -321,6 +323,7 @@ def share_inputs(
     )
     out = SharedInputs(
         name=name,
+        typevar=typevar,
         host=host,
         base=_base_class(
             name,
@@ -339,7 +342,15 @@ def share_inputs(
     )
     for p in parsed:
         out.classes[id(p.plan)] = _subclass(
-            p, name, contract, common, entries, mutations, shared_statements, shared_kwargs
+            p,
+            name,
+            typevar,
+            contract,
+            common,
+            entries,
+            mutations,
+            shared_statements,
+            shared_kwargs,
         )
     return out
 
@@ -412,6 +423,7 @@ def _base_class(
 def _subclass(
     p: _Parsed,
     base: str,
+    typevar: str,
     contract: Contract,
     common: list[str],
     entries: list[tuple[str, str, set[str]]],
@@ -441,7 +453,7 @@ def _subclass(
         call = cstutil.call_text(f"super().{contract.from_dict_method}", args, 15)
         parts.append(
             "\n"
-            + _from_dict_head(contract, p.plan.typevar)
+            + _from_dict_head(contract, typevar)
             + (_GUARD if uses_backend else "")
             + "".join(t for t, _ in own_statements)
             + "        return "
@@ -450,9 +462,6 @@ def _subclass(
         )
     body = "".join(parts) or "    pass\n"
     text = f"@dataclasses.dataclass(frozen=True)\nclass {p.plan.input_name}({base}):\n{body}"
-    cdef = cstutil.with_leading(
-        cstutil.parse_statements(text)[0], [cst.EmptyLine(), cst.EmptyLine()]
-    )
-    if f"Type[{p.plan.typevar}]" not in text:  # no method of its own names its TypeVar
-        return [cdef]
-    return [p.typevar, cdef]
+    # (its methods take the base's TypeVar: bound to the base, it stands for the class
+    # they are called on, this one included)
+    return [cstutil.parse_statements(text)[0]]
