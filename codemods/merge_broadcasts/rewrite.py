@@ -248,7 +248,9 @@ def rewrite_group(
         by_class[(plan.path, plan.name)] = plan
     for plan_w in worker_plans:
         by_class[(plan_w.path, plan_w.name)] = plan_w
-    inputs = _input_classes(project, contract, runner_plans, planned, helpers, input_base, group)
+    inputs = _input_classes(
+        project, contract, runner_plans, planned, helpers, input_base, group, limit
+    )
     common_input = inputs.common
     texts = [cstutil.module_code(modules[p]) for p in group.files if p in modules]
     make_hosts = shared_make(runner_plans, texts)
@@ -522,6 +524,7 @@ def _input_classes(
     helpers: Helpers,
     input_base: str,
     group: Group,
+    limit: int,
 ) -> _Inputs:
     generated: dict[int, tuple[list[cst.BaseStatement], list[str]]] = {}
     for plan in runner_plans:
@@ -546,6 +549,7 @@ def _input_classes(
         input_base,
         contract,
         taken,
+        limit,
     )
     return _Inputs(generated, common)
 

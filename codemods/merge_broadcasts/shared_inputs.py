@@ -43,9 +43,12 @@ class _Parsed:
     #: the ``self`` fields the value reads), then the statements after it
     entries: list[tuple[str, str, set[str]]]
     mutations: list[tuple[str, set[str]]]
-    #: ``from_broadcasted_tensor_dict``: its statements (text, node), the guard aside,
-    #: and the keyword arguments of the returned ``cls(...)``
+    #: ``from_broadcasted_tensor_dict``: its statements (text without the comments
+    #: above, node), the guard aside, and the keyword arguments of the returned
+    #: ``cls(...)``
     statements: list[tuple[str, cst.BaseStatement]]
+    #: a statement's text (as in ``statements``) -> its text with its comments
+    commented: dict[str, str]
     guarded: bool
     kwargs: list[tuple[str, str, set[str]]]
 
@@ -65,10 +68,12 @@ class SharedInputs:
     members: list[RunnerPlan] = field(default_factory=list)
 
 
-def _text(node: cst.CSTNode, indent: int) -> str:
-    """The node's text (the comments above it kept, blank lines not) at ``indent``."""
+def _text(node: cst.CSTNode, indent: int, comments: bool = True) -> str:
+    """The node's text (the comments above it kept unless ``comments`` is false, blank
+    lines not) at ``indent``."""
     if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-        node = cstutil.with_leading(node, cstutil.comments(cstutil.leading(node)))
+        above = cstutil.comments(cstutil.leading(node)) if comments else []
+        node = cstutil.with_leading(node, above)
     pad = " " * indent
     lines = cstutil.code(node).rstrip("\n").split("\n")
     return "".join(f"{pad}{line}\n" if line.strip() else "\n" for line in lines)
@@ -161,7 +166,8 @@ def _parse(
         defaulted=defaulted,
         entries=entries,
         mutations=mutations,
-        statements=[(_text(s, 8), s) for s in statements[:-1]],
+        statements=[(_text(s, 8, comments=False), s) for s in statements[:-1]],
+        commented={_text(s, 8, comments=False): _text(s, 8) for s in statements[:-1]},
         guarded=guarded,
         kwargs=kwargs,
     )
@@ -274,6 +280,7 @@ def share_inputs(
     input_base: str,
     contract: Contract,
     taken: set[str],
+    limit: int = 79,
 ) -> SharedInputs | None:
     """The base of the group's generated input classes and the classes rewritten on it,
     or None where fewer than two classes are near-identical (at least two fields in
@@ -337,6 +344,7 @@ def share_inputs(
             shared_statements,
             shared_kwargs,
             base_uses_backend,
+            limit,
         ),
         members=[p.plan for p in parsed],
     )
@@ -351,16 +359,24 @@ def share_inputs(
             mutations,
             shared_statements,
             shared_kwargs,
+            limit,
         )
     return out
 
 
-def _literal(entries: list[tuple[str, str, set[str]]], indent: int) -> str:
+def _literal(entries: list[tuple[str, str, set[str]]], indent: int, limit: int) -> str:
+    """The dict of ``entries``, one a line; a value that does not fit beside its key
+    on the next line (as the generated inputs write them)."""
     if not entries:
         return "{}"
     pad = " " * indent
-    inner = "".join(f"{pad}    {k}: {v},\n" for k, v, _ in entries)
-    return f"{{\n{inner}{pad}}}"
+    lines = []
+    for k, v, _ in entries:
+        line = f"{pad}    {k}: {v},"
+        if len(line) > limit and "\n" not in v:
+            line = f"{pad}    {k}:\n{pad}        {v},"
+        lines.append(line + "\n")
+    return f"{{\n{''.join(lines)}{pad}}}"
 
 
 def _from_dict_head(contract: Contract, typevar: str) -> str:
@@ -393,6 +409,7 @@ def _base_class(
     shared_statements: set[str],
     shared_kwargs: set[str],
     guarded: bool,
+    limit: int,
 ) -> list[cst.BaseStatement]:
     first = parsed[0]
     names = [f"``{p.plan.input_name}``" for p in parsed]
@@ -409,15 +426,28 @@ def _base_class(
         f"class {name}({input_base}):\n"
         f"{doc}\n" + "".join(first.fields[n] for n in common) + "\n"
         f"    def {contract.as_dict_method}(self) -> Dict[str, Any]:\n"
-        f"        {DICT}: Dict[str, Any] = {_literal(entries, 8)}\n"
+        f"        {DICT}: Dict[str, Any] = {_literal(entries, 8, limit)}\n"
         + "".join(text for text, _ in mutations)
         + f"        return {DICT}\n\n"
         + _from_dict_head(contract, typevar)
         + (_GUARD if guarded else "")
-        + "".join(text for text, _ in first.statements if text in shared_statements)
+        + "".join(
+            _with_comments(parsed, text)
+            for text, _ in first.statements
+            if text in shared_statements
+        )
         + f"        return {call}\n"
     )
     return cstutil.parse_statements(text)
+
+
+def _with_comments(parsed: list[_Parsed], text: str) -> str:
+    """A shared statement with the comments one of the classes has above it (the
+    first class's where several have some)."""
+    for p in parsed:
+        if p.commented[text] != text:
+            return p.commented[text]
+    return text
 
 
 def _subclass(
@@ -430,6 +460,7 @@ def _subclass(
     mutations: list[tuple[str, set[str]]],
     shared_statements: set[str],
     shared_kwargs: set[str],
+    limit: int,
 ) -> list[cst.BaseStatement]:
     own_fields = [text for n, text in p.fields.items() if n not in common]
     own_entries = [e for e in p.entries if e not in entries]
@@ -444,7 +475,7 @@ def _subclass(
             f"        {DICT} = super().{contract.as_dict_method}()\n"
         )
         if own_entries:
-            parts.append(f"        {DICT}.update({_literal(own_entries, 8)})\n")
+            parts.append(f"        {DICT}.update({_literal(own_entries, 8, limit)})\n")
         parts.extend(text for text, _ in own_mutations)
         parts.append(f"        return {DICT}\n")
     if own_statements or own_kwargs:
@@ -455,7 +486,7 @@ def _subclass(
             "\n"
             + _from_dict_head(contract, typevar)
             + (_GUARD if uses_backend else "")
-            + "".join(t for t, _ in own_statements)
+            + "".join(p.commented[t] for t, _ in own_statements)
             + "        return "
             + call.replace("\n", "\n        ")
             + "\n"
