@@ -45,7 +45,7 @@ from runnercheck.config import Config
 from runnercheck.files import MAX_ANALYSED_SIZE, too_large_to_analyse, within_roots
 from runnercheck.jobs import worker_count
 from runnercheck.records import Change, Note, Refused
-from runnercheck.workspace.reading import ParseFailure, parse_module, read_all
+from runnercheck.workspace.reading import CANNOT_READ, ParseFailure, parse_module, read_all
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -433,7 +433,7 @@ def run_group(group: Group) -> TaskResult:
         return _run_group(group)
     except cst.ParserSyntaxError as exc:
         message = f"{group.label}: LibCST cannot parse a file of the group: {exc.message}"
-        return TaskResult(refusals=[Refused(MERGE, "MIG001", path, exc.raw_line, message)])
+        return TaskResult(refusals=[Refused(MERGE, CANNOT_READ, path, exc.raw_line, message)])
     except Exception as exc:  # a planner bug must not take the other groups down
         message = f"{group.label}: internal error {type(exc).__name__}: {exc}"
         return TaskResult(refusals=[Refused(MERGE, "MIG199", path, 0, message, group.label)])
@@ -599,7 +599,7 @@ def run_file(path: Path) -> TaskResult:
         return _run_file(path)
     except cst.ParserSyntaxError as exc:
         message = f"LibCST cannot parse it: {exc.message}"
-        return TaskResult(refusals=[Refused("parse", "MIG001", path, exc.raw_line, message)])
+        return TaskResult(refusals=[Refused("parse", CANNOT_READ, path, exc.raw_line, message)])
     except Exception as exc:
         message = f"internal error {type(exc).__name__}: {exc}"
         return TaskResult(refusals=[Refused("parse", "MIG199", path, 0, message)])
@@ -816,7 +816,7 @@ def _migrate(
     read: dict[Path, bytes] = {}
     for path, data in read_all(collected.files, config.max_file_size):
         if isinstance(data, OSError):
-            result.refusals.append(Refused("parse", "MIG002", path, 0, str(data)))
+            result.refusals.append(Refused("parse", CANNOT_READ, path, 0, str(data)))
             continue
         read[path] = data
     given = set(read)
@@ -841,7 +841,7 @@ def _migrate(
         data = read[path]
         if len(data) > MAX_ANALYSED_SIZE:
             result.refusals.append(
-                Refused("parse", "MIG002", path, 0, too_large_to_analyse(len(data)))
+                Refused("parse", CANNOT_READ, path, 0, too_large_to_analyse(len(data)))
             )
             continue
         # only facts of a file that parsed are stored: a hit parsed, and was not too deep
@@ -854,7 +854,7 @@ def _migrate(
         tree = parse_module(data, path)
         if isinstance(tree, ParseFailure):
             if path in given:  # a context file that does not parse adds nothing
-                result.refusals.append(Refused("parse", "MIG001", path, tree.line, tree.message))
+                result.refusals.append(Refused("parse", CANNOT_READ, path, tree.line, tree.message))
             continue
         text = data.decode("utf-8", "replace")
         module_facts = extract_tree(

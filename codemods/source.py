@@ -18,6 +18,7 @@ from pathlib import Path
 
 from runnercheck.files import walk
 from runnercheck.records import Note, Refused
+from runnercheck.workspace.reading import CANNOT_READ
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ def collect(paths: Iterable[str | os.PathLike[str]]) -> Collected:
     walked = walk(paths, links="inside", skip_hidden=True)
     skipped: list[Refused | Note] = []
     for problem in walked.problems:
-        code = "MIG003" if problem.kind == "link-outside" else "MIG002"
+        code = "MIG003" if problem.kind == "link-outside" else CANNOT_READ
         path = Path(os.path.abspath(problem.path))
         if not problem.hides_source and problem.kind != "link-outside":
             skipped.append(Note("path", path, 0, problem.message, label="note"))

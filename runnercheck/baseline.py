@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from runnercheck.catalog import canonical
 from runnercheck.errors import UsageError
 
 _LINE_NUMBER = re.compile(r"(\.pyi?):\d+(?::\d+)?|\bline \d+")
@@ -43,7 +44,9 @@ def read(path: Path, command: str) -> Counter[str]:
             continue
         if line.count("\t") != 2:
             raise UsageError(f"{path}:{number}: not a baseline line (path, code, message)")
-        entries[key(*line.split("\t"))] += 1  # a line written with its line numbers too
+        shown, code, message = line.split("\t")
+        # a line written with its line numbers too, or with a code that is now another
+        entries[key(shown, canonical(code), message)] += 1
     return entries
 
 

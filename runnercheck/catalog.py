@@ -352,16 +352,6 @@ _RUNNER_DICT = '            metadata_dict = {"input_tokens": input_tokens, "inpu
 _RUNNER_RETURN = "        return (input_tokens, input_positions)\n"
 _RECEIVE_POSITIONS = '            input_positions = metadata_dict.pop("input_positions")\n'
 
-_MIG001_GOOD = """\
-from typing import Any, Dict
-
-
-class ModelInput:
-    def as_broadcastable_tensor_dict(self) -> Dict[str, Any]:
-        return {"input_tokens": self.input_tokens, "input_positions": self.input_positions}
-"""
-_MIG001_BAD = _variant(_MIG001_GOOD, ("self.input_positions}", "self.input_positions"))
-
 _MIG101_BAD = _variant(
     _LEGACY_PAIR,
     (
@@ -687,7 +677,7 @@ _CENTRAL: tuple[Rule, ...] = (
         name="syntax-error",
         tool="check",
         summary="A source file could not be read or parsed; it was not analysed.",
-        why="A file the tools cannot read may hide any other finding; the run reports it and exits non-zero instead of silently skipping it.",
+        why="A file the tools cannot read may hide any other finding; the run reports it and exits non-zero instead of silently skipping it. `migrate` reports the same code for a file it cannot read or parse, and leaves that file alone (MIG001 and MIG002, its codes before, are still accepted in `ignore`, `select`, `per_file_ignores`, inline comments and baselines, as RC001).",
         bad="""\
 def prepare_model_input(self, seq_group_metadata_list:
     return None
@@ -844,25 +834,6 @@ def prepare_model_input(self, seq_group_metadata_list):
         why="A rank that raises or blocks makes the others wait forever in the real engine; the fuzzer reports it instead of hanging.",
         bad="if rank != 0: raise RuntimeError('only on non-driver')",
         good="(every rank completes the round trip)",
-        runnable=False,
-    ),
-    Rule(
-        code="MIG001",
-        name="syntax-error",
-        tool="migrate",
-        summary="The file does not parse; it was skipped.",
-        why="migrate reads meaning with the same parser as check; a file Python cannot parse is reported and left alone, never guessed at.",
-        bad=_MIG001_BAD,
-        good=_MIG001_GOOD,
-    ),
-    Rule(
-        code="MIG002",
-        name="unreadable",
-        tool="migrate",
-        summary="The file cannot be read or decoded; it was skipped.",
-        why="A file that cannot be read or decoded as source is reported by name instead of silently skipped.",
-        bad="(see summary)",
-        good="(see summary)",
         runnable=False,
     ),
     Rule(
@@ -1111,10 +1082,21 @@ CHECK_RULE_NAMES: dict[str, str] = {
 }
 
 
+#: Codes a configuration, a baseline or an inline comment may still name, and the code
+#: each one is now: ``migrate`` reports a file it cannot read or parse as ``check``
+#: does.
+ALIASES: dict[str, str] = {"MIG001": "RC001", "MIG002": "RC001"}
+
+
+def canonical(code: str) -> str:
+    """The code ``code`` names (itself, or the code an alias stands for)."""
+    return ALIASES.get(code.upper(), code)
+
+
 def rule_words() -> tuple[set[str], set[str]]:
     """Every code and every name a ``select``/``ignore`` entry may use (central rules
     and the rules of ``check``; a migrate reason is named by its code only)."""
-    codes = {rule.code for rule in _CENTRAL} | set(CHECK_RULE_NAMES)
+    codes = {rule.code for rule in _CENTRAL} | set(CHECK_RULE_NAMES) | set(ALIASES)
     names = {rule.name for rule in _CENTRAL if rule.tool != "migrate"}
     return codes, names | set(CHECK_RULE_NAMES.values())
 
@@ -1127,8 +1109,9 @@ def lookup(rules: tuple[Rule, ...], code_or_name: str) -> Rule:
     """A rule of ``rules`` by code (``RC101``) or name (``recursive-from-dict``);
     KeyError otherwise."""
     key = code_or_name.strip()
+    code = canonical(key.upper())
     for rule in rules:
-        if rule.code == key.upper() or (rule.tool != "migrate" and rule.name == key.lower()):
+        if rule.code == code or (rule.tool != "migrate" and rule.name == key.lower()):
             return rule
     raise KeyError(code_or_name)
 
@@ -1136,7 +1119,7 @@ def lookup(rules: tuple[Rule, ...], code_or_name: str) -> Rule:
 def get(code_or_name: str) -> Rule:
     """A central rule by code or name; KeyError otherwise."""
     key = code_or_name.strip()
-    rule = _BY_CODE.get(key.upper()) or _BY_NAME.get(key.lower())
+    rule = _BY_CODE.get(canonical(key.upper())) or _BY_NAME.get(key.lower())
     if rule is None:
         raise KeyError(code_or_name)
     return rule

@@ -17,7 +17,7 @@ The walk never blocks and never reads without bound:
 
 A problem either *hides source* (an unreadable directory or file, a broken link to
 a ``*.py`` file, a file too large, an argument that is not a regular file: ``check``
-reports RC001 and ``migrate`` MIG002) or is a note (a FIFO, socket or device, or a
+and ``migrate`` report RC001) or is a note (a FIFO, socket or device, or a
 symbolic link loop, met while walking).
 """
 

@@ -53,7 +53,7 @@ def suppressed(comments: Suppressions, line: int, code: str) -> bool:
     if line not in comments:
         return False
     codes = comments[line]
-    return codes is None or code in codes
+    return codes is None or code in {catalog.canonical(c) for c in codes}
 
 
 def codes_of(values: Iterable[str], where: str) -> frozenset[str]:
@@ -70,7 +70,7 @@ def codes_of(values: Iterable[str], where: str) -> frozenset[str]:
             continue
         except KeyError:
             pass
-        matching = {code for code in codes if code.startswith(entry.upper())}
+        matching = {catalog.canonical(c) for c in codes if c.startswith(entry.upper())}
         if not matching:
             raise UsageError(f"{where}: unknown rule {entry!r} (see `runnercheck rules`)")
         out |= matching

@@ -19,7 +19,6 @@ ILLUSTRATIVE = {
     "RC002": "an internal error of the checker",
     "RC206": "an internal error of the plugin",
     "RC003": "a half-applied migration: the state of a journal, not of source text",
-    "MIG002": "a file that cannot be read: no source text can hold it",
     "MIG003": "a symbolic link: no source text can hold it",
     "MIG004": "a read-only file: a file mode, not source text",
     "MIG005": "a file changed during the run: a race, not source text",

@@ -147,8 +147,8 @@ def test_a_file_too_large_to_parse_is_one_line_in_check_and_migrate(
     assert len(found) == 1 and found[0].startswith(f"{big}:1:1: RC001 {reason}"), out
     assert main(["migrate", "--check", str(tmp_path)]) == 1
     out = capsys.readouterr().out
-    found = [line for line in out.splitlines() if " MIG002 " in line]
-    assert len(found) == 1 and found[0].startswith(f"{big}: MIG002 [parse] {reason}"), out
+    found = [line for line in out.splitlines() if " RC001 " in line]
+    assert len(found) == 1 and found[0].startswith(f"{big}: RC001 [parse] {reason}"), out
 
 
 def test_paths_are_pathlib_joins_and_real_paths_resolved(

@@ -159,3 +159,43 @@ def test_a_file_is_matched_once_and_unmatched_tries_only_the_globs_left(
     assert fresh.unmatched("x", seen) == [
         "x: note: per_file_ignores['nowhere/*'] matches no file of this run"
     ]
+
+
+@pytest.mark.slow
+def test_migrate_reports_an_unparsable_file_as_check_does_and_the_old_codes_still_hide_it(
+    tmp_path: Path,
+) -> None:
+    """A file that does not parse is RC001 for both commands; ``MIG001`` and ``MIG002``,
+    migrate's codes for it before, are accepted wherever a code is named and mean RC001."""
+    tree = tmp_path / "pkg"
+    tree.mkdir()
+    (tree / "worker.py").write_text("def prepare_model_input(self, x:\n", encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text("[tool.runnercheck]\n", encoding="utf-8")
+    refused = cli(tmp_path, "migrate", "--check", "--no-cache", "pkg")
+    checked = cli(tmp_path, "check", "--no-cache", "pkg")
+    assert "pkg/worker.py:1: RC001 [parse] does not parse" in refused.stdout, refused.stdout
+    assert "pkg/worker.py:1:" in checked.stdout and " RC001 " in checked.stdout, checked.stdout
+    for table in (
+        'ignore = ["MIG001"]\n',
+        'ignore = ["MIG002"]\n',
+        'per_file_ignores = {"pkg/*" = ["MIG001"]}\n',
+    ):
+        (tmp_path / "pyproject.toml").write_text(f"[tool.runnercheck]\n{table}", encoding="utf-8")
+        for command in ("migrate", "check"):
+            quiet = cli(
+                tmp_path, command, "--no-cache", *(("--check",) * (command == "migrate")), "pkg"
+            )
+            assert "pkg/worker.py" not in quiet.stdout, (table, command, quiet.stdout)
+            assert quiet.returncode == 0, (table, command, quiet.stdout, quiet.stderr)
+
+
+def test_the_old_codes_of_a_file_not_read_are_aliases_of_rc001() -> None:
+    from runnercheck import catalog
+    from runnercheck.rules.outcomes import parse_codes
+
+    assert codes_of(["MIG001", "MIG002"], "ignore") == {"RC001"}
+    assert parse_codes(["mig001"], "--ignore") == {"RC001"}
+    assert catalog.get("MIG002").code == "RC001"
+    assert "MIG001" not in {rule.code for rule in catalog.central()}
+    assert suppressed(suppressions("x = (  # runnercheck: ignore[MIG001]\n"), 1, "RC001")
+    assert not suppressed(suppressions("x = (  # runnercheck: ignore[MIG101]\n"), 1, "RC001")

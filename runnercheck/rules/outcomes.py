@@ -77,7 +77,7 @@ def known_rules() -> tuple[catalog.Rule, ...]:
 def parse_codes(values: Iterable[str], option: str) -> set[str]:
     """Rule codes (or names, or code prefixes like ``RC1``) -> set of codes."""
     codes: set[str] = set()
-    known = [rule.code for rule in known_rules()]
+    known = [*(rule.code for rule in known_rules()), *catalog.ALIASES]
     for raw in values:
         for item in raw.split(","):
             item = item.strip()
@@ -88,7 +88,7 @@ def parse_codes(values: Iterable[str], option: str) -> set[str]:
                 continue
             except KeyError:
                 pass
-            matching = [c for c in known if c.startswith(item.upper())]
+            matching = [catalog.canonical(c) for c in known if c.startswith(item.upper())]
             if not matching:
                 reason = unknown_rule(item) or f"unknown rule {item!r}"
                 raise UsageError(f"{option}: {reason} (see `runnercheck rules`)")
@@ -112,7 +112,7 @@ def suppressed(finding: Finding, modules: dict[str, ModuleFacts]) -> bool:
     if module is None or finding.line not in module.suppressions:
         return False
     codes = module.suppressions[finding.line]
-    return codes is None or finding.code in codes
+    return codes is None or finding.code in {catalog.canonical(c) for c in codes}
 
 
 def check_outcomes(

@@ -94,3 +94,11 @@ def test_a_file_that_is_not_a_baseline_names_its_line(engine: Path) -> None:
     base.write_text("# a comment\nnot a baseline line\n")
     done = cli(engine.parent, "--baseline", str(base), "engine")
     assert done.returncode == 2 and f"{base}:2: not a baseline line" in done.stderr
+
+
+def test_a_baseline_line_with_an_old_code_matches_the_code_it_now_is(tmp_path: Path) -> None:
+    base = tmp_path / "baseline.txt"
+    base.write_text("pkg/worker.py\tMIG001\tdoes not parse: '(' was never closed\n")
+    accepted = baseline.read(base, "runnercheck check")
+    key = baseline.key("pkg/worker.py", "RC001", "does not parse: '(' was never closed")
+    assert accepted == {key: 1}

@@ -40,7 +40,7 @@ def test_a_file_that_does_not_parse_is_reported_and_the_others_proceed(
     broken.write_text("def prepare_input_tensors(self:\n    broadcast_tensor_dict({}, src=0)\n")
     result = migrate_cli(str(work))
     assert result.code == 1
-    assert f"{broken}:1: MIG001 [parse] does not parse" in result.out
+    assert f"{broken}:1: RC001 [parse] does not parse" in result.out
     assert broken.read_text().startswith("def prepare_input_tensors(self:")
     after = snapshot(work)
     del after["broken_runner.py"]

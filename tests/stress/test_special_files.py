@@ -96,10 +96,10 @@ def test_migrate_skips_them_migrates_the_rest_and_leaves_them_as_they_were(tree:
         "tree/sock.py: note: a socket, not a regular file: skipped",
         "tree/x.py: note: a FIFO, not a regular file: skipped",
     ]
-    assert lines_with(out, " MIG002 ") == [
-        f"tree/big.py: MIG002 [parse] {(tree / 'big.py').stat().st_size} bytes, more than "
+    assert lines_with(out, " RC001 ") == [
+        f"tree/big.py: RC001 [parse] {(tree / 'big.py').stat().st_size} bytes, more than "
         f"max_file_size ({LIMIT}): not read",
-        "tree/locked: MIG002 [parse] cannot read directory: Permission denied; "
+        "tree/locked: RC001 [parse] cannot read directory: Permission denied; "
         "files in it were not read",
     ]
     assert lines_with(out, " MIG003 ") == [
@@ -124,7 +124,7 @@ def test_a_special_file_or_unreadable_directory_given_as_an_argument(
         result = run(tree, command, name)
         assert result.returncode == 1, (name, result.stdout, result.stderr)
         assert "Traceback" not in result.stdout + result.stderr
-        code = "RC001" if command == "check" else "MIG002"
+        code = "RC001"
         where = f"{name}:1:1" if command == "check" else name
         assert lines_with(result.stdout, code) == [
             f"{where}: {code} " + ("" if command == "check" else "[parse] ") + reason
