@@ -43,6 +43,14 @@ TREES: dict[str, Path | Callable[[Path], Path]] = {
 }
 
 
+def tree_of(name: str, target: Path) -> Path:
+    """A copy of :data:`TREES`'s tree ``name`` at ``target`` (built where it is a diff)."""
+    source = TREES[name]
+    if isinstance(source, Path):
+        return shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+    return source(target)
+
+
 def outcome(result: MigrateResult) -> dict[str, Any]:
     return {
         "exit": result.exit_code,
@@ -55,13 +63,7 @@ def outcome(result: MigrateResult) -> dict[str, Any]:
 def test_the_same_result_with_and_without_the_decision(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    source = TREES[name]
-    if isinstance(source, Path):
-        tree = shutil.copytree(
-            source, tmp_path / "tree", ignore=shutil.ignore_patterns("__pycache__")
-        )
-    else:
-        tree = source(tmp_path / "tree")
+    tree = tree_of(name, tmp_path / "tree")
     monkeypatch.chdir(tmp_path)
     without = apply([tree], mode="check", decide=False, exact=False)
     with_ = apply([tree], mode="check", decide=True, exact=False)

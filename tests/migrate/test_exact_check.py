@@ -21,7 +21,7 @@ from codemods import registry, report
 from codemods.pipeline import MigrateResult
 from codemods.run import apply
 from runnercheck.analysis.model import ModuleFacts
-from tests.migrate.test_decision import SOURCE, TREES
+from tests.migrate.test_decision import SOURCE, TREES, tree_of
 
 
 def output(result: MigrateResult) -> dict[str, object]:
@@ -47,9 +47,7 @@ def both(tree: Path, select: tuple[str, ...] = registry.NAMES) -> tuple[MigrateR
 def test_the_same_output_with_and_without_libcst(
     name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tree = shutil.copytree(
-        TREES[name], tmp_path / "tree", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    tree = tree_of(name, tmp_path / "tree")
     monkeypatch.chdir(tmp_path)
     cst, exact = both(tree)
     assert output(exact) == output(cst)

@@ -3,11 +3,12 @@ changed files: the errors the rewrite adds, at their lines in the new text."""
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import uuid
 from pathlib import Path
 
 from codemods.typecheck import DEFAULT_CONFIG, _kept, mypy_config, mypy_settings, new_errors
+from codemods.typecheck_results import ResultCache
 
 OLD = b"""\
 from typing import Optional
@@ -163,23 +164,21 @@ def test_a_judgement_is_kept_and_read_again_until_the_setting_changes(tmp_path: 
     path.write_bytes(NEW)
     # a project of its own (files are known by content): judged for the first time
     (tmp_path / "pkg" / "stamp.py").write_text(f"STAMP = {str(uuid.uuid4())!r}\n")
-    kept = _kept("results")
-    assert kept is not None
-    before = set(kept.iterdir())
+    directory, config = mypy_settings(path)
+    kept = ResultCache(config, directory, _kept("results"))
+    old, new = {Path("pkg/m.py"): OLD}, {Path("pkg/m.py"): NEW}
+    assert kept.get(old) is None and kept.get(new) is None
     assert [(e.line, e.code) for e in new_errors({path: (OLD, NEW)})] == [(6, "arg-type")]
-    made = set(kept.iterdir()) - before
-    assert len(made) == 2  # the old texts and the new ones
-    for entry in made:
-        rows = json.loads(entry.read_text())
-        if rows:
-            rows[0][3] = "kept, not judged again"
-            entry.write_text(json.dumps(rows))
+    assert kept.get(old) == []
+    (judged,) = kept.get(new) or []
+    assert (judged.path, judged.line, judged.code) == (Path("pkg/m.py"), 6, "arg-type")
+    kept.put(new, [dataclasses.replace(judged, message="kept, not judged again")])
     again = new_errors({path: (OLD, NEW)})
     assert [(e.line, e.code, e.message) for e in again] == [
         (6, "arg-type", "kept, not judged again")
     ]
     (tmp_path / "pkg" / "other.py").write_text("X = 1\n")
-    assert [e.message for e in new_errors({path: (OLD, NEW)})] != ["kept, not judged again"]
-    assert [(e.line, e.code) for e in new_errors({path: (OLD, NEW)})] == [(6, "arg-type")]
-    (tmp_path / "pyproject.toml").write_text("[tool.mypy]\n")  # unannotated bodies unread
-    assert new_errors({path: (OLD, NEW)}) != again
+    assert [(e.line, e.message) for e in new_errors({path: (OLD, NEW)})] == [(6, judged.message)]
+    (tmp_path / "pyproject.toml").write_text("[tool.mypy]\n")
+    assert [e.message for e in new_errors({path: (OLD, NEW)})] == [judged.message]
+    assert kept.get(new) is not None  # (the other settings' results are kept apart)
