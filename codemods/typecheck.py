@@ -218,7 +218,8 @@ def new_errors(changes: Mapping[Path, tuple[bytes | None, bytes]]) -> list[MypyE
         relative = {p: p.resolve().relative_to(directory) for p in files}
         before = {relative[p]: old for p, (old, _new) in files.items() if old is not None}
         after = {relative[p]: new for p, (_old, new) in files.items()}
-        results = ResultCache(config, directory, _kept("results"))
+        packages = {r.parts[0] for r in relative.values() if len(r.parts) > 1}
+        results = ResultCache(config, directory, packages, _kept("results"))
         old_errors = _judged(results, config, before)
         seen = {(e.path, e.code, same_message(e.message)) for e in old_errors}
         # a module the environment lacks is the environment's, not the rewrite's:

@@ -10,9 +10,9 @@ project) under one configuration. It is keyed by everything that can change them
 - mypy's and Python's versions, and ``MYPYPATH``;
 - the import path, each entry with its modification time (installing or removing a
   package changes its directory's);
-- the project's Python files, by relative path and content (an engine installed in
-  development mode is read through the import path); content, not modification
-  times, so that a copy of a tree reads what was kept for the tree.
+- the Python files of the packages the texts belong to, by relative path and content
+  (an engine installed in development mode is read through the import path); content,
+  not modification times, so that a copy of a tree reads what was kept for the tree.
 
 Entries live beside mypy's cache (:func:`codemods.typecheck.cache_dir`). An entry that
 cannot be read or written is a miss, never an error.
@@ -25,9 +25,11 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from runnercheck.files import ReadError, read_source
 
 if TYPE_CHECKING:
     from codemods.typecheck import MypyError
@@ -41,7 +43,9 @@ class ResultCache:
     """The kept results for one project directory and configuration: :meth:`get` the
     errors of a set of texts, :meth:`put` them after a run."""
 
-    def __init__(self, config: str, directory: Path, root: Path | None) -> None:
+    def __init__(
+        self, config: str, directory: Path, packages: Iterable[str], root: Path | None
+    ) -> None:
         self._root = root
         self._setting = b""
         if root is None:
@@ -53,8 +57,9 @@ class ResultCache:
             digest.update(part.encode() + b"\0")
         for entry in sys.path:
             digest.update(f"{entry}\0{_mtime(Path(entry or '.'))}\0".encode())
-        for line in _project_files(directory):
-            digest.update(line.encode() + b"\0")
+        for package in sorted(set(packages)):
+            for line in _package_files(directory, package):
+                digest.update(line.encode() + b"\0")
         self._setting = digest.digest()
 
     def _path(self, texts: Mapping[Path, bytes]) -> Path | None:
@@ -100,10 +105,12 @@ def _mtime(path: Path) -> int:
         return 0
 
 
-def _project_files(directory: Path) -> Iterator[str]:
-    """Each Python file under the project directory, in a fixed order, as its relative
-    path and the digest of its content."""
-    for parent, dirs, files in os.walk(directory):
+def _package_files(directory: Path, package: str) -> Iterator[str]:
+    """Each Python file of the package ``package`` of the project directory, in a fixed
+    order, as its relative path and the digest of its content."""
+    if not (directory / package).is_dir():
+        return
+    for parent, dirs, files in os.walk(directory / package):
         dirs[:] = sorted(
             d
             for d in dirs
@@ -115,9 +122,8 @@ def _project_files(directory: Path) -> Iterator[str]:
             if not name.endswith((".py", ".pyi")):
                 continue
             full = os.path.join(parent, name)
-            try:
-                with open(full, "rb") as file:
-                    digest = hashlib.sha1(file.read()).hexdigest()
-            except OSError:
-                continue
+            try:  # never blocks on a FIFO, never reads past the size limit
+                digest = hashlib.sha1(read_source(full)).hexdigest()
+            except ReadError as exc:  # (mypy cannot read it either)
+                digest = exc.kind
             yield f"{os.path.relpath(full, directory)}\0{digest}"

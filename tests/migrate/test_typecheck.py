@@ -4,6 +4,9 @@ changed files: the errors the rewrite adds, at their lines in the new text."""
 from __future__ import annotations
 
 import dataclasses
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -165,7 +168,7 @@ def test_a_judgement_is_kept_and_read_again_until_the_setting_changes(tmp_path: 
     # a project of its own (files are known by content): judged for the first time
     (tmp_path / "pkg" / "stamp.py").write_text(f"STAMP = {str(uuid.uuid4())!r}\n")
     directory, config = mypy_settings(path)
-    kept = ResultCache(config, directory, _kept("results"))
+    kept = ResultCache(config, directory, ["pkg"], _kept("results"))
     old, new = {Path("pkg/m.py"): OLD}, {Path("pkg/m.py"): NEW}
     assert kept.get(old) is None and kept.get(new) is None
     assert [(e.line, e.code) for e in new_errors({path: (OLD, NEW)})] == [(6, "arg-type")]
@@ -182,3 +185,23 @@ def test_a_judgement_is_kept_and_read_again_until_the_setting_changes(tmp_path: 
     (tmp_path / "pyproject.toml").write_text("[tool.mypy]\n")
     assert [e.message for e in new_errors({path: (OLD, NEW)})] == [judged.message]
     assert kept.get(new) is not None  # (the other settings' results are kept apart)
+
+
+def test_a_fifo_among_the_package_s_files_is_not_read(tmp_path: Path) -> None:
+    """The kept judgements know a package's files by content: a FIFO named as a module
+    is known by its kind, never opened for reading (that would wait for a writer)."""
+    (tmp_path / "pkg").mkdir()
+    path = tmp_path / "pkg" / "m.py"
+    path.write_bytes(NEW)
+    os.mkfifo(tmp_path / "pkg" / "pipe.py")
+    script = (
+        "import sys; from pathlib import Path; from codemods.typecheck import new_errors; "
+        "p = Path(sys.argv[1]); print(len(new_errors({p: (sys.argv[2].encode(), p.read_bytes())})))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(path), OLD.decode()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "1"), done.stderr
