@@ -15,7 +15,7 @@ walk of the paths: the CLI, the demo and the benchmarks all go through it. The p
 is :mod:`codemods.pipeline` (facts -> plan -> rewrite -> verify) and
 :mod:`runnercheck.writes.transaction` (each group written as one journaled transaction, in place:
 :mod:`runnercheck.writes.write`; recovered after a crash: :mod:`runnercheck.writes.recovery`); refusal
-reasons (MIG codes) are in :mod:`runnercheck.catalog`.
+reasons (MIG codes) are in :mod:`codemods.reasons`.
 
 """
 

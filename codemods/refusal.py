@@ -29,7 +29,8 @@ class Refusal(Exception):
         shape: str = "",
         advice: str = "",
     ) -> None:
-        catalog.get(code)  # unknown codes are a programming error
+        if code not in catalog.CODES:  # an unknown code is a programming error
+            raise KeyError(code)
         super().__init__(message)
         self.code = code
         self.path = path

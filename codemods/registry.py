@@ -21,6 +21,8 @@ class Codemod:
     summary: str
     #: What it rewrites, for the README.
     rewrites: str
+    #: The codes whose findings it fixes (``runnercheck rules`` shows it beside them).
+    fixes: tuple[str, ...] = ()
 
 
 MERGE_BROADCASTS = Codemod(
@@ -36,6 +38,7 @@ MERGE_BROADCASTS = Codemod(
     "`make_model_input_from_broadcasted_tensor_dict`, `execute_model(model_input, "
     "kv_caches)`, a worker input dataclass, one broadcast per step driven by the worker "
     "(stop signal kept), and `model_runner_base.py` when the package has none",
+    fixes=("RC106",),
 )
 SELF_RETURN = Codemod(
     name="self-return",
@@ -45,6 +48,7 @@ SELF_RETURN = Codemod(
     "cls(...) instead of ClassName(...)",
     rewrites="a fixed-class return of `from_broadcasted_tensor_dict` becomes a `cls`-bound "
     "TypeVar, `ClassName(...)` becomes `cls(...)`",
+    fixes=("RC202",),
 )
 DRIVER_ONLY = Codemod(
     name="driver-only",
@@ -52,6 +56,7 @@ DRIVER_ONLY = Codemod(
     command="DriverOnlyCommand",
     summary="declare the input fields that are never broadcast (exactly what RC103 reports)",
     rewrites="fields that are never broadcast (RC103) get a `# Driver-only: ...` comment above them",
+    fixes=("RC103",),
 )
 SUPER_DICT = Codemod(
     name="super-dict",
@@ -60,6 +65,7 @@ SUPER_DICT = Codemod(
     summary="a subclass dict that re-lists its parent's keys calls super() (RC104)",
     rewrites="a subclass dict that re-lists its parent's keys (RC104) calls `super()` and "
     "adds its own",
+    fixes=("RC104",),
 )
 FOLD_CONTROL_BROADCAST = Codemod(
     name="fold-control-broadcast",
@@ -71,6 +77,7 @@ FOLD_CONTROL_BROADCAST = Codemod(
     "before its inner workers' steps (RC110): the driver puts the values in the request's "
     "`broadcast_extras`, the other ranks read them from the first inner step's "
     "`received_extras`, and the first inner step's loop runs once less",
+    fixes=("RC110",),
 )
 
 #: Every codemod, in the order they run.

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codemods.pipeline import MERGE, MigrateResult
-from runnercheck import catalog
+from codemods.reasons import BY_CODE
 from runnercheck.console import printable
 from runnercheck.records import Refused
 
@@ -48,8 +48,8 @@ def where(path: Path, line: int) -> str:
 
 
 def refusal_shape(refused: Refused) -> tuple[str, str]:
-    """The shape left alone and what to change by hand (the catalog's by default)."""
-    rule = catalog.get(refused.code)
+    """The shape left alone and what to change by hand (the reason's by default)."""
+    rule = BY_CODE[refused.code]
     return refused.shape or rule.name.replace("-", " "), refused.advice or rule.fix
 
 

@@ -13,7 +13,7 @@ or in ``pyproject.toml``::
 Settings come from ``[tool.runnercheck]`` (the same keys as the ``runnercheck``
 CLI) or a ``[runnercheck]`` section of the mypy ini file; see
 :mod:`mypy_plugin.config`. The error codes are the names of the RC2xx rules of
-:mod:`runnercheck.catalog` (``runnercheck rules RC201`` explains one).
+:mod:`mypy_plugin.rules` (``runnercheck rules RC201`` explains one).
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from runnercheck import catalog
+from mypy_plugin.rules import BY_CODE
 from runnercheck.config import (
     Config,
     config_from_mapping,
@@ -68,9 +68,8 @@ class PluginSettings:
         return {}
 
     def _selects(self, rule_code: str) -> bool:
-        try:
-            rule = catalog.get(rule_code)
-        except KeyError:  # a rule of `runnercheck check`: never the plugin's to report
+        rule = BY_CODE.get(rule_code)
+        if rule is None:  # a rule of `runnercheck check`: never the plugin's to report
             return False
 
         def matches(patterns: tuple[str, ...]) -> bool:

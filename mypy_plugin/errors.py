@@ -1,6 +1,6 @@
-"""The plugin's mypy error codes, declared once from the rule catalog.
+"""The plugin's mypy error codes, declared once from its rules.
 
-Each RC2xx rule of :mod:`runnercheck.catalog` becomes one mypy
+Each RC2xx rule of :mod:`mypy_plugin.rules` becomes one mypy
 :class:`~mypy.errorcodes.ErrorCode` whose code is the rule's ``name``, so
 ``# type: ignore[runner-input-protocol]``, ``disable_error_code`` and
 ``enable_error_code`` work like they do for mypy's own codes. Creating an
@@ -14,7 +14,7 @@ from typing import Final
 
 from mypy.errorcodes import ErrorCode
 
-from runnercheck import catalog
+from mypy_plugin.rules import BY_CODE
 
 #: The category mypy shows for these codes (``mypy --help`` lists none, but error
 #: formatters and ``--output json`` carry it).
@@ -22,9 +22,7 @@ CATEGORY: Final = "runnercheck"
 
 
 def _declare(code: str) -> ErrorCode:
-    rule = catalog.get(code)
-    if rule.tool != "mypy":  # pragma: no cover - guards the catalog itself
-        raise ValueError(f"{code} is not a mypy rule")
+    rule = BY_CODE[code]
     return ErrorCode(rule.name, rule.summary, CATEGORY)
 
 

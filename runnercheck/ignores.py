@@ -66,7 +66,7 @@ def codes_of(values: Iterable[str], where: str) -> frozenset[str]:
         if not entry:
             continue
         try:
-            out.add(catalog.lookup(catalog.central(), entry).code)
+            out.add(catalog.code_of(entry))
             continue
         except KeyError:
             pass

@@ -34,10 +34,77 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from runnercheck.catalog import Rule
 from runnercheck.commands.options import check_number
 from runnercheck.console import is_color_terminal
 from runnercheck.errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, ConfigError, UsageError
 from runnercheck.processes import Overrun, Sweep, Watchdog
+
+#: What ``fuzz`` reports (RC3xx), on input no example can hold: the examples illustrate.
+#: The rules live with the command, not in :mod:`runnercheck.fuzz`, whose import loads
+#: torch: ``runnercheck rules`` reads them without it.
+RULES: tuple[Rule, ...] = (
+    Rule(
+        code="RC301",
+        name="roundtrip-lost-field",
+        tool="fuzz",
+        summary="A field arrives on a receiving rank as its default instead of the sent value.",
+        why="The field is not in the broadcast dict (or not read back), so non-driver ranks compute with different input from the driver.",
+        bad="# as_broadcastable_tensor_dict omits 'lora_mapping'",
+        good="# every non-driver-only field is broadcast and read back",
+        runnable=False,
+    ),
+    Rule(
+        code="RC302",
+        name="roundtrip-exception",
+        tool="fuzz",
+        summary="Converting, broadcasting or rebuilding the input raised on some rank.",
+        why="Recursion, unknown keyword arguments and unpicklable values only fail with several ranks; the fuzzer shows which rank raised what.",
+        bad="return cls.from_broadcasted_tensor_dict(tensor_dict)",
+        good="return cls(**tensor_dict)",
+        runnable=False,
+    ),
+    Rule(
+        code="RC303",
+        name="roundtrip-altered-value",
+        tool="fuzz",
+        summary="A field arrives with another type, dtype, shape, value or device type.",
+        why="A silent conversion (e.g. int64 -> int32, a list to a tuple) changes what the model computes on non-driver ranks.",
+        bad="'input_positions': self.input_positions.to(torch.int32)",
+        good="'input_positions': self.input_positions",
+        runnable=False,
+    ),
+    Rule(
+        code="RC304",
+        name="roundtrip-nondeterministic",
+        tool="fuzz",
+        summary="The same input round-tripped twice gives different results.",
+        why="Ranks must rebuild identical inputs; order- or time-dependent conversion makes tensor-parallel ranks diverge.",
+        bad="return {k: v for k, v in zip(random.sample(keys, len(keys)), values)}",
+        good="return {k: getattr(self, k) for k in keys}",
+        runnable=False,
+    ),
+    Rule(
+        code="RC305",
+        name="roundtrip-mutates-sender",
+        tool="fuzz",
+        summary="`as_broadcastable_tensor_dict` changes the object it is called on.",
+        why="The driver keeps using its input after broadcasting it; a conversion that pops or rewrites its own fields corrupts the driver's step.",
+        bad="d = self.__dict__; d.pop('seq_lens'); return d",
+        good="d = dict(self.__dict__); d.pop('seq_lens'); return d",
+        runnable=False,
+    ),
+    Rule(
+        code="RC306",
+        name="rank-failure",
+        tool="fuzz",
+        summary="A rank died, or a collective missed its deadline.",
+        why="A rank that raises or blocks makes the others wait forever in the real engine; the fuzzer reports it instead of hanging.",
+        bad="if rank != 0: raise RuntimeError('only on non-driver')",
+        good="(every rank completes the round trip)",
+        runnable=False,
+    ),
+)
 
 HELP = "round-trip input classes through a real multi-process broadcast (Hypothesis)"
 

@@ -8,7 +8,6 @@ import json
 from runnercheck import catalog
 from runnercheck.catalog import Rule
 from runnercheck.errors import UsageError
-from runnercheck.rules import RULES as CHECK_RULES
 
 HELP = "list the rules, or show one rule's documentation"
 
@@ -16,12 +15,12 @@ HELP = "list the rules, or show one rule's documentation"
 def all_rules() -> tuple[Rule, ...]:
     """The whole catalog: ``check``'s codes, then the plugin's, the runtime validator's
     and ``migrate``'s reasons."""
-    return (*CHECK_RULES, *(rule for rule in catalog.central() if rule.tool != "check"))
+    return catalog.all_rules()
 
 
 def get(code_or_name: str) -> Rule:
     """Any rule by code or name; KeyError otherwise."""
-    return catalog.lookup(all_rules(), code_or_name)
+    return catalog.get(code_or_name)
 
 
 def markdown_table() -> str:
@@ -48,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
 
             table = Table("code", "name", "tool", "summary", title="runnercheck rules")
             for rule in all_rules():
-                table.add_row(rule.code, rule.name, rule.tool, rule.summary)
+                table.add_row(rule.code, rule.name, rule.tool, _summary(rule))
             console.print(table)
         return 0
     try:
@@ -62,10 +61,21 @@ def run(args: argparse.Namespace) -> int:
         f"{rule.code} {rule.name} ({rule.tool})\n\n{rule.summary}\n\n"
         f"Why it matters:\n  {rule.why}\n\nBad:\n{_indent(rule.bad)}\n\nGood:\n{_indent(rule.good)}"
     )
+    if rule.fixed_by:
+        text += f"\n\nFix:\n  {_fix_command(rule)}"
     if rule.fix:
         text += f"\n\nBy hand:\n  {rule.fix}"
     console.print(text, markup=False, highlight=False)
     return 0
+
+
+def _fix_command(rule: Rule) -> str:
+    return f"runnercheck migrate --select {rule.fixed_by}"
+
+
+def _summary(rule: Rule) -> str:
+    """The table's summary cell: the summary, and the codemod that fixes the rule."""
+    return f"{rule.summary}\nfix: {_fix_command(rule)}" if rule.fixed_by else rule.summary
 
 
 def _indent(code: str) -> str:

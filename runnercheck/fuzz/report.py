@@ -21,7 +21,7 @@ class Problem:
 
     @property
     def name(self) -> str:
-        return catalog.get(self.code).name
+        return catalog.name_of(self.code)
 
     def text(self) -> str:
         ranks = ""

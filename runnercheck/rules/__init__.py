@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import Project
-from runnercheck.catalog import Rule, central
+from runnercheck.catalog import Rule
 from runnercheck.findings import Finding
 from runnercheck.rules import (
     collective_in_prepare,
@@ -28,6 +28,7 @@ from runnercheck.rules import (
     wrapper_control_broadcast,
 )
 from runnercheck.rules.base import CheckRule
+from runnercheck.workspace.reading import CANNOT_READ_RULE, INTERNAL_ERROR_RULE
 
 CHECKS: tuple[CheckRule, ...] = (
     recursive_from_dict.CHECK,
@@ -47,8 +48,10 @@ CHECKS: tuple[CheckRule, ...] = (
 
 #: Every code ``runnercheck check`` reports: its own errors (RC001, RC002) and its rules.
 RULES: tuple[Rule, ...] = (
-    *(rule for rule in central() if rule.tool == "check"),
-    *(check.rule for check in CHECKS if check.rule not in central()),
+    CANNOT_READ_RULE,
+    INTERNAL_ERROR_RULE,
+    half_applied.RULE,
+    *(check.rule for check in CHECKS if check.rule is not half_applied.RULE),
 )
 
 

@@ -9,14 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from runnercheck import catalog
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.stages import MixedPair, mixed_message, mixed_pairs
+from runnercheck.catalog import Rule
 from runnercheck.findings import Finding
 from runnercheck.rules.base import CheckRule
 
-RULE = catalog.get("RC003")
+RULE = Rule(
+    code="RC003",
+    name="half-applied-migration",
+    tool="check",
+    summary="An interrupted `runnercheck migrate` left a worker/runner group half-applied.",
+    why="Some files of the group are in the merged shape and some are not: every file "
+    "compiles, but the old worker calls the new runner with the old arguments and fails "
+    "at run time. `runnercheck migrate --recover` puts the old contents back. A journal "
+    "that is not as `migrate` writes it (a symbolic link, a file outside its tree, a "
+    "field of the wrong type or range) is reported too, and left alone.",
+    bad="# worker.py still calls execute_model(seq_group_metadata_list, kv_caches)\n"
+    "# model_runner.py already defines execute_model(model_input, kv_caches)",
+    good="# both files old, or both files migrated",
+    runnable=False,
+)
 
 
 def check_class(project: Project, cls: ClassFacts) -> Iterator[Finding]:

@@ -8,22 +8,11 @@ from pathlib import PurePath
 
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import Leak, Project
-from runnercheck.catalog import Rule
+from runnercheck.catalog import Rule, _variant
 from runnercheck.findings import Finding
 from runnercheck.rules.base import CheckRule
 
-RULE = Rule(
-    code="RC109",
-    name="merged-dict-leak",
-    tool="check",
-    summary="A key of the merged broadcast dict reaches another part's `cls(**tensor_dict)`, "
-    "which does not accept it.",
-    why="With one broadcast per step, every part must take its own keys out of the shared dict "
-    "(`pop`) before the next part rebuilds itself from the rest. A key read without `pop`, or an "
-    "extra extracted after the model input was rebuilt, raises TypeError on every non-driver "
-    "rank, only at tensor-parallel size > 1 (shipped in vLLM 0.5.1 for `virtual_engine` and in "
-    "0.6.0 for `previous_hidden_states`).",
-    bad="""\
+_BAD = """\
 from dataclasses import dataclass
 
 from vllm.distributed import broadcast_tensor_dict
@@ -87,72 +76,28 @@ class CPUWorker:
                 broadcast_data
             )
         return self.model_runner.execute_model(model_input, None)
-""",
-    good="""\
-from dataclasses import dataclass
+"""
+_GOOD = _variant(
+    _BAD,
+    (
+        '            virtual_engine=tensor_dict["virtual_engine"],\n',
+        '            virtual_engine=tensor_dict.pop("virtual_engine"),\n',
+    ),
+)
 
-from vllm.distributed import broadcast_tensor_dict
-
-
-@dataclass(frozen=True)
-class WorkerInput:
-    num_seq_groups: int = 0
-    virtual_engine: int = 0
-
-    def as_broadcastable_tensor_dict(self):
-        return {
-            "num_seq_groups": self.num_seq_groups,
-            "virtual_engine": self.virtual_engine,
-        }
-
-    @classmethod
-    def from_broadcasted_tensor_dict(cls, tensor_dict):
-        return cls(
-            num_seq_groups=tensor_dict.pop("num_seq_groups"),
-            virtual_engine=tensor_dict.pop("virtual_engine"),
-        )
-
-
-@dataclass(frozen=True)
-class CPUModelInput:
-    input_tokens: list
-
-    def as_broadcastable_tensor_dict(self):
-        return {"input_tokens": self.input_tokens}
-
-    @classmethod
-    def from_broadcasted_tensor_dict(cls, tensor_dict):
-        return cls(**tensor_dict)
-
-
-class CPUModelRunner:
-    def make_model_input_from_broadcasted_tensor_dict(self, tensor_dict):
-        return CPUModelInput.from_broadcasted_tensor_dict(tensor_dict)
-
-    def execute_model(self, model_input, kv_caches):
-        return model_input.input_tokens
-
-
-class CPUWorker:
-    def __init__(self, is_driver_worker):
-        self.is_driver_worker = is_driver_worker
-        self.model_runner = CPUModelRunner()
-
-    def execute_model(self, execute_model_req=None):
-        if self.is_driver_worker:
-            worker_input = self.prepare_worker_input(execute_model_req)
-            model_input = self.model_runner.prepare_model_input(execute_model_req)
-            broadcast_data = worker_input.as_broadcastable_tensor_dict()
-            broadcast_data.update(model_input.as_broadcastable_tensor_dict())
-            broadcast_tensor_dict(broadcast_data, src=0)
-        else:
-            broadcast_data = broadcast_tensor_dict(src=0)
-            worker_input = WorkerInput.from_broadcasted_tensor_dict(broadcast_data)
-            model_input = self.model_runner.make_model_input_from_broadcasted_tensor_dict(
-                broadcast_data
-            )
-        return self.model_runner.execute_model(model_input, None)
-""",
+RULE = Rule(
+    code="RC109",
+    name="merged-dict-leak",
+    tool="check",
+    summary="A key of the merged broadcast dict reaches another part's `cls(**tensor_dict)`, "
+    "which does not accept it.",
+    why="With one broadcast per step, every part must take its own keys out of the shared dict "
+    "(`pop`) before the next part rebuilds itself from the rest. A key read without `pop`, or an "
+    "extra extracted after the model input was rebuilt, raises TypeError on every non-driver "
+    "rank, only at tensor-parallel size > 1 (shipped in vLLM 0.5.1 for `virtual_engine` and in "
+    "0.6.0 for `previous_hidden_states`).",
+    bad=_BAD,
+    good=_GOOD,
 )
 
 

@@ -7,9 +7,38 @@ from collections.abc import Iterator
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.syntax import last_name
-from runnercheck.catalog import Rule
+from runnercheck.catalog import Rule, _variant
 from runnercheck.findings import Finding
 from runnercheck.rules.base import CheckRule
+
+_BAD = """\
+from abc import ABC, abstractmethod
+
+
+class LocalOrDistributedWorkerBase(ABC):
+    @abstractmethod
+    def prepare_worker_input(self, execute_model_req): ...
+
+    @abstractmethod
+    def execute_worker(self, worker_input): ...
+
+
+class NeuronWorker(LocalOrDistributedWorkerBase):
+    def prepare_worker_input(self, execute_model_req):
+        return {"num_seq_groups": len(execute_model_req.seq_group_metadata_list)}
+"""
+_GOOD = _variant(
+    _BAD,
+    (
+        '        return {"num_seq_groups": len(execute_model_req.seq_group_metadata_list)}\n',
+        (
+            '        return {"num_seq_groups": len(execute_model_req.seq_group_metadata_list)}\n'
+            "\n"
+            "    def execute_worker(self, worker_input):\n"
+            "        pass\n"
+        ),
+    ),
+)
 
 RULE = Rule(
     code="RC107",
@@ -19,41 +48,8 @@ RULE = Rule(
     why="The class fails at instantiation (or at the first step) instead of at review; vLLM's "
     "NeuronWorker shipped without `execute_worker`. A note for a class that is only a base: "
     "every subclass implements the methods and no call in the analysed files builds it.",
-    bad="""\
-from abc import ABC, abstractmethod
-
-
-class LocalOrDistributedWorkerBase(ABC):
-    @abstractmethod
-    def prepare_worker_input(self, execute_model_req): ...
-
-    @abstractmethod
-    def execute_worker(self, worker_input): ...
-
-
-class NeuronWorker(LocalOrDistributedWorkerBase):
-    def prepare_worker_input(self, execute_model_req):
-        return {"num_seq_groups": len(execute_model_req.seq_group_metadata_list)}
-""",
-    good="""\
-from abc import ABC, abstractmethod
-
-
-class LocalOrDistributedWorkerBase(ABC):
-    @abstractmethod
-    def prepare_worker_input(self, execute_model_req): ...
-
-    @abstractmethod
-    def execute_worker(self, worker_input): ...
-
-
-class NeuronWorker(LocalOrDistributedWorkerBase):
-    def prepare_worker_input(self, execute_model_req):
-        return {"num_seq_groups": len(execute_model_req.seq_group_metadata_list)}
-
-    def execute_worker(self, worker_input):
-        pass
-""",
+    bad=_BAD,
+    good=_GOOD,
 )
 
 

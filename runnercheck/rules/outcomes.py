@@ -68,23 +68,17 @@ class CheckResult:
         }
 
 
-def known_rules() -> tuple[catalog.Rule, ...]:
-    """Every code a ``select``/``ignore`` list may name: the central ones and the
-    rules of ``check``."""
-    return (*catalog.central(), *(r for r in RULES if r.code not in ("RC001", "RC002")))
-
-
 def parse_codes(values: Iterable[str], option: str) -> set[str]:
     """Rule codes (or names, or code prefixes like ``RC1``) -> set of codes."""
     codes: set[str] = set()
-    known = [*(rule.code for rule in known_rules()), *catalog.ALIASES]
+    known = [*catalog.CODES, *catalog.ALIASES]
     for raw in values:
         for item in raw.split(","):
             item = item.strip()
             if not item:
                 continue
             try:
-                codes.add(catalog.lookup(known_rules(), item).code)
+                codes.add(catalog.code_of(item))
                 continue
             except KeyError:
                 pass

@@ -6,19 +6,11 @@ from collections.abc import Iterator
 
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Produced, Project
-from runnercheck.catalog import Rule
+from runnercheck.catalog import Rule, _variant
 from runnercheck.findings import Finding
 from runnercheck.rules.base import CheckRule
 
-RULE = Rule(
-    code="RC104",
-    name="parent-dict-drift",
-    tool="check",
-    summary="A subclass re-lists its parent's broadcast keys instead of calling `super()`.",
-    why="The copy drifts: a key later added to the parent is never broadcast by the subclass, and "
-    "one the subclass dropped goes unnoticed. An error when the copy already drops a key that a "
-    "runner building the subclass reads on a non-driver rank's path; the copy itself is a note.",
-    bad="""\
+_BAD = """\
 from dataclasses import dataclass
 
 from vllm.worker.model_runner_base import ModelRunnerBase
@@ -54,47 +46,30 @@ class PoolingModelRunner(ModelRunnerBase[PoolingModelInput]):
         positions = model_input.input_positions
         hidden = self.model(model_input.input_tokens, positions, kv_caches)
         return self.pool(hidden, model_input.pooling)
-""",
-    good="""\
-from dataclasses import dataclass
+"""
+_GOOD = _variant(
+    _BAD,
+    (
+        '        return {"input_tokens": self.input_tokens, "pooling": self.pooling}\n',
+        (
+            "        tensor_dict = super().as_broadcastable_tensor_dict()\n"
+            '        tensor_dict["pooling"] = self.pooling\n'
+            "        return tensor_dict\n"
+            "\n"
+        ),
+    ),
+)
 
-from vllm.worker.model_runner_base import ModelRunnerBase
-
-
-@dataclass(frozen=True)
-class ModelInput:
-    input_tokens: list
-    input_positions: list
-
-    def as_broadcastable_tensor_dict(self):
-        return {
-            "input_tokens": self.input_tokens,
-            "input_positions": self.input_positions,
-        }
-
-
-@dataclass(frozen=True)
-class PoolingModelInput(ModelInput):
-    pooling: list = None
-
-    def as_broadcastable_tensor_dict(self):
-        tensor_dict = super().as_broadcastable_tensor_dict()
-        tensor_dict["pooling"] = self.pooling
-        return tensor_dict
-
-
-class PoolingModelRunner(ModelRunnerBase[PoolingModelInput]):
-    def prepare_model_input(self, seq_group_metadata_list):
-        return self._prepare(seq_group_metadata_list)
-
-    def make_model_input_from_broadcasted_tensor_dict(self, tensor_dict):
-        return PoolingModelInput.from_broadcasted_tensor_dict(tensor_dict)
-
-    def execute_model(self, model_input, kv_caches):
-        positions = model_input.input_positions
-        hidden = self.model(model_input.input_tokens, positions, kv_caches)
-        return self.pool(hidden, model_input.pooling)
-""",
+RULE = Rule(
+    code="RC104",
+    name="parent-dict-drift",
+    tool="check",
+    summary="A subclass re-lists its parent's broadcast keys instead of calling `super()`.",
+    why="The copy drifts: a key later added to the parent is never broadcast by the subclass, and "
+    "one the subclass dropped goes unnoticed. An error when the copy already drops a key that a "
+    "runner building the subclass reads on a non-driver rank's path; the copy itself is a note.",
+    bad=_BAD,
+    good=_GOOD,
 )
 
 

@@ -6,17 +6,11 @@ from collections.abc import Iterator
 
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
-from runnercheck.catalog import Rule
+from runnercheck.catalog import Rule, _variant
 from runnercheck.findings import Finding
 from runnercheck.rules.base import CheckRule
 
-RULE = Rule(
-    code="RC101",
-    name="recursive-from-dict",
-    tool="check",
-    summary="`from_broadcasted_tensor_dict` calls itself on its own class.",
-    why="The classmethod recurses until RecursionError, but only on non-driver ranks, so single-GPU tests never see it.",
-    bad="""\
+_BAD = """\
 from dataclasses import dataclass
 
 
@@ -30,22 +24,23 @@ class ModelInput:
     @classmethod
     def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
         return cls.from_broadcasted_tensor_dict(tensor_dict)
-""",
-    good="""\
-from dataclasses import dataclass
+"""
+_GOOD = _variant(
+    _BAD,
+    (
+        "        return cls.from_broadcasted_tensor_dict(tensor_dict)\n",
+        "        return cls(**tensor_dict)\n",
+    ),
+)
 
-
-@dataclass(frozen=True)
-class ModelInput:
-    input_tokens: list
-
-    def as_broadcastable_tensor_dict(self):
-        return {"input_tokens": self.input_tokens}
-
-    @classmethod
-    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
-        return cls(**tensor_dict)
-""",
+RULE = Rule(
+    code="RC101",
+    name="recursive-from-dict",
+    tool="check",
+    summary="`from_broadcasted_tensor_dict` calls itself on its own class.",
+    why="The classmethod recurses until RecursionError, but only on non-driver ranks, so single-GPU tests never see it.",
+    bad=_BAD,
+    good=_GOOD,
 )
 
 

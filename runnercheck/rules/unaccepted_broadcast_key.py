@@ -6,9 +6,35 @@ from collections.abc import Iterator
 
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
-from runnercheck.catalog import Rule
+from runnercheck.catalog import Rule, _variant
 from runnercheck.findings import Finding
 from runnercheck.rules.base import CheckRule
+
+_BAD = """\
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelInput:
+    input_tokens: list
+
+    def as_broadcastable_tensor_dict(self):
+        return {"input_tokens": self.input_tokens, "num_prefills": 3}
+
+    @classmethod
+    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
+        return cls(**tensor_dict)
+"""
+_GOOD = _variant(
+    _BAD,
+    (
+        "    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):\n",
+        (
+            "    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):\n"
+            '        tensor_dict.pop("num_prefills")\n'
+        ),
+    ),
+)
 
 RULE = Rule(
     code="RC102",
@@ -16,37 +42,8 @@ RULE = Rule(
     tool="check",
     summary="A key is broadcast that the receiving `cls(**tensor_dict)` does not accept.",
     why="The receiver raises TypeError (unexpected keyword argument), and only at tensor-parallel size > 1. Where the value reads an attribute the class does not define (`self.x` for a key `x` that is no field), the driver raises AttributeError first, before anything is sent, and the message says so.",
-    bad="""\
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class ModelInput:
-    input_tokens: list
-
-    def as_broadcastable_tensor_dict(self):
-        return {"input_tokens": self.input_tokens, "num_prefills": 3}
-
-    @classmethod
-    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
-        return cls(**tensor_dict)
-""",
-    good="""\
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class ModelInput:
-    input_tokens: list
-
-    def as_broadcastable_tensor_dict(self):
-        return {"input_tokens": self.input_tokens, "num_prefills": 3}
-
-    @classmethod
-    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
-        tensor_dict.pop("num_prefills")
-        return cls(**tensor_dict)
-""",
+    bad=_BAD,
+    good=_GOOD,
 )
 
 

@@ -6,20 +6,11 @@ from collections.abc import Iterator
 
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
-from runnercheck.catalog import Rule
+from runnercheck.catalog import Rule, _variant
 from runnercheck.findings import Finding
 from runnercheck.rules.base import CheckRule
 
-RULE = Rule(
-    code="RC103",
-    name="unbroadcast-field",
-    tool="check",
-    summary="A dataclass field is neither broadcast nor declared driver-only.",
-    why="Non-driver ranks silently see the field's default (usually None) and compute something "
-    "different from the driver. An error when a runner that builds the class reads the field on "
-    "the path every rank runs (execute_model and what it calls); a note when only the driver "
-    "reads it, or nothing does: declare it driver-only.",
-    bad="""\
+_BAD = """\
 from dataclasses import dataclass
 from typing import Optional
 
@@ -49,38 +40,26 @@ class ModelRunner(ModelRunnerBase[ModelInput]):
         if model_input.lora_mapping is not None:
             self.set_active_loras(model_input.lora_mapping)
         return self.model(model_input.input_tokens, kv_caches)
-""",
-    good="""\
-from dataclasses import dataclass
-from typing import Optional
+"""
+_GOOD = _variant(
+    _BAD,
+    (
+        '        return {"input_tokens": self.input_tokens}\n',
+        '        return {"input_tokens": self.input_tokens, "lora_mapping": self.lora_mapping}\n',
+    ),
+)
 
-from vllm.worker.model_runner_base import ModelRunnerBase
-
-
-@dataclass(frozen=True)
-class ModelInput:
-    input_tokens: list
-    lora_mapping: Optional[object] = None
-
-    def as_broadcastable_tensor_dict(self):
-        return {"input_tokens": self.input_tokens, "lora_mapping": self.lora_mapping}
-
-    @classmethod
-    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
-        return cls(**tensor_dict)
-
-class ModelRunner(ModelRunnerBase[ModelInput]):
-    def prepare_model_input(self, seq_group_metadata_list):
-        return self._prepare(seq_group_metadata_list)
-
-    def make_model_input_from_broadcasted_tensor_dict(self, tensor_dict):
-        return ModelInput.from_broadcasted_tensor_dict(tensor_dict)
-
-    def execute_model(self, model_input, kv_caches):
-        if model_input.lora_mapping is not None:
-            self.set_active_loras(model_input.lora_mapping)
-        return self.model(model_input.input_tokens, kv_caches)
-""",
+RULE = Rule(
+    code="RC103",
+    name="unbroadcast-field",
+    tool="check",
+    summary="A dataclass field is neither broadcast nor declared driver-only.",
+    why="Non-driver ranks silently see the field's default (usually None) and compute something "
+    "different from the driver. An error when a runner that builds the class reads the field on "
+    "the path every rank runs (execute_model and what it calls); a note when only the driver "
+    "reads it, or nothing does: declare it driver-only.",
+    bad=_BAD,
+    good=_GOOD,
 )
 
 

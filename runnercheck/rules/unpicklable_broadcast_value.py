@@ -6,17 +6,11 @@ from collections.abc import Iterator
 
 from runnercheck.analysis.model import ClassFacts, DictFacts, FunctionFacts, KeyFacts, ModuleFacts
 from runnercheck.analysis.project import MethodRef, Project
-from runnercheck.catalog import Rule
+from runnercheck.catalog import Rule, _variant
 from runnercheck.findings import Finding
 from runnercheck.rules.base import CheckRule
 
-RULE = Rule(
-    code="RC108",
-    name="unpicklable-broadcast-value",
-    tool="check",
-    summary="A value put in the broadcast dict cannot be pickled or broadcast.",
-    why="Lambdas, generators, locks, open files, CUDA streams and modules fail in `broadcast_object_list` on the driver, only when tensor parallelism is on.",
-    bad="""\
+_BAD = """\
 from dataclasses import dataclass
 
 
@@ -29,18 +23,28 @@ class ModelInput:
             "input_tokens": self.input_tokens,
             "sampler": lambda logits: logits.argmax(-1),
         }
-""",
-    good="""\
-from dataclasses import dataclass
+"""
+_GOOD = _variant(
+    _BAD,
+    (
+        (
+            "        return {\n"
+            '            "input_tokens": self.input_tokens,\n'
+            '            "sampler": lambda logits: logits.argmax(-1),\n'
+            "        }\n"
+        ),
+        '        return {"input_tokens": self.input_tokens, "greedy": True}\n',
+    ),
+)
 
-
-@dataclass(frozen=True)
-class ModelInput:
-    input_tokens: list
-
-    def as_broadcastable_tensor_dict(self):
-        return {"input_tokens": self.input_tokens, "greedy": True}
-""",
+RULE = Rule(
+    code="RC108",
+    name="unpicklable-broadcast-value",
+    tool="check",
+    summary="A value put in the broadcast dict cannot be pickled or broadcast.",
+    why="Lambdas, generators, locks, open files, CUDA streams and modules fail in `broadcast_object_list` on the driver, only when tensor parallelism is on.",
+    bad=_BAD,
+    good=_GOOD,
 )
 
 

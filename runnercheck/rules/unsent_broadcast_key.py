@@ -27,23 +27,11 @@ from dataclasses import dataclass, field
 
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import KeyRead, Project
-from runnercheck.catalog import Rule
+from runnercheck.catalog import Rule, _variant
 from runnercheck.findings import Finding
 from runnercheck.rules.base import CheckRule
 
-RULE = Rule(
-    code="RC111",
-    name="unsent-broadcast-key",
-    tool="check",
-    summary=(
-        "`from_broadcasted_tensor_dict` reads a key with no default that "
-        "`as_broadcastable_tensor_dict` never puts."
-    ),
-    why=(
-        "The driver never sends the key, so every non-driver rank raises KeyError while "
-        "rebuilding the input: only at tensor-parallel size > 1, never in single-GPU tests."
-    ),
-    bad="""\
+_BAD = """\
 from dataclasses import dataclass
 
 
@@ -61,26 +49,29 @@ class ModelInput:
             input_tokens=tensor_dict.pop("input_tokens"),
             selected_token_indices=tensor_dict["selected_indices"],
         )
-""",
-    good="""\
-from dataclasses import dataclass
+"""
+_GOOD = _variant(
+    _BAD,
+    (
+        '            selected_token_indices=tensor_dict["selected_indices"],\n',
+        '            selected_token_indices=tensor_dict["selected_token_indices"],\n',
+    ),
+)
 
-
-@dataclass(frozen=True)
-class ModelInput:
-    input_tokens: list
-    selected_token_indices: list
-
-    def as_broadcastable_tensor_dict(self):
-        return {"input_tokens": self.input_tokens, "selected_token_indices": self.selected_token_indices}
-
-    @classmethod
-    def from_broadcasted_tensor_dict(cls, tensor_dict, attn_backend=None):
-        return cls(
-            input_tokens=tensor_dict.pop("input_tokens"),
-            selected_token_indices=tensor_dict["selected_token_indices"],
-        )
-""",
+RULE = Rule(
+    code="RC111",
+    name="unsent-broadcast-key",
+    tool="check",
+    summary=(
+        "`from_broadcasted_tensor_dict` reads a key with no default that "
+        "`as_broadcastable_tensor_dict` never puts."
+    ),
+    why=(
+        "The driver never sends the key, so every non-driver rank raises KeyError while "
+        "rebuilding the input: only at tensor-parallel size > 1, never in single-GPU tests."
+    ),
+    bad=_BAD,
+    good=_GOOD,
 )
 
 

@@ -9,9 +9,54 @@ from runnercheck.analysis.fold import FoldPlan, FoldRefusal, fold_plan
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project, StepPath, Term
 from runnercheck.analysis.wrappers import representative
-from runnercheck.catalog import MIG204_WORKERS, Rule
+from runnercheck.catalog import Rule
 from runnercheck.findings import Finding
 from runnercheck.rules.base import CheckRule
+
+#: RC110's and MIG204's examples up to the wrapper's control values: an inner worker whose step
+#: carries the request's extras, and a wrapper that steps it (the tests build on it).
+MIG204_WORKERS = """\
+from vllm.distributed import broadcast_tensor_dict
+
+
+class Worker:
+    received_extras: dict
+
+    def __init__(self, is_driver_worker):
+        self.is_driver_worker = is_driver_worker
+
+    def execute_model(self, execute_model_req=None):
+        if self.is_driver_worker:
+            if execute_model_req is None:
+                broadcast_tensor_dict({}, src=0)
+                return None
+            data = {
+                "tokens": execute_model_req.tokens,
+                "broadcast_extras": execute_model_req.broadcast_extras,
+            }
+            broadcast_tensor_dict(data, src=0)
+        else:
+            data = broadcast_tensor_dict(src=0)
+            if not data:
+                return None
+            self.received_extras = data.pop("broadcast_extras")
+        return [data["tokens"]]
+
+
+class SpecWorker:
+    def __init__(self, proposer: Worker, scorer: Worker, rank):
+        self.proposer = proposer
+        self.scorer = scorer
+        self.rank = rank
+
+    def execute_model(self, execute_model_req=None):
+        if self.rank != 0:
+            self._run_non_driver()
+            return []
+        if execute_model_req is None:
+            broadcast_tensor_dict({}, src=0)
+            return []
+"""
 
 RULE = Rule(
     code="RC110",

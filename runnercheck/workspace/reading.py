@@ -22,6 +22,7 @@ from runnercheck import deep
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.analysis.prefilter import class_bases, might_matter, needles
+from runnercheck.catalog import Rule
 from runnercheck.contract import Contract
 from runnercheck.files import (
     DEFAULT_MAX_FILE_SIZE,
@@ -38,9 +39,36 @@ if TYPE_CHECKING:  # the cache's own imports cost start-up time under --no-cache
     from runnercheck.workspace.cache import FactsCache
 
 #: A file that cannot be read or parsed.
-CANNOT_READ = "RC001"
-#: An internal error while reading a file's facts.
-INTERNAL_ERROR = "RC002"
+CANNOT_READ_RULE = Rule(
+    code="RC001",
+    name="syntax-error",
+    tool="check",
+    summary="A source file could not be read or parsed; it was not analysed.",
+    why="A file the tools cannot read may hide any other finding; the run reports it and exits non-zero instead of silently skipping it. `migrate` reports the same code for a file it cannot read or parse, and leaves that file alone (MIG001 and MIG002, its codes before, are still accepted in `ignore`, `select`, `per_file_ignores`, inline comments and baselines, as RC001).",
+    bad="""\
+def prepare_model_input(self, seq_group_metadata_list:
+    return None
+""",
+    good="""\
+def prepare_model_input(self, seq_group_metadata_list):
+    return None
+""",
+)
+CANNOT_READ = CANNOT_READ_RULE.code
+
+#: An internal error while reading a file's facts (or while a rule of ``check`` judges
+#: it).
+INTERNAL_ERROR_RULE = Rule(
+    code="RC002",
+    name="internal-error",
+    tool="check",
+    summary="The checker failed on this file or class; it was not (fully) analysed.",
+    why="An internal error must not hide the rest of the run: it is reported for the file it happened in, the other files are still checked, and the run exits non-zero.",
+    bad="(reported by runnercheck itself, with the exception)",
+    good="(no such finding)",
+    runnable=False,
+)
+INTERNAL_ERROR = INTERNAL_ERROR_RULE.code
 
 
 # --------------------------------------------------------------------- the files

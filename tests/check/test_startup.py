@@ -34,6 +34,8 @@ def test_check_imports_no_other_command() -> None:
         "codemods.facts.sources",
         "codemods.command_line",
         "mypy_plugin.command_line",
+        "mypy_plugin.rules",
+        "codemods.reasons",
         "runnercheck.commands.fuzz",
         "runnercheck.commands.rules",
         "runnercheck.demo.command",

@@ -14,16 +14,16 @@ from libcst.codemod import CodemodContext, TransformFailure, TransformSuccess, t
 from benchmarks import spec_decode_vllm
 from codemods import fold_control_broadcast as fold
 from codemods.pipeline import migrate
-from runnercheck import catalog
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
 from runnercheck.check import check_sources
 from runnercheck.records import Refused
+from runnercheck.rules.wrapper_control_broadcast import MIG204_WORKERS
 from tests.spec_decode_fixture import BEFORE_WORKER, SPEC_DECODE, copy_before
 from tests.vllm_wheels import vllm_source
 
-#: the catalog's MIG204 workers, the wrapper reading how many proposer steps follow
-WORKER = catalog.MIG204_WORKERS + "        k = execute_model_req.lookahead\n"
+#: the MIG204 examples' workers, the wrapper reading how many proposer steps follow
+WORKER = MIG204_WORKERS + "        k = execute_model_req.lookahead\n"
 DRIVER = """\
         # tell the other ranks how many proposer steps follow
         broadcast_tensor_dict({"k": k, "again": k > 2}, src=0)
