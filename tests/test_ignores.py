@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from runnercheck import ignores
+from runnercheck.errors import UsageError
 from runnercheck.excludes import Excludes
 from runnercheck.ignores import PerFileIgnores, codes_of, suppressed, suppressions
 from tests.migrate import refusals
@@ -200,3 +201,16 @@ def test_the_old_codes_of_a_file_not_read_are_aliases_of_rc001() -> None:
     assert "MIG001" not in catalog.CODES
     assert suppressed(suppressions("x = (  # runnercheck: ignore[MIG001]\n"), 1, "RC001")
     assert not suppressed(suppressions("x = (  # runnercheck: ignore[MIG101]\n"), 1, "RC001")
+
+
+def test_a_rule_is_named_by_code_name_or_prefix_in_every_tool() -> None:
+    """``per_file_ignores`` and ``migrate``'s ignore read names as ``select`` does: the
+    name of a rule of ``check`` too, not only of the plugin's or the validator's."""
+    from runnercheck.rules.outcomes import parse_codes
+
+    for words in (["recursive-from-dict"], ["RC101"], ["rc101"]):
+        assert codes_of(words, "ignore") == {"RC101"} == parse_codes(words, "--ignore")
+    assert codes_of(["runner-input-protocol"], "ignore") == {"RC201"}
+    assert codes_of(["MIG2"], "ignore") == {"MIG201", "MIG202", "MIG203", "MIG204"}
+    with pytest.raises(UsageError, match="unknown rule 'extra-broadcast'"):
+        codes_of(["extra-broadcast"], "ignore")  # a reason of migrate is named by code
