@@ -9,7 +9,8 @@ project) under one configuration. It is keyed by everything that can change them
 - the texts and the configuration;
 - mypy's and Python's versions, and ``MYPYPATH``;
 - the import path, each entry with its modification time (installing or removing a
-  package changes its directory's);
+  package changes its directory's), and the current directory's modules and packages
+  by content (mypy looks there too);
 - the Python files of the packages the texts belong to, by relative path and content
   (an engine installed in development mode is read through the import path); content,
   not modification times, so that a copy of a tree reads what was kept for the tree.
@@ -55,8 +56,15 @@ class ResultCache:
         digest = hashlib.sha256()
         for part in (__version__, sys.version, os.environ.get("MYPYPATH", ""), config):
             digest.update(part.encode() + b"\0")
-        for entry in sys.path:
+        # the import path as mypy takes it: the process's, its first entry (the
+        # script's or the current directory) left out, and the current directory's
+        # modules and packages, by content (not by where it is: runs from other
+        # directories over the same files read the same results)
+        for entry in sys.path[1:]:
             digest.update(f"{entry}\0{_mtime(Path(entry or '.'))}\0".encode())
+        read = {(directory, p) for p in packages}
+        for line in _importable(Path.cwd(), read):
+            digest.update(line.encode() + b"\0")
         for package in sorted(set(packages)):
             for line in _package_files(directory, package):
                 digest.update(line.encode() + b"\0")
@@ -103,6 +111,25 @@ def _mtime(path: Path) -> int:
         return path.stat().st_mtime_ns
     except OSError:
         return 0
+
+
+def _importable(directory: Path, read: set[tuple[Path, str]]) -> Iterator[str]:
+    """The modules and packages ``directory`` holds at its top, by content (a package
+    in ``read`` only by name: it is fingerprinted with the project)."""
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return
+    for name in names:
+        if name.endswith((".py", ".pyi")):
+            try:
+                yield f"{name}\0{hashlib.sha1(read_source(directory / name)).hexdigest()}"
+            except ReadError as exc:
+                yield f"{name}\0{exc.kind}"
+        elif any((directory / name / f"__init__{s}").is_file() for s in (".py", ".pyi")):
+            yield f"{name}/"
+            if (directory, name) not in read:
+                yield from _package_files(directory, name)
 
 
 def _package_files(directory: Path, package: str) -> Iterator[str]:
