@@ -50,7 +50,7 @@ class _Counts:
 
 
 def _run(tree: Path, whole: bool, counts: _Counts) -> tuple[dict[str, Any], float]:
-    real_parse, real_more = unparsed.parse, pipeline._State.parse_more
+    real_parse, real_more = unparsed.parse, pipeline.Run.parse_more
 
     def counting(data: bytes, *args: Any) -> cst.Module | None:
         found = None if whole else real_parse(data, *args)
@@ -62,13 +62,13 @@ def _run(tree: Path, whole: bool, counts: _Counts) -> tuple[dict[str, Any], floa
         counts.asked += 1
         real_more(state, names)
 
-    unparsed.parse, pipeline._State.parse_more = counting, asking  # type: ignore[method-assign]
+    unparsed.parse, pipeline.Run.parse_more = counting, asking  # type: ignore[method-assign]
     try:
         started = time.process_time()
         result = apply([tree], mode="check", exact=False)
         seconds = time.process_time() - started
     finally:
-        unparsed.parse, pipeline._State.parse_more = real_parse, real_more  # type: ignore[method-assign]
+        unparsed.parse, pipeline.Run.parse_more = real_parse, real_more  # type: ignore[method-assign]
     lines = report.refusal_lines(result) + report.detail_lines(result)
     lines += report.file_lines(result, "check", []) + report.summary_lines(result, "check")
     outcome = {

@@ -110,13 +110,14 @@ class MigrateResult:
         return 1 if self.changes else 0
 
 
-# ------------------------------------------------------------- per-process state
+# ------------------------------------------------------------------- the run
 
 
 @dataclass
-class _State:
+class Run:
     """What every task of a run reads: the sources as read, their facts (one ``ast``
-    parse per file, in the parent process) and the project view over them."""
+    parse per file, in the parent process) and the project view over them. Passed to
+    each task; a process of ``-j`` makes its own (:func:`_init_worker`)."""
 
     sources: dict[Path, bytes]
     facts: dict[Path, ModuleFacts]
@@ -218,7 +219,9 @@ class _Generated(NamedTuple):
     readers: dict[int, FunctionReader]
 
 
-_STATE: _State | None = None
+#: the run of this process, when it is a process of ``-j`` (set once, by
+#: :func:`_init_worker`, and read only by the tasks the pool hands it)
+_WORKER_RUN: Run | None = None
 
 
 def _init_worker(
@@ -231,13 +234,25 @@ def _init_worker(
     plain_mypy: bool,
     bound: frozenset[str],
 ) -> None:
-    global _STATE
+    global _WORKER_RUN
     collector.rest(collector.LIBCST_THRESHOLD)  # a process of the run's own
-    _STATE = _State(sources, facts, config, select, roots, decide, plain_mypy, bound=bound)
+    _WORKER_RUN = Run(sources, facts, config, select, roots, decide, plain_mypy, bound=bound)
+
+
+def _group_task(group: Group) -> TaskResult:
+    """:func:`run_group` in a process of ``-j``, on that process's run."""
+    assert _WORKER_RUN is not None
+    return run_group(_WORKER_RUN, group)
+
+
+def _file_task(path: Path) -> TaskResult:
+    """:func:`run_file` in a process of ``-j``, on that process's run."""
+    assert _WORKER_RUN is not None
+    return run_file(_WORKER_RUN, path)
 
 
 def _single_codemods(
-    state: _State, path: Path, module: cst.Module, refusals: list[Refused], group: str = ""
+    state: Run, path: Path, module: cst.Module, refusals: list[Refused], group: str = ""
 ) -> tuple[cst.Module, list[str]]:
     from codemods import driver_only, self_return, super_dict
 
@@ -279,12 +294,12 @@ def _single_codemods(
     return module, applied
 
 
-def _class_line(state: _State, path: Path, name: str) -> int:
+def _class_line(state: Run, path: Path, name: str) -> int:
     found = state.facts[path].classes.get(name)
     return found.line if found is not None else 0
 
 
-def _context(state: _State, files: Iterable[Path]) -> dict[Path, bytes]:
+def _context(state: Run, files: Iterable[Path]) -> dict[Path, bytes]:
     """The files to re-analyse with a change set: the files, the modules they
     import from the run (their partners: base classes, runners) and the modules that
     define the classes a non-driver branch builds with a literal flag."""
@@ -302,7 +317,7 @@ def _context(state: _State, files: Iterable[Path]) -> dict[Path, bytes]:
 
 
 def _verify(
-    state: _State,
+    state: Run,
     changes: dict[Path, Change],
     label: str,
     codemod: str,
@@ -410,7 +425,7 @@ def _line_of(refusal: Refusal, modules: dict[Path, cst.Module], planned: Planned
     return planned.lines(refusal.path).line(refusal.node)
 
 
-def run_group(group: Group) -> TaskResult:
+def run_group(state: Run, group: Group) -> TaskResult:
     """Plan, rewrite and verify one group; any failure leaves the group alone."""
     if group.refusal is not None:  # refused as found: no LibCST work at all
         refused = dataclasses.replace(group.refusal, group=group.label, held_back=_held_back(group))
@@ -422,15 +437,14 @@ def run_group(group: Group) -> TaskResult:
     path = group.files[0] if group.files else Path(".")
     try:
         try:
-            return _run_group(group)
+            return _run_group(state, group)
         except NeedsBody as asked:  # the group again, with the bodies it asked for
-            assert _STATE is not None
-            _STATE.parse_more(asked.names)
+            state.parse_more(asked.names)
         try:
-            return _run_group(group)
+            return _run_group(state, group)
         except NeedsBody:
-            _STATE.parse_more(None)
-        return _run_group(group)
+            state.parse_more(None)
+        return _run_group(state, group)
     except cst.ParserSyntaxError as exc:
         message = f"{group.label}: LibCST cannot parse a file of the group: {exc.message}"
         return TaskResult(refusals=[Refused(MERGE, CANNOT_READ, path, exc.raw_line, message)])
@@ -439,12 +453,10 @@ def run_group(group: Group) -> TaskResult:
         return TaskResult(refusals=[Refused(MERGE, "MIG199", path, 0, message, group.label)])
 
 
-def _run_group(group: Group) -> TaskResult:
+def _run_group(state: Run, group: Group) -> TaskResult:
     from codemods import cstutil, formatting, stale_comments, verify
     from codemods.merge_broadcasts.rewrite import finish, merge
 
-    state = _STATE
-    assert state is not None
     result = TaskResult()
     contract = state.config.contract()
     modules = state.planned.modules(group.files)
@@ -523,12 +535,11 @@ def _run_group(group: Group) -> TaskResult:
 
 
 def _without_refused_workers(
-    state: _State, groups: list[Group], outcomes: list[TaskResult]
+    state: Run, groups: list[Group], outcomes: list[TaskResult]
 ) -> list[TaskResult]:
     """A group whose shared worker input was made for a worker of a group refused
     later (its verification failed) runs again without that worker: the module
     then holds and names only the workers that use it."""
-    global _STATE
     refused = {r.group for o in outcomes for r in o.refusals if r.kind == MERGE and r.group}
     dropped = frozenset(w for g in groups if g.label in refused for w in g.workers)
     if not dropped:
@@ -538,21 +549,16 @@ def _without_refused_workers(
     if not again:
         return outcomes
     state.unshared = dropped
-    _STATE = state
-    try:
-        rerun = {g.label: run_group(g) for g in groups if g.label in again}
-    finally:
-        _STATE = None
+    rerun = {g.label: run_group(state, g) for g in groups if g.label in again}
     kept = [o for o in outcomes if not any(r.label in again for r in o.groups)]
     return kept + list(rerun.values())
 
 
 def _without_failed_hoists(
-    state: _State, groups: list[Group], outcomes: list[TaskResult], notes: list[Note]
+    state: Run, groups: list[Group], outcomes: list[TaskResult], notes: list[Note]
 ) -> list[TaskResult]:
     """The groups of a directory whose shared worker step did not verify run again, each
     worker keeping its own step: never a tree where some workers use the base."""
-    global _STATE
     failed: dict[Path, str] = {}
     for outcome in outcomes:
         failed.update(outcome.unhoisted)
@@ -560,11 +566,7 @@ def _without_failed_hoists(
         return outcomes
     state.planned.no_hoist.update(failed)
     again = {g.label for g in groups if any(w.path.parent in failed for w in g.workers)}
-    _STATE = state
-    try:
-        rerun = [run_group(g) for g in groups if g.label in again]
-    finally:
-        _STATE = None
+    rerun = [run_group(state, g) for g in groups if g.label in again]
 
     def labels(outcome: TaskResult) -> set[str]:
         return {r.label for r in outcome.groups} | {r.group for r in outcome.refusals}
@@ -591,12 +593,12 @@ def _mixed(project: Project) -> list[Refused]:
     ]
 
 
-def run_file(path: Path) -> TaskResult:
+def run_file(state: Run, path: Path) -> TaskResult:
     """The single-class codemods on one file; any failure leaves it alone."""
     import libcst as cst
 
     try:
-        return _run_file(path)
+        return _run_file(state, path)
     except cst.ParserSyntaxError as exc:
         message = f"LibCST cannot parse it: {exc.message}"
         return TaskResult(refusals=[Refused("parse", CANNOT_READ, path, exc.raw_line, message)])
@@ -605,11 +607,9 @@ def run_file(path: Path) -> TaskResult:
         return TaskResult(refusals=[Refused("parse", "MIG199", path, 0, message)])
 
 
-def _run_file(path: Path) -> TaskResult:
+def _run_file(state: Run, path: Path) -> TaskResult:
     from codemods import cstutil, formatting
 
-    state = _STATE
-    assert state is not None
     result = TaskResult(cst_files=1)
     original = cstutil.parse_module(state.sources[path])
     module, applied = _single_codemods(state, path, original, result.refusals)
@@ -625,7 +625,7 @@ def _run_file(path: Path) -> TaskResult:
     return result
 
 
-def exact_file(state: _State, path: Path) -> TaskResult | None:
+def exact_file(state: Run, path: Path) -> TaskResult | None:
     """``--check`` on one file without LibCST, when the analysis tells what the
     single-class codemods do to it (:mod:`codemods.replay`): the same changes and
     refusals as :func:`run_file`, the rewrite verified the same way. None when only
@@ -674,7 +674,7 @@ def exact_file(state: _State, path: Path) -> TaskResult | None:
     return result
 
 
-def _read_loaded_names(state: _State, groups: Iterable[Group]) -> set[Path]:
+def _read_loaded_names(state: Run, groups: Iterable[Group]) -> set[Path]:
     """The names each file of a group to rewrite loads (the rewrite keeps the imports
     they use), read from its ``ast`` only for those files, unless its facts (from the
     cache) hold them; returns the files read."""
@@ -694,7 +694,7 @@ def _read_loaded_names(state: _State, groups: Iterable[Group]) -> set[Path]:
     return read
 
 
-def _read_shapes(state: _State, groups: Iterable[Group], read: set[Path]) -> set[Path]:
+def _read_shapes(state: Run, groups: Iterable[Group], read: set[Path]) -> set[Path]:
     """The shapes group planning plans from (:func:`read_shapes`), read only for the
     files of the classes it asks about: none when every group is refused as found (a
     refused group is never planned), else every class of a group (refused or not: a
@@ -804,7 +804,6 @@ def _migrate(
     plain_mypy: bool,
     callers: bool,
 ) -> MigrateResult:
-    global _STATE
     config = config or Config()
     select = tuple(name for name in CODEMODS if name in select)
     if collected is None:
@@ -877,7 +876,7 @@ def _migrate(
             result.refusals.append(skip)
     roots = (*collected.roots, *sorted({p.parent for p in packages}))
     result.roots = roots
-    state = _State(
+    state = Run(
         sources, facts, config, select, roots, decide, plain_mypy, trees=trees, readers=readers
     )
     groups: list[Group] = []
@@ -931,8 +930,8 @@ def _migrate(
                 state.bound,
             ),
         ) as pool:
-            futures = [pool.submit(deep.call, run_group, g) for g in groups]
-            futures += [pool.submit(deep.call, run_file, p) for p in files]
+            futures = [pool.submit(deep.call, _group_task, g) for g in groups]
+            futures += [pool.submit(deep.call, _file_task, p) for p in files]
             for future in as_completed(futures):
                 future.result()  # (a task that raised raises here, as soon as it ends)
                 done += 1
@@ -941,20 +940,16 @@ def _migrate(
             # in the order a serial run makes them, whichever process finished first
             outcomes += [future.result() for future in futures]
     else:
-        _STATE = state
-        try:
-            for group in groups:
-                outcomes.append(run_group(group))
-                done += 1
-                if progress:
-                    progress(done, total)
-            for path in files:
-                outcomes.append(run_file(path))
-                done += 1
-                if progress:
-                    progress(done, total)
-        finally:
-            _STATE = None
+        for group in groups:
+            outcomes.append(run_group(state, group))
+            done += 1
+            if progress:
+                progress(done, total)
+        for path in files:
+            outcomes.append(run_file(state, path))
+            done += 1
+            if progress:
+                progress(done, total)
     outcomes = _without_failed_hoists(state, groups, outcomes, result.notes)
     outcomes = _without_refused_workers(state, groups, outcomes)
     for outcome in outcomes:

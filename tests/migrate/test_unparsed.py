@@ -266,9 +266,9 @@ def test_a_run_on_vllm_0_5_0_leaves_bodies_unparsed_asks_for_none_and_gives_a_wh
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     asked: list[Any] = []
-    real = pipeline._State.parse_more
+    real = pipeline.Run.parse_more
     monkeypatch.setattr(
-        pipeline._State, "parse_more", lambda self, names: (asked.append(names), real(self, names))
+        pipeline.Run, "parse_more", lambda self, names: (asked.append(names), real(self, names))
     )
     left: list[int] = []
     real_parse = unparsed.parse
@@ -297,9 +297,9 @@ def test_a_group_that_asks_for_an_unparsed_body_is_done_again_with_it(
     literal driver flag; its body names no word, so it is left unparsed, and the
     planner that rewrites it asks for it."""
     asked: list[Any] = []
-    real = pipeline._State.parse_more
+    real = pipeline.Run.parse_more
     monkeypatch.setattr(
-        pipeline._State, "parse_more", lambda self, names: (asked.append(names), real(self, names))
+        pipeline.Run, "parse_more", lambda self, names: (asked.append(names), real(self, names))
     )
     root = vllm_package("0.3.3")
     result = migrate([root])
