@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from codemods import registry
-from runnercheck import cli
+from runnercheck import cli, diagnostic_formats
 from runnercheck.check import check_paths
 from runnercheck.commands import rules
 from runnercheck.commands.registry import NAMES as COMMAND_NAMES
@@ -296,7 +296,7 @@ def test_the_check_manuals_release_lines_are_what_check_prints(
     for release, line in shown_release_lines():
         if release not in printed:
             monkeypatch.chdir(vllm_source(release))
-            printed[release] = {f.as_text() for f in check_paths(["vllm"]).findings}
+            printed[release] = {diagnostic_formats.text(f) for f in check_paths(["vllm"]).findings}
         assert line in printed[release], (release, line)
 
 

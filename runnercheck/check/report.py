@@ -9,21 +9,17 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any
 
-from runnercheck import __version__, catalog
+from runnercheck import __version__, catalog, diagnostic_formats
 from runnercheck.check.pipeline import CheckResult
 from runnercheck.console import echo, printable
+from runnercheck.diagnostic_formats import SARIF_SCHEMA, SRCROOT
 from runnercheck.findings import Finding
 from runnercheck.rules import RULES
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-#: The base that relative result URIs are resolved against (``originalUriBaseIds``).
-SRCROOT = "%SRCROOT%"
 
 
 def summary_line(result: CheckResult, show_notes: bool = False) -> str:
@@ -60,14 +56,14 @@ def print_text(result: CheckResult, console: Console | None, show_notes: bool = 
     if console is None or not console.is_terminal:
         out = console.file if console is not None else sys.stdout
         for finding in shown:
-            out.write(printable(finding.as_text(), newlines=False) + "\n")
+            out.write(printable(diagnostic_formats.text(finding), newlines=False) + "\n")
         out.write(summary_line(result, show_notes) + "\n")
         return
     from rich.text import Text
 
     for finding in shown:
         line = Text()
-        where = printable(f"{finding.path}:{finding.line}:{finding.col}:", newlines=False)
+        where = printable(f"{finding.path}:{finding.line}:{finding.column}:", newlines=False)
         line.append(where, style="bold")
         line.append(" note: " if finding.is_note else " ")
         style = "cyan" if finding.is_note else "bold red" if finding.code < "RC100" else "red"
@@ -91,7 +87,7 @@ def as_json(result: CheckResult) -> dict[str, Any]:
 
 def finding_json(finding: Finding) -> dict[str, Any]:
     """A finding of ``check`` as JSON, with its rule's name."""
-    return finding.as_json(catalog.lookup(RULES, finding.code).name)
+    return diagnostic_formats.json_object(finding, catalog.lookup(RULES, finding.code).name)
 
 
 def _rule_descriptor(rule: catalog.Rule) -> dict[str, Any]:
@@ -111,21 +107,6 @@ def _rule_descriptor(rule: catalog.Rule) -> dict[str, Any]:
     }
 
 
-def _artifact_location(path: str, base: Path) -> dict[str, str]:
-    """A path under ``base`` as a relative URI on ``%SRCROOT%``; any other as a file URI."""
-    absolute = Path(os.path.normpath(base / path))
-    try:
-        relative = absolute.relative_to(base)
-    except ValueError:
-        return {"uri": absolute.as_uri()}
-    return {"uri": quote(relative.as_posix()), "uriBaseId": SRCROOT}
-
-
-def _base_uri(base: Path) -> str:
-    uri = base.as_uri()
-    return uri if uri.endswith("/") else uri + "/"
-
-
 def as_sarif(result: CheckResult, base: Path | None = None) -> dict[str, Any]:
     """The SARIF 2.1.0 log. ``base`` (default: the working directory) is what relative
     finding paths are relative to; it becomes ``originalUriBaseIds["%SRCROOT%"]``."""
@@ -134,22 +115,7 @@ def as_sarif(result: CheckResult, base: Path | None = None) -> dict[str, Any]:
     index = {rule.code: i for i, rule in enumerate(rules)}
     results = []
     for finding in sorted([*result.findings, *result.notes]):
-        results.append(
-            {
-                "ruleId": finding.code,
-                "ruleIndex": index[finding.code],
-                "level": finding.severity,
-                "message": {"text": finding.message},
-                "locations": [
-                    {
-                        "physicalLocation": {
-                            "artifactLocation": _artifact_location(finding.path, root),
-                            "region": {"startLine": finding.line, "startColumn": finding.col},
-                        }
-                    }
-                ],
-            }
-        )
+        results.append(diagnostic_formats.sarif_result(finding, index[finding.code], root))
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
@@ -162,7 +128,7 @@ def as_sarif(result: CheckResult, base: Path | None = None) -> dict[str, Any]:
                         "rules": [_rule_descriptor(rule) for rule in rules],
                     }
                 },
-                "originalUriBaseIds": {SRCROOT: {"uri": _base_uri(root)}},
+                "originalUriBaseIds": {SRCROOT: {"uri": diagnostic_formats.base_uri(root)}},
                 "results": results,
                 "properties": {"summary": result.summary()},
             }
@@ -173,13 +139,10 @@ def as_sarif(result: CheckResult, base: Path | None = None) -> dict[str, Any]:
 def print_github(result: CheckResult, show_notes: bool = False) -> None:
     """One workflow annotation per finding (``error``) and, with ``show_notes``, per
     note (``notice``), then the summary line as plain text."""
-    from runnercheck.github import annotation
-
     shown = sorted([*result.findings, *result.notes]) if show_notes else result.findings
     for finding in shown:
-        level: Literal["error", "notice"] = "notice" if finding.is_note else "error"
         title = f"{finding.code} {_name(finding.code)}".rstrip()
-        print(annotation(level, finding.message, finding.path, finding.line, finding.col, title))
+        print(diagnostic_formats.github(finding, title))
     print(summary_line(result, show_notes))
 
 

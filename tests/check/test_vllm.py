@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from runnercheck import diagnostic_formats
 from runnercheck.check import check_paths
 from tests.check.conftest import FIXTURES
 from tests.vllm_wheels import VERSIONS, vllm_source
@@ -49,7 +50,9 @@ def test_worker_findings_are_pinned(release: str, monkeypatch: pytest.MonkeyPatc
     monkeypatch.chdir(root)
     result = check_paths(["vllm/worker"])
     expected = (FIXTURES / "vllm" / f"{release}-worker.expected").read_text().splitlines()
-    assert [f.as_text() for f in sorted([*result.findings, *result.notes])] == expected
+    assert [
+        diagnostic_formats.text(f) for f in sorted([*result.findings, *result.notes])
+    ] == expected
 
 
 def test_legacy_release_has_one_paired_broadcast_per_worker_runner_pair(
