@@ -25,12 +25,13 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 
 from mypy_plugin.rules import RULES
-from runnercheck import baseline, github
+from runnercheck import baseline, diagnostic_formats
 from runnercheck.console import echo, working
+from runnercheck.diagnostics import Diagnostic, Site
 from runnercheck.errors import UsageError
 
 PLUGIN = "mypy_plugin"
@@ -52,52 +53,59 @@ class GateError(Exception):
     """A usage or input error: one line, exit status 2."""
 
 
-@dataclass
-class Error:
-    path: str
-    line: int
-    code: str
-    message: str
-    #: the error's lines as mypy printed them, its notes after it
-    text: list[str] = field(default_factory=list)
-
-    col: int = 0
-
-    @property
-    def key(self) -> str:
-        """The baseline's form (:mod:`runnercheck.baseline`): no line number."""
-        return baseline.key(self.path, self.code, self.message)
-
-
-def parse(lines: Sequence[str]) -> list[Error]:
-    """mypy's errors, each with the notes that follow it."""
-    errors: list[Error] = []
+def parse(lines: Sequence[str]) -> tuple[list[Diagnostic], list[list[str]]]:
+    """mypy's errors, the notes that follow each as its related sites; and each error's
+    lines as mypy printed them (its notes, a continuation), which the text output repeats."""
+    heads: list[re.Match[str]] = []
+    notes: list[list[Site]] = []
+    printed: list[list[str]] = []
     for raw in lines:
         match = _LINE.match(raw)
         if match is None:
-            if errors and raw.startswith(" "):  # a note's continuation, a source excerpt
-                errors[-1].text.append(raw)
+            if printed and raw.startswith(" "):  # a note's continuation, a source excerpt
+                printed[-1].append(raw)
             continue
-        path = match["path"].replace(os.sep, "/")
         if match["severity"] == "note":
-            if errors and errors[-1].path == path:
-                errors[-1].text.append(raw)
+            if heads and _path(heads[-1]) == _path(match):
+                printed[-1].append(raw)
+                notes[-1].append(
+                    Site(_path(match), int(match["line"]), raw.split(": note: ", 1)[1])
+                )
             continue
-        col = int(match["col"]) if match["col"] else 0
-        code = match["code"] or "misc"
-        errors.append(Error(path, int(match["line"]), code, match["message"], col=col))
-        errors[-1].text.append(raw)
-    return errors
+        heads.append(match)
+        notes.append([])
+        printed.append([raw])
+    errors = [
+        Diagnostic(
+            _path(head),
+            int(head["line"]),
+            int(head["col"]) if head["col"] else 0,
+            head["code"] or "misc",
+            head["message"],
+            related=tuple(sites),
+        )
+        for head, sites in zip(heads, notes, strict=True)
+    ]
+    return errors, printed
+
+
+def _path(match: re.Match[str]) -> str:
+    return match["path"].replace(os.sep, "/")
+
+
+def key(error: Diagnostic) -> str:
+    """The baseline's form (:mod:`runnercheck.baseline`): no line number."""
+    return baseline.key(error.path, error.code, error.message)
 
 
 def gating(
-    errors: Sequence[Error], codes: frozenset[str], accepted: Counter[str] | None
-) -> list[Error]:
+    errors: Sequence[Diagnostic], codes: frozenset[str], accepted: Counter[str] | None
+) -> list[Diagnostic]:
     """The errors that fail the run: those of ``codes`` or, with a baseline, those it
     does not hold (each baseline line covers one error)."""
     if accepted is None:
         return [error for error in errors if error.code in codes]
-    return [errors[i] for i in baseline.new([error.key for error in errors], accepted)]
+    return [errors[i] for i in baseline.new([key(error) for error in errors], accepted)]
 
 
 def run_mypy(mypy_args: Sequence[str]) -> tuple[list[str], int]:
@@ -145,7 +153,7 @@ def run_mypy(mypy_args: Sequence[str]) -> tuple[list[str], int]:
     return list(result.errors), 0
 
 
-def summary(errors: Sequence[Error], gated: Sequence[Error], baseline: bool) -> str:
+def summary(errors: Sequence[Diagnostic], gated: Sequence[Diagnostic], baseline: bool) -> str:
     failing = {id(error) for error in gated}
     others = Counter(error.code for error in errors if id(error) not in failing)
     files = len({error.path for error in gated})
@@ -231,9 +239,9 @@ def _gate(options: argparse.Namespace, mypy_args: Sequence[str]) -> int:
         for line in lines:
             echo(line, stderr=True)
         return 2
-    errors = parse(lines)
+    errors, printed = parse(lines)
     if options.write_baseline:
-        baseline.write(options.baseline, [error.key for error in errors], PROG)
+        baseline.write(options.baseline, [key(error) for error in errors], PROG)
         echo(f"{PROG}: {len(errors)} errors recorded in {options.baseline}")
         return 0
     gated = gating(errors, contract_codes() | frozenset(options.code), accepted)
@@ -243,20 +251,18 @@ def _gate(options: argparse.Namespace, mypy_args: Sequence[str]) -> int:
         for error in shown:
             echo(_annotation(error, id(error) in failing))
     else:
+        lines_of = {id(error): text for error, text in zip(errors, printed, strict=True)}
         for error in shown:
-            echo("\n".join(error.text))
+            echo("\n".join(lines_of[id(error)]))
     echo(f"{PROG}: {summary(errors, gated, accepted is not None)}")
     return 1 if gated else 0
 
 
-def _annotation(error: Error, failing: bool) -> str:
+def _annotation(error: Diagnostic, failing: bool) -> str:
     """One workflow command: an error for what fails the run, a warning for the rest
     (``--all``); mypy's notes on the error follow its message."""
-    notes = [line.split(": note: ", 1)[1] for line in error.text[1:] if ": note: " in line]
-    message = "\n".join([error.message, *notes])
-    title = f"mypy [{error.code}]"
-    level: github.Level = "error" if failing else "warning"
-    return github.annotation(level, message, error.path, error.line, error.col, title)
+    shown = error if failing else replace(error, severity="warning")
+    return diagnostic_formats.github(shown, f"mypy [{error.code}]")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
