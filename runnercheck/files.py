@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from runnercheck.diagnostics import Diagnostic, Severity
 from runnercheck.errors import UsageError
 from runnercheck.excludes import Excludes
 
@@ -93,6 +94,12 @@ class Problem:
     message: str
     #: True when source may be hidden by it (a finding); False for a note.
     hides_source: bool
+
+    def diagnostic(self, code: str) -> Diagnostic:
+        """The problem as ``code`` at the top of the file: an error when it may hide
+        source, a note otherwise."""
+        severity: Severity = "error" if self.hides_source else "note"
+        return Diagnostic(self.display, 1, 1, code, self.message, severity)
 
 
 @dataclass

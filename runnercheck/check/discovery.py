@@ -35,7 +35,7 @@ def walk_findings(
     notes: list[str] = []
     for problem in walked.problems:
         if problem.hides_source:
-            findings.append(Finding(problem.display, 1, 1, "RC001", problem.message))
+            findings.append(problem.diagnostic("RC001"))
         else:
             notes.append(f"{problem.display}: note: {problem.message}")
     covered: set[str] = set()
