@@ -804,6 +804,9 @@ def _migrate(
     plain_mypy: bool,
     callers: bool,
 ) -> MigrateResult:
+    """The stages of a run: read the files, parse them into facts, plan what goes
+    to which task, run the tasks (rewrite and verify), collect their results, then
+    what spans the run (callers, layout and plain-mypy notes)."""
     config = config or Config()
     select = tuple(name for name in CODEMODS if name in select)
     if collected is None:
@@ -811,6 +814,65 @@ def _migrate(
     result = MigrateResult(collected.roots, select)
     result.journals = list(collected.journals)
     result.files_seen = len(collected.files)
+    files = _read_files(paths, collected, config, select, result)
+    cache = _facts_cache(cache_root, config.contract())
+    if cache is not None and cache.unused:
+        result.notes.append(Note("path", cache.directory, 0, cache.unused))
+    parsed = _parse(files, config, select, cache, result)
+    for skip in collected.skipped:
+        if isinstance(skip, Note):
+            result.notes.append(skip)
+        else:
+            result.refusals.append(skip)
+    result.roots = (*collected.roots, *sorted({p.parent for p in files.packages}))
+    run = Run(
+        parsed.sources,
+        parsed.facts,
+        config,
+        select,
+        result.roots,
+        decide,
+        plain_mypy,
+        trees=parsed.trees,
+        readers=parsed.readers,
+    )
+    tasks = _plan(run, parsed, files.given, cache, exact, result)
+    outcomes = tasks.settled + _run_tasks(run, tasks, jobs, progress, collected.roots)
+    outcomes = _without_failed_hoists(run, tasks.groups, outcomes, result.notes)
+    outcomes = _without_refused_workers(run, tasks.groups, outcomes)
+    _collect(result, outcomes)
+    if MERGE in select:
+        _update_callers(result, config, collected.roots, files.read, parsed.trees, callers)
+    result.notes += _layout_notes(result.changes)
+    if result.changes and plain_mypy:  # (the type checks load only then)
+        result.notes += _plain_mypy_notes(result.changes)
+    result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
+    result.changes = dict(sorted(result.changes.items()))
+    _release(run)
+    return result
+
+
+@dataclass
+class _Files:
+    """The files a run read: every file under the given paths (and the packages of
+    the files given alone), those given, and those that can matter (the prefilter)."""
+
+    read: dict[Path, bytes]
+    given: set[Path]
+    wanted: list[Path]
+    #: the files given alone whose packages were read as context
+    packages: set[Path]
+
+
+def _read_files(
+    paths: Sequence[str | os.PathLike[str]],
+    collected: Collected,
+    config: Config,
+    select: tuple[str, ...],
+    result: MigrateResult,
+) -> _Files:
+    """Read the collected files (one that cannot be read is refused), and the
+    packages of the files given alone that can matter."""
     contract = config.contract()
     read: dict[Path, bytes] = {}
     for path, data in read_all(collected.files, config.max_file_size):
@@ -828,16 +890,35 @@ def _migrate(
             read[path] = data
     if context:
         wanted = select_sources(read, contract, runners=MERGE in select)
-    sources: dict[Path, bytes] = {}
-    facts: dict[Path, ModuleFacts] = {}
-    cache = _facts_cache(cache_root, contract)
-    if cache is not None and cache.unused:
-        result.notes.append(Note("path", cache.directory, 0, cache.unused))
-    trees: dict[Path, ast.Module] = {}  # (a file whose facts come from the cache has none)
-    readers: dict[int, FunctionReader] = {}
-    hits: set[Path] = set()
-    for path in wanted:
-        data = read[path]
+    return _Files(read, given, wanted, packages)
+
+
+@dataclass
+class _Parsed:
+    """The files that parsed, with their facts (``ast`` parsed here, or from the cache)."""
+
+    sources: dict[Path, bytes] = field(default_factory=dict)
+    facts: dict[Path, ModuleFacts] = field(default_factory=dict)
+    #: the ``ast`` of the files parsed here (a file whose facts come from the cache has none)
+    trees: dict[Path, ast.Module] = field(default_factory=dict)
+    readers: dict[int, FunctionReader] = field(default_factory=dict)
+    #: the files whose facts came from the cache
+    hits: set[Path] = field(default_factory=set)
+
+
+def _parse(
+    files: _Files,
+    config: Config,
+    select: tuple[str, ...],
+    cache: FactsCache | None,
+    result: MigrateResult,
+) -> _Parsed:
+    """The facts of each file that can matter (a given file too large or that does
+    not parse is refused), and of the modules defining the names the groups need."""
+    contract = config.contract()
+    parsed = _Parsed()
+    for path in files.wanted:
+        data = files.read[path]
         if len(data) > MAX_ANALYSED_SIZE:
             result.refusals.append(
                 Refused("parse", CANNOT_READ, path, 0, too_large_to_analyse(len(data)))
@@ -846,112 +927,141 @@ def _migrate(
         # only facts of a file that parsed are stored: a hit parsed, and was not too deep
         cached = cache.lookup(data, str(path), _CACHED) if cache is not None else None
         if cached is not None:
-            sources[path] = data
-            facts[path] = cached
-            hits.add(path)
+            parsed.sources[path] = data
+            parsed.facts[path] = cached
+            parsed.hits.add(path)
             continue
         tree = parse_module(data, path)
         if isinstance(tree, ParseFailure):
-            if path in given:  # a context file that does not parse adds nothing
+            if path in files.given:  # a context file that does not parse adds nothing
                 result.refusals.append(Refused("parse", CANNOT_READ, path, tree.line, tree.message))
             continue
         text = data.decode("utf-8", "replace")
-        module_facts = extract_tree(
-            tree, str(path), text, contract, True, False, shapes=False, readers=readers
+        parsed.facts[path] = extract_tree(
+            tree, str(path), text, contract, True, False, shapes=False, readers=parsed.readers
         )
-        sources[path] = data
-        facts[path] = module_facts
-        trees[path] = tree
-    result.files_parsed = len([p for p in sources if p in given])
+        parsed.sources[path] = data
+        parsed.trees[path] = tree
+    result.files_parsed = len([p for p in parsed.sources if p in files.given])
     if MERGE in select:
-        for path, (data, module_facts) in read_definitions(
-            facts, contract, config.max_file_size
-        ).items():
-            sources[path] = data
-            facts[path] = module_facts
-    for skip in collected.skipped:
-        if isinstance(skip, Note):
-            result.notes.append(skip)
-        else:
-            result.refusals.append(skip)
-    roots = (*collected.roots, *sorted({p.parent for p in packages}))
-    result.roots = roots
-    state = Run(
-        sources, facts, config, select, roots, decide, plain_mypy, trees=trees, readers=readers
-    )
-    groups: list[Group] = []
+        definitions = read_definitions(parsed.facts, contract, config.max_file_size)
+        for path, (data, module_facts) in definitions.items():
+            parsed.sources[path] = data
+            parsed.facts[path] = module_facts
+    return parsed
+
+
+@dataclass
+class _Tasks:
+    """What a run's tasks are: the groups to rewrite and the files for the
+    single-class codemods, with the outcomes of those the analysis settled alone."""
+
+    groups: list[Group] = field(default_factory=list)
+    files: list[Path] = field(default_factory=list)
+    settled: list[TaskResult] = field(default_factory=list)
+
+
+def _plan(
+    run: Run,
+    parsed: _Parsed,
+    given: set[Path],
+    cache: FactsCache | None,
+    exact: bool,
+    result: MigrateResult,
+) -> _Tasks:
+    """The groups of the given files, and the given files outside them that a
+    single-class codemod may change; a file the analysis settles (or, in ``exact``,
+    replays) goes to no task."""
+    tasks = _Tasks()
     shaped: set[Path] = set()
-    if MERGE in select:
-        groups, found = find_groups(state.project)
-        state.bound = frozenset(a for g in groups for a in g.runner_attr.values())
-        shaped = _read_shapes(state, groups, set(trees) | hits)
+    if MERGE in run.select:
+        groups, found = find_groups(run.project)
+        run.bound = frozenset(a for g in groups for a in g.runner_attr.values())
+        shaped = _read_shapes(run, groups, set(parsed.trees) | parsed.hits)
         # only the groups of the given files; a group of context files alone is not ours
-        groups = [g for g in groups if any(p in given for p in g.files)]
-        mine = given | {p for g in groups for p in g.files}
+        tasks.groups = [g for g in groups if any(p in given for p in g.files)]
+        mine = given | {p for g in tasks.groups for p in g.files}
         result.notes += [note for note in found if note.path in mine]
-        result.refusals += _mixed(state.project)
-    loaded = _read_loaded_names(state, groups)
+        result.refusals += _mixed(run.project)
+    loaded = _read_loaded_names(run, tasks.groups)
     if cache is not None:  # (stored once the files of the groups hold their loaded names)
-        for path in [p for p in sources if p in trees or p in (loaded | shaped) & hits]:
-            cache.store(sources[path], str(path), _CACHED, facts[path])
-    in_groups = {p for g in groups for p in g.files}
-    single = state.single_targets()
-    files = [p for p in sources if p in given and p not in in_groups and str(p) in single]
-    outcomes: list[TaskResult] = []
-    if decide:  # a file the analysis settles goes to no task (and no LibCST)
-        for path in list(files):
-            refusals = decision.settled(state.project, str(path), single[str(path)])
+        for path in parsed.sources:
+            if path in parsed.trees or path in (loaded | shaped) & parsed.hits:
+                cache.store(parsed.sources[path], str(path), _CACHED, parsed.facts[path])
+    in_groups = {p for g in tasks.groups for p in g.files}
+    single = run.single_targets()
+    tasks.files = [
+        p for p in parsed.sources if p in given and p not in in_groups and str(p) in single
+    ]
+    if run.decide:  # a file the analysis settles goes to no task (and no LibCST)
+        for path in list(tasks.files):
+            refusals = decision.settled(run.project, str(path), single[str(path)])
             if refusals is not None:
-                outcomes.append(TaskResult(refusals=refusals))
-                files.remove(path)
-    if decide and exact:  # --check: a file the analysis replays goes to no LibCST
-        for path in list(files):
-            replayed = exact_file(state, path)
+                tasks.settled.append(TaskResult(refusals=refusals))
+                tasks.files.remove(path)
+    if run.decide and exact:  # --check: a file the analysis replays goes to no LibCST
+        for path in list(tasks.files):
+            replayed = exact_file(run, path)
             if replayed is not None:
-                outcomes.append(replayed)
-                files.remove(path)
+                tasks.settled.append(replayed)
+                tasks.files.remove(path)
+    return tasks
+
+
+def _run_tasks(
+    run: Run,
+    tasks: _Tasks,
+    jobs: int,
+    progress: Callable[[int, int], None] | None,
+    collected_roots: tuple[Path, ...],
+) -> list[TaskResult]:
+    """Each group and file through its task, in this process or in ``jobs``
+    processes (each making its own run, under ``collected_roots``); the outcomes in
+    the order a serial run makes them."""
+    groups, files = tasks.groups, tasks.files
     total = len(groups) + len(files)
     done = 0
     workers = worker_count(jobs, total)
-    if workers > 1:
-        from concurrent.futures import ProcessPoolExecutor, as_completed  # only for -j
-
-        with ProcessPoolExecutor(
-            max_workers=workers,
-            initializer=_init_worker,
-            initargs=(
-                sources,
-                facts,
-                config,
-                select,
-                collected.roots,
-                decide,
-                plain_mypy,
-                state.bound,
-            ),
-        ) as pool:
-            futures = [pool.submit(deep.call, _group_task, g) for g in groups]
-            futures += [pool.submit(deep.call, _file_task, p) for p in files]
-            for future in as_completed(futures):
-                future.result()  # (a task that raised raises here, as soon as it ends)
-                done += 1
-                if progress:
-                    progress(done, total)
-            # in the order a serial run makes them, whichever process finished first
-            outcomes += [future.result() for future in futures]
-    else:
+    if workers <= 1:
+        outcomes: list[TaskResult] = []
         for group in groups:
-            outcomes.append(run_group(state, group))
+            outcomes.append(run_group(run, group))
             done += 1
             if progress:
                 progress(done, total)
         for path in files:
-            outcomes.append(run_file(state, path))
+            outcomes.append(run_file(run, path))
             done += 1
             if progress:
                 progress(done, total)
-    outcomes = _without_failed_hoists(state, groups, outcomes, result.notes)
-    outcomes = _without_refused_workers(state, groups, outcomes)
+        return outcomes
+    from concurrent.futures import ProcessPoolExecutor, as_completed  # only for -j
+
+    initargs = (
+        run.sources,
+        run.facts,
+        run.config,
+        run.select,
+        collected_roots,
+        run.decide,
+        run.plain_mypy,
+        run.bound,
+    )
+    with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=initargs) as pool:
+        futures = [pool.submit(deep.call, _group_task, g) for g in groups]
+        futures += [pool.submit(deep.call, _file_task, p) for p in files]
+        for future in as_completed(futures):
+            future.result()  # (a task that raised raises here, as soon as it ends)
+            done += 1
+            if progress:
+                progress(done, total)
+        # in the order a serial run makes them, whichever process finished first
+        return [future.result() for future in futures]
+
+
+def _collect(result: MigrateResult, outcomes: list[TaskResult]) -> None:
+    """The tasks' outcomes into the run's result: a fold that cannot apply is a note;
+    a file two groups generate alike is one change of both, else refused (MIG108)."""
     for outcome in outcomes:
         result.files_cst += outcome.cst_files
         for refusal in outcome.refusals:
@@ -963,52 +1073,46 @@ def _migrate(
                 result.refusals.append(refusal)
         result.groups += outcome.groups
         for path, change in outcome.changes.items():
-            if path in result.changes:
-                existing = result.changes[path]
-                if existing.new == change.new and change.group not in existing.group.split(" + "):
-                    label = f"{existing.group} + {change.group}"
-                    result.changes[path] = dataclasses.replace(existing, group=label)
-                if existing.new != change.new:
-                    result.refusals.append(
-                        Refused(
-                            MERGE,
-                            "MIG108",
-                            path,
-                            0,
-                            f"two groups generate different versions of {path.name}",
-                        )
-                    )
+            if path not in result.changes:
+                result.changes[path] = change
                 continue
-            result.changes[path] = change
-    if MERGE in select:
-        _update_callers(result, config, collected.roots, read, trees, callers)
-    result.notes += _layout_notes(result.changes)
-    if result.changes and plain_mypy:  # (the type checks load only then)
-        from codemods import typecheck
+            existing = result.changes[path]
+            if existing.new == change.new and change.group not in existing.group.split(" + "):
+                label = f"{existing.group} + {change.group}"
+                result.changes[path] = dataclasses.replace(existing, group=label)
+            if existing.new != change.new:
+                message = f"two groups generate different versions of {path.name}"
+                result.refusals.append(Refused(MERGE, "MIG108", path, 0, message))
 
-        checked = {p: (c.old, c.new) for p, c in result.changes.items() if not c.exact}
-        try:
-            errors = typecheck.new_errors(checked)
-        except OSError as exc:  # its temporary trees cannot be written (disk full, a limit)
-            errors = []
-            first = min(checked, default=None)
-            if first is not None:
-                reason = exc.strerror or str(exc)
-                result.notes.append(Note("mypy", first, 0, f"plain mypy not run: {reason}"))
-        result.notes += [
-            Note("mypy", e.path, e.line, f"a new plain-mypy error [{e.code}]: {e.message}")
-            for e in errors
-        ]
-    result.refusals.sort(key=lambda r: (str(r.path), r.line, r.code))
-    result.changes = dict(sorted(result.changes.items()))
-    if "libcst" in sys.modules:  # the run's LibCST trees, and what was read from them, can go
+
+def _plain_mypy_notes(changes: dict[Path, Change]) -> list[Note]:
+    """A note per error plain mypy reports on the changed files and not before."""
+    from codemods import typecheck
+
+    checked = {p: (c.old, c.new) for p, c in changes.items() if not c.exact}
+    try:
+        errors = typecheck.new_errors(checked)
+    except OSError as exc:  # its temporary trees cannot be written (disk full, a limit)
+        first = min(checked, default=None)
+        if first is None:
+            return []
+        reason = exc.strerror or str(exc)
+        return [Note("mypy", first, 0, f"plain mypy not run: {reason}")]
+    return [
+        Note("mypy", e.path, e.line, f"a new plain-mypy error [{e.code}]: {e.message}")
+        for e in errors
+    ]
+
+
+def _release(run: Run) -> None:
+    """The run's LibCST trees, and what was read from them, can go."""
+    if "libcst" in sys.modules:
         from codemods import cstutil, node_index
 
         node_index.forget()
         cstutil.forget_codes()
-    if state._planned is not None:
-        state._planned.release()
-    return result
+    if run._planned is not None:
+        run._planned.release()
 
 
 #: The facts cache's name for what ``migrate`` extracts (``names=True``).

@@ -195,47 +195,91 @@ def rewrite_group(
     """The group rewritten. ``planned`` (every file of the run as read, parsed and
     planned once) lets the groups of a directory share one worker input, but for the
     ``unshared`` workers (their groups were refused), and the helpers of their base
-    module."""
+    module.
+
+    The stages: the pieces the group's files share (:func:`_shared_pieces`), each file
+    with its classes rewritten, its imports and its layout (:func:`_rewrite_file`),
+    the base module of each shared worker step, then the runners' summaries."""
     result = GroupResult(group.label)
+    rewrite = _shared_pieces(
+        group, modules, project, contract, runner_plans, worker_plans, planned, unshared, result
+    )
+    for path in group.files:
+        _rewrite_file(rewrite, path)
+    for hoist in rewrite.hoists:
+        _write_base(hoist, result, modules, planned, project, rewrite.limit)
+    result.runners += [s for s in map(_runner_summary, runner_plans) if s is not None]
+    for plan_w in worker_plans:
+        result.worker_keys[plan_w.name] = [k.key for k in plan_w.keys]
+    return result
+
+
+@dataclasses.dataclass
+class _GroupRewrite:
+    """What the rewrite of each file of a group reads: the group's plans, the pieces
+    its files share (the runner base module, the shared worker inputs and steps, the
+    input classes) and the result being filled."""
+
+    group: Group
+    modules: dict[Path, cst.Module]
+    project: Project
+    contract: Contract
+    runner_plans: list[RunnerPlan]
+    planned: Planned | None
+    result: GroupResult
+    sites: ImportSites | None
+    limit: int
+    #: the module defining the runner and input bases (None: no runner needs them)
+    base_file: Path | None
+    shared: dict[ClassRef, SharedInput]
+    hoists: list[Hoist]
+    by_class: dict[tuple[Path, str], RunnerPlan | WorkerPlan]
+    inputs: _Inputs
+    #: per runner plan, the runner that holds the rebuilding method it shares
+    make_hosts: dict[int, RunnerPlan]
+
+    def imported(self, origin: Path, target: Path) -> str:
+        return import_path(self.project, origin, target, self.sites)
+
+    @property
+    def input_base(self) -> str:
+        return self.contract.input_bases[0]
+
+    @property
+    def runner_base(self) -> str:
+        return self.contract.runner_bases[0]
+
+
+@dataclasses.dataclass
+class _FileRewrite:
+    """One file of the group as its statements are rewritten: the new body and what
+    it must import."""
+
+    body: list[cst.BaseStatement] = dataclasses.field(default_factory=list)
+    needs_dataclass: bool = False
+    typing_names: set[str] = dataclasses.field(default_factory=set)
+    from_imports: list[tuple[str, list[str]]] = dataclasses.field(default_factory=list)
+
+
+def _shared_pieces(
+    group: Group,
+    modules: dict[Path, cst.Module],
+    project: Project,
+    contract: Contract,
+    runner_plans: list[RunnerPlan],
+    worker_plans: list[WorkerPlan],
+    planned: Planned | None,
+    unshared: frozenset[ClassRef],
+    result: GroupResult,
+) -> _GroupRewrite:
+    """What the group's files share: the base module (new ones into ``result``), the
+    shared worker inputs and steps, the input classes and the rebuilding methods."""
     sites = planned.import_sites(project) if planned is not None else None
-
-    def imported(origin: Path, target: Path) -> str:
-        return import_path(project, origin, target, sites)
-
     limit = layout.DEFAULT_LIMIT
     if group.files:
         where = group.files[0]
         limit = planned.line_limit(where) if planned is not None else layout.line_limit(where)
-    bases = _find_bases(project, contract)
-    input_base, runner_base = contract.input_bases[0], contract.runner_bases[0]
-    needs_bases = [p for p in runner_plans if p.method is not None or p.add_base]
-    base_file: Path | None = None
-    helpers = Helpers()
-    if needs_bases:
-        if input_base in bases and runner_base in bases:
-            base_file = bases[input_base]
-            existing = project.modules.get(str(base_file))
-            if planned is not None and existing is not None:
-                # helpers an earlier run generated into the base are used as well
-                made = shared_helpers(planned, project, contract, base_file.parent)
-                made.helpers = [h for h in made.helpers if h.name in existing.top_level_names]
-                helpers = made
-        else:
-            base_file = needs_bases[0].path.parent / f"{templates.BASE_MODULE_NAME}.py"
-            if str(base_file) in project.modules or base_file.exists():
-                raise Refusal(
-                    "MIG108",
-                    base_file,
-                    f"{base_file.name} exists but does not define {input_base} and {runner_base}",
-                    line=1,
-                )
-            signature = runner_signature(project, _runners_beside(project, base_file, planned))
-            if planned is not None:
-                helpers = shared_helpers(planned, project, contract, base_file.parent)
-            result.sources[base_file] = templates.base_module(
-                contract, signature, helpers.helpers, helpers.imports, helpers.typing
-            )
-            result.created.append(base_file)
+    base_file, helpers = _base_module(project, contract, runner_plans, planned, result)
     shared = _shared_worker_inputs(project, contract, worker_plans, planned, unshared)
     result.shared_with = sorted({(str(r.path), r.name) for s in shared.values() for r in s.users})
     for found in shared.values():
@@ -248,218 +292,285 @@ def rewrite_group(
         by_class[(plan.path, plan.name)] = plan
     for plan_w in worker_plans:
         by_class[(plan_w.path, plan_w.name)] = plan_w
+    input_base = contract.input_bases[0]
     inputs = _input_classes(
         project, contract, runner_plans, planned, helpers, input_base, group, limit
     )
-    common_input = inputs.common
     texts = [cstutil.module_code(modules[p]) for p in group.files if p in modules]
     make_hosts = shared_make(runner_plans, texts)
     result.worker_notes += _unshared_make_notes(project, contract, runner_plans, make_hosts)
-    for path in group.files:
-        module = modules[path]
-        body: list[cst.BaseStatement] = []
-        needs_dataclass = False
-        typing_names: set[str] = set()
-        from_imports: list[tuple[str, list[str]]] = []
-        for statement in module.body:
-            plan_any = (
-                by_class.get((path, statement.name.value))
-                if isinstance(statement, cst.ClassDef)
-                else None
-            )
-            if isinstance(plan_any, RunnerPlan):
-                assert isinstance(statement, cst.ClassDef)
-                new_cls = _rewrite_runner_class(
-                    plan_any, contract, runner_base, id(plan_any) in make_hosts
-                )
-                if plan_any.method is not None:
-                    generated = inputs.statements(plan_any, path)
-                    emitted = "\n".join(cstutil.code(g) for g in generated)
-                    called = [h for h in inputs.called() if _names(emitted, h)]
-                    if (
-                        common_input is not None
-                        and id(plan_any) in common_input.classes
-                        and common_input.host.path != path
-                    ):
-                        host_path = common_input.host.path
-                        names = [common_input.name]
-                        if _names(emitted, common_input.typevar):
-                            names.append(common_input.typevar)
-                        from_imports.append((imported(path, host_path), names))
-                    generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
-                    new_cls = new_cls.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
-                    body.extend(generated)
-                    needs_dataclass = True
-                    typing_names |= {
-                        name
-                        for name in (
-                            "Any",
-                            "Dict",
-                            "Type",
-                            "TypeVar",
-                            "Optional",
-                            "Union",
-                            "List",
-                            "Tuple",
-                            "Set",
-                        )
-                        if _names(emitted, name)
-                    }
-                    owner_names = [*([input_base] if _names(emitted, input_base) else []), *called]
-                    if plan_any.add_base:
-                        owner_names.append(runner_base)
-                    assert base_file is not None
-                    if base_file != path and owner_names:
-                        from_imports.append((imported(path, base_file), owner_names))
-                elif plan_any.owner is not None and plan_any.execute is not None:
-                    owner = plan_any.owner
-                    if owner.path != path:
-                        from_imports.append((imported(path, owner.path), [owner.input_name]))
-                if plan_any.add_base and plan_any.method is None:
-                    assert base_file is not None
-                    if base_file != path:
-                        from_imports.append((imported(path, base_file), [runner_base]))
-                parent = plan_any.rebase
-                if parent is not None:
-                    new_cls = rebase(plan_any, new_cls)
-                    if parent.path != path:
-                        from_imports.append((imported(path, parent.path), [parent.generic]))
-                if plan_any.generic:
-                    shares = make_hosts.get(id(plan_any)) is plan_any
-                    body.extend(split_generic(plan_any, new_cls, contract, shares))
-                else:
-                    body.append(new_cls)
-                continue
-            if isinstance(plan_any, WorkerPlan):
-                assert isinstance(statement, cst.ClassDef)
-                common = shared.get(ClassRef(plan_any.path, plan_any.name))
-                generated = [] if common is not None else worker_input_class(plan_any, contract)
-                if common is not None:
-                    from_imports.append((imported(path, common.path), [common.name]))
-                asserted = common.asserted if common is not None else ()
-                new_w, generic, typed = (
-                    planned.worker(plan_any, runner_plans, contract, asserted, final_worker)
-                    if planned is not None
-                    else final_worker(plan_any, runner_plans, contract, asserted)
-                )
-                if typed:
-                    typing_names.add("Type")
-                lines = planned.lines(path) if planned is not None else Lines(modules[path])
-                facts = project.modules[str(path)].classes.get(plan_any.name)
-                exits = [
-                    (str(path), n, text) for n, text in loop_exit_notes(plan_any, lines, facts)
-                ]
-                for parent_path, name in generic:
-                    if parent_path != path:
-                        from_imports.append((imported(path, parent_path), [name]))
-                ref = ClassRef(plan_any.path, plan_any.name)
-                for hoist in hoists:
-                    split = hoist.members.get(ref)
-                    if split is not None and hoist.path is not None:
-                        new_w = slim_worker(new_w, split, hoist.parent, hoist.attributes)
-                        if path.parent not in result.hoisted:
-                            result.hoisted.append(path.parent)
-                        from_imports.append((imported(path, hoist.path), [worker_hoist.BASE_NAME]))
-                        # the step, and what it carries over, is the base's now (said once)
-                        first = ref == next(iter(hoist.members))
-                        own, base = f"{plan_any.name}.", f"{worker_hoist.BASE_NAME}."
-                        exits = [
-                            (
-                                str(hoist.path),
-                                0,
-                                text.replace(own, base, 1).replace(
-                                    " here:", " where the stop signal did not come:", 1
-                                ),
-                            )
-                            for _, _, text in exits
-                            if first
-                        ]
-                    result.worker_notes += [
-                        (str(path), line, text) for line, text in hoist.notes.get(ref, [])
-                    ]
-                result.worker_notes += exits
-                result.worker_notes += [
-                    (str(path), n, text)
-                    for n, text in sent_unlike_used_notes(plan_any, lines, facts)
-                ]
-                if common is not None:
-                    body.append(new_w)
-                    continue
-                generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
-                body.extend(generated)
-                body.append(new_w.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
-                needs_dataclass = True
-                typing_names |= {"Any", "Dict", "Type", "TypeVar"}
-                if needs_optional(plan_any):
-                    typing_names.add("Optional")
-                continue
-            body.append(statement)
-        new_module = module.with_changes(body=body)
-        wanted: list[tuple[str, list[str]]] = []
-        if typing_names:
-            wanted.append(("typing", sorted(typing_names)))
-        wanted.extend(from_imports)
-        new_module = imports.add_imports(
-            new_module, ["dataclasses"] if needs_dataclass else [], wanted
+    return _GroupRewrite(
+        group,
+        modules,
+        project,
+        contract,
+        runner_plans,
+        planned,
+        result,
+        sites,
+        limit,
+        base_file,
+        shared,
+        hoists,
+        by_class,
+        inputs,
+        make_hosts,
+    )
+
+
+def _base_module(
+    project: Project,
+    contract: Contract,
+    runner_plans: list[RunnerPlan],
+    planned: Planned | None,
+    result: GroupResult,
+) -> tuple[Path | None, Helpers]:
+    """The module defining the input and runner bases, when a runner needs them (a
+    new one goes into ``result``), and the helpers it holds."""
+    bases = _find_bases(project, contract)
+    input_base, runner_base = contract.input_bases[0], contract.runner_bases[0]
+    needs_bases = [p for p in runner_plans if p.method is not None or p.add_base]
+    helpers = Helpers()
+    if not needs_bases:
+        return None, helpers
+    if input_base in bases and runner_base in bases:
+        base_file = bases[input_base]
+        existing = project.modules.get(str(base_file))
+        if planned is not None and existing is not None:
+            # helpers an earlier run generated into the base are used as well
+            made = shared_helpers(planned, project, contract, base_file.parent)
+            made.helpers = [h for h in made.helpers if h.name in existing.top_level_names]
+            helpers = made
+        return base_file, helpers
+    base_file = needs_bases[0].path.parent / f"{templates.BASE_MODULE_NAME}.py"
+    if str(base_file) in project.modules or base_file.exists():
+        raise Refusal(
+            "MIG108",
+            base_file,
+            f"{base_file.name} exists but does not define {input_base} and {runner_base}",
+            line=1,
         )
-        kept = planned.kept_text(path) if planned is not None else None
-        new_module = layout.wrap_long_statements(
-            new_module, cstutil.module_code(module), limit, kept
+    signature = runner_signature(project, _runners_beside(project, base_file, planned))
+    if planned is not None:
+        helpers = shared_helpers(planned, project, contract, base_file.parent)
+    result.sources[base_file] = templates.base_module(
+        contract, signature, helpers.helpers, helpers.imports, helpers.typing
+    )
+    result.created.append(base_file)
+    return base_file, helpers
+
+
+def _rewrite_file(rewrite: _GroupRewrite, path: Path) -> None:
+    """One file of the group: its runner and worker classes rewritten, then the
+    imports its new code uses and its long lines wrapped."""
+    module = rewrite.modules[path]
+    edit = _FileRewrite()
+    for statement in module.body:
+        plan = (
+            rewrite.by_class.get((path, statement.name.value))
+            if isinstance(statement, cst.ClassDef)
+            else None
         )
-        result.modules[path] = new_module
-        loaded = project.modules[str(path)].loaded_names
-        assert loaded is not None, "group files are read with names=True"
-        result.used_before[path] = set(loaded) & imports.imported_names(module)
-    for hoist in hoists:
-        _write_base(hoist, result, modules, planned, project, limit)
-    for plan in runner_plans:
-        if plan.method is None:
-            if plan.notes:
-                result.runners.append(
-                    RunnerSummary(
-                        runner=plan.name,
-                        input_class=plan.input_plan.input_name,
-                        fields=[],
-                        driver_only=[],
-                        keys=[],
-                        dynamic=[],
-                        dropped=[],
-                        notes=[(str(plan.path), line, text) for line, text in plan.notes]
-                        + [
-                            (str(plan.path), line, f"{plan.input_name}.{name} {why}")
-                            for line, name, why in plan.retyped
-                        ],
-                    )
-                )
-            continue
-        dynamic = [
-            cstutil.code(s).strip()
-            for s in plan.mutations
-            if subscript_key(s, plan.dict_var) is None
-        ]
-        result.runners.append(
-            RunnerSummary(
-                runner=plan.name,
-                input_class=plan.input_name,
-                fields=[f.name for f in plan.fields],
-                driver_only=[f.name for f in plan.fields if f.driver_only],
-                keys=list(plan.keys),
-                dynamic=dynamic,
-                dropped=[dataclasses.replace(d, node=None) for d in plan.dropped],
-                narrows=plan.narrows_from,
-                notes=[(str(plan.path), line, text) for line, text in plan.notes]
-                + [
-                    (str(plan.path), line, f"{plan.input_name}.{name} {why}")
-                    for line, name, why in plan.retyped
-                ],
-                removed_method=plan.method.name.value,
-                returned_fields=_returned_fields(plan),
-                optional_fields=[f.name for f in plan.fields if cstutil.is_optional(f.annotation)],
-            )
+        if isinstance(plan, RunnerPlan):
+            assert isinstance(statement, cst.ClassDef)
+            _rewrite_runner(rewrite, edit, path, statement, plan)
+        elif isinstance(plan, WorkerPlan):
+            assert isinstance(statement, cst.ClassDef)
+            _rewrite_worker(rewrite, edit, path, statement, plan)
+        else:
+            edit.body.append(statement)
+    new_module = module.with_changes(body=edit.body)
+    wanted: list[tuple[str, list[str]]] = []
+    if edit.typing_names:
+        wanted.append(("typing", sorted(edit.typing_names)))
+    wanted.extend(edit.from_imports)
+    new_module = imports.add_imports(
+        new_module, ["dataclasses"] if edit.needs_dataclass else [], wanted
+    )
+    planned = rewrite.planned
+    kept = planned.kept_text(path) if planned is not None else None
+    new_module = layout.wrap_long_statements(
+        new_module, cstutil.module_code(module), rewrite.limit, kept
+    )
+    result = rewrite.result
+    result.modules[path] = new_module
+    loaded = rewrite.project.modules[str(path)].loaded_names
+    assert loaded is not None, "group files are read with names=True"
+    result.used_before[path] = set(loaded) & imports.imported_names(module)
+
+
+#: the ``typing`` names a generated input class may use
+_TYPING = ("Any", "Dict", "Type", "TypeVar", "Optional", "Union", "List", "Tuple", "Set")
+
+
+def _rewrite_runner(
+    rewrite: _GroupRewrite,
+    edit: _FileRewrite,
+    path: Path,
+    statement: cst.ClassDef,
+    plan: RunnerPlan,
+) -> None:
+    """A runner class of the file: its input class before it (shared or its own),
+    the class itself rebased or split around a generic parent, and their imports."""
+    contract, runner_base = rewrite.contract, rewrite.runner_base
+    new_cls = _rewrite_runner_class(plan, contract, runner_base, id(plan) in rewrite.make_hosts)
+    if plan.method is not None:
+        generated = rewrite.inputs.statements(plan, path)
+        emitted = "\n".join(cstutil.code(g) for g in generated)
+        called = [h for h in rewrite.inputs.called() if _names(emitted, h)]
+        common_input = rewrite.inputs.common
+        if (
+            common_input is not None
+            and id(plan) in common_input.classes
+            and common_input.host.path != path
+        ):
+            host_path = common_input.host.path
+            names = [common_input.name]
+            if _names(emitted, common_input.typevar):
+                names.append(common_input.typevar)
+            edit.from_imports.append((rewrite.imported(path, host_path), names))
+        generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
+        new_cls = new_cls.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+        edit.body.extend(generated)
+        edit.needs_dataclass = True
+        edit.typing_names |= {name for name in _TYPING if _names(emitted, name)}
+        input_base = rewrite.input_base
+        owner_names = [*([input_base] if _names(emitted, input_base) else []), *called]
+        if plan.add_base:
+            owner_names.append(runner_base)
+        assert rewrite.base_file is not None
+        if rewrite.base_file != path and owner_names:
+            edit.from_imports.append((rewrite.imported(path, rewrite.base_file), owner_names))
+    elif plan.owner is not None and plan.execute is not None:
+        owner = plan.owner
+        if owner.path != path:
+            edit.from_imports.append((rewrite.imported(path, owner.path), [owner.input_name]))
+    if plan.add_base and plan.method is None:
+        assert rewrite.base_file is not None
+        if rewrite.base_file != path:
+            edit.from_imports.append((rewrite.imported(path, rewrite.base_file), [runner_base]))
+    parent = plan.rebase
+    if parent is not None:
+        new_cls = rebase(plan, new_cls)
+        if parent.path != path:
+            edit.from_imports.append((rewrite.imported(path, parent.path), [parent.generic]))
+    if plan.generic:
+        shares = rewrite.make_hosts.get(id(plan)) is plan
+        edit.body.extend(split_generic(plan, new_cls, contract, shares))
+    else:
+        edit.body.append(new_cls)
+
+
+def _rewrite_worker(
+    rewrite: _GroupRewrite,
+    edit: _FileRewrite,
+    path: Path,
+    statement: cst.ClassDef,
+    plan: WorkerPlan,
+) -> None:
+    """A worker class of the file: its input class before it (unless it uses a
+    shared one), the class slimmed where its directory shares a step, and its notes."""
+    contract, planned, result = rewrite.contract, rewrite.planned, rewrite.result
+    common = rewrite.shared.get(ClassRef(plan.path, plan.name))
+    generated = [] if common is not None else worker_input_class(plan, contract)
+    if common is not None:
+        edit.from_imports.append((rewrite.imported(path, common.path), [common.name]))
+    asserted = common.asserted if common is not None else ()
+    runner_plans = rewrite.runner_plans
+    new_w, generic, typed = (
+        planned.worker(plan, runner_plans, contract, asserted, final_worker)
+        if planned is not None
+        else final_worker(plan, runner_plans, contract, asserted)
+    )
+    if typed:
+        edit.typing_names.add("Type")
+    lines = planned.lines(path) if planned is not None else Lines(rewrite.modules[path])
+    facts = rewrite.project.modules[str(path)].classes.get(plan.name)
+    exits = [(str(path), n, text) for n, text in loop_exit_notes(plan, lines, facts)]
+    for parent_path, name in generic:
+        if parent_path != path:
+            edit.from_imports.append((rewrite.imported(path, parent_path), [name]))
+    ref = ClassRef(plan.path, plan.name)
+    for hoist in rewrite.hoists:
+        split = hoist.members.get(ref)
+        if split is not None and hoist.path is not None:
+            new_w = slim_worker(new_w, split, hoist.parent, hoist.attributes)
+            if path.parent not in result.hoisted:
+                result.hoisted.append(path.parent)
+            edit.from_imports.append((rewrite.imported(path, hoist.path), [worker_hoist.BASE_NAME]))
+            exits = _hoisted_exits(exits, hoist, ref, plan.name)
+        result.worker_notes += [(str(path), line, text) for line, text in hoist.notes.get(ref, [])]
+    result.worker_notes += exits
+    result.worker_notes += [
+        (str(path), n, text) for n, text in sent_unlike_used_notes(plan, lines, facts)
+    ]
+    if common is not None:
+        edit.body.append(new_w)
+        return
+    generated[0] = cstutil.with_leading(generated[0], statement.leading_lines)
+    edit.body.extend(generated)
+    edit.body.append(new_w.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()]))
+    edit.needs_dataclass = True
+    edit.typing_names |= {"Any", "Dict", "Type", "TypeVar"}
+    if needs_optional(plan):
+        edit.typing_names.add("Optional")
+
+
+def _hoisted_exits(
+    exits: list[tuple[str, int, str]], hoist: Hoist, ref: ClassRef, name: str
+) -> list[tuple[str, int, str]]:
+    """A worker's loop-exit notes once its step is the shared base's: said once, by
+    the first worker of the directory, of the base."""
+    first = ref == next(iter(hoist.members))
+    own, base = f"{name}.", f"{worker_hoist.BASE_NAME}."
+    return [
+        (
+            str(hoist.path),
+            0,
+            text.replace(own, base, 1).replace(" here:", " where the stop signal did not come:", 1),
         )
-    for plan_w in worker_plans:
-        result.worker_keys[plan_w.name] = [k.key for k in plan_w.keys]
-    return result
+        for _, _, text in exits
+        if first
+    ]
+
+
+def _runner_summary(plan: RunnerPlan) -> RunnerSummary | None:
+    """What the report says of a runner: its input class, fields and notes (for a
+    runner with no method removed, only its notes; None when it has none)."""
+    notes = [(str(plan.path), line, text) for line, text in plan.notes] + [
+        (str(plan.path), line, f"{plan.input_name}.{name} {why}")
+        for line, name, why in plan.retyped
+    ]
+    if plan.method is None:
+        if not plan.notes:
+            return None
+        return RunnerSummary(
+            runner=plan.name,
+            input_class=plan.input_plan.input_name,
+            fields=[],
+            driver_only=[],
+            keys=[],
+            dynamic=[],
+            dropped=[],
+            notes=notes,
+        )
+    dynamic = [
+        cstutil.code(s).strip() for s in plan.mutations if subscript_key(s, plan.dict_var) is None
+    ]
+    return RunnerSummary(
+        runner=plan.name,
+        input_class=plan.input_name,
+        fields=[f.name for f in plan.fields],
+        driver_only=[f.name for f in plan.fields if f.driver_only],
+        keys=list(plan.keys),
+        dynamic=dynamic,
+        dropped=[dataclasses.replace(d, node=None) for d in plan.dropped],
+        narrows=plan.narrows_from,
+        notes=notes,
+        removed_method=plan.method.name.value,
+        returned_fields=_returned_fields(plan),
+        optional_fields=[f.name for f in plan.fields if cstutil.is_optional(f.annotation)],
+    )
 
 
 def _unshared_make_notes(
