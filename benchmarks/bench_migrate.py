@@ -50,7 +50,7 @@ import libcst as cst  # noqa: E402
 
 from benchmarks import baseline  # noqa: E402
 from benchmarks.common import spread  # noqa: E402
-from codemods.pipeline import MigrateResult, migrate  # noqa: E402
+from codemods.framework.pipeline import MigrateResult, migrate  # noqa: E402
 from runnercheck.analysis.prefilter import select_sources  # noqa: E402
 from runnercheck.config import Config  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
@@ -73,7 +73,7 @@ def timed(func: Callable[[], object]) -> tuple[float, float]:
 #: The child that times the baseline's ``migrate``: one line on stdin, one timing out.
 CHILD = """
 import sys, time
-from codemods.pipeline import migrate
+from codemods.framework.pipeline import migrate
 from runnercheck.config import Config
 package, config = sys.argv[1], Config()
 migrate([package], config=config)

@@ -35,7 +35,7 @@ if str(REPO) not in sys.path:
 
 from codemods import apply  # noqa: E402
 from codemods.facts.groups import find_groups  # noqa: E402
-from codemods.pipeline import MERGE, MigrateResult  # noqa: E402
+from codemods.framework.pipeline import MERGE, MigrateResult  # noqa: E402
 from runnercheck import catalog  # noqa: E402
 from runnercheck.analysis.extract import extract_source  # noqa: E402
 from runnercheck.analysis.prefilter import select_sources  # noqa: E402

@@ -1,6 +1,6 @@
 """``migrate --check`` with and without the analysis's decision of which files a codemod
-may change (:mod:`codemods.decision`), and with and without the files it settles
-without LibCST (:mod:`codemods.replay`): the result must be the same, only cheaper.
+may change (:mod:`codemods.framework.decision`), and with and without the files it settles
+without LibCST (:mod:`codemods.framework.replay`): the result must be the same, only cheaper.
 
 Per tree (each cached vLLM release's ``vllm/`` from 0.3.0 to 0.11.0 and every fixture
 tree of the tests, copied out of this repository), ``codemods.apply(mode="check")`` runs
@@ -14,7 +14,7 @@ three times in this process:
 The first two must give the same exit code, JSON report and new bytes of every file
 that would change; the third the same exit code, JSON report and printed lines as the
 second (it makes no new bytes for the files it settles). Each run's count of files
-parsed with LibCST is reported. Plain mypy on the changes (:mod:`codemods.typecheck`)
+parsed with LibCST is reported. Plain mypy on the changes (:mod:`codemods.framework.typecheck`)
 is left out: its notes are a function of the changes' old and new bytes, which are
 compared (and a project with a mypy configuration is never settled without LibCST).
 
@@ -52,8 +52,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from benchmarks import baseline  # noqa: E402
-from codemods import report, typecheck  # noqa: E402
-from codemods.run import apply  # noqa: E402
+from codemods.framework import report, typecheck  # noqa: E402
+from codemods.framework.run import apply  # noqa: E402
 from tests.vllm_wheels import cache_root  # noqa: E402
 
 FIRST, LAST = (0, 3, 0), (0, 11, 0)
@@ -118,7 +118,7 @@ def digest(result: Any) -> dict[str, str]:
     """What ``migrate --check`` reports (exit code, each key of the JSON, the new bytes),
     each part hashed. ``files_parsed`` is left out: it counts the files read, which a
     faster prefilter lowers."""
-    from codemods import report
+    from codemods.framework import report
 
     report_json = report.as_json(result, "check", [])
     report_json.pop("files_parsed", None)
@@ -137,8 +137,8 @@ import hashlib, inspect, json, sys
 if sys.path[0] == "":  # the working directory (this repository) would come first
     del sys.path[0]
 from typing import Any
-from codemods import typecheck
-from codemods.run import apply
+from codemods.framework import typecheck
+from codemods.framework.run import apply
 typecheck.new_errors = lambda changes: []
 print("codemods from", typecheck.__file__, flush=True)
 {digest}

@@ -35,7 +35,7 @@ with one more column, *plain mypy*: this environment's mypy with no configuratio
 file, its defaults plus ``--check-untyped-defs`` (what ``migrate`` judges a plain
 copy by), on the rewritten ``vllm/`` files before and after, errors in those files
 only (the imports it follows are reported too), new by file, code and message as
-``migrate`` compares them (``codemods.typecheck.same_message``: the class a called
+``migrate`` compares them (``codemods.framework.typecheck.same_message``: the class a called
 method is defined in aside, since the migration moves methods into generated bases).
 
 Usage::
@@ -63,7 +63,7 @@ if str(REPO) not in sys.path:
 
 from benchmarks import release_config  # noqa: E402
 from benchmarks.migrate_coverage import VERSIONS, migrate_and_write  # noqa: E402
-from codemods.typecheck import same_message  # noqa: E402
+from codemods.framework.typecheck import same_message  # noqa: E402
 from tests.vllm_sdists import CONFIG_FILES, sdist_root  # noqa: E402
 from tests.vllm_wheels import vllm_package  # noqa: E402
 

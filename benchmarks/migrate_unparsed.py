@@ -1,10 +1,10 @@
 """``migrate`` with and without the function bodies it leaves unparsed
-(:mod:`codemods.unparsed`): the result must be the same, only cheaper.
+(:mod:`codemods.toolkit.unparsed`): the result must be the same, only cheaper.
 
 Per tree (each cached vLLM release's ``vllm/`` from 0.3.0 to 0.11.0 and every fixture
 tree of the tests, copied out of this repository, as ``benchmarks/migrate_decision.py``
 lists them), ``codemods.apply(mode="check", exact=False)`` runs in this process twice:
-as ``migrate`` runs it, and with every body parsed (:func:`codemods.unparsed.parse`
+as ``migrate`` runs it, and with every body parsed (:func:`codemods.toolkit.unparsed.parse`
 answering that it leaves nothing out). Both must give the same exit code, JSON report,
 printed lines and new bytes of every file that would change. Per tree it reports the
 bytes of the files LibCST parsed for the groups and the share of them left unparsed,
@@ -37,8 +37,9 @@ if str(REPO) not in sys.path:
 import libcst as cst  # noqa: E402
 
 from benchmarks.migrate_decision import cached_releases, fixture_trees, in_copy  # noqa: E402
-from codemods import pipeline, report, typecheck, unparsed  # noqa: E402
-from codemods.run import apply  # noqa: E402
+from codemods.framework import pipeline, report, typecheck  # noqa: E402
+from codemods.framework.run import apply  # noqa: E402
+from codemods.toolkit import unparsed  # noqa: E402
 from tests.vllm_wheels import cache_root  # noqa: E402
 
 

@@ -37,7 +37,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from codemods import apply, registry  # noqa: E402
+from codemods import apply  # noqa: E402
+from codemods.framework import registry  # noqa: E402
 from runnercheck.check import check_paths  # noqa: E402
 from tests.spec_decode_fixture import (  # noqa: E402
     BEFORE_WORKER,

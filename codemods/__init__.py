@@ -10,9 +10,9 @@ One command per module, each also an ordinary LibCST codemod command::
 * :mod:`codemods.driver_only` -- declare unbroadcast input fields driver-only
 * :mod:`codemods.super_dict` -- a subclass dict that re-lists its parent's keys calls ``super()``
 
-``codemods.apply(paths, ...)`` (:mod:`codemods.run`) plans, verifies and writes in one
+``codemods.apply(paths, ...)`` (:mod:`codemods.framework.run`) plans, verifies and writes in one
 walk of the paths: the CLI, the demo and the benchmarks all go through it. The pipeline
-is :mod:`codemods.pipeline` (facts -> plan -> rewrite -> verify) and
+is :mod:`codemods.framework.pipeline` (facts -> plan -> rewrite -> verify) and
 :mod:`runnercheck.writes.transaction` (each group written as one journaled transaction, in place:
 :mod:`runnercheck.writes.write`; recovered after a crash: :mod:`runnercheck.writes.recovery`); refusal
 reasons (MIG codes) are in :mod:`codemods.reasons`.
@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from codemods.run import apply as apply
+    from codemods.framework.run import apply as apply
 
 __all__ = ["apply"]
 
@@ -32,7 +32,7 @@ __all__ = ["apply"]
 def __getattr__(name: str) -> Any:
     """``apply`` is imported on first use: importing one codemod stays light."""
     if name == "apply":
-        from codemods.run import apply
+        from codemods.framework.run import apply
 
         return apply
     raise AttributeError(f"module 'codemods' has no attribute {name!r}")

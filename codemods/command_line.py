@@ -1,7 +1,7 @@
 """``runnercheck migrate PATH...``: rewrite paired broadcasts into the merged shape.
 
 The codemods (all by default, choose with --select) are listed by --help
-(from :mod:`codemods.registry`).
+(from :mod:`codemods.framework.registry`).
 
 A worker/runner group is planned as a whole: a shape the planner does not
 recognise is refused with a reason code (MIGxxx) and every file of the group
@@ -26,13 +26,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from codemods import registry
+from codemods.framework import registry
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from codemods.pipeline import MigrateResult
-    from codemods.run import Mode
+    from codemods.framework.pipeline import MigrateResult
+    from codemods.framework.run import Mode
     from runnercheck.config import Config
 
 HELP = "rewrite paired broadcasts into the merged prepare/convert/execute shape"
@@ -142,7 +142,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from codemods.source import collect
+    from codemods.framework.source import collect
     from runnercheck.files import check_arguments
     from runnercheck.jobs import requested
 
@@ -159,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
             _say(out, line)
         return 0
 
-    from codemods import apply, report
+    from codemods import apply
+    from codemods.framework import report
     from runnercheck.config import find_pyproject, load_config
 
     first = Path(args.paths[0])

@@ -22,7 +22,8 @@ from typing import Any
 
 import libcst as cst
 
-from codemods import cstutil, registry
+from codemods.framework import registry
+from codemods.toolkit import cstutil
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
@@ -94,5 +95,5 @@ def rewrite_module(
 
 
 def __getattr__(name: str) -> Any:
-    """``DriverOnlyCommand`` (see :func:`codemods.registry.command_class`)."""
+    """``DriverOnlyCommand`` (see :func:`codemods.framework.registry.command_class`)."""
     return registry.command_class(__name__, name)

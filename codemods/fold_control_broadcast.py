@@ -64,9 +64,10 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from codemods import cstutil, registry
-from codemods.command import ContractCommand
 from codemods.fold_plan import CODE, RECEIVED, SENT, Plan, plan_class, refused
+from codemods.framework import registry
+from codemods.framework.command import ContractCommand
+from codemods.toolkit import cstutil
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.fold import verify_fold
 from runnercheck.analysis.model import ClassFacts

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codemods import registry
+from codemods.framework import registry
 from runnercheck.analysis.fold import RECEIVED, SENT, FoldPlan, FoldRefusal, fold_plan
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project

@@ -13,7 +13,8 @@ from typing import Any
 
 import libcst as cst
 
-from codemods import cstutil, imports, registry
+from codemods.framework import registry
+from codemods.toolkit import cstutil, imports
 from runnercheck.contract import VLLM, Contract
 
 NAME = registry.SELF_RETURN.name
@@ -126,5 +127,5 @@ def rewrite_module(module: cst.Module, contract: Contract = VLLM) -> tuple[cst.M
 
 
 def __getattr__(name: str) -> Any:
-    """``SelfReturnCommand`` (see :func:`codemods.registry.command_class`)."""
+    """``SelfReturnCommand`` (see :func:`codemods.framework.registry.command_class`)."""
     return registry.command_class(__name__, name)

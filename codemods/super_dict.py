@@ -22,7 +22,8 @@ from typing import Any
 
 import libcst as cst
 
-from codemods import cstutil, registry
+from codemods.framework import registry
+from codemods.toolkit import cstutil
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract
@@ -178,5 +179,5 @@ def _method(statement: cst.BaseStatement, name: str) -> cst.FunctionDef | None:
 
 
 def __getattr__(name: str) -> Any:
-    """``SuperDictCommand`` (see :func:`codemods.registry.command_class`)."""
+    """``SuperDictCommand`` (see :func:`codemods.framework.registry.command_class`)."""
     return registry.command_class(__name__, name)

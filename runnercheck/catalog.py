@@ -10,7 +10,7 @@ it:
 * ``fuzz``'s (RC3xx) in :mod:`runnercheck.commands.fuzz`;
 * the mypy plugin's (RC2xx; ``name`` is the mypy error code) in :mod:`mypy_plugin.rules`;
 * ``migrate``'s reasons (MIGxxx) in :mod:`codemods.reasons`, and which codemod fixes
-  which code in :mod:`codemods.registry`.
+  which code in :mod:`codemods.framework.registry`.
 
 This module sits below all of them: it holds :data:`CODES` (every code, name and
 tool: what ``select``, ``ignore`` and the suppressions may name, known without

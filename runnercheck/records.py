@@ -74,5 +74,5 @@ class Change:
     #: the codemods that made it
     codemods: tuple[str, ...] = ()
     #: ``migrate --check`` only: the analysis knows the file changes and how it verifies
-    #: (:mod:`codemods.replay`); its new bytes were not made (``new`` is empty)
+    #: (:mod:`codemods.framework.replay`); its new bytes were not made (``new`` is empty)
     exact: bool = False

@@ -7,7 +7,7 @@ import re
 import subprocess
 import sys
 
-from codemods.registry import CODEMODS
+from codemods.framework.registry import CODEMODS
 from runnercheck import catalog
 from runnercheck.commands.rules import all_rules, get
 

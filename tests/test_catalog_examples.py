@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods.pipeline import migrate
+from codemods.framework.pipeline import migrate
 from runnercheck.catalog import Rule
 from runnercheck.check import check_sources
 from runnercheck.commands.rules import all_rules

@@ -403,9 +403,9 @@ def test_migrate_s_other_toml_readers_are_bounded_too(tmp_path: Path) -> None:
     """``migrate`` reads the target's line length, formatter and mypy settings from its
     TOML files: a deeply nested one is passed over as an unreadable one is, never a
     traceback."""
-    from codemods.formatting import find_formatter
-    from codemods.layout import DEFAULT_LIMIT, line_limit
-    from codemods.typecheck import mypy_config
+    from codemods.framework.typecheck import mypy_config
+    from codemods.toolkit.formatting import find_formatter
+    from codemods.toolkit.layout import DEFAULT_LIMIT, line_limit
 
     deep = "x = " + "[" * 500 + "]" * 500 + "\n"
     write(tmp_path, "[tool.mypy]\nstrict = true\n[tool.black]\nline-length = 99\n" + deep)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods import registry
+from codemods.framework import registry
 from runnercheck import cli, diagnostic_formats
 from runnercheck.check import check_paths
 from runnercheck.commands import rules

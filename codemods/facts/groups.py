@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codemods import registry
+from codemods.framework import registry
 from runnercheck.analysis.mergeable import runner_broadcast_refusal
 from runnercheck.analysis.model import CallStep, ClassFacts, flatten_calls
 from runnercheck.analysis.project import Project

@@ -8,10 +8,11 @@ from pathlib import Path
 import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
-from codemods import registry, templates
 from codemods.facts.groups import find_groups
+from codemods.framework import registry
+from codemods.framework.refusal import Refusal
+from codemods.merge_broadcasts import templates
 from codemods.merge_broadcasts.rewrite import finish, merge
-from codemods.refusal import Refusal
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract

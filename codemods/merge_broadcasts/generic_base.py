@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods import cstutil
 from codemods.merge_broadcasts.runner_model import RunnerPlan, is_docstring
 from codemods.merge_broadcasts.shared_make import generic_members, is_input_class_attribute
+from codemods.toolkit import cstutil
 from runnercheck.contract import Contract
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import cstutil
 from codemods.facts.groups import ClassRef, Group, ref_of
 from codemods.facts.signatures import inherited_local_types
 from codemods.facts.sources import constructor_defaults
+from codemods.framework.refusal import Refusal
 from codemods.merge_broadcasts.helper_records import helper_records, kept_note, plan_record_reads
 from codemods.merge_broadcasts.narrowing import value_parameters
 from codemods.merge_broadcasts.runner_execute import plan_execute, self_calls
@@ -30,8 +30,8 @@ from codemods.merge_broadcasts.runner_model import (
 from codemods.merge_broadcasts.runner_plan import plan_legacy_method
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_plan import plan_worker
-from codemods.positions import Lines
-from codemods.refusal import Refusal
+from codemods.toolkit import cstutil
+from codemods.toolkit.positions import Lines
 from runnercheck.analysis.model import CallSite, ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.requests import request_uses

@@ -32,8 +32,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import cstutil
 from codemods.merge_broadcasts.runner_model import MODEL_INPUT, RunnerPlan
+from codemods.toolkit import cstutil
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 

@@ -24,8 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import libcst as cst
 
-from codemods import cstutil
-from codemods.cstutil import is_optional
+from codemods.toolkit import cstutil
+from codemods.toolkit.cstutil import is_optional
 
 
 def optional_attributes(cdef: cst.ClassDef) -> set[str]:

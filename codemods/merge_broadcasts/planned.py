@@ -24,14 +24,14 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from codemods import cstutil, layout, unparsed
 from codemods.facts.groups import ClassRef, Group, find_groups
-from codemods.kept_text import Kept, kept_text
 from codemods.merge_broadcasts.groups import plan_group
 from codemods.merge_broadcasts.runner_model import RunnerPlan
 from codemods.merge_broadcasts.runner_rewrite import input_class
 from codemods.merge_broadcasts.worker_model import WorkerPlan
-from codemods.positions import Lines
+from codemods.toolkit import cstutil, layout, unparsed
+from codemods.toolkit.kept_text import Kept, kept_text
+from codemods.toolkit.positions import Lines
 from runnercheck.analysis.project import Project
 from runnercheck.contract import Contract
 
@@ -137,7 +137,7 @@ class Planned:
     def modules(self, files: Iterable[Path]) -> dict[Path, cst.Module]:
         """Each file's module, parsed on first use (:func:`cstutil.parse_module`), but
         for the function bodies that name none of :attr:`words`, where the run has the
-        file's ``ast`` (:mod:`codemods.unparsed`)."""
+        file's ``ast`` (:mod:`codemods.toolkit.unparsed`)."""
         out: dict[Path, cst.Module] = {}
         for path in files:
             if path not in self._modules:
@@ -163,7 +163,7 @@ class Planned:
                 self._modules[path] = module
 
     def kept_text(self, path: Path) -> Kept | None:
-        """The text of the statements of the file's module (:mod:`codemods.kept_text`),
+        """The text of the statements of the file's module (:mod:`codemods.toolkit.kept_text`),
         read once; None for a file whose module does not print back its bytes as UTF-8.
         Its ``ast`` is the run's, or (facts from the cache) parsed here: a parse costs
         less than the print of the statements it spares."""

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import cstutil, imports, layout, templates, verify
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.facts.signatures import runner_signature
-from codemods.merge_broadcasts import worker_hoist
+from codemods.framework import verify
+from codemods.framework.refusal import Refusal
+from codemods.framework.results import GroupResult, RunnerSummary
+from codemods.merge_broadcasts import templates, worker_hoist
 from codemods.merge_broadcasts.generic_base import (
     annotate_runner_attribute,
     rebase,
@@ -41,9 +43,8 @@ from codemods.merge_broadcasts.worker_rewrite import (
     rewrite_worker,
     worker_input_class,
 )
-from codemods.positions import Lines
-from codemods.refusal import Refusal
-from codemods.results import GroupResult, RunnerSummary
+from codemods.toolkit import cstutil, imports, layout
+from codemods.toolkit.positions import Lines
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.syntax import loaded_names

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods.framework.refusal import Refusal
 from codemods.merge_broadcasts.runner_model import (
     MODEL_INPUT,
     FieldPlan,
@@ -13,8 +13,8 @@ from codemods.merge_broadcasts.runner_model import (
     methods,
     params_of,
 )
-from codemods.positions import Lines
-from codemods.refusal import Refusal
+from codemods.toolkit import cstutil
+from codemods.toolkit.positions import Lines
 from runnercheck.analysis.requests import REQUEST_AFTER_PREPARE, RequestUses
 from runnercheck.contract import Contract
 

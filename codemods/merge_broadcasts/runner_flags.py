@@ -24,7 +24,7 @@ from typing import cast
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods.toolkit import cstutil
 
 _BOOLS = ("True", "False")
 

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import libcst as cst
 
-from codemods import cstutil, node_index
-from codemods.positions import Lines
-from codemods.results import DroppedKey
+from codemods.framework.results import DroppedKey
+from codemods.toolkit import cstutil, node_index
+from codemods.toolkit.positions import Lines
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.shapes import ExtraBroadcast
 from runnercheck.contract import Contract

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods.framework.refusal import Refusal
 from codemods.merge_broadcasts.runner_model import ExtraPlan, FieldPlan, RunnerPlan, is_docstring
 from codemods.merge_broadcasts.runner_receive import plan_non_driver
 from codemods.merge_broadcasts.runner_statements import (
@@ -13,8 +13,8 @@ from codemods.merge_broadcasts.runner_statements import (
     subscript_key,
     tainted_names,
 )
-from codemods.positions import Lines
-from codemods.refusal import Refusal
+from codemods.toolkit import cstutil
+from codemods.toolkit.positions import Lines
 from runnercheck.analysis.shapes import AFTER_SPLIT, EXTRA_BROADCAST, SplitShape, same_type
 from runnercheck.contract import Contract
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods.framework.refusal import Refusal
+from codemods.framework.results import DroppedKey
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan, params_of
 from codemods.merge_broadcasts.runner_statements import (
     is_not_none_assert,
     mutation_update,
     spread_target,
 )
-from codemods.refusal import Refusal
-from codemods.results import DroppedKey
+from codemods.toolkit import cstutil
 from runnercheck.contract import Contract
 
 

@@ -7,8 +7,6 @@ from typing import cast
 
 import libcst as cst
 
-from codemods import cstutil
-from codemods.cstutil import is_optional, without_optional
 from codemods.merge_broadcasts.helper_records import read_fields
 from codemods.merge_broadcasts.narrowing import narrow_reads
 from codemods.merge_broadcasts.runner_flags import keep_non_driver_flags
@@ -19,6 +17,8 @@ from codemods.merge_broadcasts.runner_model import (
     FieldPlan,
     RunnerPlan,
 )
+from codemods.toolkit import cstutil
+from codemods.toolkit.cstutil import is_optional, without_optional
 from runnercheck.contract import VLLM, Contract
 
 DEFAULT_PREPARE = VLLM.prepare_input_method

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods import cstutil
+from codemods.toolkit import cstutil
 
 
 def assigned_value(statement: cst.BaseStatement, var: str) -> cst.BaseExpression | None:

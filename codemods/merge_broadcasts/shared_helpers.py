@@ -43,7 +43,6 @@ from typing import cast
 
 import libcst as cst
 
-from codemods import cstutil, node_index
 from codemods.facts.signatures import Import, annotation_imports
 from codemods.merge_broadcasts.planned import Planned
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan
@@ -55,7 +54,8 @@ from codemods.merge_broadcasts.shared_pieces import (
     field_entries,
     run_code,
 )
-from codemods.templates import quoted
+from codemods.merge_broadcasts.templates import quoted
+from codemods.toolkit import cstutil, node_index
 from runnercheck.analysis.project import Project
 from runnercheck.contract import Contract
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from codemods import cstutil
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan
+from codemods.toolkit import cstutil
 from runnercheck.contract import Contract
 
 DICT = "tensor_dict"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods import cstutil
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND, RunnerPlan
+from codemods.toolkit import cstutil
 from runnercheck.contract import Contract
 
 #: the class attribute naming the input class a runner rebuilds

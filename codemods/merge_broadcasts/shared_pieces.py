@@ -27,8 +27,8 @@ from typing import cast
 
 import libcst as cst
 
-from codemods import cstutil
 from codemods.merge_broadcasts.runner_model import ATTN_BACKEND
+from codemods.toolkit import cstutil
 
 DICT = "tensor_dict"
 _BUILTINS = frozenset(dir(builtins))

@@ -39,14 +39,15 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import cstutil, layout, templates
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.facts.signatures import Import, annotation_imports
+from codemods.framework.refusal import Refusal
+from codemods.merge_broadcasts import templates
 from codemods.merge_broadcasts.groups import methods_calling
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_plan import plan_worker
 from codemods.merge_broadcasts.worker_rewrite import field_annotation, worker_input_text
-from codemods.refusal import Refusal
+from codemods.toolkit import cstutil, layout
 from runnercheck.analysis.model import FieldFacts
 from runnercheck.analysis.project import Project
 from runnercheck.contract import Contract

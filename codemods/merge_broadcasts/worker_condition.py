@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from codemods import cstutil
-from codemods.driver_paths import Located
+from codemods.framework.refusal import Refusal
+from codemods.merge_broadcasts.driver_paths import Located
 from codemods.merge_broadcasts.worker_model import WorkerPlan, is_pure
-from codemods.refusal import Refusal
+from codemods.toolkit import cstutil
 from runnercheck.contract import Contract
 
 

@@ -30,12 +30,12 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import cstutil
 from codemods.facts.groups import ClassRef
 from codemods.merge_broadcasts.runner_model import line_in_method, methods
 from codemods.merge_broadcasts.worker_model import WorkerPlan
 from codemods.merge_broadcasts.worker_step import EXECUTE, PREPARE, NotSplit, Split, split_step
-from codemods.positions import Lines
+from codemods.toolkit import cstutil
+from codemods.toolkit.positions import Lines
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.contract import Contract

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import cstutil
-from codemods.driver_paths import Located, locate, owners
+from codemods.merge_broadcasts.driver_paths import Located, locate, owners
+from codemods.toolkit import cstutil
 
 WORKER_INPUT = "worker_input"
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
-from codemods import cstutil
 from codemods.merge_broadcasts.runner_model import line_in_method, methods
 from codemods.merge_broadcasts.worker_model import WorkerPlan
-from codemods.positions import Lines
+from codemods.toolkit import cstutil
+from codemods.toolkit.positions import Lines
 from runnercheck.analysis.model import ClassFacts
 
 

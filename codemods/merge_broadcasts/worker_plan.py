@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from codemods import cstutil
-from codemods.driver_paths import Located
+from codemods.framework.refusal import Refusal
+from codemods.merge_broadcasts.driver_paths import Located
 from codemods.merge_broadcasts.runner_model import MODEL_INPUT, methods
 from codemods.merge_broadcasts.worker_condition import plan_condition
 from codemods.merge_broadcasts.worker_model import (
@@ -20,7 +20,7 @@ from codemods.merge_broadcasts.worker_model import (
     site_at,
 )
 from codemods.merge_broadcasts.worker_receive import plan_receive
-from codemods.refusal import Refusal
+from codemods.toolkit import cstutil
 from runnercheck.contract import Contract
 
 

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codemods import cstutil
 from codemods.merge_broadcasts.narrowing import optional_attributes
 from codemods.merge_broadcasts.runner_model import MODEL_INPUT
 from codemods.merge_broadcasts.worker_model import WORKER_INPUT, KeyPlan, WorkerPlan
+from codemods.toolkit import cstutil
 from runnercheck.contract import Contract
 
 

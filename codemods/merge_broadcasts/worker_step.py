@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from codemods import cstutil
 from codemods.merge_broadcasts.runner_model import methods
 from codemods.merge_broadcasts.worker_model import WORKER_INPUT, WorkerPlan, is_pure
+from codemods.toolkit import cstutil
 from runnercheck.contract import Contract
 
 PREPARE = "prepare_worker_input"

@@ -1,5 +1,5 @@
 """The reasons ``migrate`` skips a file or gives a write back (MIG0xx): raised by the
-run (:mod:`codemods.run`, :mod:`codemods.pipeline`) and the writes
+run (:mod:`codemods.framework.run`, :mod:`codemods.framework.pipeline`) and the writes
 (:mod:`runnercheck.writes.transaction`), on input no example can hold."""
 
 from __future__ import annotations

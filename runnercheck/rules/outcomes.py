@@ -2,7 +2,7 @@
 project the files' facts make, then ``select``/``ignore`` and the inline suppressions.
 
 ``check`` (:mod:`runnercheck.check.pipeline`) and ``migrate``'s verification
-(:mod:`codemods.verify`) both judge files through :func:`check_outcomes`; a file the
+(:mod:`codemods.framework.verify`) both judge files through :func:`check_outcomes`; a file the
 workspace could not read (:mod:`runnercheck.workspace.reading`) is one finding with its
 code.
 """

@@ -29,7 +29,7 @@ def test_check_imports_no_other_command() -> None:
     assert code == 1
     assert "runnercheck.check.pipeline" in modules
     others = {
-        "codemods.registry",
+        "codemods.framework.registry",
         "codemods.facts.values",
         "codemods.facts.sources",
         "codemods.command_line",

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from codemods.callers import search_root
-from codemods.pipeline import CALLER_CODE, MERGE, MigrateResult, migrate
+from codemods.framework.pipeline import CALLER_CODE, MERGE, MigrateResult, migrate
+from codemods.merge_broadcasts.callers import search_root
 from runnercheck.records import Refused
 from tests.migrate.conftest import FIXTURES, copy_tree
 
@@ -138,7 +138,7 @@ def test_callers_are_written_with_their_group(tmp_path: Path, migrate_cli: Any) 
 
 def test_only_files_that_may_call_a_removed_method_are_parsed_with_libcst() -> None:
     """The ``ast`` pre-check keeps exactly the files with a call the search would look at."""
-    from codemods.callers import _may_call
+    from codemods.merge_broadcasts.callers import _may_call
 
     methods = {"prepare_input_tensors": []}
     own = (
@@ -174,7 +174,7 @@ def test_a_file_the_run_parsed_is_searched_in_its_tree(
 ) -> None:
     """The ``ast`` pre-check reads the tree the run parsed of a file it read, and
     finds what it finds parsing the file itself."""
-    from codemods import callers
+    from codemods.merge_broadcasts import callers
 
     root = _project(tmp_path)
     caller = root / "tests" / "test_runner.py"
@@ -218,7 +218,7 @@ def test_a_file_the_run_parsed_is_searched_in_its_tree(
 def test_a_known_file_is_searched_as_the_walk_from_its_directory_finds_it(
     path: str, start: str
 ) -> None:
-    from codemods.callers import _SKIP_DIRS, _searched
+    from codemods.merge_broadcasts.callers import _SKIP_DIRS, _searched
 
     p, s = Path(path), Path(start)
     expected = (

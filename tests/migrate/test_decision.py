@@ -1,4 +1,4 @@
-"""The analysis's decision of which files a codemod may change (``codemods.decision``)
+"""The analysis's decision of which files a codemod may change (``codemods.framework.decision``)
 is sound: ``migrate --check`` gives the same exit code, JSON and new bytes with it as
 without it (every file through every single-class codemod with LibCST), and it spares
 LibCST the files no codemod changes (``exact=False``: the new bytes are made, see
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from codemods import registry, report
-from codemods.decision import every_file, single_targets
-from codemods.pipeline import MigrateResult
-from codemods.run import apply
+from codemods.framework import registry, report
+from codemods.framework.decision import every_file, single_targets
+from codemods.framework.pipeline import MigrateResult
+from codemods.framework.run import apply
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM

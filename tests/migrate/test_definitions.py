@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codemods.definitions import flag_classes, read_definitions
+from codemods.framework.definitions import flag_classes, read_definitions
 from runnercheck.analysis.extract import extract_file
 from runnercheck.contract import VLLM
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods.pipeline import migrate
+from codemods.framework.pipeline import migrate
 from runnercheck.check import check_paths
 from runnercheck.config import Config
 

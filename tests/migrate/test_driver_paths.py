@@ -1,10 +1,10 @@
-"""Which rank runs each statement of a step (``codemods.driver_paths.locate``)."""
+"""Which rank runs each statement of a step (``codemods.merge_broadcasts.driver_paths.locate``)."""
 
 from __future__ import annotations
 
 import libcst as cst
 
-from codemods.driver_paths import locate
+from codemods.merge_broadcasts.driver_paths import locate
 
 STEP = """\
 def execute_model(self, request):

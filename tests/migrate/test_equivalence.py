@@ -25,9 +25,9 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from codemods import verify
 from codemods.facts.sources import SourceChange
 from codemods.facts.values import ValueFacts
+from codemods.framework import verify
 from codemods.merge_broadcasts import rewrite, runner_rewrite
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.holds import ChangedValue

@@ -1,5 +1,5 @@
 """``migrate --check`` settles a file without LibCST when the analysis replays what the
-single-class codemods do to it (``codemods.replay``): its whole output (the lines it
+single-class codemods do to it (``codemods.framework.replay``): its whole output (the lines it
 prints, the JSON, the exit code) is the one the LibCST rewrite gives, and a rewrite
 the verification refuses, or a shape the replay does not follow, still goes through
 LibCST. ``benchmarks/migrate_decision.py`` runs the same comparison on the cached vLLM
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from codemods import registry, report
-from codemods.pipeline import MigrateResult
-from codemods.run import apply
+from codemods.framework import registry, report
+from codemods.framework.pipeline import MigrateResult
+from codemods.framework.run import apply
 from runnercheck.analysis.model import ModuleFacts
 from tests.migrate.test_decision import SOURCE, TREES, tree_of
 
@@ -212,7 +212,7 @@ def _replayed_and_rewritten(tree: Path) -> list[tuple[tuple[object, object], ...
     the lines right below each ``# Driver-only`` comment, and the facts the verification
     reads (without positions). The replay is given each file's tree after the analysis
     read it, as the pipeline gives it."""
-    from codemods import decision, replay, verify
+    from codemods.framework import decision, replay, verify
     from runnercheck.analysis.extract import extract_tree
     from runnercheck.analysis.project import Project
     from runnercheck.config import Config
@@ -355,8 +355,8 @@ def test_the_replay_is_the_rewrite_on_the_fixtures(tmp_path: Path) -> None:
 UNUSED = (
     "libcst",
     "rich",
-    "codemods.typecheck",
-    "codemods.results",
+    "codemods.framework.typecheck",
+    "codemods.framework.results",
     "runnercheck.writes.transaction",
     "runnercheck.writes.recovery",
     "hashlib",
@@ -392,7 +392,7 @@ def test_check_in_a_project_with_a_mypy_configuration_runs_no_mypy(
     """``--check`` says whether files would change; the new plain-mypy errors of the
     rewritten text are ``--diff``'s and the write's to report. So a project with a mypy
     configuration (every vLLM checkout) is settled without LibCST, and mypy never runs."""
-    from codemods import typecheck
+    from codemods.framework import typecheck
 
     (tmp_path / "pyproject.toml").write_text("[tool.mypy]\ncheck_untyped_defs = true\n")
     package = _package(tmp_path, SOURCE)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from codemods import pipeline
-from codemods.pipeline import MigrateResult, migrate
+from codemods.framework import pipeline
+from codemods.framework.pipeline import MigrateResult, migrate
 from runnercheck.demo.engine import engine_source_dir
 from runnercheck.workspace.cache import CACHE_DIR
 

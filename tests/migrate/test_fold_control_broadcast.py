@@ -13,7 +13,7 @@ from libcst.codemod import CodemodContext, TransformFailure, TransformSuccess, t
 
 from benchmarks import spec_decode_vllm
 from codemods import fold_control_broadcast as fold
-from codemods.pipeline import migrate
+from codemods.framework.pipeline import migrate
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
 from runnercheck.check import check_sources

@@ -15,7 +15,7 @@ import libcst as cst
 import pytest
 
 from codemods import fold_control_broadcast as fold
-from codemods.pipeline import migrate
+from codemods.framework.pipeline import migrate
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.fold import verify_fold
 from runnercheck.analysis.project import Project

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from codemods.formatting import changed_ranges, find_formatter, format_change, layout_note
-from codemods.pipeline import MERGE, migrate
+from codemods.framework.pipeline import MERGE, migrate
+from codemods.toolkit.formatting import changed_ranges, find_formatter, format_change, layout_note
 from tests.migrate.conftest import FIXTURES, copy_tree
 
 with warnings.catch_warnings():

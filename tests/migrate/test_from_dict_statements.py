@@ -11,9 +11,9 @@ from typing import Any
 import libcst as cst
 import pytest
 
-from codemods import cstutil
+from codemods.framework.pipeline import migrate
 from codemods.merge_broadcasts import runner_rewrite
-from codemods.pipeline import migrate
+from codemods.toolkit import cstutil
 from tests.migrate.conftest import FIXTURES, copy_tree
 
 

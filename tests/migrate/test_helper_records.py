@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codemods.pipeline import MERGE, migrate
+from codemods.framework.pipeline import MERGE, migrate
 from tests.migrate.conftest import FIXTURES, copy_tree
 
 RECORD = """

@@ -6,7 +6,7 @@ from __future__ import annotations
 import libcst as cst
 import pytest
 
-from codemods import imports
+from codemods.toolkit import imports
 
 SOURCES = [
     '"""doc"""\n# c\nfrom a import (x,\n               y)\n# about b\nfrom b import z\n'

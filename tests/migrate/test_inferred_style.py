@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from codemods import formatting
-from codemods.pipeline import MERGE, migrate
+from codemods.framework.pipeline import MERGE, migrate
+from codemods.toolkit import formatting
 from tests.migrate import variants
 
 with warnings.catch_warnings():

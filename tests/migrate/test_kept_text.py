@@ -1,5 +1,5 @@
 """A rewritten module writes the statements it keeps from its parsed module as the text
-they were read from (:mod:`codemods.kept_text`): the same text a print gives, with the
+they were read from (:mod:`codemods.toolkit.kept_text`): the same text a print gives, with the
 print left to what the rewrite made."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from codemods import cstutil, layout, node_index, positions
-from codemods.codegen_positions import print_sized, printed_within
-from codemods.kept_text import Kept, kept_text
-from codemods.pipeline import migrate
+from codemods.framework.pipeline import migrate
+from codemods.toolkit import cstutil, layout, node_index, positions
+from codemods.toolkit.codegen_positions import print_sized, printed_within
+from codemods.toolkit.kept_text import Kept, kept_text
 from runnercheck.demo.engine import engine_source_dir
 from tests.migrate.test_positions import TRICKY
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from codemods.layout import DEFAULT_LIMIT, line_limit, wrap_long_statements
+from codemods.toolkit.layout import DEFAULT_LIMIT, line_limit, wrap_long_statements
 
 
 def relaid(original: str, written: str, limit: int = 40) -> str:
@@ -121,8 +121,8 @@ def test_long_statements_are_found_where_position_metadata_finds_them() -> None:
     metadata puts on the long lines (the walk it replaces), at every depth."""
     from libcst.metadata import MetadataWrapper, PositionProvider
 
-    from codemods.layout import _LongStatements
-    from codemods.positions import measure_sizes
+    from codemods.toolkit.layout import _LongStatements
+    from codemods.toolkit.positions import measure_sizes
 
     module = cst.parse_module(NESTED)
     lines = module.code.splitlines()
@@ -163,7 +163,7 @@ ODD_BLOCKS = (
 def test_the_wrapped_code_is_the_print_of_the_wrapped_module(text: str) -> None:
     """The wrapped module's code is spliced from the print that found the long lines
     (not printed again): it is exactly what LibCST prints for it."""
-    from codemods import cstutil
+    from codemods.toolkit import cstutil
 
     spliced = 0
     for limit in (30, 40, 60, 80, 88):

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from codemods import pipeline
-from codemods.pipeline import MigrateResult, migrate
+from codemods.framework import pipeline
+from codemods.framework.pipeline import MigrateResult, migrate
 from runnercheck.analysis import extract
 from runnercheck.analysis.extract import extract_tree, read_shapes
 from runnercheck.analysis.model import ModuleFacts

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods import positions
-from codemods.pipeline import migrate
-from codemods.positions import LongMatches
+from codemods.framework.pipeline import migrate
+from codemods.toolkit import positions
+from codemods.toolkit.positions import LongMatches
 from runnercheck.demo.engine import engine_source_dir
 from tests.migrate.conftest import FIXTURES, copy_tree
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from codemods.facts.values import ValueFacts
-from codemods.pipeline import migrate
+from codemods.framework.pipeline import migrate
 from runnercheck.analysis.extract import FunctionReader, extract_tree
 from runnercheck.contract import VLLM
 from runnercheck.demo.engine import engine_source_dir

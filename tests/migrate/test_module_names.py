@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods.pipeline import MERGE, migrate
+from codemods.framework.pipeline import MERGE, migrate
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
 from tests.migrate.conftest import FIXTURES, copy_tree

@@ -7,12 +7,12 @@ import textwrap
 
 import libcst as cst
 
-from codemods import cstutil
 from codemods.merge_broadcasts.narrowing import (
     narrow_reads,
     optional_attributes,
     value_parameters,
 )
+from codemods.toolkit import cstutil
 
 
 def narrowed(source: str, *values: str) -> str:

@@ -1,4 +1,4 @@
-"""``codemods.node_index``: one walk of a subtree answers every later question about it
+"""``codemods.toolkit.node_index``: one walk of a subtree answers every later question about it
 or any node inside it, exactly as a LibCST visit of that node would."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import libcst as cst
 import pytest
 
-from codemods import cstutil, node_index
+from codemods.toolkit import cstutil, node_index
 from runnercheck.demo.engine import engine_source_dir
 
 TRICKY = (
@@ -227,7 +227,7 @@ def test_substitution_changes_the_names_alone_and_keeps_the_rest(name: str, text
 
 @pytest.mark.parametrize(("name", "text"), _sources(), ids=[n for n, _ in _sources()])
 def test_owners_are_the_innermost_located_statements_a_visit_meets(name: str, text: str) -> None:
-    from codemods.driver_paths import Located, locate, owners
+    from codemods.merge_broadcasts.driver_paths import Located, locate, owners
 
     class Reference(cst.CSTVisitor):
         def __init__(self, by_id: dict[int, Located]) -> None:

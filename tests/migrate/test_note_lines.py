@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codemods.pipeline import MERGE, migrate
-from codemods.positions import line_map
+from codemods.framework.pipeline import MERGE, migrate
+from codemods.toolkit.positions import line_map
 from tests.migrate.conftest import FIXTURES, copy_tree
 
 

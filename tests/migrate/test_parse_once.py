@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from codemods.pipeline import migrate
+from codemods.framework.pipeline import migrate
 from runnercheck.demo.engine import engine_source_dir
 
 
@@ -44,7 +44,7 @@ def test_a_module_several_groups_generate_is_verified_once(
     """Both groups of the legacy engine generate the same ``model_runner_base.py`` and
     ``worker_input.py``: the second verification takes the first one's tree, compile
     and facts (the same bytes), and still compares its own context."""
-    from codemods import verify
+    from codemods.framework import verify
 
     tree = tmp_path / "engine"
     shutil.copytree(engine_source_dir("legacy"), tree)
@@ -75,11 +75,11 @@ def test_each_group_file_is_parsed_with_libcst_once(
 ) -> None:
     """Two groups share one base module and its helpers: each group's files are still
     parsed with LibCST once in the run (whole, or with the function bodies no question
-    asks about left out: :mod:`codemods.unparsed`), and each group planned once."""
+    asks about left out: :mod:`codemods.toolkit.unparsed`), and each group planned once."""
     import libcst as cst
 
-    from codemods import unparsed
     from codemods.merge_broadcasts import planned
+    from codemods.toolkit import unparsed
 
     tree = tmp_path / "engine"
     shutil.copytree(engine_source_dir("legacy"), tree)
@@ -123,7 +123,7 @@ def test_a_tree_with_nothing_to_rewrite_imports_no_libcst(tmp_path: Path) -> Non
     tree = tmp_path / "engine"
     shutil.copytree(engine_source_dir("merged"), tree)
     code = (
-        "import sys; from codemods.pipeline import migrate; r = migrate([sys.argv[1]]); "
+        "import sys; from codemods.framework.pipeline import migrate; r = migrate([sys.argv[1]]); "
         "print(len(r.changes), r.files_parsed > 0, r.files_cst, 'libcst' in sys.modules)"
     )
     proc = subprocess.run(
@@ -195,7 +195,7 @@ def test_a_text_edited_at_its_top_is_reparsed_as_a_whole_parse_gives_it(old: str
     """``verify.reparse`` (the statements a rewrite left as they were, moved; the lines
     before them parsed) gives what ``ast.parse`` of the new text gives, positions
     included."""
-    from codemods import verify
+    from codemods.framework import verify
 
     path = Path("m.py")
     assert old != new
@@ -206,7 +206,7 @@ def test_a_text_edited_at_its_top_is_reparsed_as_a_whole_parse_gives_it(old: str
 
 
 def test_a_text_edited_at_its_top_is_parsed_only_there(monkeypatch: pytest.MonkeyPatch) -> None:
-    from codemods import verify
+    from codemods.framework import verify
 
     parsed: list[str] = []
     real = verify.parse
@@ -230,7 +230,7 @@ def test_the_line_limit_is_read_once_per_directory(
     shared worker input ask for the directory's line limit, which is read (a search for
     configuration files in every directory above) once per run, and is the one the
     nearest configuration sets."""
-    from codemods import layout
+    from codemods.toolkit import layout
     from tests.migrate.conftest import FIXTURES
 
     tree = tmp_path / "engine"

@@ -1,4 +1,4 @@
-"""``codemods.positions.measure``: one print of a module gives what LibCST's position
+"""``codemods.toolkit.positions.measure``: one print of a module gives what LibCST's position
 metadata and ``code_for_node`` give, node by node; ``cstutil.module_code`` gives
 ``module.code`` without printing again; ``cstutil.children``, ``find_all`` (whitespace,
 comments and punctuation aside), ``walk`` and ``name_uses`` meet the nodes LibCST's
@@ -13,8 +13,8 @@ import pytest
 from libcst._nodes.base import CSTCodegenError
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from codemods import cstutil, node_index
-from codemods.positions import Lines, measure, measure_sizes
+from codemods.toolkit import cstutil, node_index
+from codemods.toolkit.positions import Lines, measure, measure_sizes
 from runnercheck.demo.engine import engine_source_dir
 
 #: Shapes whose start differs from where their code starts: decorators, comments and
@@ -182,7 +182,7 @@ def test_without_the_internal_code_generation_measure_falls_back_to_metadata(
 ) -> None:
     """A LibCST whose internal code generation state moved: the same starts and sizes
     come from its public metadata and ``code_for_node``."""
-    import codemods.codegen_positions as fast
+    import codemods.toolkit.codegen_positions as fast
 
     def moved(module: cst.Module) -> None:
         raise ImportError("cannot import name 'CodegenState'")
@@ -246,7 +246,7 @@ def test_a_line_counted_within_a_kept_statement_is_the_line_in_the_module(
     gives; the scope itself is printed only for the nodes of its own header."""
     import ast
 
-    from codemods.kept_text import kept_text
+    from codemods.toolkit.kept_text import kept_text
 
     text = text if text.endswith("\n") else text + "\n"  # (a kept text needs a final line break)
     tree = ast.parse(text)

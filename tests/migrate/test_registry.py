@@ -9,8 +9,8 @@ import sys
 
 from libcst.codemod import CodemodCommand
 
-from codemods import registry
-from codemods.pipeline import CODEMODS
+from codemods.framework import registry
+from codemods.framework.pipeline import CODEMODS
 
 
 def test_every_entry_names_its_libcst_command() -> None:

@@ -1,7 +1,7 @@
 """The verification of a replayed rewrite reads again only what the rewrite can change
-(``codemods.verify.rewritten_facts``): every class or function it keeps the facts of
+(``codemods.framework.verify.rewritten_facts``): every class or function it keeps the facts of
 reads the same again. Each case rewrites one class of a module (a copy of its node,
-as ``codemods.replay`` makes) and compares the facts and the methods' values with
+as ``codemods.framework.replay`` makes) and compares the facts and the methods' values with
 those of the rewritten module read whole; in each, keeping one more definition would
 give other facts than reading gives (so would a verification that reads less)."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from codemods import verify
 from codemods.facts.values import ValueFacts
+from codemods.framework import verify
 from runnercheck.analysis.extract import FunctionReader, extract_tree
 from runnercheck.config import Config
 from runnercheck.contract import VLLM

@@ -18,8 +18,8 @@ from types import FunctionType
 import libcst as cst
 import pytest
 
-from codemods import cstutil, node_index
-from codemods.pipeline import MigrateResult, migrate
+from codemods.framework.pipeline import MigrateResult, migrate
+from codemods.toolkit import cstutil, node_index
 from runnercheck import collector
 from runnercheck.analysis.model import CallSite, ClassFacts, FunctionFacts, ModuleFacts
 from runnercheck.analysis.project import Project

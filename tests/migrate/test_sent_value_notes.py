@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codemods.pipeline import MERGE, migrate
+from codemods.framework.pipeline import MERGE, migrate
 from tests.migrate.conftest import FIXTURES, copy_tree
 
 SENT = '            "blocks_to_swap": blocks_to_swap,  # swapped before the model runs\n'

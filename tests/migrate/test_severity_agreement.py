@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods.pipeline import migrate
+from codemods.framework.pipeline import migrate
 from runnercheck.check import check_paths
 from tests.check import built
 from tests.check.conftest import FIXTURES

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods.pipeline import MERGE, migrate
+from codemods.framework.pipeline import MERGE, migrate
 from runnercheck.check import check_paths
 from tests.migrate import variants
 from tests.migrate.conftest import FIXTURES, copy_tree, snapshot

@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from codemods.pipeline import MERGE, migrate
-from codemods.stale_comments import refresh
+from codemods.framework.pipeline import MERGE, migrate
+from codemods.merge_broadcasts.stale_comments import refresh
 from tests.migrate import variants
 
 DRIVER = "            broadcast_tensor_dict(metadata_dict, src=0)\n"

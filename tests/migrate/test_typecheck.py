@@ -10,8 +10,14 @@ import sys
 import uuid
 from pathlib import Path
 
-from codemods.typecheck import DEFAULT_CONFIG, _kept, mypy_config, mypy_settings, new_errors
-from codemods.typecheck_results import ResultCache
+from codemods.framework.typecheck import (
+    DEFAULT_CONFIG,
+    _kept,
+    mypy_config,
+    mypy_settings,
+    new_errors,
+)
+from codemods.framework.typecheck_results import ResultCache
 
 OLD = b"""\
 from typing import Optional
@@ -195,7 +201,7 @@ def test_a_fifo_among_the_package_s_files_is_not_read(tmp_path: Path) -> None:
     path.write_bytes(NEW)
     os.mkfifo(tmp_path / "pkg" / "pipe.py")
     script = (
-        "import sys; from pathlib import Path; from codemods.typecheck import new_errors; "
+        "import sys; from pathlib import Path; from codemods.framework.typecheck import new_errors; "
         "p = Path(sys.argv[1]); print(len(new_errors({p: (sys.argv[2].encode(), p.read_bytes())})))"
     )
     done = subprocess.run(

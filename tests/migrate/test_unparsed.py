@@ -1,4 +1,4 @@
-"""Function bodies a run leaves unparsed (:mod:`codemods.unparsed`): a module prints back
+"""Function bodies a run leaves unparsed (:mod:`codemods.toolkit.unparsed`): a module prints back
 what was read, every way into an unparsed body raises ``NeedsBody``, a search passes
 over the bodies that cannot hold what it looks for, and a run that asks for a body
 gives what a run that parsed every body gives."""
@@ -14,10 +14,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods import cstutil, node_index, pipeline, unparsed
-from codemods.kept_text import kept_text
-from codemods.pipeline import migrate
-from codemods.unparsed import NeedsBody, UnparsedBlock
+from codemods.framework import pipeline
+from codemods.framework.pipeline import migrate
+from codemods.toolkit import cstutil, node_index, unparsed
+from codemods.toolkit.kept_text import kept_text
+from codemods.toolkit.unparsed import NeedsBody, UnparsedBlock
 from runnercheck.contract import VLLM
 from tests.vllm_wheels import vllm_package
 

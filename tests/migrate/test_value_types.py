@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from codemods.pipeline import MERGE, migrate
+from codemods.framework.pipeline import MERGE, migrate
 from tests.migrate import variants
 
 STALE = "class ModelInput(NamedTuple):\n    input_tokens: torch.Tensor\n"

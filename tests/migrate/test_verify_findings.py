@@ -7,8 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from codemods import verify
 from codemods.facts.values import ValueFacts
+from codemods.framework import verify
 from runnercheck.analysis.model import ModuleFacts
 from runnercheck.config import Config
 from tests.check import built

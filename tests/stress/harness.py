@@ -36,7 +36,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from codemods.source import collect
+from codemods.framework.source import collect
 from runnercheck.errors import RunnerCheckError
 from runnercheck.files import JOURNAL_NAME
 from runnercheck.records import Change
@@ -102,7 +102,7 @@ def make_plan(source: Path, work: Path, copy: bool = True) -> Plan:
     """Copy ``source`` to ``work`` (unless ``copy`` is false: ``work`` is ``source``) and
     plan its migration (one real commit is timed and its checkpoints counted, then the
     tree is reset)."""
-    from codemods.pipeline import migrate
+    from codemods.framework.pipeline import migrate
 
     if copy:
         shutil.copytree(source, work, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))

@@ -88,7 +88,7 @@ def test_every_checkpoint_is_recovered_and_a_mixed_tree_is_reported(plan: Plan) 
     """kill -9 at each checkpoint in turn: ``check`` and ``migrate --check`` report a
     half-applied group exactly when there is one, and ``migrate`` recovers it and
     finishes the migration (in this process: the same functions as the commands)."""
-    from codemods.pipeline import migrate
+    from codemods.framework.pipeline import migrate
     from runnercheck.check.pipeline import check_paths
     from runnercheck.writes import journal
     from runnercheck.writes.recovery import recover

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from codemods.cstutil import dominant_newline, parse_module
+from codemods.toolkit.cstutil import dominant_newline, parse_module
 from runnercheck.cli import main
 from tests.migrate.conftest import FIXTURES, copy_tree
 

@@ -7,7 +7,7 @@ way in for ``runnercheck migrate``, the demo and the benchmarks.
 1. in ``write`` mode, puts back what an interrupted run left
    (:mod:`runnercheck.writes.recovery`; the paths are walked again only when it put
    something back);
-2. plans, rewrites and verifies (:func:`codemods.pipeline.migrate`, nothing written);
+2. plans, rewrites and verifies (:func:`codemods.framework.pipeline.migrate`, nothing written);
 3. ``write``: commits the changes, one journaled transaction per group
    (:func:`runnercheck.writes.transaction.commit`); a unit it does not write is a
    :class:`~runnercheck.records.Refused` of the result and its files leave the
@@ -22,9 +22,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
-from codemods import registry
-from codemods.pipeline import MigrateResult, migrate
-from codemods.source import collect
+from codemods.framework import registry
+from codemods.framework.pipeline import MigrateResult, migrate
+from codemods.framework.source import collect
 from runnercheck.config import Config
 from runnercheck.files import within_roots
 from runnercheck.records import Note, Refused
@@ -53,14 +53,14 @@ def apply(
 
     ``force``: also write read-only files. ``replace_links``: write a file with other
     hard links as a new file (refused otherwise). ``decide=False``: without the analysis's
-    decision of which files a codemod may change (:mod:`codemods.decision`; the same
+    decision of which files a codemod may change (:mod:`codemods.framework.decision`; the same
     result, slower). ``cache_root``: where the facts cache lives (none by default; see
-    :func:`codemods.pipeline.migrate`). ``callers=False`` (``--no-callers``): calls of
+    :func:`codemods.framework.pipeline.migrate`). ``callers=False`` (``--no-callers``): calls of
     a removed method are rewritten only inside the given paths, not across the
     project (a caller outside them is written with its groups, under the lock of a
     tree holding both). ``exact=False``: ``--check`` parses with LibCST
     every file a single-class codemod may change, also those the analysis replays
-    (:mod:`codemods.replay`; the same result, slower). ``--check`` looks for no new
+    (:mod:`codemods.framework.replay`; the same result, slower). ``--check`` looks for no new
     plain-mypy errors: it says whether files would change; ``--diff`` and writing
     report the new errors. Raises
     :class:`~runnercheck.writes.recovery.Unrecoverable` when an interrupted run left

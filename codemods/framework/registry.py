@@ -103,10 +103,10 @@ def get(name: str) -> Codemod:
 def command_class(module: str, name: str) -> Any:
     """The LibCST command ``name`` that a single-class codemod's ``module`` names
     (``python -m libcst.tool codemod -x codemods.self_return.SelfReturnCommand``). The
-    commands live in :mod:`codemods.command`, with LibCST's codemod framework, which
+    commands live in :mod:`codemods.framework.command`, with LibCST's codemod framework, which
     ``migrate`` does not load: a codemod module hands them out on first use."""
     if any(c.module == module and c.command == name for c in CODEMODS):
-        from codemods import command
+        from codemods.framework import command
 
         return getattr(command, name)
     raise AttributeError(f"module {module!r} has no attribute {name!r}")

@@ -12,7 +12,8 @@ from typing import Any
 import libcst as cst
 from libcst.codemod import CodemodContext, SkipFile, VisitorBasedCodemodCommand
 
-from codemods import driver_only, registry, self_return, super_dict
+from codemods import driver_only, self_return, super_dict
+from codemods.framework import registry
 from runnercheck.analysis.extract import extract_source
 from runnercheck.analysis.project import Project
 from runnercheck.contract import VLLM, Contract

@@ -15,7 +15,7 @@ printed, as before).
 A statement's text is what printing it gives only inside blocks indented as where it
 was read, with the module's indentation and line ending: :class:`Kept` holds the
 indents of the blocks around each statement, and the printer
-(:func:`codemods.codegen_positions.print_sized`) writes the text only where they are
+(:func:`codemods.toolkit.codegen_positions.print_sized`) writes the text only where they are
 the same.
 """
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from codemods.unparsed import UnparsedBlock
+from codemods.toolkit.unparsed import UnparsedBlock
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 

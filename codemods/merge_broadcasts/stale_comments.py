@@ -23,7 +23,7 @@ import re
 import tokenize
 from collections.abc import Mapping
 
-from codemods.formatting import changed_ranges
+from codemods.toolkit.formatting import changed_ranges
 
 #: a broadcast counted, or one that is extra, separate or costed
 _STALE = re.compile(

@@ -17,9 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
 
-from codemods import cstutil
-from codemods.kept_text import Kept
+from codemods.toolkit import cstutil
+from codemods.toolkit.kept_text import Kept
 
 
 @dataclass
@@ -47,7 +48,7 @@ def measure(module: cst.Module) -> Measured:
     its public ``PositionProvider`` and the sizes from ``code_for_node`` (slower, the
     same answers)."""
     try:
-        from codemods.codegen_positions import print_measured
+        from codemods.toolkit.codegen_positions import print_measured
 
         code, starts, sizes = print_measured(module)
     except (ImportError, AttributeError, TypeError):
@@ -62,7 +63,7 @@ def measure_sizes(module: cst.Module, kept: Kept | None = None) -> Measured:
     node is sized by ``code_for_node``. ``kept``: the text of the statements of the
     module it was made from (those it still holds are written, not printed)."""
     try:
-        from codemods.codegen_positions import print_sized
+        from codemods.toolkit.codegen_positions import print_sized
 
         code, sizes, written = print_sized(module, kept)
     except (ImportError, AttributeError, TypeError):
@@ -72,8 +73,8 @@ def measure_sizes(module: cst.Module, kept: Kept | None = None) -> Measured:
 
 
 def _measure_with_metadata(module: cst.Module) -> Measured:
-    wrapper = cst.metadata.MetadataWrapper(module, unsafe_skip_copy=True)
-    positions = wrapper.resolve(cst.metadata.PositionProvider)
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(PositionProvider)
     starts = {id(node): (r.start.line, r.start.column) for node, r in positions.items()}
     return Measured(module, module.code, starts, {})
 
@@ -81,7 +82,7 @@ def _measure_with_metadata(module: cst.Module) -> Measured:
 class Lines:
     """The first line of every node of one module (measured once, on first use).
 
-    ``kept`` gives, when asked, the kept text of the module (:mod:`codemods.kept_text`),
+    ``kept`` gives, when asked, the kept text of the module (:mod:`codemods.toolkit.kept_text`),
     which says on what line each statement of its blocks starts: a node under a
     statement is then counted in a print of that statement alone."""
 
@@ -186,9 +187,9 @@ def _block_statements(node: cst.CSTNode) -> list[cst.BaseStatement]:
 
 def _starts_within(scope: cst.CSTNode, module: cst.Module) -> dict[int, tuple[int, int]] | None:
     """The starts of the nodes under ``scope`` in a print of ``scope`` alone; None with a
-    LibCST whose internal code generation :mod:`codemods.codegen_positions` cannot follow."""
+    LibCST whose internal code generation :mod:`codemods.toolkit.codegen_positions` cannot follow."""
     try:
-        from codemods.codegen_positions import starts_within
+        from codemods.toolkit.codegen_positions import starts_within
 
         return starts_within(scope, module)
     except (ImportError, AttributeError, TypeError):

@@ -34,10 +34,10 @@ from pathlib import Path
 
 import libcst as cst
 
-from codemods import cstutil, layout
-from codemods.formatting import project_dir
 from codemods.merge_broadcasts.narrowing import narrow_reads
-from codemods.positions import Lines
+from codemods.toolkit import cstutil, layout
+from codemods.toolkit.formatting import project_dir
+from codemods.toolkit.positions import Lines
 from runnercheck.files import MAX_ANALYSED_SIZE, ReadError, read_source
 
 #: directories never searched (environments, caches, build output)
@@ -76,7 +76,7 @@ class CallerEdits:
 
 def search_root(start: Path) -> Path:
     """The directory whose ``*.py`` files are searched for calls: the project directory
-    above ``start`` (:func:`codemods.formatting.project_dir`); in a plain copy with no
+    above ``start`` (:func:`codemods.toolkit.formatting.project_dir`); in a plain copy with no
     project file, the directory holding the top package ``start`` lies in (``copy/``
     for ``copy/vllm/worker/``; ``start`` itself when it is no package)."""
     found = project_dir(start)

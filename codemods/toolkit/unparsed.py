@@ -13,11 +13,11 @@ attribute, which the merge annotates where it is assigned).
 The guess decides the speed only, never the result. An unparsed block prints back the
 lines it was read from, and every way into its statements raises :class:`NeedsBody`:
 reading its ``body``, visiting it, listing its children, comparing it, and, in
-:mod:`codemods.node_index`, an index over it, unless the search says what it looks for
+:mod:`codemods.toolkit.node_index`, an index over it, unless the search says what it looks for
 and the block's ``ast`` holds none of it (:func:`may_hold`). A printing in other
 indents or line endings than the block was read with raises it too. The run then
 does the group again with those bodies parsed, and, should it ask again, with every
-body parsed (:func:`codemods.pipeline.run_group`): the result is what a run that
+body parsed (:func:`codemods.framework.pipeline.run_group`): the result is what a run that
 parsed everything gives. A search that only reads what it finds takes the small
 statements it looks for from the block's lines instead, one at a time (:func:`copies`).
 """

@@ -27,8 +27,8 @@ that query over every class of the file:
 refused as found is planned with no LibCST at all.
 
 Where the answer is "maybe", ``migrate --check`` still settles without LibCST a file
-whose rewrites :mod:`codemods.replay` replays on the ``ast`` (see
-:func:`codemods.pipeline.exact_file`).
+whose rewrites :mod:`codemods.framework.replay` replays on the ``ast`` (see
+:func:`codemods.framework.pipeline.exact_file`).
 
 ``migrate(..., decide=False)`` runs without this decision (every given file goes through
 every selected single-class codemod with LibCST); the tests and the benchmark compare the
@@ -39,7 +39,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from codemods import fold_plan, registry
+from codemods import fold_plan
+from codemods.framework import registry
 from runnercheck.analysis.model import ClassFacts
 from runnercheck.analysis.project import Project
 from runnercheck.records import Refused

@@ -5,7 +5,7 @@ configuration above it (ruff's ``line-length``, black's ``line-length``, yapf's
 ``column_limit``, flake8's ``max-line-length``). The first directory holding any of
 the configuration files decides. When none says and no formatter is named, the
 column limit of the style the files follow
-(:func:`codemods.formatting.inferred_limit`), else the longest line they have, at
+(:func:`codemods.toolkit.formatting.inferred_limit`), else the longest line they have, at
 most 80.
 
 :func:`wrap_long_statements` re-lays out, within that limit, the statements of a
@@ -26,9 +26,9 @@ from typing import TypeVar
 
 import libcst as cst
 
-from codemods import cstutil
-from codemods.kept_text import Kept
-from codemods.positions import Measured, measure_sizes
+from codemods.toolkit import cstutil
+from codemods.toolkit.kept_text import Kept
+from codemods.toolkit.positions import Measured, measure_sizes
 from runnercheck.errors import ConfigError
 from runnercheck.tomlfile import load_toml
 
@@ -107,7 +107,7 @@ def line_limit(start: Path) -> int:
         if found or (directory / ".git").exists():
             break
     # nothing says: the limit of the style the files follow (80 at most when none fits)
-    from codemods.formatting import find_formatter, inferred_limit
+    from codemods.toolkit.formatting import find_formatter, inferred_limit
 
     if find_formatter(here) is not None:
         return DEFAULT_LIMIT
@@ -438,7 +438,7 @@ def _printed_within(node: cst.CSTNode, module: cst.Module, indents: tuple[str, .
     """``node``'s code as printed in ``module`` inside blocks indented by ``indents``;
     None with a LibCST whose internal code generation this cannot use."""
     try:
-        from codemods.codegen_positions import printed_within
+        from codemods.toolkit.codegen_positions import printed_within
 
         return printed_within(node, module, indents)
     except (ImportError, AttributeError, TypeError):

@@ -15,7 +15,7 @@ project) under one configuration. It is keyed by everything that can change them
   (an engine installed in development mode is read through the import path); content,
   not modification times, so that a copy of a tree reads what was kept for the tree.
 
-Entries live beside mypy's cache (:func:`codemods.typecheck.cache_dir`). An entry that
+Entries live beside mypy's cache (:func:`codemods.framework.typecheck.cache_dir`). An entry that
 cannot be read or written is a miss, never an error.
 """
 
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from runnercheck.files import ReadError, read_source
 
 if TYPE_CHECKING:
-    from codemods.typecheck import MypyError
+    from codemods.framework.typecheck import MypyError
 
 #: directories never read for the project's fingerprint: tools' caches, environments
 #: (a directory holding ``pyvenv.cfg``), builds
@@ -80,7 +80,7 @@ class ResultCache:
         return self._root / f"{digest.hexdigest()}.json"
 
     def get(self, texts: Mapping[Path, bytes]) -> list[MypyError] | None:
-        from codemods.typecheck import MypyError
+        from codemods.framework.typecheck import MypyError
 
         path = self._path(texts)
         if path is None:

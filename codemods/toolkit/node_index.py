@@ -29,8 +29,8 @@ from typing import Any
 
 import libcst as cst
 
-from codemods import unparsed
-from codemods.unparsed import NeedsBody, UnparsedBlock
+from codemods.toolkit import unparsed
+from codemods.toolkit.unparsed import NeedsBody, UnparsedBlock
 
 #: Per node class, its fields that hold nodes, in the order LibCST visits them (read
 #: from the field names its ``_visit_and_replace_children`` passes to the visit).

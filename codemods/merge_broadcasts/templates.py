@@ -7,8 +7,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from codemods.cstutil import without_optional
 from codemods.facts.signatures import Import, RunnerSignature
+from codemods.toolkit.cstutil import without_optional
 from runnercheck.contract import Contract
 
 BASE_MODULE_NAME = "model_runner_base"

@@ -104,7 +104,7 @@ def rewritten_facts(
     (:func:`extract_tree`, ``names=True``), positions aside. ``before``: the module as
     read (its text ``text``, its facts ``read``); ``after``: the rewrite at the same
     positions, holding ``before``'s own nodes for what it leaves alone
-    (:class:`codemods.replay.Replayed`); ``marked``: per class, the fields it marks with
+    (:class:`codemods.framework.replay.Replayed`); ``marked``: per class, the fields it marks with
     a ``# Driver-only`` comment, which reads as driver-only; ``readers``: filled with the
     reader of each method read again (see :func:`extract_tree`).
 

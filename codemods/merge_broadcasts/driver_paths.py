@@ -12,7 +12,7 @@ from typing import Literal
 
 import libcst as cst
 
-from codemods import cstutil, node_index
+from codemods.toolkit import cstutil, node_index
 
 DriverPath = Literal["both", "driver", "non-driver"]
 #: (block statements, index of the next link) from a function's body down to a statement
@@ -105,7 +105,7 @@ def _child_blocks(statement: cst.BaseCompoundStatement) -> list[cst.BaseSuite]:
 
 def owners(func: cst.FunctionDef, located: list[Located]) -> dict[int, Located]:
     """``id(node) -> `` the innermost located statement holding it, read from the
-    index of the function's body (:mod:`codemods.node_index`)."""
+    index of the function's body (:mod:`codemods.toolkit.node_index`)."""
     by_id = {id(item.statement): item for item in located}
     order, ends, start, end = node_index.span(func.body)
     owner: dict[int, Located] = {}

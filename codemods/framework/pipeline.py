@@ -11,7 +11,7 @@
    ``runnercheck check`` with no RC106 and no finding the old sources lacked;
 5. the other prefiltered files get the single-class codemods, verified the
    same way; in ``--check`` (``exact``), a file whose rewrites the analysis replays
-   on its ``ast`` (:mod:`codemods.replay`) is verified from the replay, without
+   on its ``ast`` (:mod:`codemods.framework.replay`) is verified from the replay, without
    LibCST.
 
 The caller (``runnercheck migrate``) prints, diffs or writes the result.
@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from codemods import decision, fold_plan, registry
-from codemods.definitions import flag_classes, read_definitions
+from codemods import fold_plan
 from codemods.facts.groups import ClassRef, Group, find_groups
 from codemods.facts.values import ValueFacts
-from codemods.refusal import Refusal
-from codemods.source import Collected, collect, package_files
+from codemods.framework import decision, registry
+from codemods.framework.definitions import flag_classes, read_definitions
+from codemods.framework.refusal import Refusal
+from codemods.framework.source import Collected, collect, package_files
 from runnercheck import collector, deep
 from runnercheck.analysis.extract import FunctionReader, extract_tree, read_shapes
 from runnercheck.analysis.model import ModuleFacts
@@ -50,9 +51,9 @@ from runnercheck.workspace.reading import CANNOT_READ, ParseFailure, parse_modul
 if TYPE_CHECKING:
     import libcst as cst
 
-    from codemods import verify
+    from codemods.framework import verify
+    from codemods.framework.results import GroupResult
     from codemods.merge_broadcasts.planned import Planned
-    from codemods.results import GroupResult
     from runnercheck.contract import Contract
     from runnercheck.workspace.cache import FactsCache
 
@@ -87,7 +88,7 @@ class MigrateResult:
     groups: list[GroupResult] = field(default_factory=list)
     #: Journals of interrupted runs met below the given paths (see runnercheck.writes.journal).
     journals: list[Path] = field(default_factory=list)
-    #: What :func:`codemods.run.apply` wrote, and one line per interrupted run it put back.
+    #: What :func:`codemods.framework.run.apply` wrote, and one line per interrupted run it put back.
     written: list[Path] = field(default_factory=list)
     recovered: list[str] = field(default_factory=list)
 
@@ -125,7 +126,7 @@ class Run:
     select: tuple[str, ...]
     roots: tuple[Path, ...] = ()
     #: Whether the analysis decides which files the single-class codemods may change
-    #: (:mod:`codemods.decision`); False: every file goes through them with LibCST.
+    #: (:mod:`codemods.framework.decision`); False: every file goes through them with LibCST.
     decide: bool = True
     #: Whether the result's new plain-mypy errors are looked for (not by ``--check``)
     plain_mypy: bool = True
@@ -134,7 +135,7 @@ class Run:
     #: workers no shared worker input is made for (their groups were refused)
     unshared: frozenset[ClassRef] = frozenset()
     #: Whether function bodies that may not be asked about are left unparsed
-    #: (:mod:`codemods.unparsed`)
+    #: (:mod:`codemods.toolkit.unparsed`)
     unparsed: bool = True
     #: functions whose bodies a group asked for (parsed from then on)
     asked: set[str] = field(default_factory=set)
@@ -160,8 +161,8 @@ class Run:
         """The LibCST modules and plans of the groups, each made once (LibCST is
         imported on first use)."""
         if self._planned is None:
-            from codemods import unparsed
             from codemods.merge_broadcasts.planned import Planned
+            from codemods.toolkit import unparsed
 
             self._planned = planned = Planned(self.sources, self.trees)
             if self.unparsed:
@@ -172,7 +173,7 @@ class Run:
     def parse_more(self, names: Iterable[str] | None) -> None:
         """Parse, from now on, the bodies of the functions ``names`` and of those that
         name them (None: every body): a group asked for one the run left unparsed
-        (:class:`codemods.unparsed.NeedsBody`). The modules of files that name none of
+        (:class:`codemods.toolkit.unparsed.NeedsBody`). The modules of files that name none of
         them are kept."""
         old, self._planned = self._planned, None
         if names is None:
@@ -334,7 +335,7 @@ def _verify(
     readers of the methods read, see :func:`extract_tree`). A new source with the bytes
     of one an earlier verification of the run parsed, compiled and read (a shared
     module several groups generate) is not read again."""
-    from codemods import verify
+    from codemods.framework import verify
 
     trees = dict(trees or {})
     read = dict(read or {})
@@ -432,7 +433,7 @@ def run_group(state: Run, group: Group) -> TaskResult:
         return TaskResult(refusals=[refused])
     import libcst as cst
 
-    from codemods.unparsed import NeedsBody
+    from codemods.toolkit.unparsed import NeedsBody
 
     path = group.files[0] if group.files else Path(".")
     try:
@@ -454,8 +455,10 @@ def run_group(state: Run, group: Group) -> TaskResult:
 
 
 def _run_group(state: Run, group: Group) -> TaskResult:
-    from codemods import cstutil, formatting, stale_comments, verify
+    from codemods.framework import verify
+    from codemods.merge_broadcasts import stale_comments
     from codemods.merge_broadcasts.rewrite import finish, merge
+    from codemods.toolkit import cstutil, formatting
 
     result = TaskResult()
     contract = state.config.contract()
@@ -608,7 +611,7 @@ def run_file(state: Run, path: Path) -> TaskResult:
 
 
 def _run_file(state: Run, path: Path) -> TaskResult:
-    from codemods import cstutil, formatting
+    from codemods.toolkit import cstutil, formatting
 
     result = TaskResult(cst_files=1)
     original = cstutil.parse_module(state.sources[path])
@@ -627,20 +630,20 @@ def _run_file(state: Run, path: Path) -> TaskResult:
 
 def exact_file(state: Run, path: Path) -> TaskResult | None:
     """``--check`` on one file without LibCST, when the analysis tells what the
-    single-class codemods do to it (:mod:`codemods.replay`): the same changes and
+    single-class codemods do to it (:mod:`codemods.framework.replay`): the same changes and
     refusals as :func:`run_file`, the rewrite verified the same way. None when only
     LibCST can tell: a shape the replay does not follow, a rewrite the verification
     refuses (the refusal cites lines of the rewritten text), or a project with a mypy
     configuration when the run looks for new plain-mypy errors (they need the new
     bytes)."""
-    from codemods import replay, verify
+    from codemods.framework import replay, verify
 
     try:
         text = state.sources[path].decode("utf-8")
     except UnicodeDecodeError:
         return None
     if state.plain_mypy:
-        from codemods import typecheck
+        from codemods.framework import typecheck
 
         if typecheck.mypy_config(path) is not None:
             return None
@@ -747,11 +750,11 @@ def migrate(
     plain_mypy: bool = True,
     callers: bool = True,
 ) -> MigrateResult:
-    """Plan, rewrite and verify; nothing is written (:func:`codemods.run.apply` writes).
+    """Plan, rewrite and verify; nothing is written (:func:`codemods.framework.run.apply` writes).
 
     ``collected``: the walk of ``paths`` when the caller has made it. ``decide=False``:
     without the analysis's decision of which files a codemod may change
-    (:mod:`codemods.decision`), every given file goes through the single-class codemods
+    (:mod:`codemods.framework.decision`), every given file goes through the single-class codemods
     (the same result, slower: for the tests and the benchmark). ``cache_root``: read the
     facts of unchanged files from, and write new ones to, the facts cache under it
     (:mod:`runnercheck.workspace.cache`). ``exact`` (``--check``, with ``decide``): a file
@@ -1087,7 +1090,7 @@ def _collect(result: MigrateResult, outcomes: list[TaskResult]) -> None:
 
 def _plain_mypy_notes(changes: dict[Path, Change]) -> list[Note]:
     """A note per error plain mypy reports on the changed files and not before."""
-    from codemods import typecheck
+    from codemods.framework import typecheck
 
     checked = {p: (c.old, c.new) for p, c in changes.items() if not c.exact}
     try:
@@ -1107,7 +1110,7 @@ def _plain_mypy_notes(changes: dict[Path, Change]) -> list[Note]:
 def _release(run: Run) -> None:
     """The run's LibCST trees, and what was read from them, can go."""
     if "libcst" in sys.modules:
-        from codemods import cstutil, node_index
+        from codemods.toolkit import cstutil, node_index
 
         node_index.forget()
         cstutil.forget_codes()
@@ -1131,7 +1134,7 @@ def _layout_notes(changes: dict[Path, Change]) -> list[Note]:
     """One line per project whose changed files keep the migration's own layout."""
     if not changes:
         return []
-    from codemods import formatting
+    from codemods.toolkit import formatting
 
     notes: list[Note] = []
     seen: set[Path | None] = set()
@@ -1167,7 +1170,9 @@ def _update_callers(
     parsed (not parsed again)."""
     if not any(runner.removed_method for group in result.groups for runner in group.runners):
         return  # no method removed: no caller to look for (and no LibCST to import)
-    from codemods import callers, formatting, verify
+    from codemods.framework import verify
+    from codemods.merge_broadcasts import callers
+    from codemods.toolkit import formatting
 
     contract = config.contract()
     removed = [
@@ -1210,7 +1215,7 @@ def _update_callers(
 
 def _renumber_notes(merged: GroupResult, path: Path, old: str, new: str) -> None:
     """The group's notes on ``path`` cite lines of its rewritten text."""
-    from codemods.positions import line_map
+    from codemods.toolkit.positions import line_map
 
     where = str(path)
     to_new = line_map(old, new)

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 
 import libcst as cst
 
-from codemods import cstutil
-from codemods.import_order import isort_key
+from codemods.toolkit import cstutil
+from codemods.toolkit.import_order import isort_key
 
 
 def _is_import(statement: cst.BaseStatement) -> bool:

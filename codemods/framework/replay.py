@@ -1,5 +1,5 @@
 """The single-class rewrites replayed on the ``ast``, for ``migrate --check``: what the
-verification of :mod:`codemods.pipeline` reads, made without LibCST.
+verification of :mod:`codemods.framework.pipeline` reads, made without LibCST.
 
 ``--check`` writes nothing and shows no diff: what it prints of a file the single-class
 codemods change (the file, the codemods, the refusals, the exit code) follows from the
@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-from codemods import registry
-from codemods.import_order import isort_key
+from codemods.framework import registry
+from codemods.toolkit.import_order import isort_key
 from runnercheck.analysis.model import ClassFacts, ModuleFacts
 from runnercheck.analysis.project import Project
 from runnercheck.analysis.syntax import dotted
@@ -68,7 +68,7 @@ class Replayed:
     #: the classes they leave alone, with why
     refusals: list[Refused] = field(default_factory=list)
     #: per class, the fields ``driver-only`` marks with a comment line (``tree`` has no
-    #: comments: :func:`codemods.verify.rewritten_facts` reads the fields so)
+    #: comments: :func:`codemods.framework.verify.rewritten_facts` reads the fields so)
     marked: dict[str, frozenset[str]] = field(default_factory=dict)
     #: the ``id`` of each class a rewrite copied into ``tree``
     copies: set[int] = field(default_factory=set)
@@ -417,7 +417,7 @@ def _top_level(tree: ast.Module) -> list[ast.stmt]:
 
 
 def _imported_names(tree: ast.Module) -> set[str]:
-    """As :func:`codemods.imports.imported_names`."""
+    """As :func:`codemods.toolkit.imports.imported_names`."""
     out: set[str] = set()
     for stmt in _top_level(tree):
         if isinstance(stmt, ast.ImportFrom) and not any(a.name == "*" for a in stmt.names):
@@ -516,7 +516,7 @@ def _self_return(out: Replayed, contract: Contract) -> bool:
 
 
 def _add_typing(tree: ast.Module, names: list[str]) -> None:
-    """As :func:`codemods.imports.add_imports` with ``from typing import <names>``."""
+    """As :func:`codemods.toolkit.imports.add_imports` with ``from typing import <names>``."""
     missing = [n for n in names if n not in _imported_names(tree)]
     if not missing:
         return
@@ -557,7 +557,7 @@ def _extended(aliases: list[ast.alias], new: list[ast.alias]) -> list[ast.alias]
 
 def _import_position(body: list[ast.stmt]) -> int:
     """After the leading import block, or after the docstring when there is none (as
-    :func:`codemods.imports.add_imports` places a new ``from`` import)."""
+    :func:`codemods.toolkit.imports.add_imports` places a new ``from`` import)."""
 
     alone = _alone(body)
 

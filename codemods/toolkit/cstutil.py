@@ -9,8 +9,8 @@ from typing import TypeVar, cast
 
 import libcst as cst
 
-from codemods import node_index
-from codemods.node_index import children
+from codemods.toolkit import node_index
+from codemods.toolkit.node_index import children
 from runnercheck.analysis.recognise import driver_split, is_step_broadcast
 
 N = TypeVar("N", bound=cst.CSTNode)
@@ -26,7 +26,7 @@ def public_print_code(node: cst.CSTNode, default_indent: str, default_newline: s
 
 
 try:  # LibCST's internal code generation, printed without its position hook
-    from codemods.codegen_positions import print_code as _print_code
+    from codemods.toolkit.codegen_positions import print_code as _print_code
 except (ImportError, AttributeError, TypeError):  # pragma: no cover - another LibCST
     _print_code = public_print_code
 

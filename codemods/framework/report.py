@@ -6,7 +6,7 @@ import difflib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from codemods.pipeline import MERGE, MigrateResult
+from codemods.framework.pipeline import MERGE, MigrateResult
 from codemods.reasons import BY_CODE
 from runnercheck.console import printable
 from runnercheck.records import Refused

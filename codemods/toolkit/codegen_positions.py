@@ -2,8 +2,8 @@
 print of a module.
 
 It subclasses LibCST's internal ``CodegenState`` (not public API), so
-:func:`codemods.positions.measure` falls back to LibCST's public
-``PositionProvider``, and :func:`codemods.cstutil.code` to ``code_for_node``, when
+:func:`codemods.toolkit.positions.measure` falls back to LibCST's public
+``PositionProvider``, and :func:`codemods.toolkit.cstutil.code` to ``code_for_node``, when
 this module cannot be used with the installed LibCST.
 
 LibCST's own state enters a generator-based context manager for every statement and
@@ -13,7 +13,7 @@ instead, which makes a print about a third cheaper and the text the same.
 
 The sized print of a rewritten module (:func:`print_sized`) writes the statements the
 rewrite kept from the parsed module as the text they were read from
-(:mod:`codemods.kept_text`) and prints only the rest."""
+(:mod:`codemods.toolkit.kept_text`) and prints only the rest."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
-from codemods.kept_text import Kept
-from codemods.unparsed import UnparsedBlock
+from codemods.toolkit.kept_text import Kept
+from codemods.toolkit.unparsed import UnparsedBlock
 
 _NEWLINE = re.compile(r"\r\n?|\n")
 

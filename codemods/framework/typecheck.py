@@ -17,7 +17,7 @@ message (:func:`same_message`: the class a called method is defined in aside).
 
 mypy's cache is kept per configuration in the user's cache directory, in files of
 its own rather than SQLite (runs side by side never wait on a lock or a disk sync),
-and so are the errors of each set of texts judged (:mod:`codemods.typecheck_results`):
+and so are the errors of each set of texts judged (:mod:`codemods.framework.typecheck_results`):
 the old texts are judged once per tree, and a repeated run judges nothing again.
 """
 
@@ -30,8 +30,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from codemods.formatting import project_dir
-from codemods.typecheck_results import ResultCache
+from codemods.framework.typecheck_results import ResultCache
+from codemods.toolkit.formatting import project_dir
 from runnercheck.errors import ConfigError
 from runnercheck.tomlfile import load_toml
 
