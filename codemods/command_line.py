@@ -139,6 +139,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="neither read nor write the facts cache (.runnercheck_cache/ beside pyproject.toml)",
     )
+    parser.add_argument(
+        "--no-mypy",
+        action="store_true",
+        help=(
+            "do not judge the old and new texts with plain mypy (its new errors are notes; "
+            "for a tree that mypy checks next anyway); every other verification still runs"
+        ),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -182,6 +190,7 @@ def run(args: argparse.Namespace) -> int:
             progress=progress,
             cache_root=None if args.no_cache else root,
             callers=not args.no_callers,
+            plain_mypy=not args.no_mypy,
         )
     written, recovered = result.written, result.recovered
     ignored = _hide_ignored(result, config, root)

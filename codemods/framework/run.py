@@ -48,6 +48,7 @@ def apply(
     cache_root: Path | None = None,
     exact: bool = True,
     callers: bool = True,
+    plain_mypy: bool = True,
 ) -> MigrateResult:
     """Plan, verify and (``mode="write"``) commit the migration of ``paths``.
 
@@ -62,7 +63,7 @@ def apply(
     every file a single-class codemod may change, also those the analysis replays
     (:mod:`codemods.framework.replay`; the same result, slower). ``--check`` looks for no new
     plain-mypy errors: it says whether files would change; ``--diff`` and writing
-    report the new errors. Raises
+    report the new errors, unless ``plain_mypy=False`` (``--no-mypy``). Raises
     :class:`~runnercheck.writes.recovery.Unrecoverable` when an interrupted run left
     files a person has to put right."""
     roots = [Path(os.path.realpath(p)) for p in paths]
@@ -88,7 +89,7 @@ def apply(
                 decide=decide,
                 cache_root=cache_root,
                 exact=exact and mode == "check",
-                plain_mypy=mode != "check",
+                plain_mypy=plain_mypy and mode != "check",
                 callers=callers,
             )
             outside = [p for p in result.changes if not within_roots(p, [tree_root(locked)])]

@@ -101,7 +101,8 @@ def stage_check(ws: Workspace, options: DemoOptions) -> StageResult:
 def stage_migrate(ws: Workspace, options: DemoOptions) -> StageResult:
     """``runnercheck migrate`` on the copy, run as a user runs it: the command line finds
     the command through its entry point (:mod:`runnercheck.commands.registry`), and its
-    JSON report says what was written and what was refused."""
+    JSON report says what was written and what was refused. ``--no-mypy``: the
+    ``mypy`` stage type-checks the whole migrated copy, with the plugin, next."""
     cmd = [
         sys.executable,
         "-m",
@@ -111,6 +112,7 @@ def stage_migrate(ws: Workspace, options: DemoOptions) -> StageResult:
         "--format",
         "json",
         "--no-cache",
+        "--no-mypy",
         ws.migrated.name,
     ]
     proc = subprocess.run(cmd, cwd=ws.root, capture_output=True, text=True, timeout=600)

@@ -406,3 +406,31 @@ def test_check_in_a_project_with_a_mypy_configuration_runs_no_mypy(
     shown = apply([package], mode="diff")
     assert shown.changes.keys() == checked.changes.keys() and runs == [1]
     assert shown.files_cst == 1 and shown.changes[package / "inputs.py"].new
+
+
+def test_no_mypy_runs_no_plain_mypy_and_rewrites_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--no-mypy``: the old and new texts are not judged by plain mypy (for a tree
+    mypy checks next anyway, as the demo's next stage does); the rewrite is the same."""
+    from codemods.framework import typecheck
+    from runnercheck.cli import main
+
+    (tmp_path / "pyproject.toml").write_text("[tool.mypy]\ncheck_untyped_defs = true\n")
+    package = _package(tmp_path, SOURCE)
+    monkeypatch.chdir(tmp_path)
+    runs: list[int] = []
+    real = typecheck.new_errors
+    monkeypatch.setattr(typecheck, "new_errors", lambda changed: runs.append(1) or real(changed))
+    judged = apply([package], mode="diff")
+    assert runs == [1]
+    skipped = apply([package], mode="diff", plain_mypy=False)
+    assert runs == [1]
+    assert {p: c.new for p, c in skipped.changes.items()} == {
+        p: c.new for p, c in judged.changes.items()
+    }
+    capsys.readouterr()
+    assert main(["migrate", "--diff", "--no-mypy", "--no-cache", str(package)]) == 1
+    assert runs == [1] and "+++ " in capsys.readouterr().out
+    assert main(["migrate", "--diff", "--no-cache", str(package)]) == 1
+    assert runs == [1, 1]
