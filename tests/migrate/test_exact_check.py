@@ -386,12 +386,9 @@ def test_check_settles_the_single_class_fixtures_without_importing_libcst(
     assert any(line.startswith("would migrate ") for line in lines)
 
 
-def test_check_in_a_project_with_a_mypy_configuration_runs_no_mypy(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``--check`` says whether files would change; the new plain-mypy errors of the
-    rewritten text are ``--diff``'s and the write's to report. So a project with a mypy
-    configuration (every vLLM checkout) is settled without LibCST, and mypy never runs."""
+def _judged_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, list[int]]:
+    """A package in a project with a mypy configuration, the current directory, and the
+    list each plain-mypy judgement of a run appends to."""
     from codemods.framework import typecheck
 
     (tmp_path / "pyproject.toml").write_text("[tool.mypy]\ncheck_untyped_defs = true\n")
@@ -400,6 +397,16 @@ def test_check_in_a_project_with_a_mypy_configuration_runs_no_mypy(
     runs: list[int] = []
     real = typecheck.new_errors
     monkeypatch.setattr(typecheck, "new_errors", lambda changed: runs.append(1) or real(changed))
+    return package, runs
+
+
+def test_check_in_a_project_with_a_mypy_configuration_runs_no_mypy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--check`` says whether files would change; the new plain-mypy errors of the
+    rewritten text are ``--diff``'s and the write's to report. So a project with a mypy
+    configuration (every vLLM checkout) is settled without LibCST, and mypy never runs."""
+    package, runs = _judged_project(tmp_path, monkeypatch)
     checked = apply([package], mode="check")
     assert [p.name for p in checked.changes] == ["inputs.py"] and checked.exit_code == 1
     assert checked.files_cst == 0 and runs == []
@@ -413,15 +420,9 @@ def test_no_mypy_runs_no_plain_mypy_and_rewrites_the_same(
 ) -> None:
     """``--no-mypy``: the old and new texts are not judged by plain mypy (for a tree
     mypy checks next anyway, as the demo's next stage does); the rewrite is the same."""
-    from codemods.framework import typecheck
     from runnercheck.cli import main
 
-    (tmp_path / "pyproject.toml").write_text("[tool.mypy]\ncheck_untyped_defs = true\n")
-    package = _package(tmp_path, SOURCE)
-    monkeypatch.chdir(tmp_path)
-    runs: list[int] = []
-    real = typecheck.new_errors
-    monkeypatch.setattr(typecheck, "new_errors", lambda changed: runs.append(1) or real(changed))
+    package, runs = _judged_project(tmp_path, monkeypatch)
     judged = apply([package], mode="diff")
     assert runs == [1]
     skipped = apply([package], mode="diff", plain_mypy=False)
