@@ -26,6 +26,7 @@ import contextlib
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import os
 import signal
 import sys
@@ -201,12 +202,21 @@ def _subclass_with_keywords(cls: type, **kwargs: Any) -> None:
     """A subclass of a stub may pass class keywords (``msgspec.Struct, frozen=True``)."""
 
 
+def _any_pydantic_schema(cls: type, source: Any, handler: Any) -> Any:
+    """A stub as a pydantic field type (an engine's request models name the API
+    package's classes): the field takes any value."""
+    from pydantic_core import core_schema
+
+    return core_schema.any_schema()
+
+
 def stub_class(name: str, qualname: str, module: str) -> type:
     namespace = {
         "__qualname__": qualname,
         "__module__": module,
         "__init__": _accept_anything,
         "__init_subclass__": classmethod(_subclass_with_keywords),
+        "__get_pydantic_core_schema__": classmethod(_any_pydantic_schema),
         "_runnercheck_stub": True,
     }
     return _StubMeta(name, (), namespace)
@@ -342,6 +352,18 @@ def _catches_import_error(kind: ast.expr | None) -> bool:
     return name in _PROBE_HANDLERS
 
 
+_find_spec = importlib.util.find_spec
+
+
+def _find_spec_of_installed(name: str, package: str | None = None) -> Any:
+    """``importlib.util.find_spec`` while stubbing: a stubbed package is not found, also
+    once an import has stubbed it (a platform probe after the engine imported it)."""
+    spec = _find_spec(name, package)
+    if spec is not None and isinstance(spec.loader, _StubLoader):
+        return None
+    return spec
+
+
 def install_stubs(names: Sequence[str]) -> StubFinder:
     """The stub finder (one per process), now also stubbing ``names``."""
     for finder in sys.meta_path:
@@ -352,6 +374,7 @@ def install_stubs(names: Sequence[str]) -> StubFinder:
             return finder
     finder = StubFinder(names)
     sys.meta_path.append(finder)
+    importlib.util.find_spec = _find_spec_of_installed
     return finder
 
 

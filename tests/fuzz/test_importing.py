@@ -133,6 +133,8 @@ ENGINE_LIKE = textwrap.dedent(
     except ImportError:
         ACCELERATOR = False
     FOUND = importlib.util.find_spec("rc_absent_other_accelerator") is not None
+    # a probe for a package an earlier import stubbed: still not installed
+    STUBBED_FOUND = importlib.util.find_spec("rc_absent_struct") is not None
 
 
     class SamplingParams(rc_absent_struct.Struct, omit_defaults=True, array_like=True):
@@ -153,8 +155,8 @@ ENGINE_LIKE = textwrap.dedent(
 
 def test_stubs_behave_like_the_packages_engines_import(tmp_path: Path) -> None:
     """Class keywords and constructor arguments are accepted, a stub has a version, and
-    a platform probe (an import under ``except ImportError``, ``find_spec``) still finds
-    nothing."""
+    a platform probe (an import under ``except ImportError``, ``find_spec``, also of a
+    package an earlier import stubbed) still finds nothing."""
     (tmp_path / "engine_like.py").write_text(ENGINE_LIKE)
     sys.path.insert(0, str(tmp_path))
     try:
@@ -166,7 +168,7 @@ def test_stubs_behave_like_the_packages_engines_import(tmp_path: Path) -> None:
     assert module.CACHE.capacity == 8
     assert isinstance(module.VERSION, str) and module.VERSION[0].isdigit()
     assert issubclass(module.SamplingParams, module.rc_absent_struct.Struct)
-    assert (module.ACCELERATOR, module.FOUND) == (False, False)
+    assert (module.ACCELERATOR, module.FOUND, module.STUBBED_FOUND) == (False, False, False)
     assert "rc_absent_accelerator" not in stubbed()
 
 
@@ -205,3 +207,32 @@ def test_the_replay_line_carries_the_stubs(
     assert result["replay"].endswith(
         "--seed 3 --world-size 1 --examples 5 --stub-imports rc_absent_for_replay"
     )
+
+
+PYDANTIC_MODEL = textwrap.dedent(
+    """
+    from typing import Optional
+
+    import pydantic
+    from rc_absent_api.types import ContentPart
+
+
+    class ChatMessage(pydantic.BaseModel):
+        part: Optional[ContentPart] = None
+    """
+)
+
+
+def test_a_stub_is_a_field_type_pydantic_accepts(tmp_path: Path) -> None:
+    """An engine's request models (pydantic) may name a stubbed package's class as a
+    field type: the module imports, and the field takes any value."""
+    pytest.importorskip("pydantic")
+    (tmp_path / "chat_like.py").write_text(PYDANTIC_MODEL)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with guard(stubs=["*"]):
+            allow_importer("chat_like")
+            module = import_module("chat_like")
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert module.ChatMessage(part={"url": "x"}).part == {"url": "x"}
