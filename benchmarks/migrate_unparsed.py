@@ -37,7 +37,7 @@ if str(REPO) not in sys.path:
 import libcst as cst  # noqa: E402
 
 from benchmarks.migrate_decision import cached_releases, fixture_trees, in_copy  # noqa: E402
-from codemods.framework import pipeline, report, typecheck  # noqa: E402
+from codemods.framework import report, tasks, typecheck  # noqa: E402
 from codemods.framework.run import apply  # noqa: E402
 from codemods.toolkit import unparsed  # noqa: E402
 from tests.vllm_wheels import cache_root  # noqa: E402
@@ -51,7 +51,7 @@ class _Counts:
 
 
 def _run(tree: Path, whole: bool, counts: _Counts) -> tuple[dict[str, Any], float]:
-    real_parse, real_more = unparsed.parse, pipeline.Run.parse_more
+    real_parse, real_more = unparsed.parse, tasks.Run.parse_more
 
     def counting(data: bytes, *args: Any) -> cst.Module | None:
         found = None if whole else real_parse(data, *args)
@@ -63,13 +63,13 @@ def _run(tree: Path, whole: bool, counts: _Counts) -> tuple[dict[str, Any], floa
         counts.asked += 1
         real_more(state, names)
 
-    unparsed.parse, pipeline.Run.parse_more = counting, asking  # type: ignore[method-assign]
+    unparsed.parse, tasks.Run.parse_more = counting, asking  # type: ignore[method-assign]
     try:
         started = time.process_time()
         result = apply([tree], mode="check", exact=False)
         seconds = time.process_time() - started
     finally:
-        unparsed.parse, pipeline.Run.parse_more = real_parse, real_more  # type: ignore[method-assign]
+        unparsed.parse, tasks.Run.parse_more = real_parse, real_more  # type: ignore[method-assign]
     lines = report.refusal_lines(result) + report.detail_lines(result)
     lines += report.file_lines(result, "check", []) + report.summary_lines(result, "check")
     outcome = {

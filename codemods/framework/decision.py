@@ -28,7 +28,7 @@ refused as found is planned with no LibCST at all.
 
 Where the answer is "maybe", ``migrate --check`` still settles without LibCST a file
 whose rewrites :mod:`codemods.framework.replay` replays on the ``ast`` (see
-:func:`codemods.framework.pipeline.exact_file`).
+:func:`codemods.framework.tasks.exact_file`).
 
 ``migrate(..., decide=False)`` runs without this decision (every given file goes through
 every selected single-class codemod with LibCST); the tests and the benchmark compare the

@@ -17,7 +17,7 @@ reading its ``body``, visiting it, listing its children, comparing it, and, in
 and the block's ``ast`` holds none of it (:func:`may_hold`). A printing in other
 indents or line endings than the block was read with raises it too. The run then
 does the group again with those bodies parsed, and, should it ask again, with every
-body parsed (:func:`codemods.framework.pipeline.run_group`): the result is what a run that
+body parsed (:func:`codemods.framework.tasks.run_group`): the result is what a run that
 parsed everything gives. A search that only reads what it finds takes the small
 statements it looks for from the block's lines instead, one at a time (:func:`copies`).
 """

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codemods.framework import pipeline
+from codemods.framework import tasks
 from codemods.framework.pipeline import migrate
 from codemods.toolkit import cstutil, node_index, unparsed
 from codemods.toolkit.kept_text import kept_text
@@ -267,9 +267,9 @@ def test_a_run_on_vllm_0_5_0_leaves_bodies_unparsed_asks_for_none_and_gives_a_wh
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     asked: list[Any] = []
-    real = pipeline.Run.parse_more
+    real = tasks.Run.parse_more
     monkeypatch.setattr(
-        pipeline.Run, "parse_more", lambda self, names: (asked.append(names), real(self, names))
+        tasks.Run, "parse_more", lambda self, names: (asked.append(names), real(self, names))
     )
     left: list[int] = []
     real_parse = unparsed.parse
@@ -298,9 +298,9 @@ def test_a_group_that_asks_for_an_unparsed_body_is_done_again_with_it(
     literal driver flag; its body names no word, so it is left unparsed, and the
     planner that rewrites it asks for it."""
     asked: list[Any] = []
-    real = pipeline.Run.parse_more
+    real = tasks.Run.parse_more
     monkeypatch.setattr(
-        pipeline.Run, "parse_more", lambda self, names: (asked.append(names), real(self, names))
+        tasks.Run, "parse_more", lambda self, names: (asked.append(names), real(self, names))
     )
     root = vllm_package("0.3.3")
     result = migrate([root])
