@@ -149,10 +149,19 @@ def start_job(joined: Joined, job_bytes: bytes) -> list[RankError]:
     return errors
 
 
+class UnsendableJob(Exception):
+    """A job that cannot be pickled: a rank imports each class by its module and
+    qualified name, and this one's does not lead back to it."""
+
+
 def pack_job(job: Job) -> bytes:
     """A job as sent to the ranks: its ``sys_path`` and the stubbed packages first, so
     that a rank can import the class's module before unpickling the class."""
-    return pickle.dumps((job.sys_path, importing.stubbed(), pickle.dumps(job)))
+    try:
+        inner = pickle.dumps(job)
+    except (pickle.PicklingError, AttributeError, TypeError) as exc:
+        raise UnsendableJob(f"{type(exc).__name__}: {exc}") from exc
+    return pickle.dumps((job.sys_path, importing.stubbed(), inner))
 
 
 def _load_job(joined: Joined, job_bytes: bytes) -> RankError | None:

@@ -37,6 +37,7 @@ from runnercheck.fuzz.compare import differences as compare
 from runnercheck.fuzz.explain import explain
 from runnercheck.fuzz.facts import StaticFacts
 from runnercheck.fuzz.group import GroupLost
+from runnercheck.fuzz.ranks import UnsendableJob
 from runnercheck.fuzz.report import ClassResult, Problem, merge
 from runnercheck.fuzz.roundtrip import DriverOutcome, Job, RankError, takes_backend
 from runnercheck.fuzz.snapshot import Record, Snap, Snapshotter
@@ -344,6 +345,18 @@ class _FoundAhead(BaseException):
         self.failure = failure
 
 
+def _load_errors(errors: list[RankError]) -> str:
+    """The ranks' errors loading the class, one clause per distinct error."""
+    by_text: dict[str, list[int]] = {}
+    for error in errors:
+        by_text.setdefault(error.text(), []).append(error.rank)
+    return "; ".join(
+        f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))} "
+        f"cannot load the class: {text}"
+        for text, ranks in by_text.items()
+    )
+
+
 def drive(
     group: Any,
     job: Any,
@@ -375,11 +388,14 @@ def drive(
         result.problems = [Problem("RC306", lost.message, "", _ranks(lost))]
         result.note = lost.detail
         return result
+    except UnsendableJob as exc:
+        raise UsageError(
+            f"{name}: cannot send the class to the ranks, which import it by its module "
+            f"and qualified name ({exc})"
+        ) from None
     if errors:
-        result.problems = merge(
-            [Problem("RC302", f"cannot load the class: {e.text()}", "", (e.rank,)) for e in errors]
-        )
-        return result
+        # the class cannot run where the ranks are: not a finding about its dict
+        raise UsageError(f"{name}: {_load_errors(errors)}")
     timings = result.timings
     state: dict[str, Any] = {"last": time.perf_counter(), "example": str}
     #: The examples out with the ranks, oldest first: (expected, text, when it went out).
