@@ -94,13 +94,6 @@ _true(
 )
 _true(
     "0.8.0",
-    "hpu_model_runner:ModelInputForHPUWithSamplingMetadata",
-    ("real_batch_size", "batch_size_padded"),
-    "hpu_model_runner.py:560-572 re-lists the keys without it, execute_model reads it at "
-    ":1988-1989",
-)
-_true(
-    "0.8.0",
     "model_runner:ModelInputForGPU",
     ("token_types",),
     "model_runner.py:104 leaves it out of the dict (the pooling input inherits it), "
@@ -118,6 +111,16 @@ _true(
 def _false(version: str, target: str, fields: tuple[str, ...], why: str) -> None:
     for name in fields:
         VERDICTS[(version, f"vllm.worker.{target}", name)] = f"false: {why}"
+
+
+_false(
+    "0.8.0",
+    "hpu_model_runner:ModelInputForHPUWithSamplingMetadata",
+    ("real_batch_size", "batch_size_padded"),
+    "execute_model reads them into locals at hpu_model_runner.py:1988-1989, and uses them "
+    "only after `if not self.is_driver_worker: return []` (:2051, :2067) and under "
+    "`self.is_driver_worker and self.profiler.enabled` (:2069-2079)",
+)
 
 
 def _step(model_input: str) -> str:
@@ -138,7 +141,6 @@ for _version, _target in [
     ("0.6.3", "cpu_enc_dec_model_runner:EncoderDecoderModelInputForCPU"),
     ("0.8.0", "cpu_model_runner:ModelInputForCPUWithSamplingMetadata"),
     ("0.8.0", "xpu_model_runner:ModelInputForXPUWithSamplingMetadata"),
-    ("0.8.0", "hpu_model_runner:ModelInputForHPUWithSamplingMetadata"),
     ("0.8.0", "pooling_model_runner:ModelInputForGPUWithPoolingMetadata"),
 ]:
     for (_v, _t, _field), _verdict in list(VERDICTS.items()):
@@ -200,13 +202,28 @@ _true(
     _TT_PROOF,
 )
 _HPU = "hpu_model_runner:ModelInputForHPUWithSamplingMetadata"
-_HPU_LOST = ("real_batch_size", "batch_size_padded", "is_first_multi_step", "is_last_step")
-_HPU_PROOF = (
-    "hpu_model_runner.py:459-466 re-lists the keys without it, execute_model reads it at "
-    ":1970-1978 (is_first_multi_step, is_last_step) and :2003-2004 (the batch sizes)"
+_HPU_SIZES = ("real_batch_size", "batch_size_padded")
+_HPU_SIZES_WHY = (
+    "execute_model reads them into locals at hpu_model_runner.py:2003-2004 and uses them "
+    "only under `self.is_driver_worker and self.profiler.enabled` (:2189-2198)"
 )
-_true("0.9.2", _HPU, _HPU_LOST, _HPU_PROOF)
-_true("0.9.2", _step(_HPU), _in_step(_HPU, _HPU_LOST), _HPU_PROOF)
+_HPU_FLAGS = ("is_first_multi_step", "is_last_step")
+_HPU_FLAGS_WHY = (
+    "multi_step_hpu_worker.py:66-77 sends the whole dict only on a first step, where the "
+    "defaults hold, and the two flags in a dict of their own on the others, which the "
+    "other ranks apply with dataclasses.replace (:108-113); is_last_step is read only "
+    "when is_first_multi_step is false (hpu_model_runner.py:1970-1971)"
+)
+for _target in (_HPU, _step(_HPU)):
+    _named = (lambda f: f) if _target == _HPU else (lambda f: _in_step(_HPU, f))
+    _false("0.9.2", _target, _named(_HPU_SIZES), _HPU_SIZES_WHY)
+    _false("0.9.2", _target, _named(_HPU_FLAGS), _HPU_FLAGS_WHY)
+_false(
+    "0.8.0",
+    _step("hpu_model_runner:ModelInputForHPUWithSamplingMetadata"),
+    _in_step("hpu_model_runner:ModelInputForHPUWithSamplingMetadata", _HPU_SIZES),
+    "as the model input alone (above)",
+)
 
 
 def run_release(version: str, seed: int, examples: int | None) -> dict[str, Any]:
