@@ -102,3 +102,40 @@ def test_a_baseline_line_with_an_old_code_matches_the_code_it_now_is(tmp_path: P
     accepted = baseline.read(base, "runnercheck check")
     key = baseline.key("pkg/worker.py", "RC001", "does not parse: '(' was never closed")
     assert accepted == {key: 1}
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_vllm_0_6_3_recorded_passes_and_a_planted_bug_fails_alone(tmp_path: Path) -> None:
+    """``docs/check.md``'s figures: on a copy of vLLM 0.6.3's ``vllm/``, 4 errors are
+    recorded, the recorded tree passes, and a recursive ``from_broadcasted_tensor_dict``
+    planted in ``ModelInputForCPU`` fails the run with that one RC101 finding."""
+    from tests.check.test_vllm import source_root
+
+    shutil.copytree(
+        source_root("0.6.3") / "vllm",
+        tmp_path / "vllm",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    recorded = cli(tmp_path, "--baseline", "rc-baseline.txt", "--write-baseline", "vllm/")
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    lines = (tmp_path / "rc-baseline.txt").read_text().splitlines()
+    assert len([line for line in lines if line and not line.startswith("#")]) == 4, lines
+    again = cli(tmp_path, "--baseline", "rc-baseline.txt", "vllm/")
+    assert again.returncode == 0 and "4 in the baseline" in again.stdout, again.stdout
+    runner = tmp_path / "vllm" / "worker" / "cpu_model_runner.py"
+    text = runner.read_text()
+    legal = '    ) -> "ModelInputForCPU":\n        if attn_backend is not None:'
+    assert text.count(legal) == 1
+    planted = text.replace(
+        "                attn_backend, tensor_dict)\n        return cls(**tensor_dict)",
+        "                attn_backend, tensor_dict)\n"
+        "        return cls.from_broadcasted_tensor_dict(tensor_dict)",
+        1,
+    )
+    assert planted != text
+    runner.write_text(planted)
+    failed = cli(tmp_path, "--baseline", "rc-baseline.txt", "vllm/")
+    assert failed.returncode == 1, failed.stdout
+    found = [line for line in failed.stdout.splitlines() if " RC" in line]
+    assert len(found) == 1 and " RC101 " in found[0] and "cpu_model_runner.py" in found[0], found
