@@ -247,35 +247,23 @@ def migrate(
     changed files are not run through plain mypy before and after (no new-error
     notes; ``--diff`` and writing give them). ``callers=False`` (``--no-callers``):
     calls of a removed method are rewritten only inside the given paths."""
+    args = (
+        paths,
+        select,
+        config,
+        jobs,
+        progress,
+        collected,
+        decide,
+        cache_root,
+        exact,
+        plain_mypy,
+        callers,
+    )
     if not deep.in_deep_thread():  # deeply nested code needs a large stack (runnercheck.deep)
-        return deep.call(
-            migrate,
-            paths,
-            select,
-            config,
-            jobs,
-            progress,
-            collected,
-            decide,
-            cache_root,
-            exact,
-            plain_mypy,
-            callers,
-        )
+        return deep.call(migrate, *args)
     with collector.at_rest(collector.LIBCST_THRESHOLD):
-        return _migrate(
-            paths,
-            select,
-            config,
-            jobs,
-            progress,
-            collected,
-            decide,
-            cache_root,
-            exact,
-            plain_mypy,
-            callers,
-        )
+        return _migrate(*args)
 
 
 def _migrate(

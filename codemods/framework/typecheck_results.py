@@ -122,10 +122,7 @@ def _importable(directory: Path, read: set[tuple[Path, str]]) -> Iterator[str]:
         return
     for name in names:
         if name.endswith((".py", ".pyi")):
-            try:
-                yield f"{name}\0{hashlib.sha1(read_source(directory / name)).hexdigest()}"
-            except ReadError as exc:
-                yield f"{name}\0{exc.kind}"
+            yield f"{name}\0{_content(directory / name)}"
         elif any((directory / name / f"__init__{s}").is_file() for s in (".py", ".pyi")):
             yield f"{name}/"
             if (directory, name) not in read:
@@ -149,8 +146,13 @@ def _package_files(directory: Path, package: str) -> Iterator[str]:
             if not name.endswith((".py", ".pyi")):
                 continue
             full = os.path.join(parent, name)
-            try:  # never blocks on a FIFO, never reads past the size limit
-                digest = hashlib.sha1(read_source(full)).hexdigest()
-            except ReadError as exc:  # (mypy cannot read it either)
-                digest = exc.kind
-            yield f"{os.path.relpath(full, directory)}\0{digest}"
+            yield f"{os.path.relpath(full, directory)}\0{_content(Path(full))}"
+
+
+def _content(path: Path) -> str:
+    """The digest of a file's bytes, or what kept it from being read (mypy cannot read
+    it either). Never blocks on a FIFO, never reads past the size limit."""
+    try:
+        return hashlib.sha1(read_source(path)).hexdigest()
+    except ReadError as exc:
+        return exc.kind
